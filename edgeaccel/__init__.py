@@ -1,0 +1,90 @@
+"""edgeaccel: run one model on the best executor a device has, through one small API.
+
+    import edgeaccel
+    with edgeaccel.load("model.tflite") as model:
+        print(model.executor)
+        outputs = model.run(image)
+
+Importing edgeaccel is cheap and imports no runtime (nor numpy): the public names below are resolved on
+first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .errors import (
+    ConfigError,
+    DeviceUnavailableError,
+    EdgeAccelError,
+    ExecutorError,
+    InferenceError,
+    InferenceTimeoutError,
+    InputError,
+    ModelClosedError,
+    ModelError,
+    ModelLoadError,
+    ModelValidationError,
+    NoExecutorError,
+    RuntimeNotInstalledError,
+    UnsupportedFormatError,
+    UnsupportedModelError,
+    WorkerCrashedError,
+)
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "load": ("loader", "load"),
+    "describe": ("formats", "describe"),
+    "Model": ("model", "Model"),
+    "Outputs": ("tensors", "Outputs"),
+    "ModelInfo": ("modelinfo", "ModelInfo"),
+    "TensorSpec": ("modelinfo", "TensorSpec"),
+    "Format": ("modelinfo", "Format"),
+}
+
+__all__ = [
+    *_LAZY,
+    "ConfigError",
+    "DeviceUnavailableError",
+    "EdgeAccelError",
+    "ExecutorError",
+    "InferenceError",
+    "InferenceTimeoutError",
+    "InputError",
+    "ModelClosedError",
+    "ModelError",
+    "ModelLoadError",
+    "ModelValidationError",
+    "NoExecutorError",
+    "RuntimeNotInstalledError",
+    "UnsupportedFormatError",
+    "UnsupportedModelError",
+    "WorkerCrashedError",
+    "__version__",
+]
+
+
+def __getattr__(name: str):
+    try:
+        module_name, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'edgeaccel' has no attribute {name!r}") from None
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module_name}", __name__), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:
+    from .formats import describe
+    from .loader import load
+    from .model import Model
+    from .modelinfo import Format, ModelInfo, TensorSpec
+    from .tensors import Outputs

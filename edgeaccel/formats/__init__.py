@@ -1,0 +1,178 @@
+"""Model formats: detected from the bytes (never the file name), validated, described as ModelInfo.
+
+``describe(path)`` is the one entry point. It refuses a broken file with a ModelError before any runtime
+sees it, because every runtime we measured can crash its host process on one (../shared/FINDINGS.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+from pathlib import Path
+
+from ..errors import ModelValidationError, UnsupportedFormatError
+from ..modelinfo import Format, ModelInfo
+from . import onnx as onnx_format
+from . import openvino_ir, tflite, tflite_checks
+
+__all__ = ["describe", "detect_format", "Format"]
+
+_HEAD = 4096
+
+
+def detect_format(path: str | os.PathLike) -> Format:
+    """The format of the model at ``path``, from its content. Raises UnsupportedFormatError with what it saw."""
+    path = Path(path)
+    if path.is_dir():
+        if (path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file():
+            return Format.SAVEDMODEL
+        raise UnsupportedFormatError(
+            f"{path} is a folder without saved_model.pb",
+            hint="pass a model file (.tflite, .onnx, an OpenVINO .xml) or a TensorFlow SavedModel folder",
+        )
+    with _open(path) as buf:
+        return _sniff(path, buf)
+
+
+def describe(path: str | os.PathLike) -> ModelInfo:
+    """Read, validate and describe the model at ``path``."""
+    path = Path(path)
+    fmt = detect_format(path)
+    if fmt is Format.SAVEDMODEL:
+        return ModelInfo(path=path, format=fmt, inputs=(), outputs=(), details={"note": "read by TensorFlow"})
+    with _open(path) as buf:
+        digest = hashlib.sha256(buf).hexdigest()
+        if fmt in (Format.TFLITE, Format.EDGETPU_TFLITE):
+            return _describe_tflite(path, buf, digest)
+        if fmt is Format.ONNX:
+            return _describe_onnx(path, buf, digest)
+        return _describe_ir(path, buf, digest)
+
+
+class _open:
+    """Map a model file read-only (no copy of a large file); empty files get a clear error."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self):
+        try:
+            self._file = open(self.path, "rb")
+        except FileNotFoundError:
+            raise UnsupportedFormatError(f"model file not found: {self.path}") from None
+        except IsADirectoryError:
+            raise UnsupportedFormatError(f"{self.path} is a folder, not a model file") from None
+        except OSError as exc:
+            raise UnsupportedFormatError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        size = os.fstat(self._file.fileno()).st_size
+        if size == 0:
+            self._file.close()
+            raise UnsupportedFormatError(f"{self.path} is empty (0 bytes)", hint="the download or copy failed")
+        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        return self._map
+
+    def __exit__(self, *exc) -> None:
+        self._map.close()
+        self._file.close()
+
+
+def _sniff(path: Path, buf) -> Format:
+    head = bytes(buf[:_HEAD])
+    if tflite.looks_like_tflite(head):
+        # The Edge TPU compiler renames nothing: its body is one custom op whose name is in the file.
+        return Format.EDGETPU_TFLITE if buf.find(tflite.EDGETPU_CUSTOM_OP.encode()) >= 0 else Format.TFLITE
+    if openvino_ir.looks_like_ir(head):
+        return Format.OPENVINO_IR
+    if onnx_format.looks_like_onnx(buf):
+        return Format.ONNX
+    raise UnsupportedFormatError(
+        f"{path.name} is not a TFLite, ONNX or OpenVINO IR model ({_what_it_looks_like(head)})",
+        hint="edgeaccel reads the format from the file's content, not its name; check that the file is a model",
+    )
+
+
+def _what_it_looks_like(head: bytes) -> str:
+    sample = head[:64]
+    if sample.startswith(b"\x89PNG") or sample.startswith(b"\xff\xd8\xff"):
+        return "it is an image"
+    if sample.startswith(b"PK\x03\x04"):
+        return "it is a zip archive; unpack it first"
+    if sample.startswith(b"<"):
+        return "it is XML/HTML but not an OpenVINO IR <net>"
+    try:
+        text = sample.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"first bytes: {sample[:16].hex(' ')}"
+    if text.isprintable() or all(c.isprintable() or c.isspace() for c in text):
+        return f"it is text starting {text[:40]!r}"
+    return f"first bytes: {sample[:16].hex(' ')}"
+
+
+def _describe_tflite(path: Path, buf, digest: str) -> ModelInfo:
+    model = tflite.parse(buf)
+    tflite_checks.check(model)
+    sg = model.primary
+    custom = model.custom_ops
+    fmt = Format.EDGETPU_TFLITE if tflite.EDGETPU_CUSTOM_OP in custom else Format.TFLITE
+    quantized = any(t.quantization is not None and t.type in (3, 9, 7) for t in sg.tensors)
+    return ModelInfo(
+        path=path,
+        format=fmt,
+        inputs=tuple(tflite.tensor_spec(sg.tensors[i]) for i in sg.inputs),
+        outputs=tuple(tflite.tensor_spec(sg.tensors[i]) for i in sg.outputs),
+        operators=tuple(sorted(set(model.opcodes))),
+        custom_ops=custom,
+        size_bytes=len(buf),
+        sha256=digest,
+        details={"tflite_version": model.version, "subgraphs": len(model.subgraphs), "quantized": quantized},
+    )
+
+
+def _describe_onnx(path: Path, buf, digest: str) -> ModelInfo:
+    from . import onnx_checks
+
+    model = onnx_format.parse(buf)
+    extra = onnx_checks.check(path, model)
+    inputs, outputs = onnx_format.tensor_specs(buf, model)
+    ops = sorted({n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}" for n in model.nodes})
+    quantized = any(n.op_type in ("QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul")
+                    for n in model.nodes)
+    return ModelInfo(
+        path=path,
+        format=Format.ONNX,
+        inputs=inputs,
+        outputs=outputs,
+        operators=tuple(ops),
+        custom_ops=tuple(sorted({f"{n.domain}.{n.op_type}" for n in model.nodes
+                                 if n.domain not in ("", "ai.onnx", "ai.onnx.ml", "com.microsoft")})),
+        size_bytes=len(buf),
+        sha256=digest,
+        extra_files=extra,
+        details={"ir_version": model.ir_version, "opsets": model.opsets, "producer": model.producer,
+                 "quantized": quantized},
+    )
+
+
+def _describe_ir(path: Path, buf, digest: str) -> ModelInfo:
+    model = openvino_ir.parse(bytes(buf))
+    bin_path = path.with_suffix(".bin")
+    if model.constants:
+        if not bin_path.is_file():
+            raise ModelValidationError(
+                f"the OpenVINO IR {path.name} needs its weights file {bin_path.name}, which is missing",
+                hint="keep the .xml and .bin of one export side by side",
+            )
+        openvino_ir.check_weights(model, bin_path.stat().st_size)
+    return ModelInfo(
+        path=path,
+        format=Format.OPENVINO_IR,
+        inputs=model.inputs,
+        outputs=model.outputs,
+        operators=model.layer_types,
+        size_bytes=len(buf) + (bin_path.stat().st_size if bin_path.is_file() else 0),
+        sha256=digest,
+        extra_files=(bin_path,) if bin_path.is_file() else (),
+        details={"ir_version": model.version,
+                 "quantized": any(t in model.layer_types for t in ("FakeQuantize", "FakeConvert"))},
+    )

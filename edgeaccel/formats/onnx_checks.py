@@ -1,0 +1,95 @@
+"""ONNX validation before a runtime reads the file: external data confined to the model's folder, and
+``onnx.checker`` with full_check where the ``onnx`` package is installed (it refuses, for one, the one-input
+Conv that makes OpenVINO's read_model segfault).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from ..errors import ModelValidationError
+from .onnx import OnnxModel
+
+log = logging.getLogger("edgeaccel.formats")
+
+
+def check(path: Path, model: OnnxModel) -> tuple[Path, ...]:
+    """Validate; return the external data files the model reads (all inside its folder)."""
+    extra = _external_files(path, model)
+    _check_graph(model)
+    _full_check(path)
+    return extra
+
+
+def _external_files(path: Path, model: OnnxModel) -> tuple[Path, ...]:
+    folder = path.resolve().parent
+    files = []
+    for location in sorted(model.external_locations):
+        candidate = Path(location)
+        if candidate.is_absolute() or ".." in candidate.parts:
+            _refuse(f"external data location {location!r} leaves the model's folder")
+        resolved = (folder / candidate).resolve()
+        if folder not in resolved.parents:
+            _refuse(f"external data {location!r} resolves to {resolved}, outside {folder} (a symlink?)")
+        if not resolved.is_file():
+            raise ModelValidationError(
+                f"the ONNX model reads external data from {location!r}, which is missing next to {path.name}",
+                hint="copy the model together with its external data files",
+            )
+        files.append(resolved)
+    for init in model.initializers.values():
+        if not init.external:
+            continue
+        for key in ("offset", "length"):
+            value = init.external.get(key, "0")
+            if not value.isdigit():
+                _refuse(f"initializer {init.name!r} has external data {key}={value!r}")
+    return tuple(files)
+
+
+def _refuse(message: str) -> None:
+    raise ModelValidationError(
+        f"ONNX model refused: {message}",
+        hint="external data must be stored beside the model, by a relative path inside its folder",
+    )
+
+
+def _check_graph(model: OnnxModel) -> None:
+    """Every name the top-level graph reads must be defined in it: a dangling name crashes some runtimes."""
+    if not model.outputs:
+        raise ModelValidationError("the ONNX graph declares no outputs", hint="export the model again")
+    defined = {v.name for v in model.inputs} | set(model.initializers) | {""}
+    for node in model.nodes:
+        defined.update(node.outputs)
+    for index, node in enumerate(model.nodes):
+        if not node.op_type:
+            raise ModelValidationError(f"ONNX node {index} has no op_type", hint="export the model again")
+        missing = [name for name in node.inputs if name not in defined]
+        if missing:
+            raise ModelValidationError(
+                f"ONNX node {index} ({node.op_type}) reads {missing[0]!r}, which nothing in the graph defines",
+                hint="the model is corrupted; export it again",
+            )
+    for out in model.outputs:
+        if out.name not in defined:
+            raise ModelValidationError(f"ONNX graph output {out.name!r} is produced by no node")
+
+
+def _full_check(path: Path) -> None:
+    try:
+        import onnx  # noqa: F401  (the `onnx` extra)
+        from onnx import checker
+    except ImportError:
+        log.info("onnx is not installed: %s validated structurally only (install edgeaccel[onnx])", path.name)
+        return
+    try:
+        checker.check_model(os.fspath(path), full_check=True)
+    except Exception as exc:  # checker raises ValidationError, InferenceError and others
+        text = str(exc).strip().splitlines()
+        raise ModelValidationError(
+            f"ONNX checker refused {path.name}: {text[0] if text else type(exc).__name__}",
+            hint="the model is invalid ONNX; re-export it (onnx.checker.check_model(path, full_check=True) "
+            "shows the full report)",
+        ) from exc

@@ -1,0 +1,140 @@
+"""Semantic checks on a parsed TFLite model, for what LiteRT's flatbuffer verifier lets through and then
+crashes on (../shared/FINDINGS.md): indices out of range, -1 on a required operator input, a constant pointed
+at an empty or short buffer, absurd quantization, and declared sizes that would exhaust memory.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ModelValidationError
+from .tflite import TENSOR_TYPES, TflModel, TflSubgraph, TflTensor, type_name
+
+MAX_RANK = 16
+DEFAULT_MAX_TENSOR_BYTES = 4 << 30  # a single declared tensor above 4 GiB is not an edge model
+
+# Operator inputs that TFLite kernels read with GetOptionalInputTensor (index -1 means "absent").
+# Every other input of a builtin must be present.
+_BIAS_2 = frozenset({2})
+OPTIONAL_INPUTS: dict[str, frozenset[int]] = {
+    "CONV_2D": _BIAS_2,
+    "DEPTHWISE_CONV_2D": _BIAS_2,
+    "FULLY_CONNECTED": _BIAS_2,
+    "CONV_3D": _BIAS_2,
+    "TRANSPOSE_CONV": frozenset({3}),
+    "CONV_3D_TRANSPOSE": frozenset({3}),
+    "SVDF": frozenset({3}),
+    "LSH_PROJECTION": _BIAS_2,
+    "RESHAPE": frozenset({1}),
+    "UNIDIRECTIONAL_SEQUENCE_RNN": frozenset(range(1, 8)),
+    "BIDIRECTIONAL_SEQUENCE_RNN": frozenset(range(1, 16)),
+}
+# The LSTM family takes peepholes, projections and layer norms as optional inputs: only the input is required.
+for _name in ("LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM"):
+    OPTIONAL_INPUTS[_name] = frozenset(range(1, 64))
+
+_ZERO_POINT_RANGE = {3: (0, 255), 9: (-128, 127), 7: (-32768, 32767), 16: (0, 65535)}
+_SUB_BYTE_BITS = {17: 4, 19: 2, 20: 4}
+
+
+def check(model: TflModel, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -> None:
+    """Raise ModelValidationError naming the first problem found; return None for a sound model."""
+    for i, (start, size) in enumerate(model.buffer_ranges):
+        if size and start + size > model.file_size:
+            _fail(f"buffer {i} claims {size} bytes at offset {start}, past the end of the {model.file_size}-byte file")
+    for s, sg in enumerate(model.subgraphs):
+        _check_subgraph(model, s, sg, max_tensor_bytes)
+
+
+def _fail(message: str) -> None:
+    raise ModelValidationError(
+        f"TFLite model is malformed: {message}",
+        hint="the file is corrupted or was produced by a broken tool; it was refused before any runtime read it",
+    )
+
+
+def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: int) -> None:
+    n = len(sg.tensors)
+    where = f"subgraph {s}"
+    for kind, indices in (("input", sg.inputs), ("output", sg.outputs)):
+        for i in indices:
+            if not 0 <= i < n:
+                _fail(f"{where} {kind} refers to tensor {i}, but there are {n} tensors")
+    for t_index, t in enumerate(sg.tensors):
+        _check_tensor(model, f"{where} tensor {t_index} ({t.name!r})", t, max_tensor_bytes)
+
+    produced = set(sg.inputs) | {i for i, t in enumerate(sg.tensors) if t.is_variable}
+    for o_index, op in enumerate(sg.operators):
+        if not 0 <= op.opcode_index < len(model.opcodes):
+            _fail(f"{where} operator {o_index} uses opcode {op.opcode_index} of {len(model.opcodes)}")
+        name = model.opcodes[op.opcode_index]
+        custom = op.opcode_index in model.custom_opcodes
+        optional = OPTIONAL_INPUTS.get(name, frozenset())
+        what = f"{where} operator {o_index} ({name})"
+        for pos, i in enumerate(op.inputs):
+            if i == -1:
+                if not custom and pos not in optional:
+                    _fail(f"{what} input {pos} is absent (-1) but {name} requires it")
+                continue
+            if not 0 <= i < n:
+                _fail(f"{what} input {pos} refers to tensor {i}, but there are {n} tensors")
+            if i not in produced and not custom and not _has_data(model, sg.tensors[i]):
+                _fail(
+                    f"{what} input {pos} reads tensor {i} ({sg.tensors[i].name!r}), which is neither a model "
+                    "input, a constant with data, nor produced by an earlier operator"
+                )
+        for pos, i in enumerate((*op.outputs, *op.intermediates)):
+            if not 0 <= i < n:
+                _fail(f"{what} output {pos} refers to tensor {i}, but there are {n} tensors")
+        produced.update(op.outputs)
+        produced.update(op.intermediates)
+
+
+def _has_data(model: TflModel, t: TflTensor) -> bool:
+    return 0 <= t.buffer < len(model.buffer_sizes) and model.buffer_sizes[t.buffer] > 0
+
+
+def _check_tensor(model: TflModel, what: str, t: TflTensor, max_tensor_bytes: int) -> None:
+    if t.type not in TENSOR_TYPES:
+        _fail(f"{what} has unknown type code {t.type}")
+    if not 0 <= t.buffer < max(len(model.buffer_sizes), 1):  # buffer 0 is the empty sentinel even when absent
+        _fail(f"{what} refers to buffer {t.buffer}, but there are {len(model.buffer_sizes)} buffers")
+    if len(t.shape) > MAX_RANK or len(t.shape_signature) > MAX_RANK:
+        _fail(f"{what} has rank {len(t.shape)}, above {MAX_RANK}")
+    if any(d < 0 for d in t.shape):
+        _fail(f"{what} has a negative dimension in its shape {list(t.shape)}")
+    if any(d < -1 for d in t.shape_signature):
+        _fail(f"{what} has a dimension below -1 in its shape signature {list(t.shape_signature)}")
+    count = math.prod(t.shape)
+    dtype = TENSOR_TYPES[t.type][1]
+    bits = _SUB_BYTE_BITS.get(t.type) or (dtype.itemsize * 8 if dtype is not None and dtype.kind != "O" else 8)
+    nbytes = (count * bits + 7) // 8
+    if nbytes > max_tensor_bytes:
+        _fail(f"{what} declares {list(t.shape)} = {nbytes / 2**30:.1f} GiB, above the {max_tensor_bytes >> 20} MiB cap")
+    data = model.buffer_sizes[t.buffer] if t.buffer < len(model.buffer_sizes) else 0
+    if data and not t.sparse and t.type not in (5, 13, 14) and data < nbytes:
+        _fail(f"{what} is a {type_name(t.type)} constant of shape {list(t.shape)} ({nbytes} bytes) "
+              f"but its buffer {t.buffer} holds {data}")
+    _check_quantization(what, t)
+
+
+def _check_quantization(what: str, t: TflTensor) -> None:
+    q = t.quantization
+    if q is None:
+        return
+    scales = np.asarray(q.scale, dtype=np.float64)
+    if not np.all(np.isfinite(scales)) or np.any(scales < 0):
+        _fail(f"{what} has a quantization scale that is negative, NaN or infinite")
+    if t.zero_points_raw and len(t.zero_points_raw) not in (1, len(q.scale)):
+        _fail(f"{what} has {len(q.scale)} scales but {len(t.zero_points_raw)} zero points")
+    lo, hi = _ZERO_POINT_RANGE.get(t.type, (-(2**31), 2**31 - 1))
+    if any(not lo <= z <= hi for z in t.zero_points_raw):
+        _fail(f"{what} is {type_name(t.type)} with a zero point outside [{lo}, {hi}]")
+    if len(q.scale) > 1:
+        axis = q.axis or 0
+        if not 0 <= axis < len(t.shape):
+            _fail(f"{what} is quantized per axis {axis} but has rank {len(t.shape)}")
+        if t.shape[axis] != len(q.scale):
+            _fail(f"{what} has {len(q.scale)} per-axis scales for a dimension of {t.shape[axis]}")

@@ -1,0 +1,251 @@
+"""Images in, model-shaped arrays out: decoding, resizing, channel order and layout for ``edgeaccel run``.
+
+Decoding uses Pillow when it is installed (the ``images`` extra) and otherwise a small PNG decoder, so the
+base install can classify a PNG. Resizing is always edgeaccel's own (antialiased, like Pillow's BILINEAR
+reduce), so results do not depend on whether Pillow is present.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+from .modelinfo import TensorSpec
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def read_image(path: str | Path) -> np.ndarray:
+    """Decode to uint8 (H, W, C) with C = 1 (gray) or 3 (RGB); alpha is dropped."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read image {path}: {exc.strerror or exc}") from exc
+    try:
+        from PIL import Image
+    except ImportError:
+        if not data.startswith(_PNG_SIGNATURE):
+            raise InputError(
+                f"{path.name} is not a PNG, and decoding other image formats needs Pillow",
+                hint="pip install 'edgeaccel[images]', or convert the image to PNG",
+            ) from None
+        return decode_png(data, path.name)
+    import io
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.load()
+            mode = "L" if img.mode in ("1", "L", "I", "I;16", "F") else "RGB"
+            return np.asarray(img.convert(mode)).reshape(img.height, img.width, 1 if mode == "L" else 3)
+    except Exception as exc:  # Pillow raises UnidentifiedImageError, OSError, DecompressionBombError ...
+        raise InputError(f"cannot decode image {path.name}: {exc}") from exc
+
+
+def decode_png(data: bytes, name: str = "image") -> np.ndarray:
+    """A complete decoder for non-interlaced PNGs (all color types, 8 and 16 bit)."""
+    if not data.startswith(_PNG_SIGNATURE):
+        raise InputError(f"{name} is not a PNG")
+    pos, header, palette, idat = 8, None, None, []
+    try:
+        while pos + 8 <= len(data):
+            length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+            chunk = data[pos + 8 : pos + 8 + length]
+            pos += 12 + length
+            if kind == b"IHDR":
+                header = struct.unpack(">IIBBBBB", chunk)
+            elif kind == b"PLTE":
+                palette = np.frombuffer(chunk, np.uint8).reshape(-1, 3)
+            elif kind == b"IDAT":
+                idat.append(chunk)
+            elif kind == b"IEND":
+                break
+        if header is None:
+            raise ValueError("no IHDR chunk")
+        width, height, depth, color, _, _, interlace = header
+        if interlace:
+            raise InputError(f"{name} is an interlaced PNG", hint="pip install 'edgeaccel[images]' (Pillow reads it)")
+        channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[color]
+        if depth not in (8, 16) and not (color in (0, 3) and depth in (1, 2, 4)):
+            raise ValueError(f"bit depth {depth} with color type {color}")
+        raw = zlib.decompress(b"".join(idat))
+    except InputError:
+        raise
+    except (ValueError, KeyError, struct.error, zlib.error) as exc:
+        raise InputError(f"{name} is a corrupted PNG: {exc}") from exc
+    bits = depth * channels
+    stride = (width * bits + 7) // 8
+    bpp = max(1, bits // 8)
+    if len(raw) < height * (stride + 1):
+        raise InputError(f"{name} is a truncated PNG")
+    pixels = _unfilter(raw, height, stride, bpp)
+    if depth == 16:
+        image = pixels.view(">u2").reshape(height, width, channels)
+        image = (image >> 8).astype(np.uint8)
+    elif depth == 8:
+        image = pixels.reshape(height, width, channels)
+    else:
+        image = np.unpackbits(pixels, axis=1, bitorder="big").reshape(height, -1, depth)
+        image = (image * (1 << np.arange(depth - 1, -1, -1))).sum(-1)[:, :width].astype(np.uint8)
+        image = image[..., None] if color == 3 else (image * (255 // ((1 << depth) - 1))).astype(np.uint8)[..., None]
+    if color == 3:
+        if palette is None:
+            raise InputError(f"{name} is a palette PNG without a palette")
+        return palette[np.clip(image[..., 0], 0, len(palette) - 1)]
+    if color in (4, 6):  # drop alpha
+        image = image[..., :-1]
+    return np.ascontiguousarray(image)
+
+
+def _unfilter(raw: bytes, height: int, stride: int, bpp: int) -> np.ndarray:
+    out = np.zeros((height, stride), np.uint8)
+    prev = np.zeros(stride, np.uint8)
+    for y in range(height):
+        start = y * (stride + 1)
+        kind = raw[start]
+        line = np.frombuffer(raw, np.uint8, stride, start + 1)
+        if kind == 0:
+            row = line.copy()
+        elif kind == 2:  # Up
+            row = line + prev
+        elif kind == 1:  # Sub: a running sum per channel, vectorised
+            row = np.cumsum(line.reshape(-1, bpp).astype(np.uint64), axis=0).astype(np.uint8).reshape(-1) \
+                if stride % bpp == 0 else _sequential(line, prev, bpp, 1)
+        else:  # Average and Paeth depend on the byte just decoded: sequential
+            row = _sequential(line, prev, bpp, kind)
+        out[y] = row
+        prev = row
+    return out
+
+
+def _sequential(line: np.ndarray, prev: np.ndarray, bpp: int, kind: int) -> np.ndarray:
+    cur = bytearray(line.tobytes())
+    up = prev.tobytes()
+    for i in range(len(cur)):
+        a = cur[i - bpp] if i >= bpp else 0
+        b = up[i]
+        if kind == 1:
+            pred = a
+        elif kind == 3:
+            pred = (a + b) >> 1
+        else:
+            c = up[i - bpp] if i >= bpp else 0
+            p = a + b - c
+            pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            pred = a if pa <= pb and pa <= pc else b if pb <= pc else c
+        cur[i] = (cur[i] + pred) & 0xFF
+    return np.frombuffer(bytes(cur), np.uint8)
+
+
+def resize(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Antialiased bilinear resize of (H, W, C) uint8, bit-exact with Pillow's ``Image.resize(BILINEAR)``:
+    a triangle filter widened by the reduction factor, 22-bit fixed-point weights, horizontal pass first
+    and rounded to uint8 before the vertical one. Quantized models are sensitive to one-LSB differences
+    (movenet keypoints moved by 0.025 with a float-only resize), so the reference pipeline is matched."""
+    if image.shape[:2] == (height, width):
+        return image
+    h, w, c = image.shape
+    out = image
+    if w != width:
+        out = _pass(out.transpose(1, 0, 2).reshape(w, h * c), _weights(w, width)).reshape(width, h, c)
+        out = out.transpose(1, 0, 2)
+    if h != height:
+        out = _pass(out.reshape(h, -1), _weights(h, height)).reshape(height, width, c)
+    return np.ascontiguousarray(out)
+
+
+_PRECISION_BITS = 32 - 8 - 2  # Pillow's fixed-point precision for 8-bit images
+
+
+def _pass(data: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    # Integer weights times pixels summed in float64 are exact (far below 2**53), and BLAS makes it fast.
+    acc = weights @ data.astype(np.float64)
+    return np.clip(np.floor((acc + (1 << (_PRECISION_BITS - 1))) / (1 << _PRECISION_BITS)), 0, 255).astype(np.uint8)
+
+
+def _weights(size_in: int, size_out: int) -> np.ndarray:
+    scale = size_in / size_out
+    support = max(scale, 1.0)
+    centers = (np.arange(size_out) + 0.5) * scale
+    pos = np.arange(size_in) + 0.5
+    w = np.maximum(0.0, 1.0 - np.abs(pos[None, :] - centers[:, None]) / support)
+    # Pillow's window: pixels from int(center - support + 0.5) to int(center + support + 0.5)
+    lo = np.maximum((centers - support + 0.5).astype(np.int64), 0)
+    hi = np.minimum((centers + support + 0.5).astype(np.int64), size_in)
+    idx = np.arange(size_in)[None, :]
+    w = np.where((idx >= lo[:, None]) & (idx < hi[:, None]), w, 0.0)
+    w /= w.sum(axis=1, keepdims=True)
+    fixed = np.where(w < 0, np.trunc(-0.5 + w * (1 << _PRECISION_BITS)), np.trunc(0.5 + w * (1 << _PRECISION_BITS)))
+    return fixed
+
+
+NORMALIZATIONS = ("0,1", "-1,1", "imagenet", "raw")
+_IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+_IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
+
+
+def layout_of(spec: TensorSpec) -> tuple[str, int, int, int]:
+    """('NHWC' or 'NCHW' or 'HW', height, width, channels) for an image input, or InputError if it is not one."""
+    shape = spec.shape
+    if len(shape) == 4:
+        if shape[3] in (1, 3):
+            return "NHWC", _fixed(shape[1], spec), _fixed(shape[2], spec), shape[3]
+        if shape[1] in (1, 3):
+            return "NCHW", _fixed(shape[2], spec), _fixed(shape[3], spec), shape[1]
+    if len(shape) == 3 and shape[0] in (1, None):  # (1, H, W): a grayscale image without channels (MNIST)
+        return "NHW", _fixed(shape[1], spec), _fixed(shape[2], spec), 1
+    raise InputError(f"input {spec.name!r} of shape {list(spec.shape)} is not an image tensor",
+                     hint="pass the input as a .npy file instead")
+
+
+def _fixed(dim: int | None, spec: TensorSpec) -> int:
+    if dim is None:
+        raise InputError(f"input {spec.name!r} has a dynamic image size {list(spec.shape)}",
+                         hint="pass the input as a .npy file of the size you want")
+    return dim
+
+
+def image_to_input(image: np.ndarray, spec: TensorSpec, normalize: str | None = None) -> tuple[np.ndarray, str]:
+    """Fit a decoded image to an input tensor; returns the array and a line describing what was done."""
+    layout, height, width, channels = layout_of(spec)
+    src = f"{image.shape[1]}x{image.shape[0]}"
+    if channels == 1 and image.shape[2] == 3:
+        image = np.rint(image.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32))[..., None]
+        image = image.astype(np.uint8)
+    elif channels == 3 and image.shape[2] == 1:
+        image = np.repeat(image, 3, axis=2)
+    image = resize(image, height, width)
+    values, how = _to_dtype(image, spec, normalize)
+    if layout == "NCHW":
+        values = values.transpose(2, 0, 1)
+    elif layout == "NHW":
+        values = values[..., 0]
+    return np.ascontiguousarray(values[None]), f"{src} -> {layout} {height}x{width}x{channels}, {how}"
+
+
+def _to_dtype(image: np.ndarray, spec: TensorSpec, normalize: str | None) -> tuple[np.ndarray, str]:
+    dtype = spec.dtype
+    if dtype == np.uint8:
+        return image, "uint8 pixels 0..255"
+    if dtype == np.int8:
+        return (image.astype(np.int16) - 128).astype(np.int8), "int8 pixels -128..127"
+    if dtype.kind != "f":
+        raise InputError(f"input {spec.name!r} is {dtype}; an image cannot be fed to it",
+                         hint="pass the input as a .npy file")
+    mode = normalize or "0,1"
+    pixels = image.astype(np.float32)
+    if mode == "0,1":
+        values = pixels / 255.0
+    elif mode == "-1,1":
+        values = pixels / 127.5 - 1.0
+    elif mode == "imagenet":
+        values = (pixels / 255.0 - _IMAGENET_MEAN[: image.shape[2]]) / _IMAGENET_STD[: image.shape[2]]
+    elif mode == "raw":
+        values = pixels
+    else:
+        raise InputError(f"unknown normalization {mode!r}; choose one of {', '.join(NORMALIZATIONS)}")
+    return values.astype(dtype), f"{dtype} scaled to {mode}"

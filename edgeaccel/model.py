@@ -1,0 +1,198 @@
+"""The Model: one inference API over whichever executor was chosen, with visible, never silent, fallback."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import EdgeAccelError, ExecutorError, ModelClosedError
+from .executors.base import Executor, ExecutorInfo
+from .modelinfo import ModelInfo, TensorSpec
+from .selector import Candidate, Ranking
+from .tensors import InputBinder, Outputs, check_outputs_finite, dequantize_array
+
+log = logging.getLogger("edgeaccel")
+
+
+@dataclass(frozen=True)
+class FallbackEvent:
+    """A candidate that failed and what took over from it."""
+
+    when: float  # time.time()
+    stage: str  # "load" or "run"
+    failed: str  # candidate name, e.g. "openvino:CPU"
+    error: str
+    replaced_by: str | None
+
+    def __str__(self) -> str:
+        to = f" -> {self.replaced_by}" if self.replaced_by else ""
+        return f"{self.failed} failed at {self.stage}: {self.error.splitlines()[0]}{to}"
+
+
+class Model:
+    """A loaded model. Build one with ``edgeaccel.load``; use it as a context manager or call ``close()``.
+
+    ``run`` takes one array, a list in input order, or a dict by input name, and is safe to call from many
+    threads at once.
+    """
+
+    def __init__(
+        self,
+        executor: Executor,
+        candidate: Candidate,
+        ranking: Ranking,
+        fallbacks: list[FallbackEvent],
+        open_next: Callable[[Candidate], Executor] | None = None,
+        strict: bool = False,
+        failed: list[Candidate] | None = None,
+    ) -> None:
+        self._executor = executor
+        self._candidate = candidate
+        self._ranking = ranking
+        self._fallbacks = fallbacks
+        self._open_next = open_next
+        self._strict = strict
+        self._lock = threading.Lock()
+        self._retired: list[Executor] = []
+        self._failed = list(failed or [])  # candidates that failed to load or run: never retried
+        self._set_io(executor)
+
+    def _set_io(self, executor: Executor) -> None:
+        self._inputs = executor.inputs
+        self._outputs = executor.outputs
+        self._binder = InputBinder(self._inputs)
+        self._output_names = tuple(t.name for t in self._outputs)
+        self._outputs_cls = Outputs.for_names(self._output_names)
+
+    # -- what the caller inspects -------------------------------------------------------------------
+    @property
+    def info(self) -> ModelInfo:
+        return self._candidate.artifact
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        return self._inputs
+
+    @property
+    def outputs(self) -> tuple[TensorSpec, ...]:
+        return self._outputs
+
+    @property
+    def executor(self) -> ExecutorInfo:
+        base = self._executor.info
+        return ExecutorInfo(base.runtime, base.version, base.device, base.precision, base.threads,
+                            reason=self._candidate.reason, artifact=str(self._candidate.artifact.path),
+                            details=base.details)
+
+    @property
+    def fallbacks(self) -> tuple[FallbackEvent, ...]:
+        return tuple(self._fallbacks)
+
+    @property
+    def ranking(self) -> Ranking:
+        return self._ranking
+
+    # -- running ---------------------------------------------------------------------------------------
+    def run(self, inputs: Any, *, quantize: bool = False, dequantize: bool = False,
+            check_finite: bool = False) -> Outputs:
+        """Run once.
+
+        quantize: float inputs of a quantized model are quantized with the model's own scale/zero point.
+        dequantize: quantized outputs come back as float32 real values.
+        check_finite: NaN/Inf in float inputs or outputs is an error instead of an answer.
+        """
+        arrays = self._binder.bind(inputs, quantize, check_finite)
+        executor = self._executor
+        try:
+            results = executor.run(arrays)
+        except ExecutorError as exc:
+            results = self._run_fallback(executor, exc, arrays)
+        if check_finite:
+            check_outputs_finite(results, self._output_names)
+        if dequantize:
+            results = [dequantize_array(r, t.quantization) if t.quantization and r.dtype.kind in "iu" else r
+                       for r, t in zip(results, self._outputs)]
+        return self._outputs_cls(results)
+
+    __call__ = run
+
+    def _run_fallback(self, failed: Executor, exc: ExecutorError, arrays: list) -> list:
+        """The executor failed at run time: hand the same inputs to the next candidate that loads."""
+        if self._strict or self._open_next is None:
+            raise exc
+        with self._lock:
+            if self._executor is failed:  # another thread may have switched already
+                self._switch(failed, exc)
+            executor = self._executor
+        return executor.run(arrays)
+
+    def _switch(self, failed: Executor, exc: ExecutorError) -> None:
+        failed_name = self._candidate.name
+        for candidate in self._ranking.candidates:
+            if candidate is self._candidate or candidate in self._failed:
+                continue
+            if tuple(t.dtype for t in candidate.artifact.inputs) != tuple(t.dtype for t in self._inputs):
+                continue  # a twin with other inputs cannot take these requests
+            try:
+                executor = self._open_next(candidate)
+            except EdgeAccelError as load_exc:
+                self._failed.append(candidate)
+                self._record("load", candidate.name, load_exc, None)
+                continue
+            self._failed.append(self._candidate)
+            self._record("run", failed_name, exc, candidate.name)
+            self._retired.append(failed)
+            self._executor, self._candidate = executor, candidate
+            return
+        self._record("run", failed_name, exc, None)
+        raise exc
+
+    def _record(self, stage: str, failed: str, exc: BaseException, replaced_by: str | None) -> None:
+        event = FallbackEvent(time.time(), stage, failed, str(exc), replaced_by)
+        self._fallbacks.append(event)
+        log.warning("fallback: %s", event)
+
+    # -- lifetime ----------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release every runtime object. Idempotent; run() afterwards raises ModelClosedError."""
+        with self._lock:
+            executors = [self._executor, *self._retired]
+            self._executor = _Closed(self._candidate.artifact)
+            self._retired = []
+        for executor in executors:
+            executor.close()
+
+    def __enter__(self) -> Model:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<edgeaccel.Model {self.info.path.name} on {self._candidate.name}>"
+
+
+class _Closed(Executor):
+    runtime = "closed"
+    formats = frozenset()
+
+    def __init__(self, model: ModelInfo) -> None:
+        self.model = model
+
+    @classmethod
+    def availability(cls, device=None):
+        raise NotImplementedError
+
+    @property
+    def info(self) -> ExecutorInfo:
+        return ExecutorInfo("closed", "", "-", "-")
+
+    def run(self, inputs):
+        raise ModelClosedError(f"{self.model.path.name} was closed", hint="load it again with edgeaccel.load")
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,90 @@
+"""What a model is, as read from its bytes: format, tensors, quantization, operators.
+
+These are plain frozen dataclasses with no runtime behind them, so the selector can reason about a model
+without loading it anywhere.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+class Format(str, enum.Enum):
+    TFLITE = "tflite"
+    EDGETPU_TFLITE = "edgetpu-tflite"  # a TFLite file whose body is an edgetpu-custom-op
+    ONNX = "onnx"
+    OPENVINO_IR = "openvino-ir"
+    SAVEDMODEL = "savedmodel"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """Affine quantization: real = scale * (q - zero_point). Per-tensor when ``axis`` is None."""
+
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    axis: int | None = None
+
+    @property
+    def per_tensor(self) -> bool:
+        return self.axis is None and len(self.scale) == 1
+
+    def __str__(self) -> str:
+        if self.per_tensor:
+            return f"scale={self.scale[0]:.6g} zero_point={self.zero_point[0]}"
+        return f"per-axis({self.axis}) x{len(self.scale)}"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One model input or output. A ``None`` dimension is dynamic."""
+
+    name: str
+    shape: tuple[int | None, ...]
+    dtype: np.dtype
+    quantization: Quantization | None = None
+
+    @property
+    def is_dynamic(self) -> bool:
+        return any(d is None for d in self.shape)
+
+    def __str__(self) -> str:
+        dims = "x".join("?" if d is None else str(d) for d in self.shape) or "scalar"
+        q = f" ({self.quantization})" if self.quantization else ""
+        return f"{self.name}: {self.dtype} {dims}{q}"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A model as described by its own file. ``path`` is the main file (the .xml for OpenVINO IR)."""
+
+    path: Path
+    format: Format
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    operators: tuple[str, ...] = ()  # distinct operator names, sorted
+    custom_ops: tuple[str, ...] = ()
+    size_bytes: int = 0
+    sha256: str = ""
+    extra_files: tuple[Path, ...] = ()  # weights (.bin), ONNX external data
+    details: dict = field(default_factory=dict, compare=False)  # format-specific facts (opset, producer, ...)
+
+    @property
+    def quantized(self) -> bool:
+        """True when the model's tensors carry integer quantization (its I/O or its body)."""
+        return bool(self.details.get("quantized")) or any(t.quantization for t in (*self.inputs, *self.outputs))
+
+    @property
+    def is_dynamic(self) -> bool:
+        return any(t.is_dynamic for t in self.inputs)
+
+    @property
+    def needs_edgetpu(self) -> bool:
+        return self.format is Format.EDGETPU_TFLITE

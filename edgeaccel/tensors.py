@@ -1,0 +1,191 @@
+"""Inputs checked against the model before any runtime sees them, (de)quantization, and the Outputs type.
+
+The checks are precomputed per model so that a correct call costs a few attribute reads per input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import (
+    InputCountError,
+    InputDTypeError,
+    InputNameError,
+    InputShapeError,
+    InputValueError,
+    OutputValueError,
+)
+from .modelinfo import Quantization, TensorSpec
+
+# Dynamic dimensions below this are refused: ONNX Runtime kills the process with SIGFPE when a spatial
+# dimension is smaller than a kernel (FINDINGS), and a zero-sized dimension is never a real request.
+DEFAULT_MIN_DYNAMIC_DIM = 1
+
+
+class InputBinder:
+    """Turns what the caller passed to run() into the list of arrays an executor takes."""
+
+    def __init__(self, specs: Sequence[TensorSpec], min_dynamic_dims: Sequence[int] | None = None) -> None:
+        self.specs = tuple(specs)
+        self.names = tuple(s.name for s in specs)
+        self._index = {name: i for i, name in enumerate(self.names)}
+        self._dtypes = tuple(s.dtype for s in specs)
+        self._shapes = tuple(s.shape for s in specs)
+        self._static = tuple(not s.is_dynamic for s in specs)
+        self._min_dims = tuple(min_dynamic_dims or [DEFAULT_MIN_DYNAMIC_DIM] * len(specs))
+
+    def bind(self, inputs: Any, quantize: bool = False, check_finite: bool = False) -> list[np.ndarray]:
+        arrays = self._arrange(inputs)
+        for i, array in enumerate(arrays):
+            if type(array) is not np.ndarray:
+                array = arrays[i] = _as_array(array, self.names[i])
+            if array.dtype != self._dtypes[i]:
+                array = arrays[i] = self._convert(i, array, quantize)
+            if array.shape != self._shapes[i] and (self._static[i] or not self._fits(i, array.shape)):
+                raise self._shape_error(i, array.shape)
+            if not array.flags.c_contiguous:
+                arrays[i] = np.ascontiguousarray(array)
+            if check_finite and array.dtype.kind in "fc" and not np.isfinite(array).all():
+                raise InputValueError(
+                    f"input {self._label(i)} holds NaN or Inf",
+                    hint="runtimes return confident-looking answers for NaN input; clean the input first",
+                )
+        return arrays
+
+    def _arrange(self, inputs: Any) -> list:
+        n = len(self.specs)
+        if isinstance(inputs, Mapping):
+            unknown = [k for k in inputs if k not in self._index]
+            if unknown:
+                raise InputNameError(
+                    f"no input named {unknown[0]!r}; the model's inputs are {list(self.names)}",
+                    hint="pass a dict keyed by the names in model.inputs, or a list in that order",
+                )
+            missing = [name for name in self.names if name not in inputs]
+            if missing:
+                raise InputCountError(f"missing input {missing[0]!r}; the model needs {list(self.names)}")
+            return [inputs[name] for name in self.names]
+        if isinstance(inputs, (list, tuple)) and not (n == 1 and _is_number_list(inputs)):
+            if len(inputs) != n:
+                raise InputCountError(
+                    f"got {len(inputs)} inputs, the model takes {n}: {list(self.names)}",
+                    hint="pass one array per model input, in the order of model.inputs, or a dict by name",
+                )
+            return list(inputs)
+        if n != 1:
+            raise InputCountError(
+                f"got one array, the model takes {n} inputs: {list(self.names)}",
+                hint="pass a list in the order of model.inputs, or a dict by name",
+            )
+        return [inputs]
+
+    def _convert(self, i: int, array: np.ndarray, quantize: bool) -> np.ndarray:
+        spec = self.specs[i]
+        if quantize and array.dtype.kind == "f" and spec.quantization is not None and spec.dtype.kind in "iu":
+            return quantize_array(array, spec.quantization, spec.dtype)
+        hint = f"convert it with x.astype(np.{spec.dtype})"
+        if array.dtype.kind == "f" and spec.quantization is not None and spec.dtype.kind in "iu":
+            hint = (f"the input is quantized ({spec.quantization}); pass quantize=True to quantize float values "
+                    f"with the model's own parameters, or {hint}")
+        raise InputDTypeError(f"input {self._label(i)} expects {spec.dtype}, got {array.dtype}", hint=hint)
+
+    def _fits(self, i: int, shape: tuple[int, ...]) -> bool:
+        want = self._shapes[i]
+        if len(shape) != len(want):
+            return False
+        low = self._min_dims[i]
+        return all(d == w if w is not None else d >= low for d, w in zip(shape, want))
+
+    def _shape_error(self, i: int, shape: tuple[int, ...]) -> InputShapeError:
+        want = self._shapes[i]
+        dims = "x".join("?" if d is None else str(d) for d in want)
+        hint = None
+        if len(shape) + 1 == len(want) and want[0] in (1, None) and tuple(shape) == tuple(want[1:]):
+            hint = "add the batch dimension: x[np.newaxis]"
+        elif len(shape) == len(want) and sorted(shape) == sorted(d for d in want if d is not None):
+            hint = "the dimensions are in another order (NCHW vs NHWC?); transpose the array"
+        elif not self._static[i]:
+            hint = f"dynamic dimensions (?) must be at least {self._min_dims[i]}"
+        return InputShapeError(f"input {self._label(i)} expects shape {dims}, got {'x'.join(map(str, shape))}",
+                               hint=hint)
+
+    def _label(self, i: int) -> str:
+        return repr(self.names[i]) if self.names[i] else f"#{i}"
+
+
+def _is_number_list(value: Sequence) -> bool:
+    return len(value) > 0 and isinstance(value[0], (int, float, list, tuple))
+
+
+def _as_array(value: Any, name: str) -> np.ndarray:
+    try:
+        return np.asarray(value)
+    except Exception as exc:
+        raise InputDTypeError(f"input {name!r} is a {type(value).__name__}, not an array",
+                              hint="pass numpy arrays") from exc
+
+
+def quantize_array(values: np.ndarray, q: Quantization, dtype: np.dtype) -> np.ndarray:
+    """real -> integer with the model's own parameters: round(x / scale) + zero_point, clipped to the dtype."""
+    if not q.per_tensor:
+        raise InputDTypeError("quantize=True supports per-tensor quantized inputs only; this one is per-axis",
+                              hint="quantize the input yourself with the per-axis scales in model.inputs")
+    info = np.iinfo(dtype)
+    scaled = np.rint(np.asarray(values, np.float32) / np.float32(q.scale[0])) + q.zero_point[0]
+    return np.clip(scaled, info.min, info.max).astype(dtype)
+
+
+def dequantize_array(values: np.ndarray, q: Quantization) -> np.ndarray:
+    """integer -> real: scale * (q - zero_point), float32; per-axis parameters broadcast along their axis."""
+    scale = np.asarray(q.scale, np.float32)
+    zero = np.asarray(q.zero_point, np.float32)
+    if not q.per_tensor and values.ndim:
+        shape = [1] * values.ndim
+        shape[q.axis or 0] = -1
+        scale, zero = scale.reshape(shape), zero.reshape(shape)
+    return (values.astype(np.float32) - zero) * scale
+
+
+def check_outputs_finite(arrays: Sequence[np.ndarray], names: Sequence[str]) -> None:
+    for array, name in zip(arrays, names):
+        if array.dtype.kind in "fc" and not np.isfinite(array).all():
+            raise OutputValueError(f"output {name!r} holds NaN or Inf",
+                                   hint="check the input range and preprocessing; the model diverged")
+
+
+class Outputs(tuple):
+    """The outputs of one run, in the model's order: index by position or by output name.
+
+    ``a, b = model.run(x)``, ``out[0]``, ``out["scores"]``, ``out.as_dict()``.
+    """
+
+    __slots__ = ()
+    _names: tuple[str, ...] = ()
+    _index: dict[str, int] = {}
+
+    @classmethod
+    def for_names(cls, names: Sequence[str]) -> type[Outputs]:
+        return type("Outputs", (cls,), {"__slots__": (), "_names": tuple(names),
+                                         "_index": {n: i for i, n in enumerate(names)}})
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            try:
+                key = self._index[key]
+            except KeyError:
+                raise KeyError(f"no output named {key!r}; the outputs are {list(self._names)}") from None
+        return tuple.__getitem__(self, key)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self._names
+
+    def as_dict(self) -> dict[str, np.ndarray]:
+        return dict(zip(self._names, self))
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{n!r}: {a.dtype}{list(a.shape)}" for n, a in zip(self._names, self))
+        return f"Outputs({parts})"

@@ -1,0 +1,36 @@
+"""Shared fixtures: the real models and images in ../shared (see ../shared/README.md)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("EDGEACCEL_SHARED", ROOT.parent / "shared"))
+MODELS = SHARED / "models"
+IMAGES = SHARED / "images"
+SAMPLES = ROOT / "edgeaccel" / "samples"
+
+
+def pytest_collection_modifyitems(config, items):
+    if not MODELS.is_dir():
+        skip = pytest.mark.skip(reason=f"shared models not found at {MODELS} (set EDGEACCEL_SHARED)")
+        for item in items:
+            if "shared" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def labels() -> list[str]:
+    return (MODELS / "imagenet_labels.txt").read_text().splitlines()
+
+
+def image_input(name: str, spec) -> np.ndarray:
+    """An image from ../shared/images fitted to an input spec the way `edgeaccel run` does it."""
+    from edgeaccel.imageio import image_to_input, read_image
+
+    array, _ = image_to_input(read_image(IMAGES / f"{name}.png"), spec)
+    return array

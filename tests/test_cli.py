@@ -1,0 +1,88 @@
+"""`edgeaccel run` from a real subprocess: answers, JSON, and one clear line with an exit code on errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import IMAGES, MODELS, SAMPLES
+
+pytestmark = pytest.mark.shared
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edgeaccel", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_bundled_sample_finds_the_chickadee():
+    out = cli("run", str(SAMPLES / "mobilenet_v1_0.25_128_quant.tflite"), "--input", str(SAMPLES / "bird.png"),
+              "--labels", str(SAMPLES / "imagenet_labels.txt"), "--top-k", "3")
+    assert out.returncode == 0, out.stderr
+    top = [line for line in out.stdout.splitlines() if line.endswith("]")]
+    assert "chickadee" in top[0]
+    assert "litert" in out.stdout and "p50" in out.stdout and "p99" in out.stdout
+
+
+def test_json_report_for_scripts():
+    out = cli("run", str(MODELS / "mobilenet_v2_1.0_224_quant.onnx"), "--input", str(IMAGES / "cat.png"),
+              "--labels", str(MODELS / "imagenet_labels.txt"), "--top-k", "3", "--runs", "5", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["schema"] == "edgeaccel.run/1"
+    assert report["executor"]["runtime"] == "onnxruntime"
+    assert report["top_k"][0]["label"] == "Egyptian cat"
+    assert report["latency_ms"]["runs"] == 5
+    assert report["latency_ms"]["p50"] <= report["latency_ms"]["p99"]
+
+
+def test_random_input_and_pinned_executor():
+    out = cli("run", str(MODELS / "split_concat.tflite"), "--executor", "openvino", "--runs", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["executor"]["runtime"] == "openvino"
+    assert len(report["outputs"]) == 5 and report["top_k"] == []
+
+
+def test_npy_input(tmp_path):
+    import numpy as np
+
+    np.save(tmp_path / "x.npy", np.full((1, 28, 28), 3, np.uint8))
+    out = cli("run", str(MODELS / "keras_lstm_mnist_ptq.tflite"), "--input", str(tmp_path / "x.npy"), "--runs", "1")
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["run", "{models}/model_invoking_error.tflite"], 6, "fake-op-double"),
+        (["run", "{models}/mobilenet_v1_0.25_128_quant_edgetpu.tflite"], 3, "Edge TPU"),
+        (["run", "{models}/movenet_single_pose_lightning_ptq_edgetpu.tflite"], 3, "Edge TPU"),
+        (["run", "{tmp}/empty.tflite"], 3, "empty"),
+        (["run", "{tmp}/text.tflite"], 3, "text"),
+        (["run", "{tmp}/missing.tflite"], 3, "not found"),
+        (["run", "{models}/split_concat.tflite", "--input", "{tmp}/shape.npy"], 4, "expects shape"),
+        (["run", "{models}/keras_lstm_mnist_ptq.tflite", "--input", "{tmp}/dtype.npy"], 4, "expects uint8"),
+        (["run", "{models}/split_concat.tflite", "--executor", "onnxruntime"], 6, "does not read tflite"),
+    ],
+)
+def test_errors_are_one_clear_line_and_an_exit_code(tmp_path, args, code, message):
+    import numpy as np
+
+    (tmp_path / "empty.tflite").write_bytes(b"")
+    (tmp_path / "text.tflite").write_text("hello, not a model\n")
+    np.save(tmp_path / "shape.npy", np.zeros((1, 4, 4, 3), np.uint8))
+    np.save(tmp_path / "dtype.npy", np.zeros((1, 28, 28), np.float32))
+    out = cli(*[a.format(models=MODELS, tmp=tmp_path) for a in args])
+    assert out.returncode == code, (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr
+    assert out.stderr.startswith("error: ")
+    assert message in out.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    (tmp_path / "m.tflite").write_bytes(b"")
+    out = cli("--debug", "run", str(tmp_path / "m.tflite"))
+    assert out.returncode != 0 and "Traceback" in out.stderr
