@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from pathlib import Path
+from collections.abc import Sequence
 
-from . import formats
+from . import bundle
 from .errors import EdgeAccelError, ModelError, NoExecutorError, UnsupportedModelError
 from .executors.base import Executor, ExecutorOptions
 from .executors.registry import runtimes
@@ -20,7 +20,7 @@ log = logging.getLogger("edgeaccel")
 
 
 def load(
-    model: str | os.PathLike,
+    model: str | os.PathLike | Sequence[str | os.PathLike],
     *,
     executor: str | None = None,
     device: str | None = None,
@@ -32,6 +32,9 @@ def load(
     strict: bool = False,
 ) -> Model:
     """Load ``model`` on the best executor this machine has for it.
+
+    model: a model file, a folder of artifacts of one model, an ``edgeaccel-bundle.yaml``, or a list of
+        files (e.g. ``m.tflite`` and its Edge TPU twin ``m_edgetpu.tflite``).
 
     executor, device: pin a runtime ("litert", "onnxruntime", "openvino") and/or a device ("CPU", "GPU",
         "NPU", "CUDA", "AUTO", ...). Without them, edgeaccel chooses and says why in ``model.executor``.
@@ -46,8 +49,10 @@ def load(
         cache_dir=os.fspath(cache_dir) if cache_dir else None,
         runtime_options=dict(runtime_options or {}),
     )
-    artifacts = [formats.describe(Path(model))]
-    ranking = rank_here(artifacts, options, executor, device)
+    found = bundle.resolve(model)
+    for path, exc in found.invalid:
+        log.warning("artifact %s is unusable: %s", path, exc.message)
+    ranking = rank_here(found.artifacts, options, executor, device)
     return open_ranked(ranking, options, strict)
 
 

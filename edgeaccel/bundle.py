@@ -1,0 +1,124 @@
+"""One logical model as several artifacts (m.tflite, m_edgetpu.tflite, m.onnx, an IR): a list of files, a
+folder, or a small manifest (``edgeaccel-bundle.yaml``) that ``edgeaccel convert`` writes.
+
+Manifest, schema ``edgeaccel.bundle/1``; paths are relative to the manifest's folder and may not leave it::
+
+    schema: edgeaccel.bundle/1
+    name: mobilenet_v2
+    artifacts:
+      - path: mobilenet_v2_int8.tflite
+      - path: mobilenet_v2_int8_edgetpu.tflite
+      - path: mobilenet_v2_int8.onnx
+        note: QDQ, calibrated on 200 images
+    reference: mobilenet_v2_float.tflite    # optional: the float original, what accuracy is checked against
+    labels: labels.txt                      # optional
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import formats
+from .errors import ConfigError, EdgeAccelError, ModelError, UnsupportedFormatError
+from .modelinfo import ModelInfo
+from .schema import Field, load_yaml, validate
+
+log = logging.getLogger("edgeaccel.bundle")
+
+MANIFEST = "edgeaccel-bundle.yaml"
+SCHEMA_ID = "edgeaccel.bundle/1"
+MANIFEST_SCHEMA = {
+    "schema": Field(str, required=True, choices=(SCHEMA_ID,)),
+    "name": Field(str),
+    "artifacts": Field([{"path": Field(str, required=True), "note": Field(str)}], required=True),
+    "reference": Field(str),
+    "labels": Field(str),
+    "calibration": Field(str),
+    "notes": Field(str),
+}
+
+
+@dataclass
+class ArtifactSet:
+    """The artifacts of one model, those that failed validation (kept with their reason), and the extras."""
+
+    name: str
+    artifacts: list[ModelInfo] = field(default_factory=list)
+    invalid: list[tuple[Path, EdgeAccelError]] = field(default_factory=list)
+    reference: Path | None = None
+    labels: Path | None = None
+    calibration: Path | None = None
+    notes: dict[Path, str] = field(default_factory=dict)
+
+
+def resolve(source: str | os.PathLike | Sequence[str | os.PathLike]) -> ArtifactSet:
+    """A model file, a folder of artifacts, a manifest, or a list of files -> the artifacts, each validated."""
+    if isinstance(source, (list, tuple)):
+        if not source:
+            raise UnsupportedFormatError("an empty list of models was given")
+        paths = [Path(p) for p in source]
+        return _describe_all(paths[0].stem, paths, strict=True)
+    path = Path(source)
+    if path.is_dir():
+        if (path / MANIFEST).is_file():
+            return read_manifest(path / MANIFEST)
+        if (path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file():
+            return ArtifactSet(path.name, [formats.describe(path)])
+        files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+        found = _describe_all(path.name, files, strict=False)
+        if not found.artifacts and not found.invalid:
+            raise UnsupportedFormatError(f"the folder {path} holds no model file",
+                                         hint="put .tflite/.onnx/.xml artifacts in it, or an edgeaccel-bundle.yaml")
+        return found
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return read_manifest(path)
+    return ArtifactSet(path.stem, [formats.describe(path)])
+
+
+def read_manifest(path: Path) -> ArtifactSet:
+    data = load_yaml(path)
+    validate(data, MANIFEST_SCHEMA, str(path))
+    folder = path.parent
+    result_paths = [_inside(folder, entry["path"], path, f"artifacts[{i}].path")
+                    for i, entry in enumerate(data["artifacts"])]
+    found = _describe_all(data.get("name") or folder.name, result_paths, strict=False)
+    for entry, p in zip(data["artifacts"], result_paths):
+        if entry.get("note"):
+            found.notes[p] = entry["note"]
+    for key in ("reference", "labels", "calibration"):
+        if data.get(key):
+            setattr(found, key, _inside(folder, data[key], path, key))
+    if not found.artifacts and found.invalid:
+        raise found.invalid[0][1]
+    return found
+
+
+def _inside(folder: Path, relative: str, manifest: Path, key: str) -> Path:
+    candidate = Path(relative)
+    resolved = (folder / candidate).resolve()
+    if candidate.is_absolute() or folder.resolve() not in resolved.parents:
+        raise ConfigError(f"{relative!r} leaves the bundle's folder", path=str(manifest), key=key,
+                          hint="keep every artifact beside the manifest")
+    return folder / candidate
+
+
+def _describe_all(name: str, paths: list[Path], strict: bool) -> ArtifactSet:
+    found = ArtifactSet(name)
+    for p in paths:
+        try:
+            found.artifacts.append(formats.describe(p))
+        except UnsupportedFormatError as exc:
+            if strict:
+                raise
+            log.debug("skipping %s: %s", p, exc.message)  # a README or labels file in a model folder
+            if p.suffix.lower() in (".tflite", ".onnx", ".xml"):
+                found.invalid.append((p, exc))
+        except ModelError as exc:
+            if strict and len(paths) == 1:
+                raise
+            found.invalid.append((p, exc))
+    return found
