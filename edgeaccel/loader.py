@@ -1,5 +1,6 @@
-"""``edgeaccel.load``: describe the model, rank the executors that could run it here, open the best one that
-loads, and record every candidate that failed on the way (``model.fallbacks``)."""
+"""``edgeaccel.load``: describe the model's artifacts, rank the executors that could run it here (from a
+profile and rules, or from measurements), open the best one that loads, and record every candidate that
+failed on the way (``model.fallbacks``)."""
 
 from __future__ import annotations
 
@@ -7,25 +8,34 @@ import logging
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from . import bundle
-from .errors import EdgeAccelError, ModelError, NoExecutorError, UnsupportedModelError
+from .errors import DeviceUnavailableError, EdgeAccelError, ModelError, NoExecutorError, UnsupportedModelError
 from .executors.base import Executor, ExecutorOptions
 from .executors.registry import runtimes
 from .model import FallbackEvent, Model
 from .modelinfo import Format, ModelInfo
-from .selector import Candidate, MachineFacts, Ranking, rank
+from .profiles.types import Profile
+from .selector import Candidate, MachineFacts, Measurement, Ranking, rank
 
 log = logging.getLogger("edgeaccel")
 
+ModelSource = str | os.PathLike | Sequence[str | os.PathLike]
+
 
 def load(
-    model: str | os.PathLike | Sequence[str | os.PathLike],
+    model: ModelSource,
     *,
     executor: str | None = None,
     device: str | None = None,
     precision: str | None = None,
     threads: int | None = None,
+    goal: str = "latency",
+    profile: Profile | None = None,
+    calibrate: bool = False,
+    calibration_inputs: Sequence[Sequence] | None = None,
     performance_hint: str = "latency",
     cache_dir: str | os.PathLike | None = None,
     runtime_options: dict | None = None,
@@ -35,13 +45,40 @@ def load(
 
     model: a model file, a folder of artifacts of one model, an ``edgeaccel-bundle.yaml``, or a list of
         files (e.g. ``m.tflite`` and its Edge TPU twin ``m_edgetpu.tflite``).
-
     executor, device: pin a runtime ("litert", "onnxruntime", "openvino") and/or a device ("CPU", "GPU",
         "NPU", "CUDA", "AUTO", ...). Without them, edgeaccel chooses and says why in ``model.executor``.
     precision: None runs the model at its own precision (f32 math for float layers); "bf16" or "f16" are
-        opt-ins because they change answers.
+        opt-ins because they change answers. Calibration may admit them after checking accuracy.
+    goal: "latency" or "efficiency" (energy per inference).
+    calibrate: measure every feasible candidate now (accuracy against the CPU reference, latency) and keep
+        the results in the cache; without it, earlier measurements from the cache are used when present.
     strict: a candidate that fails to load or run raises instead of falling back to the next one.
     """
+    chosen = select(model, executor=executor, device=device, precision=precision, threads=threads, goal=goal,
+                    profile=profile, calibrate=calibrate, calibration_inputs=calibration_inputs,
+                    performance_hint=performance_hint, cache_dir=cache_dir, runtime_options=runtime_options)
+    return open_ranked(chosen.ranking, chosen.options, strict)
+
+
+@dataclass
+class Selection:
+    """Everything the choice was made from: what ``edgeaccel explain`` prints."""
+
+    artifacts: bundle.ArtifactSet
+    ranking: Ranking
+    options: ExecutorOptions
+    facts: MachineFacts
+    profile: Profile | None
+    measurements: dict[str, Measurement] = field(default_factory=dict)
+    measured_now: bool = False
+    cache_file: Path | None = None
+
+
+def select(model: ModelSource, *, executor: str | None = None, device: str | None = None,
+           precision: str | None = None, threads: int | None = None, goal: str = "latency",
+           profile: Profile | None = None, calibrate: bool = False, calibration_inputs=None,
+           performance_hint: str = "latency", cache_dir=None, runtime_options: dict | None = None,
+           calibration_budget_s: float | None = None) -> Selection:
     options = ExecutorOptions(
         threads=threads,
         precision=precision,
@@ -49,42 +86,69 @@ def load(
         cache_dir=os.fspath(cache_dir) if cache_dir else None,
         runtime_options=dict(runtime_options or {}),
     )
+    if executor and executor not in runtimes():
+        raise ValueError(f"unknown executor {executor!r}; known: {', '.join(runtimes())}")
     found = bundle.resolve(model)
     for path, exc in found.invalid:
         log.warning("artifact %s is unusable: %s", path, exc.message)
-    ranking = rank_here(found.artifacts, options, executor, device)
-    return open_ranked(ranking, options, strict)
+    facts = machine_facts()
+    from .cache import CalibrationCache, calibration_key, hardware_fingerprint
+
+    key = calibration_key([a.sha256 for a in found.artifacts], hardware_fingerprint(facts.devices_present),
+                          facts.installed, options.resolved_threads())
+    cache = CalibrationCache(cache_dir)
+    measurements = {} if calibrate else (cache.get(key) or {})
+    ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements)
+    selection = Selection(found, ranking, options, facts, profile, measurements, cache_file=cache.path(key))
+    if calibrate:
+        from .calibration import CalibrationPlan, calibrate as run_calibration
+
+        plan = CalibrationPlan() if calibration_budget_s is None else CalibrationPlan(budget_s=calibration_budget_s)
+        measurements = run_calibration(ranking, lambda c: open_candidate(c, options), plan, calibration_inputs)
+        cache.put(key, measurements, {"artifacts": [str(a.path) for a in found.artifacts],
+                                      "hardware": hardware_fingerprint(facts.devices_present),
+                                      "runtimes": dict(facts.installed), "measured_at": time.time()})
+        selection.ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements)
+        selection.measurements = measurements
+        selection.measured_now = True
+    return selection
+
+
+def _rank(artifacts, facts, options, executor, device, profile, goal, measurements) -> Ranking:
+    def rejects(runtime: str, artifact: ModelInfo, dev: str, opts: ExecutorOptions) -> str | None:
+        return executor_class(runtime).rejects(artifact, dev, opts)
+
+    return rank(artifacts, runtimes(), facts, rejects, options, executor, device, profile, goal, measurements)
 
 
 def machine_facts() -> MachineFacts:
-    """Installed runtimes (from package metadata, no import) and the devices present."""
+    """Installed runtimes (from package metadata, no import), the devices present and the CPU's flags."""
     installed = {name: executor_class(name).installed() for name in runtimes()}
-    return MachineFacts(installed=installed)
+    return MachineFacts(installed=installed, cpu_flags=_cpu_flags())
+
+
+def _cpu_flags() -> frozenset[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith(("flags", "Features")):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
 
 
 def executor_class(name: str) -> type[Executor]:
     return runtimes()[name].load_class()
 
 
-def rank_here(artifacts: list[ModelInfo], options: ExecutorOptions, executor: str | None = None,
-              device: str | None = None) -> Ranking:
-    if executor and executor not in runtimes():
-        raise ValueError(f"unknown executor {executor!r}; known: {', '.join(runtimes())}")
-
-    def rejects(runtime: str, artifact: ModelInfo, dev: str, opts: ExecutorOptions) -> str | None:
-        return executor_class(runtime).rejects(artifact, dev, opts)
-
-    return rank(artifacts, runtimes(), machine_facts(), rejects, options, executor, device)
-
-
 def open_candidate(candidate: Candidate, options: ExecutorOptions) -> Executor:
     cls = executor_class(candidate.runtime)
-    if candidate.kind not in ("cpu",):
+    if candidate.kind != "cpu":
         available = cls.availability(candidate.device)
         if not available:
-            from .errors import DeviceUnavailableError
-
             raise DeviceUnavailableError(f"{candidate.name}: {available.reason}", hint=available.fix)
+    if candidate.precision != options.precision:
+        options = replace(options, precision=candidate.precision)
     return cls(candidate.artifact, candidate.device, options)
 
 

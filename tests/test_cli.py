@@ -86,3 +86,24 @@ def test_debug_shows_the_traceback(tmp_path):
     (tmp_path / "m.tflite").write_bytes(b"")
     out = cli("--debug", "run", str(tmp_path / "m.tflite"))
     assert out.returncode != 0 and "Traceback" in out.stderr
+
+
+def test_explain_the_edgetpu_twin_set_chooses_the_cpu_twin_and_says_why():
+    out = cli("explain", str(MODELS / "mobilenet_v1_0.25_128_quant_edgetpu.tflite"),
+              str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    first = report["ranked"][0]
+    assert first["artifact"].endswith("mobilenet_v1_0.25_128_quant.tflite") and first["candidate"] == "litert:CPU"
+    edgetpu_reasons = [r["reason"] for r in report["rejected"] if r["artifact"].endswith("_edgetpu.tflite")]
+    assert any("edgetpu-custom-op" in r for r in edgetpu_reasons)
+
+
+def test_tune_then_explain_reads_the_cache(tmp_path):
+    model = str(MODELS / "split_concat.tflite")
+    tuned = cli("tune", model, "--cache-dir", str(tmp_path), "--json")
+    assert tuned.returncode == 0, tuned.stderr
+    assert json.loads(tuned.stdout)["measurements"] == "measured now"
+    explained = json.loads(cli("explain", model, "--cache-dir", str(tmp_path), "--json").stdout)
+    assert explained["measurements"] == "from cache"
+    assert explained["ranked"][0]["measurement"]["p50_ms"] > 0

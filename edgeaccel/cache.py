@@ -1,0 +1,86 @@
+"""edgeaccel's cache folder and the calibration cache kept in it.
+
+Calibration results are keyed by the artifacts' content hashes, this machine's hardware fingerprint, the
+installed runtime versions and edgeaccel's version, so a load on the same machine chooses from measurements
+without measuring again, and any change to what was measured invalidates them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict
+from pathlib import Path
+
+from .selector import Measurement
+
+log = logging.getLogger("edgeaccel.cache")
+CALIBRATION_SCHEMA = "edgeaccel.calibration/1"
+
+
+def cache_root(override: str | os.PathLike | None = None) -> Path:
+    """$EDGEACCEL_CACHE_DIR, else $XDG_CACHE_HOME/edgeaccel, else ~/.cache/edgeaccel."""
+    if override:
+        return Path(override)
+    if os.environ.get("EDGEACCEL_CACHE_DIR"):
+        return Path(os.environ["EDGEACCEL_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "edgeaccel"
+
+
+def hardware_fingerprint(devices: Iterable[str] = ()) -> str:
+    """CPU model, core count, architecture and the devices present: what measurements depend on."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    parts = [platform.machine(), model or platform.processor(), str(os.cpu_count()), ",".join(sorted(devices))]
+    return "|".join(parts)
+
+
+def calibration_key(artifact_hashes: Iterable[str], fingerprint: str, versions: Mapping[str, str | None],
+                    threads: int, goal_independent: str = "") -> str:
+    from . import __version__
+
+    payload = json.dumps({"artifacts": sorted(artifact_hashes), "hardware": fingerprint,
+                          "runtimes": dict(sorted(versions.items())), "edgeaccel": __version__,
+                          "threads": threads, "extra": goal_independent}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+class CalibrationCache:
+    def __init__(self, root: str | os.PathLike | None = None) -> None:
+        self.folder = cache_root(root) / "calibration"
+
+    def path(self, key: str) -> Path:
+        return self.folder / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Measurement] | None:
+        path = self.path(key)
+        try:
+            data = json.loads(path.read_text())
+            if data.get("schema") != CALIBRATION_SCHEMA:
+                return None
+            return {m["key"]: Measurement(**m) for m in data["measurements"]}
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, TypeError, KeyError) as exc:  # a damaged cache entry is re-measured
+            log.warning("ignoring damaged calibration cache %s: %s", path, exc)
+            return None
+
+    def put(self, key: str, measurements: Mapping[str, Measurement], about: Mapping) -> Path:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.path(key)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"schema": CALIBRATION_SCHEMA, "about": dict(about),
+                                   "measurements": [asdict(m) for m in measurements.values()]}, indent=1))
+        os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the new one
+        return path

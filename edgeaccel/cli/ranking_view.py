@@ -1,0 +1,59 @@
+"""How `explain` and `tune` show a selection: ranked candidates with reasons and measurements, then every
+rejection (grouped where one reason covers several devices of a runtime)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+
+def selection_dict(sel) -> dict:
+    ranking = sel.ranking
+    return {
+        "schema": "edgeaccel.explain/1",
+        "artifacts": [{"path": str(a.path), "format": a.format.value, "sha256": a.sha256} for a in sel.artifacts.artifacts],
+        "invalid_artifacts": [{"path": str(p), "error": e.message} for p, e in sel.artifacts.invalid],
+        "profile": ranking.profile,
+        "goal": ranking.goal,
+        "measurements": "measured now" if sel.measured_now else ("from cache" if sel.measurements else "none"),
+        "cache_file": str(sel.cache_file) if sel.cache_file else None,
+        "ranked": [{"rank": i + 1, "candidate": c.name, "artifact": str(c.artifact.path), "reason": c.reason,
+                    "measurement": _measurement(sel.measurements.get(c.key))}
+                   for i, c in enumerate(ranking.candidates)],
+        "rejected": [{"candidate": r.name, "artifact": str(r.artifact.path), "reason": r.reason, "fix": r.fix,
+                      "measurement": _measurement(sel.measurements.get(f"{r.artifact.sha256[:16]}/{r.name}"))}
+                     for r in ranking.rejected],
+    }
+
+
+def _measurement(m) -> dict | None:
+    if m is None:
+        return None
+    return {"p50_ms": m.p50_ms, "p90_ms": m.p90_ms, "runs": m.runs, "eligible": m.eligible, "reason": m.reason,
+            "accuracy": m.accuracy}
+
+
+def print_selection(report: dict) -> None:
+    names = ", ".join(f"{a['path']} ({a['format']})" for a in report["artifacts"])
+    print(f"model       {names}")
+    for bad in report["invalid_artifacts"]:
+        print(f"unusable    {bad['path']}: {bad['error']}")
+    print(f"profile     {report['profile'] or 'none (generic rules)'}")
+    print(f"goal        {report['goal']}; measurements: {report['measurements']}")
+    print("ranked")
+    if not report["ranked"]:
+        print("  (nothing can run this model here)")
+    for entry in report["ranked"]:
+        print(f"  {entry['rank']}. {entry['candidate']} [{_short(entry['artifact'])}]")
+        print(f"       {entry['reason']}")
+    print("rejected")
+    groups: dict[tuple, list[str]] = defaultdict(list)
+    for entry in report["rejected"]:
+        runtime, _, device = entry["candidate"].partition(":")
+        groups[(runtime, _short(entry["artifact"]), entry["reason"], entry["fix"])].append(device)
+    for (runtime, artifact, reason, fix), devices in groups.items():
+        fix_text = f" (fix: {fix})" if fix else ""
+        print(f"  - {runtime}:{','.join(devices)} [{artifact}]: {reason}{fix_text}")
+
+
+def _short(path: str) -> str:
+    return path.rsplit("/", 1)[-1]

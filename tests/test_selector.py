@@ -1,0 +1,154 @@
+"""The selector is a pure function: table-driven tests on described models, with no runtime involved."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgeaccel.executors.base import ExecutorOptions
+from edgeaccel.executors.registry import parse_descriptor
+from edgeaccel.modelinfo import Format, ModelInfo, TensorSpec
+from edgeaccel.profiles.types import AcceleratorSpec, Profile
+from edgeaccel.selector import MachineFacts, Measurement, rank
+
+SPEC = (TensorSpec("x", (1, 8, 8, 3), np.dtype(np.uint8)),)
+
+
+def artifact(name: str, fmt: Format, dynamic: bool = False) -> ModelInfo:
+    shape = (1, None, None, 3) if dynamic else (1, 8, 8, 3)
+    return ModelInfo(Path(name), fmt, (TensorSpec("x", shape, np.dtype(np.uint8)),), SPEC, sha256=name * 4)
+
+
+RUNTIMES = {
+    d["name"]: parse_descriptor(d, "test")
+    for d in (
+        {"name": "litert", "executor": "m:LiteRT", "formats": ["tflite"], "devices": [{"name": "CPU", "kind": "cpu"}],
+         "preference": 10},
+        {"name": "edgetpu", "executor": "m:EdgeTPU", "formats": ["edgetpu-tflite"],
+         "devices": [{"name": "EdgeTPU", "kind": "edgetpu"}], "preference": 5},
+        {"name": "onnxruntime", "executor": "m:ORT", "formats": ["onnx"], "extra": "onnx",
+         "devices": [{"name": "CPU", "kind": "cpu"}, {"name": "CUDA", "kind": "gpu"}], "preference": 10},
+        {"name": "openvino", "executor": "m:OV", "formats": ["openvino-ir", "onnx", "tflite"],
+         "devices": [{"name": "CPU", "kind": "cpu"}, {"name": "NPU", "kind": "npu"}, {"name": "AUTO", "kind": "auto"}],
+         "preference": 20},
+    )
+}
+ALL_INSTALLED = {"litert": "2.3", "edgetpu": "2.3", "onnxruntime": "1.31", "openvino": "2026.4"}
+
+
+def no_reject(runtime, model, device, options):
+    return "NPU needs static shapes" if device == "NPU" and model.is_dynamic else None
+
+
+def names(ranking):
+    return [f"{c.name}|{c.artifact.path.name}" for c in ranking.candidates]
+
+
+CASES = [
+    # (id, artifacts, devices present, cpu flags, expected ranked names)
+    ("tflite on a plain CPU", [artifact("m.tflite", Format.TFLITE)], {"CPU"}, set(),
+     ["litert:CPU|m.tflite", "openvino:CPU|m.tflite"]),
+    ("onnx prefers the native runtime", [artifact("m.onnx", Format.ONNX)], {"CPU"}, set(),
+     ["onnxruntime:CPU|m.onnx", "openvino:CPU|m.onnx"]),
+    ("edgetpu twin set without an Edge TPU: the CPU twin", [artifact("m_edgetpu.tflite", Format.EDGETPU_TFLITE),
+                                                            artifact("m.tflite", Format.TFLITE)], {"CPU"}, set(),
+     ["litert:CPU|m.tflite", "openvino:CPU|m.tflite"]),
+    ("edgetpu twin set with an Edge TPU: the Edge TPU first", [artifact("m_edgetpu.tflite", Format.EDGETPU_TFLITE),
+                                                               artifact("m.tflite", Format.TFLITE)],
+     {"CPU", "EdgeTPU"}, set(), ["edgetpu:EdgeTPU|m_edgetpu.tflite", "litert:CPU|m.tflite", "openvino:CPU|m.tflite"]),
+    ("a CUDA GPU before the CPU", [artifact("m.onnx", Format.ONNX)], {"CPU", "CUDA"}, set(),
+     ["onnxruntime:CUDA|m.onnx", "onnxruntime:CPU|m.onnx", "openvino:CPU|m.onnx"]),
+    ("NPU refuses a dynamic model", [artifact("m.xml", Format.OPENVINO_IR, dynamic=True)], {"CPU", "NPU"}, set(),
+     ["openvino:CPU|m.xml"]),
+    ("NPU takes a static model", [artifact("m.xml", Format.OPENVINO_IR)], {"CPU", "NPU"}, set(),
+     ["openvino:NPU|m.xml", "openvino:CPU|m.xml"]),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_rules_ranking(case):
+    _, artifacts, devices, flags, expected = case
+    facts = MachineFacts(ALL_INSTALLED, frozenset(devices), frozenset(flags))
+    ranking = rank(artifacts, RUNTIMES, facts, no_reject, ExecutorOptions())
+    assert names(ranking) == expected
+    for c in ranking.candidates:
+        assert c.reason
+
+
+def test_every_rejection_keeps_its_reason():
+    facts = MachineFacts({**ALL_INSTALLED, "onnxruntime": None}, frozenset({"CPU"}))
+    ranking = rank([artifact("m_edgetpu.tflite", Format.EDGETPU_TFLITE), artifact("m.onnx", Format.ONNX)],
+                   RUNTIMES, facts, no_reject, ExecutorOptions())
+    reasons = {(r.name, r.artifact.path.name): (r.reason, r.fix) for r in ranking.rejected}
+    assert "no EdgeTPU device" in reasons[("edgetpu:EdgeTPU", "m_edgetpu.tflite")][0]
+    assert "edgetpu-custom-op" in reasons[("litert:CPU", "m_edgetpu.tflite")][0]
+    assert reasons[("onnxruntime:CPU", "m.onnx")] == ("onnxruntime is not installed", "pip install 'edgeaccel[onnx]'")
+    assert "meta-device" in reasons[("openvino:AUTO", "m.onnx")][0]
+    assert names(ranking) == ["openvino:CPU|m.onnx"]
+
+
+def test_bf16_needs_calibration_and_a_cpu_that_has_it():
+    m = artifact("m.tflite", Format.TFLITE)
+    without = rank([m], RUNTIMES, MachineFacts(ALL_INSTALLED), no_reject, ExecutorOptions())
+    assert not any("bf16" in r.name for r in without.rejected)
+    facts = MachineFacts(ALL_INSTALLED, cpu_flags=frozenset({"avx512_bf16"}))
+    ranking = rank([m], RUNTIMES, facts, no_reject, ExecutorOptions())
+    assert [c.name for c in ranking.untested] == ["openvino:CPU@bf16"]
+    assert any(r.name == "openvino:CPU@bf16" and "calibration" in r.reason for r in ranking.rejected)
+    assert "openvino:CPU@bf16" not in [c.name for c in ranking.candidates]
+    asked = rank([m], RUNTIMES, facts, no_reject, ExecutorOptions(precision="bf16"))
+    assert [c.name for c in asked.candidates] == ["litert:CPU@bf16", "openvino:CPU@bf16"]
+
+
+def test_measurements_override_rules_and_refuse_inaccurate_candidates():
+    m = artifact("m.tflite", Format.TFLITE)
+    facts = MachineFacts(ALL_INSTALLED, cpu_flags=frozenset({"avx512_bf16"}))
+    key = lambda name: f"{m.sha256[:16]}/{name}"  # noqa: E731
+    measured = {
+        key("litert:CPU"): Measurement(key("litert:CPU"), 4.0, runs=50, reason="the reference"),
+        key("openvino:CPU"): Measurement(key("openvino:CPU"), 3.0, runs=50),
+        key("openvino:CPU@bf16"): Measurement(key("openvino:CPU@bf16"), 1.0, runs=50, eligible=False,
+                                              reason="top-1 changed"),
+    }
+    ranking = rank([m], RUNTIMES, facts, no_reject, ExecutorOptions(), measurements=measured)
+    assert [c.name for c in ranking.candidates] == ["openvino:CPU", "litert:CPU"]
+    assert "measured p50 3.000 ms" in ranking.candidates[0].reason
+    assert any(r.name == "openvino:CPU@bf16" and "top-1 changed" in r.reason for r in ranking.rejected)
+
+
+def test_profile_preference_and_efficiency_goal():
+    profile = Profile("box", "a box", (AcceleratorSpec("CPU", "cpu", "cpu", typical_power_w=10.0),
+                                       AcceleratorSpec("NPU", "npu", "npu", typical_power_w=1.0)),
+                      preference={"latency": ("CPU", "NPU"), "efficiency": ("NPU", "CPU")},
+                      runtimes={"CPU": ("openvino", "litert")})
+    m = artifact("m.tflite", Format.TFLITE)
+    facts = MachineFacts(ALL_INSTALLED, frozenset({"CPU", "NPU"}))
+    latency = rank([m], RUNTIMES, facts, no_reject, ExecutorOptions(), profile=profile)
+    # native format beats the profile's runtime order; the profile orders devices
+    assert names(latency) == ["litert:CPU|m.tflite", "openvino:CPU|m.tflite", "openvino:NPU|m.tflite"]
+    eff = rank([m], RUNTIMES, facts, no_reject, ExecutorOptions(), profile=profile, goal="efficiency")
+    assert names(eff)[0] == "openvino:NPU|m.tflite"
+    key = lambda name: f"{m.sha256[:16]}/{name}"  # noqa: E731
+    measured = {key("litert:CPU"): Measurement(key("litert:CPU"), 2.0, runs=9),
+                key("openvino:NPU"): Measurement(key("openvino:NPU"), 5.0, runs=9)}
+    eff_measured = rank([m], RUNTIMES, facts, no_reject, ExecutorOptions(), profile=profile, goal="efficiency",
+                        measurements=measured)
+    assert names(eff_measured)[0] == "openvino:NPU|m.tflite"  # 5 mJ against 20 mJ
+    assert "estimated" in eff_measured.candidates[0].reason
+    lat_measured = rank([m], RUNTIMES, facts, no_reject, ExecutorOptions(), profile=profile, measurements=measured)
+    assert names(lat_measured)[0] == "litert:CPU|m.tflite"
+
+
+def test_pinning_keeps_only_the_pinned_candidate():
+    facts = MachineFacts(ALL_INSTALLED, frozenset({"CPU"}))
+    ranking = rank([artifact("m.onnx", Format.ONNX)], RUNTIMES, facts, no_reject, ExecutorOptions(),
+                   executor="openvino", device="AUTO")
+    assert names(ranking) == ["openvino:AUTO|m.onnx"]
+    assert "pinned" in ranking.candidates[0].reason
+
+
+def test_unknown_goal_is_refused():
+    with pytest.raises(ValueError, match="goal"):
+        rank([], RUNTIMES, MachineFacts(ALL_INSTALLED), no_reject, ExecutorOptions(), goal="speed")
