@@ -30,7 +30,7 @@ PAUSE_S = 0.05
 
 @dataclass(frozen=True)
 class CalibrationPlan:
-    budget_s: float = 8.0  # time for timing, after loading and the accuracy runs
+    budget_s: float = 7.0  # the whole calibration: loading, accuracy runs and timing (timing gets >= 1 s)
     min_runs: int = 20
     block_s: float = 0.05  # one block of calls per candidate per round
     max_rounds: int = 12
@@ -139,6 +139,7 @@ def calibrate(
     todo = [*ranking.candidates, *ranking.untested]
     if not todo:
         return {}
+    started = clock()
     results: dict[str, Measurement] = {}
     opened: list[tuple[Candidate, Executor, list[list[np.ndarray]]]] = []
     references: dict[str, tuple[Candidate, list[list[np.ndarray]]]] = {}
@@ -172,7 +173,8 @@ def calibrate(
                 continue
             results[cand.key] = Measurement(cand.key, None, reason=accuracy[2], accuracy=accuracy[1])
             opened.append((cand, executor, samples))
-        _time_all(opened, results, plan, clock)
+        remaining = max(plan.budget_s - (clock() - started), 1.0)
+        _time_all(opened, results, replace(plan, budget_s=remaining), clock)
     finally:
         for _, executor, _ in opened:
             executor.close()
@@ -201,28 +203,34 @@ def _inputs_for(artifact: ModelInfo, executor: Executor, given, plan: Calibratio
 
 
 def _time_all(opened, results: dict[str, Measurement], plan: CalibrationPlan, clock) -> None:
-    """Interleave the candidates in blocks of about ``block_s`` until the budget or max_rounds is spent."""
-    if not opened:
-        return
-    times: dict[str, list[float]] = {cand.key: [] for cand, _, _ in opened}
+    times = time_interleaved([(cand.key, executor, samples) for cand, executor, samples in opened], plan, clock)
+    for key, t in times.items():
+        ms = np.asarray(t) * 1e3
+        results[key] = replace(results[key], p50_ms=float(np.median(ms)), p90_ms=float(np.percentile(ms, 90)),
+                               runs=len(ms))
+
+
+def time_interleaved(runners, plan: CalibrationPlan, clock=time.perf_counter) -> dict[str, list[float]]:
+    """Seconds per call for each (key, executor, inputs), timed in alternating blocks of about
+    ``plan.block_s`` with a pause before each block, until the budget or ``plan.max_rounds`` is spent."""
+    times: dict[str, list[float]] = {key: [] for key, _, _ in runners}
+    if not runners:
+        return times
     per_call: dict[str, float] = {}
-    for cand, executor, samples in opened:  # a first estimate to size the blocks
+    for key, executor, samples in runners:  # a first estimate to size the blocks
         start = clock()
         executor.run(samples[0])
-        per_call[cand.key] = max(clock() - start, 1e-6)
+        per_call[key] = max(clock() - start, 1e-6)
     deadline = clock() + plan.budget_s
     for _ in range(plan.max_rounds):
-        for cand, executor, samples in opened:
+        for key, executor, samples in runners:
             time.sleep(PAUSE_S)
-            n = max(3, min(200, int(plan.block_s / per_call[cand.key])))
+            n = max(3, min(200, int(plan.block_s / per_call[key])))
             for i in range(n):
                 x = samples[i % len(samples)]
                 start = clock()
                 executor.run(x)
-                times[cand.key].append(clock() - start)
+                times[key].append(clock() - start)
         if clock() > deadline and all(len(t) >= plan.min_runs for t in times.values()):
             break
-    for cand, _, _ in opened:
-        t = np.asarray(times[cand.key]) * 1e3
-        prev = results[cand.key]
-        results[cand.key] = replace(prev, p50_ms=float(np.median(t)), p90_ms=float(np.percentile(t, 90)), runs=len(t))
+    return times
