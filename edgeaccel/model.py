@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,6 +113,11 @@ class Model:
             results = executor.run(arrays)
         except ExecutorError as exc:
             results = self._run_fallback(executor, exc, arrays)
+        return self._finish(results, dequantize, check_finite)
+
+    __call__ = run
+
+    def _finish(self, results: list, dequantize: bool, check_finite: bool) -> Outputs:
         if check_finite:
             check_outputs_finite(results, self._output_names)
         if dequantize:
@@ -118,7 +125,69 @@ class Model:
                        for r, t in zip(results, self._outputs)]
         return self._outputs_cls(results)
 
-    __call__ = run
+    def submit(self, inputs: Any, *, quantize: bool = False, dequantize: bool = False,
+               check_finite: bool = False) -> Future:
+        """Start a run in the background; the Future gives the Outputs (or the error).
+
+        Inputs are checked now, so a wrong input raises here; what the runtime does happens in the future.
+        Load with ``performance_hint="throughput"`` to have several requests run at once.
+        """
+        arrays = self._binder.bind(inputs, quantize, check_finite)
+        executor = self._executor
+        outer: Future = Future()
+
+        def done(inner: Future) -> None:
+            exc = inner.exception()
+            if exc is None:
+                try:
+                    outer.set_result(self._finish(inner.result(), dequantize, check_finite))
+                except Exception as finish_exc:
+                    outer.set_exception(finish_exc)
+            elif isinstance(exc, ExecutorError) and not self._strict and self._open_next is not None:
+                # Loading the next candidate must not happen on a runtime's callback thread.
+                threading.Thread(target=self._retry, args=(executor, exc, arrays, outer, dequantize, check_finite),
+                                 daemon=True).start()
+            else:
+                outer.set_exception(exc)
+
+        try:
+            inner = executor.submit(arrays)
+        except ExecutorError as exc:
+            inner = Future()
+            inner.set_exception(exc)
+        inner.add_done_callback(done)
+        return outer
+
+    def _retry(self, failed: Executor, exc: ExecutorError, arrays: list, outer: Future, dequantize: bool,
+               check_finite: bool) -> None:
+        try:
+            outer.set_result(self._finish(self._run_fallback(failed, exc, arrays), dequantize, check_finite))
+        except BaseException as retry_exc:
+            outer.set_exception(retry_exc)
+
+    def stream(self, inputs: Iterable[Any], *, ordered: bool = True, max_in_flight: int | None = None,
+               **run_options) -> Iterator[Outputs]:
+        """Run every item of ``inputs``, keeping up to ``max_in_flight`` requests in the executor while the
+        caller's iterable prepares the next ones (pre-processing overlaps inference). Results come back in
+        input order when ``ordered``, else as they complete."""
+        limit = max_in_flight or 2 * max(1, self._executor.concurrency)
+        pending: deque[Future] = deque()
+        for item in inputs:
+            pending.append(self.submit(item, **run_options))
+            if len(pending) >= limit:
+                yield from self._drain(pending, ordered, keep=limit - 1)
+        yield from self._drain(pending, ordered, keep=0)
+
+    @staticmethod
+    def _drain(pending: deque, ordered: bool, keep: int) -> Iterator[Outputs]:
+        while len(pending) > keep:
+            if ordered:
+                yield pending.popleft().result()
+            else:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in list(done)[: len(pending) - keep]:
+                    pending.remove(future)
+                    yield future.result()
 
     def _run_fallback(self, failed: Executor, exc: ExecutorError, arrays: list) -> list:
         """The executor failed at run time: hand the same inputs to the next candidate that loads."""

@@ -12,6 +12,7 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import ClassVar, Generic, TypeVar
 
@@ -50,6 +51,21 @@ class ExecutorOptions:
 
     def resolved_threads(self) -> int:
         return self.threads or default_threads()
+
+    @property
+    def throughput(self) -> bool:
+        return self.performance_hint == "throughput"
+
+    def stream_threads(self) -> int:
+        """Threads per stream: all cores for one stream (latency), one each for one stream per core
+        (throughput: FINDINGS, independent streams scale better than intra-op threads)."""
+        if self.threads:
+            return self.threads
+        return 1 if self.throughput else default_threads()
+
+    def streams(self) -> int:
+        """Concurrent requests that keep the cores busy."""
+        return max(1, default_threads() // self.stream_threads()) if self.throughput else 1
 
 
 def installed_version(distributions: Sequence[str]) -> str | None:
@@ -112,6 +128,8 @@ class Executor(ABC):
         self.model = model
         self.device = device
         self.options = options
+        self._workers: ThreadPoolExecutor | None = None
+        self._workers_lock = threading.Lock()
 
     @classmethod
     def installed(cls) -> str | None:
@@ -145,7 +163,30 @@ class Executor(ABC):
 
     @abstractmethod
     def close(self) -> None:
-        """Release every runtime object. Idempotent."""
+        """Release every runtime object. Idempotent. Subclasses call ``self.stop_workers()`` first."""
+
+    def submit(self, inputs: Sequence[np.ndarray]) -> Future:
+        """Run in the background and return a Future of the outputs. The default keeps ``streams()``
+        worker threads calling ``run`` (each takes its own runtime object from the executor's pool);
+        executors with a native asynchronous API override this."""
+        workers = self._workers
+        if workers is None:
+            with self._workers_lock:
+                if self._workers is None:
+                    self._workers = ThreadPoolExecutor(self.options.streams(), thread_name_prefix=self.runtime)
+                workers = self._workers
+        return workers.submit(self.run, inputs)
+
+    @property
+    def concurrency(self) -> int:
+        """How many requests may be in flight at once to keep the device busy."""
+        return self.options.streams()
+
+    def stop_workers(self) -> None:
+        with self._workers_lock:
+            workers, self._workers = self._workers, None
+        if workers is not None:
+            workers.shutdown(wait=True)
 
     @property
     def inputs(self) -> tuple[TensorSpec, ...]:

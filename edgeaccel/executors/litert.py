@@ -76,14 +76,15 @@ class LiteRTExecutor(Executor):
             raise ModelLoadError(f"LiteRT is not usable: {found}", runtime=self.runtime, hint="pip install ai-edge-litert")
         self._module, self._dist, self._version = found
         self._delegates = list(delegates)
-        self._threads = options.resolved_threads()
+        self._threads = options.stream_threads()
         first = self._new_slot()  # load once now so that a bad model fails here, not at the first run()
         details_in = first.interpreter.get_input_details()
         details_out = first.interpreter.get_output_details()
         self._in_index = [d["index"] for d in details_in]
         self._out_index = [d["index"] for d in details_out]
         self._dynamic = model.is_dynamic
-        self._pool: Pool[_Slot] = Pool(self._new_slot, limit=options.runtime_options.get("max_interpreters", 8))
+        limit = max(options.runtime_options.get("max_interpreters", 8), options.streams())
+        self._pool: Pool[_Slot] = Pool(self._new_slot, limit=limit)
         self._pool.prime(first)
 
     def _interpreter_kwargs(self) -> dict:
@@ -141,6 +142,7 @@ class LiteRTExecutor(Executor):
             self._pool.give(slot)
 
     def close(self) -> None:
+        self.stop_workers()
         self._pool.drain()
 
 

@@ -95,7 +95,7 @@ class OnnxRuntimeExecutor(Executor):
     def __init__(self, model: ModelInfo, device: str, options: ExecutorOptions) -> None:
         super().__init__(model, device, options)
         ort = _ort()
-        self._threads = options.resolved_threads()
+        self._threads = options.stream_threads()
         so = ort.SessionOptions()
         so.intra_op_num_threads = self._threads
         so.inter_op_num_threads = 1
@@ -175,6 +175,7 @@ class OnnxRuntimeExecutor(Executor):
             ) from exc
 
     def close(self) -> None:
+        self.stop_workers()
         self._session = None
         self._run = _closed
 

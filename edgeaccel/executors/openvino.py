@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 
 import numpy as np
 
@@ -131,6 +132,7 @@ class OpenVINOExecutor(Executor):
         self._dynamic = model.is_dynamic
         limit = options.runtime_options.get("max_requests", max(8, self._optimal_requests))
         self._pool: Pool[_Request] = Pool(self._new_request, limit=limit)
+        self._queue = None  # AsyncInferQueue, made on the first submit()
 
     @staticmethod
     def _match(ports, specs) -> list[int]:
@@ -204,7 +206,40 @@ class OpenVINOExecutor(Executor):
         finally:
             self._pool.give(request)
 
+    @property
+    def concurrency(self) -> int:
+        return self._optimal_requests
+
+    def submit(self, inputs: Sequence[np.ndarray]) -> Future:
+        """OpenVINO's own AsyncInferQueue with the compiled model's optimal number of requests (FINDINGS:
+        0.95-1.00 of benchmark_app, where a synchronous loop gets half)."""
+        queue = self._queue
+        if queue is None:
+            with self._workers_lock:
+                if self._queue is None:
+                    self._queue = _ov().AsyncInferQueue(self._compiled, self._optimal_requests)
+                    self._queue.set_callback(self._completed)
+                queue = self._queue
+        future: Future = Future()
+        try:
+            queue.start_async({p: a for p, a in zip(self._in_ports, inputs)}, future)
+        except Exception as exc:
+            raise InferenceError(f"OpenVINO failed to start a request: {clean_message(runtime_message(exc))}",
+                                 runtime=self.runtime) from exc
+        return future
+
+    def _completed(self, request, future: Future) -> None:
+        try:
+            future.set_result([request.get_output_tensor(i).data.copy() for i in self._out_ports])
+        except Exception as exc:
+            future.set_exception(InferenceError(f"OpenVINO request failed: {runtime_message(exc)}",
+                                                runtime=self.runtime))
+
     def close(self) -> None:
+        with self._workers_lock:
+            queue, self._queue = self._queue, None
+        if queue is not None:
+            queue.wait_all()
         self._pool.drain()
         self._compiled = None
 
