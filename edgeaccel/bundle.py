@@ -55,37 +55,38 @@ class ArtifactSet:
     notes: dict[Path, str] = field(default_factory=dict)
 
 
-def resolve(source: str | os.PathLike | Sequence[str | os.PathLike]) -> ArtifactSet:
+def resolve(source: str | os.PathLike | Sequence[str | os.PathLike],
+            memo: formats.ValidationMemo | None = None) -> ArtifactSet:
     """A model file, a folder of artifacts, a manifest, or a list of files -> the artifacts, each validated."""
     if isinstance(source, (list, tuple)):
         if not source:
             raise UnsupportedFormatError("an empty list of models was given")
         paths = [Path(p) for p in source]
-        return _describe_all(paths[0].stem, paths, strict=True)
+        return _describe_all(paths[0].stem, paths, strict=True, memo=memo)
     path = Path(source)
     if path.is_dir():
         if (path / MANIFEST).is_file():
-            return read_manifest(path / MANIFEST)
+            return read_manifest(path / MANIFEST, memo)
         if (path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file():
             return ArtifactSet(path.name, [formats.describe(path)])
         files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-        found = _describe_all(path.name, files, strict=False)
+        found = _describe_all(path.name, files, strict=False, memo=memo)
         if not found.artifacts and not found.invalid:
             raise UnsupportedFormatError(f"the folder {path} holds no model file",
                                          hint="put .tflite/.onnx/.xml artifacts in it, or an edgeaccel-bundle.yaml")
         return found
     if path.suffix in (".yaml", ".yml") and path.is_file():
-        return read_manifest(path)
-    return ArtifactSet(path.stem, [formats.describe(path)])
+        return read_manifest(path, memo)
+    return ArtifactSet(path.stem, [formats.describe(path, memo)])
 
 
-def read_manifest(path: Path) -> ArtifactSet:
+def read_manifest(path: Path, memo: formats.ValidationMemo | None = None) -> ArtifactSet:
     data = load_yaml(path)
     validate(data, MANIFEST_SCHEMA, str(path))
     folder = path.parent
     result_paths = [_inside(folder, entry["path"], path, f"artifacts[{i}].path")
                     for i, entry in enumerate(data["artifacts"])]
-    found = _describe_all(data.get("name") or folder.name, result_paths, strict=False)
+    found = _describe_all(data.get("name") or folder.name, result_paths, strict=False, memo=memo)
     for entry, p in zip(data["artifacts"], result_paths):
         if entry.get("note"):
             found.notes[p] = entry["note"]
@@ -106,11 +107,11 @@ def _inside(folder: Path, relative: str, manifest: Path, key: str) -> Path:
     return folder / candidate
 
 
-def _describe_all(name: str, paths: list[Path], strict: bool) -> ArtifactSet:
+def _describe_all(name: str, paths: list[Path], strict: bool, memo=None) -> ArtifactSet:
     found = ArtifactSet(name)
     for p in paths:
         try:
-            found.artifacts.append(formats.describe(p))
+            found.artifacts.append(formats.describe(p, memo))
         except UnsupportedFormatError as exc:
             if strict:
                 raise

@@ -56,9 +56,71 @@ def calibration_key(artifact_hashes: Iterable[str], fingerprint: str, versions: 
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
+DEFAULT_MAX_BYTES = 1 << 30  # compiled models kept at most; $EDGEACCEL_CACHE_MAX_MB overrides
+COMPILED_FOLDERS = ("openvino", "onnxruntime")
+
+
+def compiled_dir(root: str | os.PathLike, runtime: str) -> Path:
+    """Where a runtime keeps its compiled/optimized models (made on demand)."""
+    folder = Path(root) / runtime
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def max_bytes() -> int:
+    try:
+        return int(float(os.environ["EDGEACCEL_CACHE_MAX_MB"]) * (1 << 20))
+    except (KeyError, ValueError):
+        return DEFAULT_MAX_BYTES
+
+
+def trim(root: str | os.PathLike, limit: int | None = None) -> int:
+    """Delete the least recently used compiled-model files until the folders fit ``limit``; bytes freed."""
+    limit = max_bytes() if limit is None else limit
+    files = []
+    for name in COMPILED_FOLDERS:
+        folder = Path(root) / name
+        if folder.is_dir():
+            for path in folder.rglob("*"):
+                try:
+                    if path.is_file():
+                        st = path.stat()
+                        files.append((max(st.st_atime, st.st_mtime), st.st_size, path))
+                except OSError:
+                    continue
+    total = sum(size for _, size, _ in files)
+    freed = 0
+    for _, size, path in sorted(files):
+        if total - freed <= limit:
+            break
+        try:
+            path.unlink()
+            freed += size
+        except OSError:
+            continue
+    return freed
+
+
+class ValidationMemo:
+    """formats.ValidationMemo kept as empty marker files named by content hash under <cache>/validated."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.folder = Path(root) / "validated"
+
+    def seen(self, sha256: str) -> bool:
+        return (self.folder / sha256).is_file()
+
+    def remember(self, sha256: str) -> None:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            (self.folder / sha256).touch()
+        except OSError as exc:  # a read-only cache only costs the check next time
+            log.debug("cannot remember a validated model in %s: %s", self.folder, exc)
+
+
 class CalibrationCache:
-    def __init__(self, root: str | os.PathLike | None = None) -> None:
-        self.folder = cache_root(root) / "calibration"
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.folder = Path(root) / "calibration"
 
     def path(self, key: str) -> Path:
         return self.folder / f"{key}.json"

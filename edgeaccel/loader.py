@@ -38,6 +38,7 @@ def load(
     calibration_inputs: Sequence[Sequence] | None = None,
     performance_hint: str = "latency",
     cache_dir: str | os.PathLike | None = None,
+    cache: bool = True,
     runtime_options: dict | None = None,
     strict: bool = False,
 ) -> Model:
@@ -52,12 +53,23 @@ def load(
     goal: "latency" or "efficiency" (energy per inference).
     calibrate: measure every feasible candidate now (accuracy against the CPU reference, latency) and keep
         the results in the cache; without it, earlier measurements from the cache are used when present.
+    performance_hint: "latency" (one request as fast as possible) or "throughput" (several at once, for
+        submit() and stream()).
+    cache_dir, cache: edgeaccel keeps compiled models (OpenVINO's cache, ONNX Runtime's optimized model),
+        validation results and calibration measurements in ``cache_dir`` (default $EDGEACCEL_CACHE_DIR or
+        ~/.cache/edgeaccel, bounded by $EDGEACCEL_CACHE_MAX_MB, 1024 by default); ``cache=False`` keeps nothing.
     strict: a candidate that fails to load or run raises instead of falling back to the next one.
     """
     chosen = select(model, executor=executor, device=device, precision=precision, threads=threads, goal=goal,
                     profile=profile, calibrate=calibrate, calibration_inputs=calibration_inputs,
-                    performance_hint=performance_hint, cache_dir=cache_dir, runtime_options=runtime_options)
-    return open_ranked(chosen.ranking, chosen.options, strict)
+                    performance_hint=performance_hint, cache_dir=cache_dir, cache=cache,
+                    runtime_options=runtime_options)
+    loaded = open_ranked(chosen.ranking, chosen.options, strict)
+    if chosen.options.cache_dir:
+        from .cache import trim
+
+        trim(chosen.options.cache_dir)
+    return loaded
 
 
 @dataclass
@@ -77,37 +89,42 @@ class Selection:
 def select(model: ModelSource, *, executor: str | None = None, device: str | None = None,
            precision: str | None = None, threads: int | None = None, goal: str = "latency",
            profile: Profile | None = None, calibrate: bool = False, calibration_inputs=None,
-           performance_hint: str = "latency", cache_dir=None, runtime_options: dict | None = None,
-           calibration_budget_s: float | None = None) -> Selection:
+           performance_hint: str = "latency", cache_dir=None, cache: bool = True,
+           runtime_options: dict | None = None, calibration_budget_s: float | None = None) -> Selection:
+    from .cache import CalibrationCache, ValidationMemo, cache_root, calibration_key, hardware_fingerprint
+
+    if performance_hint not in ("latency", "throughput"):
+        raise ValueError(f"performance_hint must be 'latency' or 'throughput', not {performance_hint!r}")
+    root = cache_root(cache_dir) if cache else None
     options = ExecutorOptions(
         threads=threads,
         precision=precision,
         performance_hint=performance_hint,
-        cache_dir=os.fspath(cache_dir) if cache_dir else None,
+        cache_dir=os.fspath(root) if root else None,
         runtime_options=dict(runtime_options or {}),
     )
     if executor and executor not in runtimes():
         raise ValueError(f"unknown executor {executor!r}; known: {', '.join(runtimes())}")
-    found = bundle.resolve(model)
+    found = bundle.resolve(model, ValidationMemo(root) if root else None)
     for path, exc in found.invalid:
         log.warning("artifact %s is unusable: %s", path, exc.message)
     facts = machine_facts()
-    from .cache import CalibrationCache, calibration_key, hardware_fingerprint
-
     key = calibration_key([a.sha256 for a in found.artifacts], hardware_fingerprint(facts.devices_present),
                           facts.installed, options.resolved_threads())
-    cache = CalibrationCache(cache_dir)
-    measurements = {} if calibrate else (cache.get(key) or {})
+    store = CalibrationCache(root) if root else None
+    measurements = {} if calibrate or store is None else (store.get(key) or {})
     ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements)
-    selection = Selection(found, ranking, options, facts, profile, measurements, cache_file=cache.path(key))
+    selection = Selection(found, ranking, options, facts, profile, measurements,
+                          cache_file=store.path(key) if store else None)
     if calibrate:
         from .calibration import CalibrationPlan, calibrate as run_calibration
 
         plan = CalibrationPlan() if calibration_budget_s is None else CalibrationPlan(budget_s=calibration_budget_s)
         measurements = run_calibration(ranking, lambda c: open_candidate(c, options), plan, calibration_inputs)
-        cache.put(key, measurements, {"artifacts": [str(a.path) for a in found.artifacts],
-                                      "hardware": hardware_fingerprint(facts.devices_present),
-                                      "runtimes": dict(facts.installed), "measured_at": time.time()})
+        if store is not None:
+            store.put(key, measurements, {"artifacts": [str(a.path) for a in found.artifacts],
+                                          "hardware": hardware_fingerprint(facts.devices_present),
+                                          "runtimes": dict(facts.installed), "measured_at": time.time()})
         selection.ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements)
         selection.measurements = measurements
         selection.measured_now = True

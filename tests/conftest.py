@@ -15,6 +15,20 @@ IMAGES = SHARED / "images"
 SAMPLES = ROOT / "edgeaccel" / "samples"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory):
+    """Every test run gets its own cache: measurements a user made with `edgeaccel tune` must not change
+    which executor a test gets, nor may the tests leave files in the user's cache."""
+    folder = tmp_path_factory.mktemp("edgeaccel-cache")
+    old = os.environ.get("EDGEACCEL_CACHE_DIR")
+    os.environ["EDGEACCEL_CACHE_DIR"] = str(folder)
+    yield folder
+    if old is None:
+        os.environ.pop("EDGEACCEL_CACHE_DIR", None)
+    else:
+        os.environ["EDGEACCEL_CACHE_DIR"] = old
+
+
 def pytest_collection_modifyitems(config, items):
     if not MODELS.is_dir():
         skip = pytest.mark.skip(reason=f"shared models not found at {MODELS} (set EDGEACCEL_SHARED)")

@@ -8,7 +8,10 @@ A session that did not get the provider it was asked for is an error, not ORT's 
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -110,9 +113,19 @@ class OnnxRuntimeExecutor(Executor):
         kind = _device_kind(device)
         device_id = int(device.split(":")[1]) if ":" in device else 0
         providers = [(p, self._provider_options(p, device_id)) for p in PROVIDERS[kind]]
+        source, cached, pending = str(model.path), False, None
+        if options.cache_dir and kind == "CPU" and not model.extra_files:
+            cached_path = self._cached_path(options.cache_dir, so)
+            if cached_path.is_file():
+                source, cached = str(cached_path), True
+                so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # done already
+            else:
+                pending = cached_path.with_suffix(f".tmp{os.getpid()}")
+                so.optimized_model_filepath = str(pending)
+                so.log_severity_level = 3  # ORT warns that the file is hardware specific: it is keyed so
         try:
             self._session = ort.InferenceSession(
-                str(model.path), sess_options=so, providers=[p for p, _ in providers],
+                source, sess_options=so, providers=[p for p, _ in providers],
                 provider_options=[o for _, o in providers],
             )
         except Exception as exc:
@@ -124,6 +137,10 @@ class OnnxRuntimeExecutor(Executor):
                 hint=_load_hint(message),
                 **kwargs,
             ) from exc
+        finally:
+            if pending is not None and pending.is_file():
+                os.replace(pending, pending.with_suffix(".onnx"))
+        self._from_cache = cached
         got = self._session.get_providers()
         if PROVIDERS[kind][0] not in got:
             self._session = None
@@ -138,6 +155,15 @@ class OnnxRuntimeExecutor(Executor):
             if len(names_in) == len(model.inputs) else names_in
         self._output_names = [o.name for o in self._session.get_outputs()]
         self._run = self._session.run
+
+    def _cached_path(self, cache_root: str, so) -> Path:
+        """The optimized model ORT saved on an earlier load: keyed by content, ORT version, optimization
+        level and this machine (ORT_ENABLE_ALL layouts are specific to the CPU they were made on)."""
+        from ..cache import compiled_dir, hardware_fingerprint
+
+        level = str(so.graph_optimization_level).split(".")[-1]
+        machine = hashlib.sha256(hardware_fingerprint().encode()).hexdigest()[:12]
+        return compiled_dir(cache_root, "onnxruntime") / f"{self.model.sha256[:24]}-{ort_version()}-{level}-{machine}.onnx"
 
     def _provider_options(self, provider: str, device_id: int) -> dict:
         opts = dict(self.options.runtime_options.get("provider_options", {}).get(provider, {}))
@@ -161,7 +187,8 @@ class OnnxRuntimeExecutor(Executor):
             device=self.device,
             precision="int8 (QDQ)" if self.model.quantized else (self.options.precision or "f32"),
             threads=self._threads,
-            details={"providers": list(self._providers), "graph_optimization": self._optimization},
+            details={"providers": list(self._providers), "graph_optimization": self._optimization,
+                     "optimized_model_from_cache": self._from_cache},
         )
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -106,12 +106,17 @@ class OpenVINOExecutor(Executor):
         if device.startswith("CPU"):
             config["INFERENCE_NUM_THREADS"] = self._threads
         if options.cache_dir:
-            config["CACHE_DIR"] = options.cache_dir
+            from ..cache import compiled_dir
+
+            config["CACHE_DIR"] = str(compiled_dir(options.cache_dir, "openvino"))
         config.update(options.runtime_options.get("config", {}))
         try:
-            with _core_lock:
-                ov_model = core().read_model(str(model.path))
-            self._compiled = core().compile_model(ov_model, device, config)
+            if "CACHE_DIR" in config:  # from a path OpenVINO can import a cached blob without reading the model
+                self._compiled = core().compile_model(str(model.path), device, config)
+            else:
+                with _core_lock:
+                    ov_model = core().read_model(str(model.path))
+                self._compiled = core().compile_model(ov_model, device, config)
         except Exception as exc:
             message = clean_message(runtime_message(exc))
             if "No translator found" in message or "should be either input, constant" in message:

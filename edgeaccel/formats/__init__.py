@@ -10,6 +10,7 @@ import hashlib
 import mmap
 import os
 from pathlib import Path
+from typing import Protocol
 
 from ..errors import ModelValidationError, UnsupportedFormatError
 from ..modelinfo import Format, ModelInfo
@@ -35,7 +36,16 @@ def detect_format(path: str | os.PathLike) -> Format:
         return _sniff(path, buf)
 
 
-def describe(path: str | os.PathLike) -> ModelInfo:
+class ValidationMemo(Protocol):
+    """Remembers the content hashes of models that passed the expensive checks (the ONNX full checker),
+    so that loading the same bytes again skips them. The hash covers every byte, so nothing else can pass."""
+
+    def seen(self, sha256: str) -> bool: ...
+
+    def remember(self, sha256: str) -> None: ...
+
+
+def describe(path: str | os.PathLike, memo: ValidationMemo | None = None) -> ModelInfo:
     """Read, validate and describe the model at ``path``."""
     path = Path(path)
     fmt = detect_format(path)
@@ -46,7 +56,10 @@ def describe(path: str | os.PathLike) -> ModelInfo:
         if fmt in (Format.TFLITE, Format.EDGETPU_TFLITE):
             return _describe_tflite(path, buf, digest)
         if fmt is Format.ONNX:
-            return _describe_onnx(path, buf, digest)
+            info = _describe_onnx(path, buf, digest, full_check=not (memo and memo.seen(digest)))
+            if memo:
+                memo.remember(digest)
+            return info
         return _describe_ir(path, buf, digest)
 
 
@@ -129,11 +142,11 @@ def _describe_tflite(path: Path, buf, digest: str) -> ModelInfo:
     )
 
 
-def _describe_onnx(path: Path, buf, digest: str) -> ModelInfo:
+def _describe_onnx(path: Path, buf, digest: str, full_check: bool = True) -> ModelInfo:
     from . import onnx_checks
 
     model = onnx_format.parse(buf)
-    extra = onnx_checks.check(path, model)
+    extra = onnx_checks.check(path, model, full_check)
     inputs, outputs = onnx_format.tensor_specs(buf, model)
     ops = sorted({n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}" for n in model.nodes})
     quantized = any(n.op_type in ("QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul")

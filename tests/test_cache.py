@@ -1,0 +1,46 @@
+"""Compiled-model caching (OpenVINO's cache dir, ONNX Runtime's optimized model), the validation memo,
+and the size bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import edgeaccel
+from conftest import MODELS
+from edgeaccel.cache import trim
+
+pytestmark = pytest.mark.shared
+
+
+def test_openvino_and_onnxruntime_fill_the_cache_and_reuse_it(tmp_path):
+    x = np.random.default_rng(0).integers(0, 256, (1, 224, 224, 3), dtype=np.uint8)
+    outputs = []
+    for _ in range(2):
+        with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.onnx", cache_dir=tmp_path) as model:
+            outputs.append(model.run(x)[0])
+            from_cache = model.executor.details["optimized_model_from_cache"]
+    assert from_cache is True
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    assert list((tmp_path / "onnxruntime").glob("*.onnx"))
+    assert list((tmp_path / "validated").iterdir())  # the onnx checker ran once for these bytes
+    with edgeaccel.load(MODELS / "openvino" / "mobilenet_v2_1.0_224_quant.xml", cache_dir=tmp_path) as model:
+        model.run(x)
+    assert any((tmp_path / "openvino").iterdir())
+
+
+def test_no_cache_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGEACCEL_CACHE_DIR", str(tmp_path))
+    with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.onnx", cache=False) as model:
+        assert model.executor.details["optimized_model_from_cache"] is False
+    assert not any(tmp_path.iterdir())
+
+
+def test_trim_keeps_the_cache_within_its_bound(tmp_path):
+    folder = tmp_path / "openvino"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"blob{i}").write_bytes(b"x" * 1000)
+    freed = trim(tmp_path, limit=2500)
+    assert freed == 3000
+    assert sum(p.stat().st_size for p in folder.iterdir()) <= 2500
