@@ -20,7 +20,7 @@ from .errors import EdgeAccelError
 from .executors.base import Executor
 from .modelinfo import ModelInfo, TensorSpec
 from .selector import Candidate, Measurement, Ranking
-from .tensors import dequantize_array
+from .tensors import dequantize_array, random_array
 
 log = logging.getLogger("edgeaccel.calibration")
 
@@ -67,23 +67,8 @@ def _sample_image():
 
 
 def random_inputs(specs: Sequence[TensorSpec], count: int, seed: int) -> list[list[np.ndarray]]:
-    """Seeded inputs over each input's full range: uint8 0..255, int8 -128..127, float 0..1."""
     rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(count):
-        arrays = []
-        for spec in specs:
-            shape = [1 if d is None else d for d in spec.shape]
-            if spec.dtype.kind in "iu":
-                info = np.iinfo(spec.dtype)
-                arrays.append(rng.integers(max(info.min, -128), min(info.max, 255), size=shape, endpoint=True)
-                              .astype(spec.dtype))
-            elif spec.dtype.kind == "b":
-                arrays.append(rng.integers(0, 1, size=shape, endpoint=True).astype(bool))
-            else:
-                arrays.append(rng.random(shape, dtype=np.float32).astype(spec.dtype))
-        out.append(arrays)
-    return out
+    return [[random_array(spec, rng) for spec in specs] for _ in range(count)]
 
 
 def compare(reference: Sequence[np.ndarray], got: Sequence[np.ndarray], ref_specs: Sequence[TensorSpec],

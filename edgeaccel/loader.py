@@ -169,6 +169,11 @@ def open_candidate(candidate: Candidate, options: ExecutorOptions) -> Executor:
     return cls(candidate.artifact, candidate.device, options)
 
 
+def load_candidate(candidate: Candidate, options: ExecutorOptions) -> Model:
+    """A Model on exactly this candidate, no fallback: for side-by-side measurements."""
+    return Model(open_candidate(candidate, options), candidate, Ranking([candidate]), [], strict=True)
+
+
 def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False) -> Model:
     if not ranking.candidates:
         raise _nothing_can_run(ranking)

@@ -98,6 +98,11 @@ class Model:
     def ranking(self) -> Ranking:
         return self._ranking
 
+    @property
+    def concurrency(self) -> int:
+        """Requests the executor can work on at once (submit more to keep it busy)."""
+        return self._executor.concurrency
+
     # -- running ---------------------------------------------------------------------------------------
     def run(self, inputs: Any, *, quantize: bool = False, dequantize: bool = False,
             check_finite: bool = False) -> Outputs:

@@ -149,6 +149,21 @@ def dequantize_array(values: np.ndarray, q: Quantization) -> np.ndarray:
     return (values.astype(np.float32) - zero) * scale
 
 
+def random_array(spec: TensorSpec, rng: np.random.Generator, shape: Sequence[int] | None = None) -> np.ndarray:
+    """Seeded data over an input's useful range: integers in 0..255 or -128..127 (pixels, quantized values),
+    floats in [0, 1); None where numpy cannot hold the dtype."""
+    shape = list(shape if shape is not None else (1 if d is None else d for d in spec.shape))
+    if spec.dtype.kind in "iu":
+        info = np.iinfo(spec.dtype)
+        return rng.integers(max(info.min, -128), min(info.max, 255), size=shape, endpoint=True).astype(spec.dtype)
+    if spec.dtype.kind == "b":
+        return rng.integers(0, 1, size=shape, endpoint=True).astype(bool)
+    if spec.dtype.kind == "f":
+        return rng.random(shape, dtype=np.float32).astype(spec.dtype)
+    raise InputDTypeError(f"input {spec.name!r} is {spec.dtype}; random data cannot be made for it",
+                          hint="give real inputs (a .npy file)")
+
+
 def check_outputs_finite(arrays: Sequence[np.ndarray], names: Sequence[str]) -> None:
     for array, name in zip(arrays, names):
         if array.dtype.kind in "fc" and not np.isfinite(array).all():

@@ -107,3 +107,18 @@ def test_tune_then_explain_reads_the_cache(tmp_path):
     explained = json.loads(cli("explain", model, "--cache-dir", str(tmp_path), "--json").stdout)
     assert explained["measurements"] == "from cache"
     assert explained["ranked"][0]["measurement"]["p50_ms"] > 0
+
+
+def test_bench_side_by_side_json_and_plot(tmp_path):
+    plot = tmp_path / "lat.png"
+    out = cli("bench", str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--all", "--runs", "20",
+              "--requests", "30", "--warmup", "2", "--json", "--plot", str(plot))
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["schema"] == "edgeaccel.bench/1"
+    names = {(r["name"], r["mode"]) for r in report["results"]}
+    assert {("litert:CPU", "latency"), ("openvino:CPU", "latency"), ("litert:CPU", "throughput")} <= names
+    for r in report["results"]:
+        assert r["count"] == (20 if r["mode"] == "latency" else 30)
+        assert 0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] and r["fps"] > 0
+    assert plot.read_bytes().startswith(b"\x89PNG")

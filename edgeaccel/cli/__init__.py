@@ -32,6 +32,7 @@ COMMANDS = {
     "run": "run_cmd",
     "explain": "explain_cmd",
     "tune": "tune_cmd",
+    "bench": "bench_cmd",
 }
 
 

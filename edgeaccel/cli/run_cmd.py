@@ -9,14 +9,14 @@ import sys
 import time
 from pathlib import Path
 
+from .inputs import add_input_arguments, prepare_inputs
+
 HELP = "run a model on an image, .npy or random input and report the answer and latency"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="model file (.tflite, .onnx, OpenVINO .xml)")
-    p.add_argument("--input", "-i", action="append", default=[], metavar="SOURCE",
-                   help="an image (PNG/JPEG), a .npy file, or 'random'; repeat per model input, in order, "
-                        "or name=SOURCE (default: random)")
+    add_input_arguments(p)
     p.add_argument("--labels", help="text file with one label per line, for the top-k")
     p.add_argument("--top-k", type=int, default=5, help="how many classes to show (default 5)")
     p.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
@@ -25,9 +25,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="pin the device: CPU, GPU, NPU, CUDA, AUTO, ...")
     p.add_argument("--precision", choices=("f32", "bf16", "f16", "int8"), help="opt into reduced precision")
     p.add_argument("--threads", type=int, help="CPU threads (default: usable cores)")
-    p.add_argument("--normalize", choices=("0,1", "-1,1", "imagenet", "raw"),
-                   help="how image pixels become float inputs (default 0,1); integer inputs get raw pixels")
-    p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
     p.add_argument("--strict", action="store_true", help="fail instead of falling back to another executor")
     p.add_argument("--json", action="store_true", help="print one JSON document (schema edgeaccel.run/1)")
 
@@ -45,7 +42,7 @@ def main(args: argparse.Namespace) -> int:
         model = load(args.model, executor=args.executor, device=args.device, precision=args.precision,
                      threads=args.threads, strict=args.strict)
     with model:
-        arrays, described = _inputs(model, args, np)
+        arrays, described = prepare_inputs(model, args)
         for _ in range(args.warmup):
             model.run(arrays)
         times = []
@@ -70,61 +67,6 @@ def main(args: argparse.Namespace) -> int:
     else:
         _print(report)
     return 0
-
-
-def _inputs(model, args, np) -> tuple[list, list[str]]:
-    from ..errors import InputCountError
-
-    specs = model.inputs
-    sources: list[str | None] = [None] * len(specs)
-    names = [s.name for s in specs]
-    positional = [s for s in args.input if not ("=" in s and s.split("=", 1)[0] in names)]
-    if len(positional) > len(specs):
-        raise InputCountError(f"{len(positional)} --input given, the model takes {len(specs)}: {names}")
-    for i, source in enumerate(positional):
-        sources[i] = source
-    for source in args.input:
-        name, sep, value = source.partition("=")
-        if sep and name in names:
-            sources[names.index(name)] = value
-    rng = np.random.default_rng(args.seed)
-    arrays, described = [], []
-    for spec, source in zip(specs, sources):
-        array, how = _one_input(spec, source, args, rng, np)
-        arrays.append(array)
-        described.append(how)
-    return arrays, described
-
-
-def _one_input(spec, source, args, rng, np):
-    from ..errors import InputError
-    from ..imageio import image_to_input, read_image
-
-    if source in (None, "random"):
-        shape = [1 if (d is None and i == 0) else d for i, d in enumerate(spec.shape)]
-        if any(d is None for d in shape):
-            raise InputError(f"input {spec.name!r} has dynamic dimensions {list(spec.shape)}; random data needs a size",
-                             hint="pass --input name=file.npy with the shape you want")
-        if spec.dtype.kind in "iu":
-            info = np.iinfo(spec.dtype)
-            array = rng.integers(max(info.min, -128), min(info.max, 255), size=shape, endpoint=True).astype(spec.dtype)
-        elif spec.dtype.kind == "b":
-            array = rng.integers(0, 1, size=shape, endpoint=True).astype(bool)
-        elif spec.dtype.kind == "f":
-            array = rng.random(shape, dtype=np.float32).astype(spec.dtype)
-        else:
-            raise InputError(f"input {spec.name!r} is {spec.dtype}; random data cannot be made for it",
-                             hint="pass --input name=file.npy")
-        return array, f"random {spec.dtype} {'x'.join(map(str, shape))} (seed {args.seed})"
-    path = Path(source)
-    if path.suffix.lower() == ".npy":
-        try:
-            array = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read {path}: {exc}") from exc
-        return array, f"{path.name} ({array.dtype} {'x'.join(map(str, array.shape))})"
-    array, how = image_to_input(read_image(path), spec, args.normalize)
-    return array, f"{path.name}: {how}"
 
 
 def _top_k(model, outputs, args, np) -> list[dict]:

@@ -1,0 +1,139 @@
+"""Latency and throughput measurement through the public Model API (what users get, not a private path).
+
+latency: a synchronous loop of ``model.run`` (MLPerf's SingleStream: one query at a time), per-call times.
+throughput: ``model.stream`` over a loaded-with-``performance_hint="throughput"`` model, keeping
+    2 x concurrency requests in flight (MLPerf's Offline: all queries available at once); frames per second
+    = completed / wall time, and per-request latency from submit to completion.
+Several models measured together alternate in blocks with a pause before each (FINDINGS: ONNX Runtime's
+threads spin after a run and bill whoever runs next).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import numpy as np
+
+PAUSE_S = 0.05
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+@dataclass
+class Result:
+    name: str
+    mode: str  # "latency" or "throughput"
+    latencies_ms: list[float] = field(default_factory=list)
+    wall_s: float = 0.0
+    concurrency: int = 1
+
+    @property
+    def count(self) -> int:
+        return len(self.latencies_ms)
+
+    @property
+    def fps(self) -> float:
+        if self.mode == "throughput":
+            return self.count / self.wall_s if self.wall_s else 0.0
+        return 1000.0 / float(np.mean(self.latencies_ms)) if self.latencies_ms else 0.0
+
+    def percentiles(self) -> dict[str, float]:
+        ms = np.asarray(self.latencies_ms)
+        if not ms.size:
+            return {}
+        p50, p90, p99 = np.percentile(ms, [50, 90, 99])
+        return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "mean": float(ms.mean()),
+                "min": float(ms.min()), "max": float(ms.max())}
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "mode": self.mode, "count": self.count, "fps": round(self.fps, 3),
+                "latency_ms": {k: round(v, 4) for k, v in self.percentiles().items()},
+                "wall_s": round(self.wall_s, 3), "concurrency": self.concurrency}
+
+
+def latency(models: Sequence[tuple[str, object, list]], runs: int, warmup: int = 5, block: int = 0,
+            progress: Progress | None = None) -> list[Result]:
+    """``runs`` timed ``run`` calls per model, interleaved in blocks when there are several models."""
+    results = [Result(name, "latency") for name, _, _ in models]
+    for _, model, arrays in models:
+        for _ in range(warmup):
+            model.run(arrays)
+    block = block or (runs if len(models) == 1 else max(1, runs // 10))
+    done, total = 0, runs * len(models)
+    while done < total:
+        for result, (_, model, arrays) in zip(results, models):
+            n = min(block, runs - result.count)
+            if n <= 0:
+                continue
+            if len(models) > 1:
+                time.sleep(PAUSE_S)
+            times = result.latencies_ms
+            for _ in range(n):
+                start = time.perf_counter()
+                model.run(arrays)
+                times.append((time.perf_counter() - start) * 1e3)
+            done += n
+            if progress:
+                progress(done, total)
+    for result in results:
+        result.wall_s = sum(result.latencies_ms) / 1e3
+    return results
+
+
+def throughput(name: str, model, arrays: list, requests: int, warmup: int = 10,
+               progress: Progress | None = None) -> Result:
+    """Keep ``2 x model concurrency`` requests in flight until ``requests`` have completed."""
+    concurrency = max(1, getattr(model, "concurrency", 1))
+    for out in model.stream([arrays] * warmup):
+        pass
+    result = Result(name, "throughput", concurrency=concurrency)
+    in_flight = 2 * concurrency
+    started: dict[int, float] = {}
+    pending: list[Future] = []
+    start = time.perf_counter()
+    for i in range(requests):
+        started[i] = time.perf_counter()
+        future = model.submit(arrays)
+        future.add_done_callback(_stamp(result.latencies_ms, started[i]))
+        pending.append(future)
+        if len(pending) >= in_flight:
+            pending.pop(0).result()
+            if progress and i % 10 == 0:
+                progress(i, requests)
+    for future in pending:
+        future.result()
+    result.wall_s = time.perf_counter() - start
+    if progress:
+        progress(requests, requests)
+    return result
+
+
+def _stamp(sink: list[float], started: float) -> Callable[[Future], None]:
+    def done(_future: Future) -> None:
+        sink.append((time.perf_counter() - started) * 1e3)  # list.append is atomic under the GIL
+    return done
+
+
+def plot(results: Sequence[Result], path: str) -> None:
+    """The latency distribution per executor as a PNG (needs matplotlib: the ``plot`` extra)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        from .errors import RuntimeNotInstalledError
+
+        raise RuntimeNotInstalledError("--plot needs matplotlib", hint="pip install 'edgeaccel[plot]'") from exc
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.6 * len(results)))
+    data = [r.latencies_ms for r in results]
+    ax.boxplot(data, vert=False, showfliers=True, whis=(1, 99))
+    ax.set_yticks(range(1, len(results) + 1), [f"{r.name} ({r.mode})" for r in results])
+    ax.set_xlabel("latency (ms); whiskers at p1 and p99")
+    ax.set_title("edgeaccel bench")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

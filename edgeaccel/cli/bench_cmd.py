@@ -1,0 +1,99 @@
+"""Benchmark a model: latency (p50/p90/p99 of a synchronous loop, like MLPerf SingleStream) and throughput
+(frames per second with requests kept in flight under the throughput hint, like MLPerf Offline), on the
+chosen executor or on every candidate side by side (--all)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+
+from .inputs import add_input_arguments, prepare_inputs
+
+HELP = "measure latency and throughput on one executor or all of them side by side"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", nargs="+", help="a model file, several artifacts of one model, a folder or a bundle")
+    p.add_argument("--mode", choices=("latency", "throughput", "both"), default="both")
+    p.add_argument("--all", action="store_true", help="every candidate executor side by side")
+    p.add_argument("--runs", type=int, default=200, help="timed calls per executor in latency mode (default 200)")
+    p.add_argument("--requests", type=int, default=500, help="requests per executor in throughput mode (default 500)")
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--executor")
+    p.add_argument("--device")
+    p.add_argument("--precision", choices=("f32", "bf16", "f16", "int8"))
+    p.add_argument("--threads", type=int)
+    add_input_arguments(p)
+    p.add_argument("--json", action="store_true", help="one JSON document (schema edgeaccel.bench/1)")
+    p.add_argument("--plot", metavar="FILE.png", help="write the latency distribution per executor")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def main(args: argparse.Namespace) -> int:
+    from .. import bench
+    from ..errors import InputError
+    from ..loader import load_candidate, select
+    from . import quiet_native_stderr
+
+    if args.runs < 1 or args.requests < 1 or args.warmup < 0:
+        raise InputError("--runs and --requests must be at least 1, --warmup at least 0")
+    source = args.model[0] if len(args.model) == 1 else args.model
+    with quiet_native_stderr():
+        selection = select(source, executor=args.executor, device=args.device, precision=args.precision,
+                           threads=args.threads)
+    candidates = selection.ranking.candidates if args.all else selection.ranking.candidates[:1]
+    if not candidates:
+        from ..loader import _nothing_can_run
+
+        raise _nothing_can_run(selection.ranking)
+    progress = None if args.no_progress or args.json or not sys.stderr.isatty() else _bar
+    results = []
+    if args.mode in ("latency", "both"):
+        models = []
+        try:
+            with quiet_native_stderr():
+                for cand in candidates:
+                    models.append((cand.name, load_candidate(cand, selection.options)))
+            arrays, _ = prepare_inputs(models[0][1], args)
+            results += bench.latency([(n, m, arrays) for n, m in models], args.runs, args.warmup, progress=progress)
+        finally:
+            for _, m in models:
+                m.close()
+    if args.mode in ("throughput", "both"):
+        options = replace(selection.options, performance_hint="throughput")
+        for cand in candidates:
+            with quiet_native_stderr():
+                model = load_candidate(cand, options)
+            with model:
+                arrays, _ = prepare_inputs(model, args)
+                results.append(bench.throughput(cand.name, model, arrays, args.requests, args.warmup, progress))
+    if progress:
+        print(file=sys.stderr)
+    if args.plot:
+        bench.plot(results, args.plot)
+    report = {"schema": "edgeaccel.bench/1", "model": [str(a.path) for a in selection.artifacts.artifacts],
+              "how": {"latency": "synchronous model.run loop (one request at a time)",
+                      "throughput": "load(performance_hint='throughput') + submit(), 2 x concurrency in flight"},
+              "results": [r.as_dict() for r in results]}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print(report)
+    return 0
+
+
+def _bar(done: int, total: int) -> None:
+    width = 30
+    filled = int(width * done / max(total, 1))
+    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end="", file=sys.stderr, flush=True)
+
+
+def _print(report: dict) -> None:
+    print(f"model  {', '.join(report['model'])}")
+    print(f"{'executor':<28} {'mode':<10} {'n':>6} {'p50 ms':>9} {'p90 ms':>9} {'p99 ms':>9} {'FPS':>9} {'in flight':>9}")
+    for r in report["results"]:
+        lat = r["latency_ms"]
+        print(f"{r['name']:<28} {r['mode']:<10} {r['count']:>6} {lat.get('p50', 0):>9.3f} {lat.get('p90', 0):>9.3f} "
+              f"{lat.get('p99', 0):>9.3f} {r['fps']:>9.1f} {2 * r['concurrency'] if r['mode'] == 'throughput' else 1:>9}")

@@ -1,0 +1,66 @@
+"""--input for the commands that run a model: images (resized and laid out for the model), .npy files, or
+seeded random data."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_input_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", "-i", action="append", default=[], metavar="SOURCE",
+                   help="an image (PNG/JPEG), a .npy file, or 'random'; repeat per model input, in order, "
+                        "or name=SOURCE (default: random)")
+    p.add_argument("--normalize", choices=("0,1", "-1,1", "imagenet", "raw"),
+                   help="how image pixels become float inputs (default 0,1); integer inputs get raw pixels")
+    p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+
+
+def prepare_inputs(model, args) -> tuple[list, list[str]]:
+    """The arrays for --input sources (random where none is given), and a line saying how each was made."""
+    import numpy as np
+
+    from ..errors import InputCountError
+
+    specs = model.inputs
+    sources: list[str | None] = [None] * len(specs)
+    names = [s.name for s in specs]
+    positional = [s for s in args.input if not ("=" in s and s.split("=", 1)[0] in names)]
+    if len(positional) > len(specs):
+        raise InputCountError(f"{len(positional)} --input given, the model takes {len(specs)}: {names}")
+    for i, source in enumerate(positional):
+        sources[i] = source
+    for source in args.input:
+        name, sep, value = source.partition("=")
+        if sep and name in names:
+            sources[names.index(name)] = value
+    rng = np.random.default_rng(args.seed)
+    arrays, described = [], []
+    for spec, source in zip(specs, sources):
+        array, how = _one_input(spec, source, args, rng, np)
+        arrays.append(array)
+        described.append(how)
+    return arrays, described
+
+
+def _one_input(spec, source, args, rng, np):
+    from ..errors import InputError
+    from ..imageio import image_to_input, read_image
+    from ..tensors import random_array
+
+    if source in (None, "random"):
+        shape = [1 if (d is None and i == 0) else d for i, d in enumerate(spec.shape)]
+        if any(d is None for d in shape):
+            raise InputError(f"input {spec.name!r} has dynamic dimensions {list(spec.shape)}; random data needs a size",
+                             hint="pass --input name=file.npy with the shape you want")
+        array = random_array(spec, rng, shape)
+        return array, f"random {spec.dtype} {'x'.join(map(str, shape))} (seed {args.seed})"
+    path = Path(source)
+    if path.suffix.lower() == ".npy":
+        try:
+            array = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read {path}: {exc}") from exc
+        return array, f"{path.name} ({array.dtype} {'x'.join(map(str, array.shape))})"
+    array, how = image_to_input(read_image(path), spec, args.normalize)
+    return array, f"{path.name}: {how}"
