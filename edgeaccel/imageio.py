@@ -142,45 +142,62 @@ def _sequential(line: np.ndarray, prev: np.ndarray, bpp: int, kind: int) -> np.n
 
 
 def resize(image: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Antialiased bilinear resize of (H, W, C) uint8, bit-exact with Pillow's ``Image.resize(BILINEAR)``:
-    a triangle filter widened by the reduction factor, 22-bit fixed-point weights, horizontal pass first
-    and rounded to uint8 before the vertical one. Quantized models are sensitive to one-LSB differences
-    (movenet keypoints moved by 0.025 with a float-only resize), so the reference pipeline is matched."""
+    """Antialiased bilinear resize of (H, W, C) uint8, the way reference pipelines do it: Pillow's
+    ``Image.resize(BILINEAR)`` when Pillow is installed, else the same algorithm here (a triangle filter
+    widened by the reduction factor, 22-bit fixed-point weights, horizontal pass then vertical, each rounded
+    to uint8: bit-exact with Pillow up to 12; Pillow 13 sometimes runs the vertical pass first).
+    Quantized models are sensitive to one-LSB differences (movenet keypoints moved by 0.025 with a
+    float-only resize), so the reference pipeline is matched rather than approximated."""
     if image.shape[:2] == (height, width):
         return image
+    try:
+        from PIL import Image
+    except ImportError:
+        out = _horizontal(image, width) if image.shape[1] != width else image
+        return np.ascontiguousarray(_vertical(out, height) if image.shape[0] != height else out)
     h, w, c = image.shape
-    out = image
-    if w != width:
-        out = _pass(out.transpose(1, 0, 2).reshape(w, h * c), _weights(w, width)).reshape(width, h, c)
-        out = out.transpose(1, 0, 2)
-    if h != height:
-        out = _pass(out.reshape(h, -1), _weights(h, height)).reshape(height, width, c)
-    return np.ascontiguousarray(out)
+    resized = Image.fromarray(image[..., 0] if c == 1 else image).resize((width, height), Image.BILINEAR)
+    return np.asarray(resized).reshape(height, width, c)
+
+
+def _vertical(image: np.ndarray, height: int) -> np.ndarray:
+    h, w, c = image.shape
+    return _pass(image.reshape(h, w * c), _weights(h, height)).reshape(height, w, c)
+
+
+def _horizontal(image: np.ndarray, width: int) -> np.ndarray:
+    h, w, c = image.shape
+    out = _pass(image.transpose(1, 0, 2).reshape(w, h * c), _weights(w, width))
+    return out.reshape(width, h, c).transpose(1, 0, 2)
 
 
 _PRECISION_BITS = 32 - 8 - 2  # Pillow's fixed-point precision for 8-bit images
 
 
-def _pass(data: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    # Integer weights times pixels summed in float64 are exact (far below 2**53), and BLAS makes it fast.
-    acc = weights @ data.astype(np.float64)
-    return np.clip(np.floor((acc + (1 << (_PRECISION_BITS - 1))) / (1 << _PRECISION_BITS)), 0, 255).astype(np.uint8)
+def _pass(data: np.ndarray, taps: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """One separable pass along axis 0: each output row sums a few input rows with integer weights, in
+    int64 like Pillow (exact), a tap at a time so that memory stays at one output-sized accumulator."""
+    index, weight = taps
+    acc = np.full((index.shape[0], data.shape[1]), 1 << (_PRECISION_BITS - 1), np.int64)
+    for k in range(index.shape[1]):
+        acc += weight[:, k, None] * data[index[:, k]]
+    return np.clip(acc >> _PRECISION_BITS, 0, 255).astype(np.uint8)
 
 
-def _weights(size_in: int, size_out: int) -> np.ndarray:
+def _weights(size_in: int, size_out: int) -> tuple[np.ndarray, np.ndarray]:
+    """(input index, fixed-point weight) per output pixel and tap, Pillow's triangle filter and window."""
     scale = size_in / size_out
     support = max(scale, 1.0)
     centers = (np.arange(size_out) + 0.5) * scale
-    pos = np.arange(size_in) + 0.5
-    w = np.maximum(0.0, 1.0 - np.abs(pos[None, :] - centers[:, None]) / support)
-    # Pillow's window: pixels from int(center - support + 0.5) to int(center + support + 0.5)
-    lo = np.maximum((centers - support + 0.5).astype(np.int64), 0)
+    lo = np.maximum((centers - support + 0.5).astype(np.int64), 0)  # Pillow: int(center - support + 0.5)
     hi = np.minimum((centers + support + 0.5).astype(np.int64), size_in)
-    idx = np.arange(size_in)[None, :]
-    w = np.where((idx >= lo[:, None]) & (idx < hi[:, None]), w, 0.0)
+    taps = int((hi - lo).max())
+    index = lo[:, None] + np.arange(taps)[None, :]
+    valid = index < hi[:, None]
+    w = np.where(valid, np.maximum(0.0, 1.0 - np.abs(index + 0.5 - centers[:, None]) / support), 0.0)
     w /= w.sum(axis=1, keepdims=True)
     fixed = np.where(w < 0, np.trunc(-0.5 + w * (1 << _PRECISION_BITS)), np.trunc(0.5 + w * (1 << _PRECISION_BITS)))
-    return fixed
+    return np.minimum(index, size_in - 1), fixed.astype(np.int64)
 
 
 NORMALIZATIONS = ("0,1", "-1,1", "imagenet", "raw")

@@ -1,0 +1,294 @@
+"""Issue 6's performance suite: edgeaccel against the raw runtimes called the fastest way, in one process
+with interleaved rounds (alternating blocks with a 50 ms pause: ONNX Runtime's threads spin after a run).
+
+    python tools/perf_suite.py [--models ../shared/models] [--quick] [--json out.json]
+
+Prints, with targets:
+  overhead   edgeaccel p50 / raw p50 on mobilenet_v2 per executor          (<= 1.05)
+             edgeaccel - raw per call on a tiny model, in microseconds      (<= 10 us)
+  throughput edgeaccel async FPS / benchmark_app -hint throughput FPS      (>= 0.95)
+             edgeaccel async FPS / edgeaccel synchronous loop FPS           (>= 1.5 on 2 cores)
+  start-up   import edgeaccel (ms, and that it imports no runtime)          (<= 100 ms)
+             edgeaccel probe (s)                                            (<= 1 s)
+             warm-cache load / cold load                                    (<= 0.5)
+  memory     peak RSS of `edgeaccel run` / the raw runtime doing the same   (<= 1.2)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+BIN = Path(PY).parent
+RESULTS: list[dict] = []
+
+
+def report(group: str, name: str, value: float, target: str, ok: bool, detail: str = "") -> None:
+    RESULTS.append({"group": group, "name": name, "value": value, "target": target, "pass": ok, "detail": detail})
+    print(f"{group:<11} {name:<52} {value:>10.3f}  target {target:<10} {'PASS' if ok else 'FAIL'}  {detail}", flush=True)
+
+
+def interleaved(fns: dict, block: int, rounds: int) -> dict[str, list[float]]:
+    times = {k: [] for k in fns}
+    for fn in fns.values():
+        for _ in range(5):
+            fn()
+    for _ in range(rounds):
+        for key, fn in fns.items():
+            time.sleep(0.05)
+            sink = times[key]
+            for _ in range(block):
+                start = time.perf_counter()
+                fn()
+                sink.append(time.perf_counter() - start)
+    return times
+
+
+# -- overhead ------------------------------------------------------------------------------------------
+def raw_litert(path: Path, threads: int):
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_path=str(path), num_threads=threads)
+    it.allocate_tensors()
+    ins = [d["index"] for d in it.get_input_details()]
+    outs = [d["index"] for d in it.get_output_details()]
+    set_tensor, invoke, get_tensor = it.set_tensor, it.invoke, it.get_tensor
+
+    def call(arrays):
+        for i, a in zip(ins, arrays):
+            set_tensor(i, a)
+        invoke()
+        return [get_tensor(o) for o in outs]
+    return call
+
+
+def raw_ort(path: Path, threads: int):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    run = session.run
+    return lambda arrays: run(None, dict(zip(names, arrays)))
+
+
+def raw_openvino(path: Path, threads: int):
+    import openvino as ov
+
+    compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32",
+                                                          "PERFORMANCE_HINT": "LATENCY",
+                                                          "INFERENCE_NUM_THREADS": threads})
+    request = compiled.create_infer_request()
+    views = [request.get_input_tensor(i).data for i in range(len(compiled.inputs))]
+    infer, out = request.infer, request.get_output_tensor
+    n_out = len(compiled.outputs)
+
+    def call(arrays):
+        for v, a in zip(views, arrays):
+            v[...] = a
+        infer()
+        return [out(i).data.copy() for i in range(n_out)]
+    return call
+
+
+def overhead(models: Path, quick: bool) -> None:
+    import edgeaccel
+    from edgeaccel.executors.base import default_threads
+
+    threads = default_threads()
+    cases = [
+        ("litert", models / "mobilenet_v2_1.0_224_quant.tflite", raw_litert, {}),
+        ("onnxruntime", models / "mobilenet_v2_1.0_224_quant.onnx", raw_ort, {}),
+        ("openvino", models / "openvino" / "mobilenet_v2_1.0_224_quant.xml", raw_openvino, {}),
+    ]
+    rounds = 6 if quick else 20
+    for runtime, path, raw_factory, kwargs in cases:
+        raw = raw_factory(path, threads)
+        with edgeaccel.load(path, executor=runtime, cache=False, **kwargs) as model:
+            x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
+            t = interleaved({"raw": lambda: raw(x), "edgeaccel": lambda: model.run(x)}, block=10, rounds=rounds)
+        raw_p50, ea_p50 = statistics.median(t["raw"]), statistics.median(t["edgeaccel"])
+        ratio = ea_p50 / raw_p50
+        report("overhead", f"{runtime} mobilenet_v2 p50 ratio", ratio, "<= 1.05", ratio <= 1.05,
+               f"raw {raw_p50 * 1e3:.3f} ms, edgeaccel {ea_p50 * 1e3:.3f} ms, {len(t['raw'])} runs each")
+        del raw
+    tiny = [("litert", models / "split_concat.tflite", raw_litert),
+            ("openvino", models / "split_concat.tflite", raw_openvino)]
+    for runtime, path, raw_factory in tiny:
+        raw = raw_factory(path, threads)
+        with edgeaccel.load(path, executor=runtime, cache=False) as model:
+            x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
+            t = interleaved({"raw": lambda: raw(x), "edgeaccel": lambda: model.run(x)}, block=200,
+                            rounds=10 if quick else 30)
+        diff_us = (statistics.median(t["edgeaccel"]) - statistics.median(t["raw"])) * 1e6
+        report("overhead", f"{runtime} tiny model (split_concat) extra us/call", diff_us, "<= 10", diff_us <= 10,
+               f"raw {statistics.median(t['raw']) * 1e6:.1f} us, {len(t['raw'])} runs each")
+
+
+# -- throughput ----------------------------------------------------------------------------------------
+def benchmark_app_fps(path: Path, seconds: int) -> float:
+    app = shutil.which("benchmark_app", path=str(BIN)) or shutil.which("benchmark_app")
+    out = subprocess.run([app, "-m", str(path), "-d", "CPU", "-hint", "throughput", "-infer_precision", "f32",
+                          "-t", str(seconds)], capture_output=True, text=True, timeout=seconds * 6 + 120)
+    match = re.search(r"Throughput:\s*([\d.]+)\s*FPS", out.stdout)
+    if not match:
+        raise RuntimeError(f"benchmark_app gave no throughput:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    return float(match.group(1))
+
+
+def edgeaccel_fps(path: Path, runtime: str, hint: str, seconds: float) -> float:
+    import edgeaccel
+    from edgeaccel import bench
+
+    with edgeaccel.load(path, executor=runtime, performance_hint=hint, cache=False) as model:
+        x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
+        if hint == "latency":  # the synchronous loop
+            result = bench.latency([("sync", model, x)], runs=max(20, int(seconds * 200)), warmup=10)[0]
+            return result.fps
+        requests = 10
+        while True:  # size the run to about `seconds`
+            result = bench.throughput("async", model, x, requests, warmup=10)
+            if result.wall_s >= seconds or requests > 100_000:
+                return result.fps
+            requests = int(requests * max(2.0, seconds / max(result.wall_s, 1e-3)))
+
+
+def throughput(models: Path, quick: bool) -> None:
+    seconds = 3 if quick else 10
+    ir = models / "openvino" / "mobilenet_v2_1.0_224_quant.xml"
+    fps_app, fps_ea = [], []
+    for _ in range(2 if quick else 3):  # alternate the two, medians
+        fps_app.append(benchmark_app_fps(ir, seconds))
+        time.sleep(0.5)
+        fps_ea.append(edgeaccel_fps(ir, "openvino", "throughput", seconds))
+        time.sleep(0.5)
+    ratio = statistics.median(fps_ea) / statistics.median(fps_app)
+    report("throughput", "openvino async FPS / benchmark_app FPS", ratio, ">= 0.95", ratio >= 0.95,
+           f"edgeaccel {statistics.median(fps_ea):.1f}, benchmark_app {statistics.median(fps_app):.1f} FPS "
+           f"(f32, {len(fps_app)} alternating runs of {seconds} s)")
+    for runtime, path in (("litert", models / "mobilenet_v2_1.0_224_quant.tflite"),
+                          ("onnxruntime", models / "mobilenet_v2_1.0_224_quant.onnx"), ("openvino", ir)):
+        sync, asyn = [], []
+        for _ in range(2 if quick else 3):
+            sync.append(edgeaccel_fps(path, runtime, "latency", seconds / 2))
+            time.sleep(0.3)
+            asyn.append(edgeaccel_fps(path, runtime, "throughput", seconds / 2))
+            time.sleep(0.3)
+        ratio = statistics.median(asyn) / statistics.median(sync)
+        report("throughput", f"{runtime} async FPS / sync loop FPS", ratio, ">= 1.5", ratio >= 1.5,
+               f"async {statistics.median(asyn):.1f}, sync {statistics.median(sync):.1f} FPS")
+
+
+# -- start-up and memory ---------------------------------------------------------------------------------
+def _timed(cmd: list[str], env: dict | None = None) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, env=env, timeout=300)
+    return time.perf_counter() - start
+
+
+def startup(models: Path, quick: bool) -> None:
+    n = 5 if quick else 11
+    code = "import time; t=time.perf_counter(); import edgeaccel; print(time.perf_counter()-t)"
+    times = [float(subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout) for _ in range(n)]
+    ms = statistics.median(times) * 1e3
+    loaded = subprocess.run([PY, "-c", "import sys, edgeaccel; print(','.join(m for m in ('onnxruntime', 'openvino',"
+                             " 'ai_edge_litert', 'tflite_runtime', 'tensorflow') if m in sys.modules))"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    report("start-up", "import edgeaccel (ms, in-process)", ms, "<= 100", ms <= 100 and not loaded,
+           f"median of {n}; runtimes imported: {loaded or 'none'}")
+    probe = [str(BIN / "edgeaccel"), "probe", "--json"]
+    if subprocess.run(probe, capture_output=True).returncode == 0:
+        secs = statistics.median(_timed(probe) for _ in range(n))
+        report("start-up", "edgeaccel probe (s, whole process)", secs, "<= 1", secs <= 1, f"median of {n}")
+    else:
+        print("start-up   edgeaccel probe: not available in this build")
+    for runtime, path in (("openvino", models / "openvino" / "mobilenet_v2_1.0_224_quant.xml"),
+                          ("onnxruntime", models / "mobilenet_v2_1.0_224_quant.onnx")):
+        script = textwrap.dedent(f"""
+            import time, edgeaccel
+            t = time.perf_counter()
+            m = edgeaccel.load({str(path)!r}, executor={runtime!r})
+            print(time.perf_counter() - t)
+        """)
+        cold, warm = [], []
+        for _ in range(3 if quick else 5):
+            with tempfile.TemporaryDirectory() as cache:
+                env = {**os.environ, "EDGEACCEL_CACHE_DIR": cache}
+                cold.append(float(subprocess.run([PY, "-c", script], env=env, capture_output=True, text=True,
+                                                 check=True).stdout))
+                warm.append(float(subprocess.run([PY, "-c", script], env=env, capture_output=True, text=True,
+                                                 check=True).stdout))
+        ratio = statistics.median(warm) / statistics.median(cold)
+        report("start-up", f"{runtime} warm-cache load / cold load", ratio, "<= 0.5", ratio <= 0.5,
+               f"cold {statistics.median(cold) * 1e3:.0f} ms, warm {statistics.median(warm) * 1e3:.0f} ms "
+               f"(load() alone, fresh process each)")
+
+
+RAW_RUN = {
+    "litert": """
+from ai_edge_litert.interpreter import Interpreter
+import numpy as np
+from PIL import Image
+it = Interpreter(model_path=MODEL, num_threads=2); it.allocate_tensors()
+d = it.get_input_details()[0]
+x = np.asarray(Image.open(IMAGE).convert("RGB").resize((d["shape"][2], d["shape"][1]), Image.BILINEAR))[None]
+for _ in range(11):
+    it.set_tensor(d["index"], x); it.invoke(); y = it.get_tensor(it.get_output_details()[0]["index"])
+print(int(y.argmax()))
+""",
+}
+
+
+def peak_rss_kb(cmd: list[str]) -> int:
+    out = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True, timeout=300)
+    return int(out.stderr.strip().splitlines()[-1])
+
+
+def memory(models: Path, quick: bool) -> None:
+    if not shutil.which("time") and not Path("/usr/bin/time").exists():
+        print("memory     /usr/bin/time is missing (apt-get install time); peak RSS not measured")
+        return
+    model = models / "mobilenet_v2_1.0_224_quant.tflite"
+    image = models.parent / "images" / "bird.png"
+    raw_code = f"MODEL={str(model)!r}; IMAGE={str(image)!r}\n" + RAW_RUN["litert"]
+    ours, raw = [], []
+    for _ in range(3 if quick else 5):
+        raw.append(peak_rss_kb([PY, "-c", raw_code]))
+        ours.append(peak_rss_kb([str(BIN / "edgeaccel"), "run", str(model), "--input", str(image), "--runs", "10"]))
+    ratio = statistics.median(ours) / statistics.median(raw)
+    report("memory", "peak RSS edgeaccel run / raw LiteRT", ratio, "<= 1.2", ratio <= 1.2,
+           f"edgeaccel {statistics.median(ours) / 1024:.0f} MB, raw {statistics.median(raw) / 1024:.0f} MB")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", type=Path, default=ROOT.parent / "shared" / "models")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run, noisier)")
+    parser.add_argument("--only", choices=("overhead", "throughput", "startup", "memory"), action="append")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    for name, fn in (("overhead", overhead), ("throughput", throughput), ("startup", startup), ("memory", memory)):
+        if not args.only or name in args.only:
+            fn(args.models, args.quick)
+    if args.json:
+        args.json.write_text(json.dumps(RESULTS, indent=1))
+    return 0 if all(r["pass"] for r in RESULTS) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
