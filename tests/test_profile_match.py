@@ -43,6 +43,11 @@ CASES = [
                                           compatible=("xunlong,orangepi-5", "rockchip,rk3588s")), "rk3588", "rk3588s"),
     ("vendor kernel model", DeviceFacts(arch="aarch64", board="Rockchip RK3588 EVB1 LP4 V10 Board"), "rk3588",
      "RK3588 EVB1"),
+    ("rk3399 is not an rk3588", DeviceFacts(arch="aarch64", board="Pine64 RockPro64 v2.1",
+                                            compatible=("pine64,rockpro64-v2.1", "rockchip,rk3399")), "generic-arm",
+     "generic fallback"),
+    ("pi 4 is not a pi 5", DeviceFacts(arch="aarch64", board="Raspberry Pi 4 Model B Rev 1.4",
+                                       compatible=("raspberrypi,4-model-b", "brcm,bcm2711")), "generic-arm", "arch"),
     ("cloud tpu vm", DeviceFacts(arch="x86_64", cpu_model=EPYC, devices=frozenset({"CPU", "TPU"})), "cloud-tpu-vm",
      "device TPU"),
 ]

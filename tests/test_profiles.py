@@ -144,6 +144,7 @@ BROKEN = [
     ("  board: [Demo Board]\n  priority: 10", "  priority: 10", "match", "at least one condition"),
     ("  board: [Demo Board]", "  board: ['']", "match.board[0]", "matches everything"),
     ("name: demo", "name: Demo Board", "name", "lower-case"),
+    ("  board: [Demo Board]", "  compatible: [demo,board-1]", "match.compatible[0]", "quote it"),
     ("schema: edgeaccel.profile/1", "schema: edgeaccel.profile/2", "schema", "not one of"),
     ("    precisions: [int8]", "    precisions: [int9]", "accelerators[0].precisions[0]", "not one of"),
     ("  priority: 10", "  priority: -1", "match.priority", "below the minimum"),

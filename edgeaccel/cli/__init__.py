@@ -30,6 +30,7 @@ EXIT_INTERNAL = 70
 # command -> module under edgeaccel.cli that defines add_arguments(parser) and main(args) -> int
 COMMANDS = {
     "run": "run_cmd",
+    "profiles": "profiles_cmd",
 }
 
 

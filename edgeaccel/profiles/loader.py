@@ -166,6 +166,12 @@ def _match_rule(m: dict, source: str) -> MatchRule:
             if not text.strip():
                 raise ConfigError("is empty: an empty substring matches everything", path=source,
                                   key=f"match.{key}[{i}]")
+    for i, text in enumerate(m.get("compatible") or ()):
+        # A compatible string is "vendor,device". Unquoted in a YAML flow list, [rockchip,rk3588] is two
+        # items, and "rockchip" alone would match every Rockchip board.
+        if "," not in text:
+            raise ConfigError(f"{text!r} is not a 'vendor,device' compatible string (in a [flow, list] quote "
+                              "it: [\"rockchip,rk3588\"])", path=source, key=f"match.compatible[{i}]")
     return rule
 
 
