@@ -130,8 +130,9 @@ def _rule(rule) -> str:
     parts = []
     for label, values in (("arch", rule.arch), ("board", rule.board), ("compatible", rule.compatible),
                           ("CPU", rule.cpu_model), ("CPU flags", rule.cpu_flags), ("devices", rule.devices)):
-        if values:
-            parts.append(f"{label} {' | '.join(values) if label not in ('CPU flags', 'devices') else ' + '.join(values)}")
+        if values:  # any one of the substrings will do; every flag and device is needed
+            joiner = " + " if label in ("CPU flags", "devices") else " | "
+            parts.append(f"{label} {joiner.join(values)}")
     return f"{'; '.join(parts)} (priority {rule.priority})"
 
 
