@@ -6,6 +6,7 @@ Errors name the file and the dotted key, and say what was expected, e.g.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +17,14 @@ from .errors import ConfigError
 
 @dataclass(frozen=True)
 class Field:
-    """One key: ``kind`` is a type, a tuple of types, a nested dict schema, or ``[schema]`` for a list of it."""
+    """One key: ``kind`` is a type, a tuple of types, a nested dict schema, or ``[schema]`` for a list of it.
+    ``minimum`` / ``maximum`` bound numbers (inclusive)."""
 
     kind: Any
     required: bool = False
     choices: tuple | None = None
     minimum: float | None = None
+    maximum: float | None = None
 
 
 def load_yaml(path: str | os.PathLike) -> Any:
@@ -35,11 +38,35 @@ def load_yaml(path: str | os.PathLike) -> Any:
     except UnicodeDecodeError as exc:
         raise ConfigError("is not UTF-8 text", path=str(path)) from exc
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_strict_loader(yaml))  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}", path=str(path)) from exc
+
+
+@functools.lru_cache(maxsize=1)
+def _strict_loader(yaml):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping: plain ``safe_load`` keeps the last
+    one silently, so a profile with two ``thermal:`` blocks would lose one without a word."""
+
+    class StrictSafeLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    duplicate = key in seen
+                except TypeError:  # an unhashable key: the base class reports it
+                    break
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping", node.start_mark, f"found duplicate key {key!r}",
+                        key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return StrictSafeLoader
 
 
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "a mapping",
@@ -72,7 +99,8 @@ def _check_value(value: Any, spec: Field, path: str, where: str) -> None:
         if not isinstance(value, list):
             raise ConfigError(f"expected a list, got {_describe(value)}", path=path, key=where)
         for i, item in enumerate(value):
-            _check_value(item, Field(kind[0], choices=spec.choices, minimum=spec.minimum), path, f"{where}[{i}]")
+            item_spec = Field(kind[0], choices=spec.choices, minimum=spec.minimum, maximum=spec.maximum)
+            _check_value(item, item_spec, path, f"{where}[{i}]")
         return
     types = kind if isinstance(kind, tuple) else (kind,)
     ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
@@ -85,6 +113,8 @@ def _check_value(value: Any, spec: Field, path: str, where: str) -> None:
         raise ConfigError(f"{value!r} is not one of {', '.join(map(str, spec.choices))}", path=path, key=where)
     if spec.minimum is not None and isinstance(value, (int, float)) and value < spec.minimum:
         raise ConfigError(f"{value} is below the minimum {spec.minimum}", path=path, key=where)
+    if spec.maximum is not None and isinstance(value, (int, float)) and value > spec.maximum:
+        raise ConfigError(f"{value} is above the maximum {spec.maximum}", path=path, key=where)
 
 
 def _join(prefix: str, key: Any) -> str:

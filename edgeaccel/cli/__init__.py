@@ -33,6 +33,7 @@ COMMANDS = {
     "explain": "explain_cmd",
     "tune": "tune_cmd",
     "bench": "bench_cmd",
+    "profiles": "profiles_cmd",
 }
 
 

@@ -1,10 +1,21 @@
-"""The profile model the selector and the scheduler consume. Loading and validation live beside it."""
+"""The profile model the selector and the scheduler consume. Loading and validation live beside it
+(``loader.py``), matching a machine to a profile in ``match.py``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 GOALS = ("latency", "efficiency")
+# Device names as executors and the probe use them. A profile names only these, so a typo ("EdgeTpu")
+# is an error at load time instead of a device that silently never ranks.
+DEVICE_NAMES = ("CPU", "GPU", "NPU", "CUDA", "TensorRT", "EdgeTPU", "TPU")
+KINDS = ("cpu", "gpu", "npu", "edgetpu", "tpu")
+PRECISIONS = ("int4", "int8", "int16", "f16", "bf16", "f32")
+
+
+def base_device(device: str) -> str:
+    """"GPU.1" and "CUDA:0" are the GPU and CUDA devices of a profile."""
+    return device.split(":")[0].split(".")[0]
 
 
 @dataclass(frozen=True)
@@ -20,6 +31,15 @@ class AcceleratorSpec:
     memory_mb: float | None = None
     typical_power_w: float | None = None
     source: str = ""
+    # Added: other device names executors use for the same silicon. One NVIDIA GPU is "CUDA" and
+    # "TensorRT" to ONNX Runtime; listing it twice would duplicate (and let diverge) its figures.
+    aliases: tuple[str, ...] = ()
+    # Added: Cloud TPUs publish bf16, not f16; putting a bf16 figure in tflops_f16 would mislabel it.
+    tflops_bf16: float | None = None
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        return (self.device, *self.aliases)
 
 
 @dataclass(frozen=True)
@@ -29,6 +49,22 @@ class ThermalLimits:
     passive_c: float | None = None
     critical_c: float | None = None
     source: str = ""
+
+
+@dataclass(frozen=True)
+class MatchRule:
+    """When a profile applies to a machine. Every condition given must hold; ``board`` and ``compatible``
+    are two ways to name one board, so either of them matching is enough. Substrings are compared without
+    regard to case. The matching profile with the highest ``priority`` wins (specific boards beat the
+    generic arch fallbacks, which have priority 0)."""
+
+    arch: tuple[str, ...] = ()  # platform.machine() values: x86_64, aarch64, ...
+    board: tuple[str, ...] = ()  # substrings of the device-tree model (/proc/device-tree/model)
+    compatible: tuple[str, ...] = ()  # substrings of a device-tree compatible string ("rockchip,rk3588")
+    cpu_model: tuple[str, ...] = ()  # substrings of the CPU model name (/proc/cpuinfo "model name")
+    cpu_flags: tuple[str, ...] = ()  # every one of these ISA flags must be present
+    devices: tuple[str, ...] = ()  # every one of these devices must be present (probe's present_devices())
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -45,18 +81,28 @@ class Profile:
     thermal: ThermalLimits = ThermalLimits()
     notes: str = ""
     source_file: str = ""
+    # Added: how the profile is matched to a machine (match.py), with the citations of the power figures
+    # and the reason behind each runtime order (what `explain` can show next to the order).
+    match: MatchRule = MatchRule()
+    power_source: str = ""
+    runtime_notes: dict[str, str] = field(default_factory=dict)
 
     def accelerator(self, device: str) -> AcceleratorSpec | None:
-        base = device.split(":")[0].split(".")[0]
-        return next((a for a in self.accelerators if a.device == base), None)
+        base = base_device(device)
+        return next((a for a in self.accelerators if base in a.devices), None)
+
+    @property
+    def device_names(self) -> tuple[str, ...]:
+        """Every device name the profile knows, aliases included, in accelerator order."""
+        return tuple(name for a in self.accelerators for name in a.devices)
 
     def device_rank(self, goal: str, device: str) -> int:
         order = self.preference.get(goal) or self.preference.get("latency") or ()
-        base = device.split(":")[0].split(".")[0]
+        base = base_device(device)
         return order.index(base) if base in order else len(order)
 
     def runtime_rank(self, device: str, runtime: str) -> int | None:
-        order = self.runtimes.get(device.split(":")[0].split(".")[0])
+        order = self.runtimes.get(base_device(device))
         if not order:
             return None
         return order.index(runtime) if runtime in order else len(order)
