@@ -17,7 +17,8 @@ from .executors.base import Executor, ExecutorOptions
 from .executors.registry import runtimes
 from .model import FallbackEvent, Model
 from .modelinfo import Format, ModelInfo
-from .profiles.types import Profile
+from .profiles import DeviceFacts, Profile, get_profile, load_profiles, match_profile
+from .profiles.facts import local_facts
 from .selector import Candidate, MachineFacts, Measurement, Ranking, rank
 
 log = logging.getLogger("edgeaccel")
@@ -33,7 +34,7 @@ def load(
     precision: str | None = None,
     threads: int | None = None,
     goal: str = "latency",
-    profile: Profile | None = None,
+    profile: Profile | str | None = None,
     calibrate: bool = False,
     calibration_inputs: Sequence[Sequence] | None = None,
     performance_hint: str = "latency",
@@ -51,6 +52,8 @@ def load(
     precision: None runs the model at its own precision (f32 math for float layers); "bf16" or "f16" are
         opt-ins because they change answers. Calibration may admit them after checking accuracy.
     goal: "latency" or "efficiency" (energy per inference).
+    profile: a device profile (a shipped name such as "rpi5-coral-usb", a .yaml path or a Profile); by default
+        the one matching this machine (`edgeaccel profiles list`).
     calibrate: measure every feasible candidate now (accuracy against the CPU reference, latency) and keep
         the results in the cache; without it, earlier measurements from the cache are used when present.
     performance_hint: "latency" (one request as fast as possible) or "throughput" (several at once, for
@@ -81,6 +84,7 @@ class Selection:
     options: ExecutorOptions
     facts: MachineFacts
     profile: Profile | None
+    profile_reason: str = ""
     measurements: dict[str, Measurement] = field(default_factory=dict)
     measured_now: bool = False
     cache_file: Path | None = None
@@ -88,7 +92,7 @@ class Selection:
 
 def select(model: ModelSource, *, executor: str | None = None, device: str | None = None,
            precision: str | None = None, threads: int | None = None, goal: str = "latency",
-           profile: Profile | None = None, calibrate: bool = False, calibration_inputs=None,
+           profile: Profile | str | None = None, calibrate: bool = False, calibration_inputs=None,
            performance_hint: str = "latency", cache_dir=None, cache: bool = True,
            runtime_options: dict | None = None, calibration_budget_s: float | None = None) -> Selection:
     from .cache import CalibrationCache, ValidationMemo, cache_root, calibration_key, hardware_fingerprint
@@ -108,13 +112,14 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
     found = bundle.resolve(model, ValidationMemo(root) if root else None)
     for path, exc in found.invalid:
         log.warning("artifact %s is unusable: %s", path, exc.message)
-    facts = machine_facts()
+    facts, device_facts = machine_facts()
+    profile, profile_reason = resolve_profile(profile, device_facts)
     key = calibration_key([a.sha256 for a in found.artifacts], hardware_fingerprint(facts.devices_present),
                           facts.installed, options.resolved_threads())
     store = CalibrationCache(root) if root else None
     measurements = {} if calibrate or store is None else (store.get(key) or {})
     ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements)
-    selection = Selection(found, ranking, options, facts, profile, measurements,
+    selection = Selection(found, ranking, options, facts, profile, profile_reason, measurements,
                           cache_file=store.path(key) if store else None)
     if calibrate:
         from .calibration import CalibrationPlan, calibrate as run_calibration
@@ -138,20 +143,22 @@ def _rank(artifacts, facts, options, executor, device, profile, goal, measuremen
     return rank(artifacts, runtimes(), facts, rejects, options, executor, device, profile, goal, measurements)
 
 
-def machine_facts() -> MachineFacts:
-    """Installed runtimes (from package metadata, no import), the devices present and the CPU's flags."""
+def machine_facts() -> tuple[MachineFacts, DeviceFacts]:
+    """Installed runtimes (from package metadata, no import), the devices present and the CPU's flags;
+    and the same facts in the form profile matching takes."""
+    local = local_facts()
     installed = {name: executor_class(name).installed() for name in runtimes()}
-    return MachineFacts(installed=installed, cpu_flags=_cpu_flags())
+    facts = MachineFacts(installed=installed, devices_present=local.devices, cpu_flags=local.cpu_flags)
+    return facts, local
 
 
-def _cpu_flags() -> frozenset[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith(("flags", "Features")):
-                return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
+def resolve_profile(profile: Profile | str | None, facts: DeviceFacts) -> tuple[Profile | None, str]:
+    """The caller's profile (an object, a shipped name or a .yaml path), else the one matching this machine."""
+    if isinstance(profile, Profile):
+        return profile, "given by the caller"
+    if isinstance(profile, str):
+        return get_profile(profile), "named by the caller"
+    return match_profile(facts, load_profiles())
 
 
 def executor_class(name: str) -> type[Executor]:

@@ -105,3 +105,15 @@ def test_strict_turns_fallback_into_an_error():
         with pytest.raises(InferenceError, match="boom"):
             model.run(arrays)
         assert model.fallbacks == ()
+
+
+@pytest.mark.shared
+def test_profile_by_name_path_or_match(tmp_path):
+    matched = select(MODELS / "split_concat.tflite")
+    assert matched.profile is not None and matched.profile_reason
+    named = select(MODELS / "split_concat.tflite", profile="rpi5")
+    assert named.profile.name == "rpi5" and named.ranking.profile == "rpi5"
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("schema: edgeaccel.profile/1\nname: x\ntitle: x\nfrobnicate: 1\n")
+    with pytest.raises(edgeaccel.ConfigError, match="broken.yaml.*frobnicate"):
+        select(MODELS / "split_concat.tflite", profile=str(broken))

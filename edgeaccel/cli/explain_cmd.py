@@ -12,6 +12,7 @@ HELP = "show the ranked executors for a model and why each was kept or rejected"
 def add_arguments(p: argparse.ArgumentParser, calibrate_flag: bool = True) -> None:
     p.add_argument("model", nargs="+", help="a model file, several artifacts of one model, a folder or a bundle")
     p.add_argument("--goal", choices=("latency", "efficiency"), default="latency")
+    p.add_argument("--profile", help="a profile name or .yaml path (default: the one matching this machine)")
     p.add_argument("--executor", help="pin the runtime")
     p.add_argument("--device", help="pin the device")
     p.add_argument("--precision", choices=("f32", "bf16", "f16", "int8"))
@@ -30,7 +31,7 @@ def main(args: argparse.Namespace, calibrate: bool | None = None) -> int:
     source = args.model[0] if len(args.model) == 1 else args.model
     with quiet_native_stderr():
         selection = select(source, executor=args.executor, device=args.device, precision=args.precision,
-                           threads=args.threads, goal=args.goal,
+                           threads=args.threads, goal=args.goal, profile=args.profile,
                            calibrate=args.calibrate if calibrate is None else calibrate, cache_dir=args.cache_dir)
     report = selection_dict(selection)
     if args.json:

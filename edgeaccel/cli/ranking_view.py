@@ -13,6 +13,7 @@ def selection_dict(sel) -> dict:
         "artifacts": [{"path": str(a.path), "format": a.format.value, "sha256": a.sha256} for a in sel.artifacts.artifacts],
         "invalid_artifacts": [{"path": str(p), "error": e.message} for p, e in sel.artifacts.invalid],
         "profile": ranking.profile,
+        "profile_reason": sel.profile_reason,
         "goal": ranking.goal,
         "measurements": "measured now" if sel.measured_now else ("from cache" if sel.measurements else "none"),
         "cache_file": str(sel.cache_file) if sel.cache_file else None,
@@ -37,7 +38,7 @@ def print_selection(report: dict) -> None:
     print(f"model       {names}")
     for bad in report["invalid_artifacts"]:
         print(f"unusable    {bad['path']}: {bad['error']}")
-    print(f"profile     {report['profile'] or 'none (generic rules)'}")
+    print(f"profile     {report['profile'] or 'none'} ({report['profile_reason']})")
     print(f"goal        {report['goal']}; measurements: {report['measurements']}")
     print("ranked")
     if not report["ranked"]:
