@@ -69,10 +69,11 @@ def test_validate_ok_and_one_line_per_broken_file(tmp_path, capsys):
     captured = capsys.readouterr()
     assert f"{good}: ok" in captured.out
     errors = captured.err.splitlines()
-    assert errors == [
-        f"error: {bad_type}:thermal.passive_c: expected a number, got str 'hot'",
-        f"error: {bad_yaml}: is not valid YAML at line 2, column 1: expected ',' or ']', but got '<stream end>'",
-    ]
+    assert len(errors) == 2
+    assert errors[0] == f"error: {bad_type}:thermal.passive_c: expected a number, got str 'hot'"
+    # libyaml and the pure-Python parser word the problem differently; the place is what matters
+    assert errors[1].startswith(f"error: {bad_yaml}: is not valid YAML at line 2, column 1: ")
+    assert "']'" in errors[1]
 
 
 def test_the_command_line_entry_point(tmp_path):

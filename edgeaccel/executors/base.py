@@ -68,14 +68,18 @@ class ExecutorOptions:
         return max(1, default_threads() // self.stream_threads()) if self.throughput else 1
 
 
-def installed_version(distributions: Sequence[str]) -> str | None:
-    """Version of the first installed distribution of ``distributions``, read from package metadata."""
+def installed_version(distributions: Sequence[tuple[str, str]]) -> str | None:
+    """Version of the first installed (module, distribution) pair, from package metadata: the module is
+    looked for first (cheap), so that absent runtimes cost no metadata scan."""
     import importlib.metadata
+    import importlib.util
 
-    for dist in distributions:
+    for module, dist in distributions:
         try:
+            if importlib.util.find_spec(module) is None:
+                continue
             return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
+        except (importlib.metadata.PackageNotFoundError, ImportError, ValueError):
             continue
     return None
 
@@ -121,8 +125,9 @@ class Executor(ABC):
     devices: ClassVar[tuple[str, ...]] = ("CPU",)
     # precisions the caller may ask for; None is "the model's own" (f32 math for float models)
     precisions: ClassVar[tuple[str | None, ...]] = (None, "f32")
-    # pip distributions that provide the runtime, any one suffices (checked without importing it)
-    distributions: ClassVar[tuple[str, ...]] = ()
+    # (top-level module, pip distribution) pairs that provide the runtime, any one suffices (checked
+    # without importing it)
+    distributions: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def __init__(self, model: ModelInfo, device: str, options: ExecutorOptions) -> None:
         self.model = model

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.metadata
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,13 +16,14 @@ import numpy as np
 
 from ..errors import ModelLoadError, InferenceError, UnsupportedModelError, runtime_message
 from ..modelinfo import Format, ModelInfo
-from .base import Availability, Executor, ExecutorInfo, ExecutorOptions, Pool
+from .base import Availability, Executor, ExecutorInfo, ExecutorOptions, Pool, installed_version
 
 # (module holding Interpreter, distribution name for its version)
 _INTERPRETER_MODULES = (
     ("ai_edge_litert.interpreter", "ai-edge-litert"),
     ("tflite_runtime.interpreter", "tflite-runtime"),
     ("tensorflow.lite.python.interpreter", "tensorflow"),
+    ("tensorflow.lite.python.interpreter", "tensorflow-cpu"),
 )
 
 
@@ -32,9 +32,8 @@ def interpreter_module() -> tuple[Any, str, str] | str:
     """(module, distribution, version) of the first usable interpreter, or the reason none is usable."""
     reasons = []
     for module_name, dist in _INTERPRETER_MODULES:
-        try:
-            version = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
+        version = installed_version([(module_name.split(".")[0], dist)])
+        if version is None:
             reasons.append(f"{dist} not installed")
             continue
         if dist == "tflite-runtime" and int(np.__version__.split(".")[0]) >= 2 and version < "2.15":
@@ -57,7 +56,7 @@ class LiteRTExecutor(Executor):
     runtime = "litert"
     formats = frozenset({Format.TFLITE})
     devices = ("CPU",)
-    distributions = tuple(dist for _, dist in _INTERPRETER_MODULES)
+    distributions = tuple((module.split(".")[0], dist) for module, dist in _INTERPRETER_MODULES)
 
     @classmethod
     def availability(cls, device: str | None = None) -> Availability:

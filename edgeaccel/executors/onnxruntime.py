@@ -46,7 +46,8 @@ def _ort():
     return onnxruntime
 
 
-DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-qnn", "onnxruntime-directml")
+DISTRIBUTIONS = tuple(("onnxruntime", d) for d in ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino",
+                                                    "onnxruntime-qnn", "onnxruntime-directml"))
 
 
 def ort_version() -> str | None:

@@ -43,7 +43,7 @@ def available_devices() -> tuple[str, ...]:
 
 
 def ov_version() -> str | None:
-    return installed_version(("openvino",))
+    return installed_version((("openvino", "openvino"),))
 
 
 def clean_message(text: str) -> str:
@@ -59,7 +59,7 @@ class OpenVINOExecutor(Executor):
     formats = frozenset({Format.TFLITE, Format.ONNX, Format.OPENVINO_IR})
     devices = ("CPU", "GPU", "NPU", "AUTO")
     precisions = (None, "f32", "bf16", "f16")
-    distributions = ("openvino",)
+    distributions = (("openvino", "openvino"),)
 
     @classmethod
     def availability(cls, device: str | None = None) -> Availability:
