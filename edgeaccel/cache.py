@@ -7,7 +7,6 @@ without measuring again, and any change to what was measured invalidates them.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -16,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 
+from .digest import short
 from .selector import Measurement
 
 log = logging.getLogger("edgeaccel.cache")
@@ -53,7 +53,7 @@ def calibration_key(artifact_hashes: Iterable[str], fingerprint: str, versions: 
     payload = json.dumps({"artifacts": sorted(artifact_hashes), "hardware": fingerprint,
                           "runtimes": dict(sorted(versions.items())), "edgeaccel": __version__,
                           "threads": threads, "extra": goal_independent}, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+    return short(payload, 32)
 
 
 DEFAULT_MAX_BYTES = 1 << 30  # compiled models kept at most; $EDGEACCEL_CACHE_MAX_MB overrides
@@ -107,13 +107,13 @@ class ValidationMemo:
     def __init__(self, root: str | os.PathLike) -> None:
         self.folder = Path(root) / "validated"
 
-    def seen(self, sha256: str) -> bool:
-        return (self.folder / sha256).is_file()
+    def seen(self, digest: str) -> bool:
+        return (self.folder / digest).is_file()
 
-    def remember(self, sha256: str) -> None:
+    def remember(self, digest: str) -> None:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            (self.folder / sha256).touch()
+            (self.folder / digest).touch()
         except OSError as exc:  # a read-only cache only costs the check next time
             log.debug("cannot remember a validated model in %s: %s", self.folder, exc)
 

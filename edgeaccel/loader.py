@@ -114,7 +114,7 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
         log.warning("artifact %s is unusable: %s", path, exc.message)
     facts, device_facts = machine_facts()
     profile, profile_reason = resolve_profile(profile, device_facts)
-    key = calibration_key([a.sha256 for a in found.artifacts], hardware_fingerprint(facts.devices_present),
+    key = calibration_key([a.digest for a in found.artifacts], hardware_fingerprint(facts.devices_present),
                           facts.installed, options.resolved_threads())
     store = CalibrationCache(root) if root else None
     measurements = {} if calibrate or store is None else (store.get(key) or {})

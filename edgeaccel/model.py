@@ -7,15 +7,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import EdgeAccelError, ExecutorError, ModelClosedError
 from .executors.base import Executor, ExecutorInfo
 from .modelinfo import ModelInfo, TensorSpec
 from .selector import Candidate, Ranking
 from .tensors import InputBinder, Outputs, check_outputs_finite, dequantize_array
+
+if TYPE_CHECKING:  # concurrent.futures is imported by the asynchronous path only (start-up memory)
+    from concurrent.futures import Future
 
 log = logging.getLogger("edgeaccel")
 
@@ -137,6 +139,8 @@ class Model:
         Inputs are checked now, so a wrong input raises here; what the runtime does happens in the future.
         Load with ``performance_hint="throughput"`` to have several requests run at once.
         """
+        from concurrent.futures import Future
+
         arrays = self._binder.bind(inputs, quantize, check_finite)
         executor = self._executor
         outer: Future = Future()
@@ -185,6 +189,8 @@ class Model:
 
     @staticmethod
     def _drain(pending: deque, ordered: bool, keep: int) -> Iterator[Outputs]:
+        from concurrent.futures import FIRST_COMPLETED, wait
+
         while len(pending) > keep:
             if ordered:
                 yield pending.popleft().result()

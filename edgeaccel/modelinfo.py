@@ -72,7 +72,7 @@ class ModelInfo:
     operators: tuple[str, ...] = ()  # distinct operator names, sorted
     custom_ops: tuple[str, ...] = ()
     size_bytes: int = 0
-    sha256: str = ""
+    digest: str = ""  # BLAKE2b-256 of the file's bytes (edgeaccel.digest)
     extra_files: tuple[Path, ...] = ()  # weights (.bin), ONNX external data
     details: dict = field(default_factory=dict, compare=False)  # format-specific facts (opset, producer, ...)
 

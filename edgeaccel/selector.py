@@ -53,7 +53,7 @@ class Candidate:
     @property
     def key(self) -> str:
         """Identity across runs: the artifact's content, runtime, device and precision."""
-        return f"{self.artifact.sha256[:16]}/{self.name}"
+        return f"{self.artifact.digest[:16]}/{self.name}"
 
     def __str__(self) -> str:
         return f"{self.name} [{self.artifact.path.name}]"

@@ -36,7 +36,7 @@ def test_tflite_description_matches_litert(name):
         else:
             assert spec.quantization is None
     assert [s.name for s in info.outputs] == [d["name"] for d in interpreter.get_output_details()]
-    assert len(info.sha256) == 64
+    assert len(info.digest) == 64
 
 
 def test_edgetpu_model_reports_its_custom_op():

@@ -73,3 +73,50 @@ def test_a_broken_descriptor_names_file_and_key(tmp_path, old, new, key, words):
     with pytest.raises(ConfigError) as info:
         load_descriptor(path)
     assert str(path) in str(info.value) and f":{key}:" in str(info.value) and words in str(info.value)
+
+
+PLUGIN = '''
+import numpy as np
+from edgeaccel.executors.base import Availability, Executor, ExecutorInfo
+from edgeaccel.modelinfo import Format
+
+
+class EchoExecutor(Executor):
+    """A third-party executor: returns its inputs."""
+
+    runtime = "echo"
+    formats = frozenset({Format.TFLITE})
+    devices = ("CPU",)
+    distributions = (("echo_plugin", "echo-plugin"),)
+
+    @classmethod
+    def availability(cls, device=None):
+        return Availability(True, "always")
+
+    @property
+    def info(self):
+        return ExecutorInfo("echo", "1.0", self.device, "f32")
+
+    def run(self, inputs):
+        return [np.array(a) for a in inputs]
+
+    def close(self):
+        pass
+'''
+
+
+def test_a_plugin_executor_arrives_through_its_entry_point(tmp_path, monkeypatch):
+    (tmp_path / "echo_plugin.py").write_text(PLUGIN)
+    info = tmp_path / "echo_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[edgeaccel.executors]\necho = echo_plugin:EchoExecutor\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    runtimes.cache_clear()
+    try:
+        found = runtimes()
+        assert found["echo"].executor == "echo_plugin:EchoExecutor"
+        assert found["echo"].load_class().installed() == "1.0"
+        assert "litert" in found  # the shipped ones stay
+    finally:
+        runtimes.cache_clear()

@@ -18,7 +18,7 @@ SPEC = (TensorSpec("x", (1, 8, 8, 3), np.dtype(np.uint8)),)
 
 def artifact(name: str, fmt: Format, dynamic: bool = False) -> ModelInfo:
     shape = (1, None, None, 3) if dynamic else (1, 8, 8, 3)
-    return ModelInfo(Path(name), fmt, (TensorSpec("x", shape, np.dtype(np.uint8)),), SPEC, sha256=name * 4)
+    return ModelInfo(Path(name), fmt, (TensorSpec("x", shape, np.dtype(np.uint8)),), SPEC, digest=name * 4)
 
 
 RUNTIMES = {
@@ -105,7 +105,7 @@ def test_bf16_needs_calibration_and_a_cpu_that_has_it():
 def test_measurements_override_rules_and_refuse_inaccurate_candidates():
     m = artifact("m.tflite", Format.TFLITE)
     facts = MachineFacts(ALL_INSTALLED, cpu_flags=frozenset({"avx512_bf16"}))
-    key = lambda name: f"{m.sha256[:16]}/{name}"  # noqa: E731
+    key = lambda name: f"{m.digest[:16]}/{name}"  # noqa: E731
     measured = {
         key("litert:CPU"): Measurement(key("litert:CPU"), 4.0, runs=50, reason="the reference"),
         key("openvino:CPU"): Measurement(key("openvino:CPU"), 3.0, runs=50),
@@ -130,7 +130,7 @@ def test_profile_preference_and_efficiency_goal():
     assert names(latency) == ["litert:CPU|m.tflite", "openvino:CPU|m.tflite", "openvino:NPU|m.tflite"]
     eff = rank([m], RUNTIMES, facts, no_reject, ExecutorOptions(), profile=profile, goal="efficiency")
     assert names(eff)[0] == "openvino:NPU|m.tflite"
-    key = lambda name: f"{m.sha256[:16]}/{name}"  # noqa: E731
+    key = lambda name: f"{m.digest[:16]}/{name}"  # noqa: E731
     measured = {key("litert:CPU"): Measurement(key("litert:CPU"), 2.0, runs=9),
                 key("openvino:NPU"): Measurement(key("openvino:NPU"), 5.0, runs=9)}
     eff_measured = rank([m], RUNTIMES, facts, no_reject, ExecutorOptions(), profile=profile, goal="efficiency",

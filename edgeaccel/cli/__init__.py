@@ -11,7 +11,6 @@ import importlib
 import logging
 import os
 import sys
-import tempfile
 
 from ..errors import (
     ConfigError,
@@ -50,7 +49,7 @@ def quiet_native_stderr():
     except OSError:  # no fd 2 (embedded interpreters): nothing to filter
         yield
         return
-    with tempfile.TemporaryFile() as capture:
+    with _capture_file() as capture:
         sys.stderr.flush()
         os.dup2(capture.fileno(), 2)
         try:
@@ -63,6 +62,18 @@ def quiet_native_stderr():
             for line in capture.read().decode("utf-8", "replace").splitlines():
                 if line.strip() and line.strip() not in _NATIVE_NOISE:
                     print(line, file=sys.stderr)
+
+
+def _capture_file():
+    """An anonymous file for captured output: memfd on Linux (no tempfile module, no disk), else a temp file."""
+    if hasattr(os, "memfd_create"):
+        try:
+            return os.fdopen(os.memfd_create("edgeaccel-stderr"), "w+b")
+        except OSError:
+            pass
+    import tempfile
+
+    return tempfile.TemporaryFile()
 
 
 def exit_code(exc: BaseException) -> int:

@@ -34,7 +34,7 @@ def prepare_inputs(model, args) -> tuple[list, list[str]]:
         name, sep, value = source.partition("=")
         if sep and name in names:
             sources[names.index(name)] = value
-    rng = np.random.default_rng(args.seed)
+    rng = np.random.default_rng(args.seed) if None in sources or "random" in sources else None
     arrays, described = [], []
     for spec, source in zip(specs, sources):
         array, how = _one_input(spec, source, args, rng, np)

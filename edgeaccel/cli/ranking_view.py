@@ -10,7 +10,7 @@ def selection_dict(sel) -> dict:
     ranking = sel.ranking
     return {
         "schema": "edgeaccel.explain/1",
-        "artifacts": [{"path": str(a.path), "format": a.format.value, "sha256": a.sha256} for a in sel.artifacts.artifacts],
+        "artifacts": [{"path": str(a.path), "format": a.format.value, "digest": a.digest} for a in sel.artifacts.artifacts],
         "invalid_artifacts": [{"path": str(p), "error": e.message} for p, e in sel.artifacts.invalid],
         "profile": ranking.profile,
         "profile_reason": sel.profile_reason,
@@ -21,7 +21,7 @@ def selection_dict(sel) -> dict:
                     "measurement": _measurement(sel.measurements.get(c.key))}
                    for i, c in enumerate(ranking.candidates)],
         "rejected": [{"candidate": r.name, "artifact": str(r.artifact.path), "reason": r.reason, "fix": r.fix,
-                      "measurement": _measurement(sel.measurements.get(f"{r.artifact.sha256[:16]}/{r.name}"))}
+                      "measurement": _measurement(sel.measurements.get(f"{r.artifact.digest[:16]}/{r.name}"))}
                      for r in ranking.rejected],
     }
 

@@ -8,7 +8,6 @@ A session that did not get the provider it was asked for is an error, not ORT's 
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -161,10 +160,11 @@ class OnnxRuntimeExecutor(Executor):
         """The optimized model ORT saved on an earlier load: keyed by content, ORT version, optimization
         level and this machine (ORT_ENABLE_ALL layouts are specific to the CPU they were made on)."""
         from ..cache import compiled_dir, hardware_fingerprint
+        from ..digest import short
 
         level = str(so.graph_optimization_level).split(".")[-1]
-        machine = hashlib.sha256(hardware_fingerprint().encode()).hexdigest()[:12]
-        return compiled_dir(cache_root, "onnxruntime") / f"{self.model.sha256[:24]}-{ort_version()}-{level}-{machine}.onnx"
+        machine = short(hardware_fingerprint(), 12)
+        return compiled_dir(cache_root, "onnxruntime") / f"{self.model.digest[:24]}-{ort_version()}-{level}-{machine}.onnx"
 
     def _provider_options(self, provider: str, device_id: int) -> dict:
         opts = dict(self.options.runtime_options.get("provider_options", {}).get(provider, {}))

@@ -7,6 +7,8 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,8 +173,30 @@ def runtimes() -> dict[str, RuntimeDescriptor]:
     return found
 
 
+def _any_plugin_installed() -> bool:
+    """A cheap look for the group in installed distributions' entry_points.txt: importlib.metadata costs
+    ~6 MB of imports (email, zipfile, csv), too much to pay on every load when no plug-in is installed."""
+    marker = f"[{ENTRY_POINT_GROUP}]"
+    for folder in sys.path:
+        try:
+            names = os.listdir(folder or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith((".dist-info", ".egg-info")):
+                try:
+                    with open(os.path.join(folder or ".", name, "entry_points.txt"), encoding="utf-8") as f:
+                        if marker in f.read():
+                            return True
+                except OSError:
+                    continue
+    return False
+
+
 def _entry_point_descriptors() -> list[RuntimeDescriptor]:
     """Plug-ins point at an Executor subclass; its class attributes describe it."""
+    if not _any_plugin_installed():
+        return []
     from importlib.metadata import entry_points
 
     out = []

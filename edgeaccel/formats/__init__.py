@@ -6,12 +6,12 @@ sees it, because every runtime we measured can crash its host process on one (..
 
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
 from pathlib import Path
 from typing import Protocol
 
+from ..digest import digest as content_digest
 from ..errors import ModelValidationError, UnsupportedFormatError
 from ..modelinfo import Format, ModelInfo
 from . import onnx as onnx_format
@@ -40,9 +40,9 @@ class ValidationMemo(Protocol):
     """Remembers the content hashes of models that passed the expensive checks (the ONNX full checker),
     so that loading the same bytes again skips them. The hash covers every byte, so nothing else can pass."""
 
-    def seen(self, sha256: str) -> bool: ...
+    def seen(self, digest: str) -> bool: ...
 
-    def remember(self, sha256: str) -> None: ...
+    def remember(self, digest: str) -> None: ...
 
 
 def describe(path: str | os.PathLike, memo: ValidationMemo | None = None) -> ModelInfo:
@@ -52,7 +52,7 @@ def describe(path: str | os.PathLike, memo: ValidationMemo | None = None) -> Mod
     if fmt is Format.SAVEDMODEL:
         return ModelInfo(path=path, format=fmt, inputs=(), outputs=(), details={"note": "read by TensorFlow"})
     with _open(path) as buf:
-        digest = hashlib.sha256(buf).hexdigest()
+        digest = content_digest(buf)
         if fmt in (Format.TFLITE, Format.EDGETPU_TFLITE):
             return _describe_tflite(path, buf, digest)
         if fmt is Format.ONNX:
@@ -137,7 +137,7 @@ def _describe_tflite(path: Path, buf, digest: str) -> ModelInfo:
         operators=tuple(sorted(set(model.opcodes))),
         custom_ops=custom,
         size_bytes=len(buf),
-        sha256=digest,
+        digest=digest,
         details={"tflite_version": model.version, "subgraphs": len(model.subgraphs), "quantized": quantized},
     )
 
@@ -160,7 +160,7 @@ def _describe_onnx(path: Path, buf, digest: str, full_check: bool = True) -> Mod
         custom_ops=tuple(sorted({f"{n.domain}.{n.op_type}" for n in model.nodes
                                  if n.domain not in ("", "ai.onnx", "ai.onnx.ml", "com.microsoft")})),
         size_bytes=len(buf),
-        sha256=digest,
+        digest=digest,
         extra_files=extra,
         details={"ir_version": model.ir_version, "opsets": model.opsets, "producer": model.producer,
                  "quantized": quantized},
@@ -184,7 +184,7 @@ def _describe_ir(path: Path, buf, digest: str) -> ModelInfo:
         outputs=model.outputs,
         operators=model.layer_types,
         size_bytes=len(buf) + (bin_path.stat().st_size if bin_path.is_file() else 0),
-        sha256=digest,
+        digest=digest,
         extra_files=(bin_path,) if bin_path.is_file() else (),
         details={"ir_version": model.version,
                  "quantized": any(t in model.layer_types for t in ("FakeQuantize", "FakeConvert"))},
