@@ -230,13 +230,13 @@ def _reject(artifact, desc, target, kind, facts, rejects, options, executor, dev
         return f"not the device asked for ({device})", None
     if kind == "auto" and not device:
         return "a meta-device, used only when asked for by name (edgeaccel picks devices itself)", None
-    if artifact.format not in desc.formats:
+    if not desc.reads(artifact.format, target):
         if artifact.format is Format.EDGETPU_TFLITE:
             return ("compiled for the Edge TPU: its body is one edgetpu-custom-op that only the Edge TPU "
                     f"delegate runs, not {desc.name}"), None
         return f"{desc.name} does not read {artifact.format.value}", None
     if facts.installed.get(desc.name) is None:
-        return f"{desc.name} is not installed", desc.install_hint()
+        return f"{desc.name} is not installed", desc.install_hint(target)
     base = target.split(":")[0].split(".")[0]
     if kind not in ("cpu", "auto") and base not in facts.devices_present:
         return f"no {base} device found on this machine", "`edgeaccel probe` shows what was found and why"
