@@ -3,7 +3,10 @@
 QDQ (QuantizeLinear/DequantizeLinear around each quantized op) rather than QOperator: every runtime reads it
 (ONNX Runtime fuses the pairs into integer kernels, OpenVINO turns them into FakeQuantize, TensorRT builds int8
 engines from it) and it stays a valid float graph for anything that does not. Weights are per-channel int8
-(depthwise convolutions lose too much with one scale per tensor), activations per-tensor int8.
+(depthwise convolutions lose too much with one scale per tensor: MobileNetV2 requantized per-tensor agreed with
+its float model on 0 of 6 images, per-channel on 5 of 6). Activations are per-tensor uint8 by default: ONNX
+Runtime's x86 kernels take the U8S8 path (measured on MobileNetV2 here: 3.9 ms against 10.3 ms with int8
+activations, same answers); ``activations="int8"`` gives the symmetric S8S8 form TensorRT prefers.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 
 
 def quantize(source: ModelInfo, out: Path, calibration: CalibrationSet, *, per_channel: bool = True,
-             activations: str = "int8", method: str = "minmax") -> Path:
+             activations: str = "uint8", method: str = "minmax") -> Path:
     """Write a QDQ int8 model of ``source`` to ``out``. ``source`` was described (validated) by edgeaccel.formats."""
     q = _import_quantization()
     if source.custom_ops:

@@ -54,12 +54,14 @@ class ConvertResult:
     artifacts: list[Artifact] = field(default_factory=list)
     calibration: Path | None = None
     calibration_samples: int = 0
+    reference_note: str = ""
     edgetpu: list[edgetpu.EdgeTpuReport] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {
             "schema": "edgeaccel.convert/1",
             "out": str(self.out), "manifest": str(self.manifest), "reference": str(self.reference),
+            "reference_note": self.reference_note,
             "reference_bytes": _size(self.reference),
             "calibration": str(self.calibration) if self.calibration else None,
             "calibration_samples": self.calibration_samples,
@@ -73,7 +75,7 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
             calibration: str | os.PathLike | None = None, normalize: str | None = None, io_type: str = "int8",
             max_samples: int | None = calib_mod.DEFAULT_MAX_SAMPLES, labels: str | os.PathLike | None = None,
             name: str | None = None, input_shapes: dict[str, tuple[int, ...]] | None = None,
-            force: bool = False) -> ConvertResult:
+            onnx_activations: str = "uint8", force: bool = False) -> ConvertResult:
     """Convert ``model`` to each target in ``to`` and write a bundle to ``out`` that ``edgeaccel.load`` reads."""
     targets = parse(to)
     source = identify(model)
@@ -81,7 +83,7 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
     out = _prepare_out(Path(out), force)
     name = _safe_name(name or source.name)
     with tempfile.TemporaryDirectory(prefix="edgeaccel-convert-") as scratch:
-        job = _Job(source, out, Path(scratch), name, io_type, input_shapes)
+        job = _Job(source, out, Path(scratch), name, io_type, input_shapes, onnx_activations)
         reference = job.reference()
         calib = None
         if calibration is not None:
@@ -90,7 +92,7 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
             job.calibration = calib
             job.calibration_note = (f"calibrated on {len(calib)} samples from {Path(calibration).name}"
                                     + (f" (images scaled to {normalize})" if normalize else ""))
-        result = ConvertResult(out, out / bundle.MANIFEST, reference)
+        result = ConvertResult(out, out / bundle.MANIFEST, reference, reference_note=job.reference_note)
         for target in targets:
             path, note = job.make(target)
             result.artifacts.append(Artifact(target.name, path, _size(path), note))
@@ -107,9 +109,10 @@ class _Job:
     """The intermediate models of one conversion, each made once and reused by the targets that need it."""
 
     def __init__(self, source: Source, out: Path, scratch: Path, name: str, io_type: str,
-                 input_shapes: dict | None) -> None:
+                 input_shapes: dict | None, onnx_activations: str) -> None:
         self.source, self.out, self.scratch, self.name = source, out, scratch, name
         self.io_type = io_type
+        self.onnx_activations = onnx_activations
         self.input_shapes = input_shapes
         self.calibration: CalibrationSet | None = None
         self.calibration_note = ""
@@ -194,7 +197,7 @@ class _Job:
         float_path = self._float_onnx()
         info = _describe(float_path)
         path = dest or self.scratch / f"{self.name}_int8.onnx"
-        onnx_quantize.quantize(info, path, self._renamed(info.inputs))
+        onnx_quantize.quantize(info, path, self._renamed(info.inputs), activations=self.onnx_activations)
         _describe(path)
         self._made["onnx-int8"] = path
         return path

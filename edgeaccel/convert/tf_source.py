@@ -11,8 +11,10 @@ TensorFlow is imported here only, inside functions: it is the ``tensorflow`` ext
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +27,15 @@ from .sources import Source, SourceKind
 log = logging.getLogger("edgeaccel.convert")
 
 SIGNATURE = "serving_default"
+
+
+@contextlib.contextmanager
+def no_interpreter_deprecation():
+    """TF's own calibrator and tf2onnx build tf.lite.Interpreter objects, which warn on every use that the
+    class is deprecated; the warning is about their code, not the user's."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"(?s).*tf\.lite\.Interpreter is deprecated")
+        yield
 
 
 def import_tensorflow():

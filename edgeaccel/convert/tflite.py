@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import ConversionError
 from .calibration import CalibrationSet
-from .tf_source import StaticModel, import_tensorflow
+from .tf_source import StaticModel, import_tensorflow, no_interpreter_deprecation
 
 MODES = ("float", "dynamic", "int8")
 IO_TYPES = ("int8", "uint8", "float")
@@ -46,7 +46,8 @@ def convert(model: StaticModel, mode: str, out: Path, calibration: CalibrationSe
         converter.inference_input_type = io
         converter.inference_output_type = io
     try:
-        data = converter.convert()
+        with no_interpreter_deprecation():
+            data = converter.convert()
     except Exception as exc:  # ConverterError, RuntimeError from the calibrator, ValueError on bad datasets
         raise _conversion_error(exc, mode) from exc
     out.write_bytes(data)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import ConversionError, RuntimeNotInstalledError, runtime_message
 from . import onnx_util
+from .tf_source import no_interpreter_deprecation
 
 log = logging.getLogger("edgeaccel.convert")
 
@@ -28,7 +29,8 @@ def convert(src: Path, out: Path, opset: int = DEFAULT_OPSET) -> Path:
                                        hint="pip install 'edgeaccel[tensorflow]'") from exc
     _quiet(tf2onnx)
     try:
-        model, _ = tf2onnx.convert.from_tflite(str(src), opset=opset)
+        with no_interpreter_deprecation():  # tf2onnx reads constants through tf.lite.Interpreter
+            model, _ = tf2onnx.convert.from_tflite(str(src), opset=opset)
     except Exception as exc:
         raise ConversionError(f"tf2onnx could not convert {src.name}: {runtime_message(exc)}") from exc
     unsupported = sorted({n.op_type for n in model.graph.node if n.domain not in ("", "ai.onnx")}
