@@ -41,7 +41,7 @@ def quantize(source: ModelInfo, out: Path, calibration: CalibrationSet, *, per_c
         raise ConversionError(f"activation type {activations!r}: choose int8 or uint8")
     with tempfile.TemporaryDirectory(prefix="edgeaccel-quant-") as scratch:
         prepared = Path(scratch) / "prepared.onnx"
-        _pre_process(q, source.path, prepared)
+        _pre_process(q, onnx_util.loadable(source.path, Path(scratch) / "ir_fitted.onnx"), prepared)
         reader = _Reader(calibration)
         try:
             q.quantize_static(

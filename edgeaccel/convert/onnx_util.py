@@ -80,3 +80,23 @@ def save(model, path: Path) -> Path:
     except onnx.checker.ValidationError as exc:
         raise ConversionError(f"the ONNX model written to {path.name} does not pass the onnx checker: {exc}") from exc
     return path
+
+
+def loadable(src: Path, dest: Path) -> Path:
+    """``src`` if ONNX Runtime loads its IR version, else a copy at ``dest`` with the IR version lowered.
+
+    Only the version stamp changes (when the opset allows it), so the copy is the same model. A model with
+    external data is returned as it is: rewriting it would pull gigabytes into memory."""
+    onnx = import_onnx()
+    model = onnx.load(str(src), load_external_data=False)
+    if model.ir_version <= max_ir_version() or _has_external_data(model):
+        return src
+    fit_ir_version(model, src)
+    onnx.save(model, str(dest))
+    return dest
+
+
+def _has_external_data(model) -> bool:
+    from onnx import TensorProto
+
+    return any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer)

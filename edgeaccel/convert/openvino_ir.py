@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import ConversionError, RuntimeNotInstalledError, runtime_message
 
 _NO_TRANSLATOR = re.compile(r"No translator found for (\S+) node")
-_NO_CONVERSION_RULE = re.compile(r"(?:conversion rule|ConversionExtension) for (?:operation |op )?'?([\w.:-]+)'?")
+_NO_CONVERSION_RULE = re.compile(r"No conversion rule found for operations?: ([^\n]+)")
 
 
 def convert(src: Path, out_xml: Path, *, compress_to_fp16: bool = False) -> Path:
@@ -26,13 +26,15 @@ def convert(src: Path, out_xml: Path, *, compress_to_fp16: bool = False) -> Path
         model = ov.convert_model(str(src))
     except Exception as exc:  # OpConversionFailure, GeneralFailure, RuntimeError
         message = runtime_message(exc)
-        ops = sorted(set(_NO_TRANSLATOR.findall(message)) | set(_NO_CONVERSION_RULE.findall(message)))
+        ops = sorted(set(_NO_TRANSLATOR.findall(message))
+                     | {op.strip() for found in _NO_CONVERSION_RULE.findall(message) for op in found.split(",")})
         if ops:
             raise ConversionError(f"OpenVINO cannot convert {src.name}: no conversion for op {', '.join(ops)}",
                                   hint="replace the op with standard ones, or deploy this model with another "
                                   "runtime (ONNX Runtime, LiteRT)") from exc
-        first = message.splitlines()[0] if message else message
-        raise ConversionError(f"OpenVINO cannot convert {src.name}: {first}",
+        # OpenVINO's first line is a source location ("Check 'false' failed at ..."); the last says what failed
+        lines = [line.strip() for line in message.splitlines() if line.strip()]
+        raise ConversionError(f"OpenVINO cannot convert {src.name}: {lines[-1] if lines else message}",
                               hint="run with --debug for OpenVINO's full message") from exc
     try:
         ov.save_model(model, str(out_xml), compress_to_fp16=compress_to_fp16)

@@ -27,7 +27,7 @@ from .. import __version__, bundle, formats
 from ..errors import ConversionError, ModelError
 from ..modelinfo import ModelInfo
 from . import calibration as calib_mod
-from . import edgetpu, onnx_dequantize, onnx_quantize, openvino_ir, tf_source, tflite, tflite_to_onnx
+from . import edgetpu, onnx_dequantize, onnx_quantize, onnx_util, openvino_ir, tf_source, tflite, tflite_to_onnx
 from .calibration import CalibrationSet
 from .sources import Source, SourceKind, identify
 from .targets import TARGETS, Target, parse
@@ -262,6 +262,8 @@ def _safe_name(name: str) -> str:
 
 
 def _copy_model(src: Source, dest: Path) -> None:
+    if src.kind is SourceKind.ONNX and onnx_util.loadable(src.path, dest) == dest:
+        return  # written with the IR version lowered to what the installed ONNX Runtime reads
     shutil.copyfile(src.path, dest)
     for extra in (src.info.extra_files if src.info else ()):  # ONNX external data stays beside the model
         target = dest.parent / extra.relative_to(src.path.parent)
