@@ -135,6 +135,11 @@ def test_cli_convert_then_check_json(mlp, tmp_path):
     report = json.loads(done.stdout)
     row = next(r for r in report["rows"] if r["artifact"].endswith("mlp_int8.onnx"))
     assert row["top1_agreement"] >= 0.98 and row["executor"] == "onnxruntime:CPU"
+    # --min-top1 gates a pipeline: an impossible bar fails with a line naming the artifact
+    done = subprocess.run([sys.executable, "-m", "edgeaccel", "check", str(out), "--data", str(held_npy),
+                           "--runs", "1", "--executor", "onnxruntime", "--min-top1", "1.01"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "mlp_int8.onnx on onnxruntime:CPU: top-1 agreement" in done.stderr
 
 
 def test_cli_errors_are_one_line_with_an_exit_code(mlp, tmp_path):
@@ -180,3 +185,11 @@ def test_output_folder_is_not_overwritten_by_accident(mlp, tmp_path):
     with pytest.raises(edgeaccel.ConversionError, match="not empty") as info:
         convert(mlp[0], "openvino", tmp_path)
     assert "--force" in info.value.hint
+
+
+def test_failed_conversion_leaves_no_half_written_bundle(mlp, tmp_path):
+    np.save(tmp_path / "wrong.npy", np.zeros((4, 16, 16), np.float32))
+    out = tmp_path / "out"
+    with pytest.raises(edgeaccel.ConversionError, match=r"wrong\.npy has shape \[4, 16, 16\]; input 'image'"):
+        convert(mlp[0], "onnx-int8", out, calibration=tmp_path / "wrong.npy")
+    assert out.is_dir() and not any(out.iterdir())  # the reference copy made before the error is gone

@@ -22,6 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only these runtimes (repeatable): litert, onnxruntime, openvino")
     p.add_argument("--runs", type=int, default=20, help="timed runs per artifact and executor (default 20)")
     p.add_argument("--max-samples", type=int, help="compare on at most this many samples")
+    p.add_argument("--min-top1", type=float, metavar="FRACTION",
+                   help="exit with status 1 when an artifact agrees with the reference on fewer than this "
+                        "fraction of top-1 answers, or fails to run (e.g. 0.98; classifiers only)")
     p.add_argument("--json", action="store_true", help="print one JSON document (schema edgeaccel.check/1)")
 
 
@@ -35,10 +38,11 @@ def main(args: argparse.Namespace) -> int:
     with quiet_native_stderr():
         report = check(args.path, reference=args.reference, data=args.data, normalize=args.normalize,
                        executors=args.executor or None, runs=args.runs, max_samples=args.max_samples)
+    failed = _below(report, args.min_top1) if args.min_top1 is not None else []
     if args.json:
         json.dump(report.as_dict(), sys.stdout, indent=2)
         print()
-        return 0
+        return 1 if failed else 0
     print(f"reference  {report.reference} on {report.reference_executor}")
     print(f"data       {report.data}: {report.samples} samples"
           + (" (classifier: top-1 agreement)" if report.classifier else ""))
@@ -47,4 +51,18 @@ def main(args: argparse.Namespace) -> int:
     for edgetpu in report.edgetpu:
         print()
         print("\n".join(edgetpu.lines()))
-    return 0
+    for line in failed:
+        print(f"error: {line}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _below(report, threshold: float) -> list[str]:
+    """Rows that fail the --min-top1 gate: an error, or top-1 agreement under the threshold."""
+    out = []
+    for row in report.rows:
+        where = f"{row.artifact.name} on {row.executor or 'no executor'}"
+        if row.error:
+            out.append(f"{where} failed: {row.error.splitlines()[0]}")
+        elif report.classifier and row.top1_agreement is not None and row.top1_agreement < threshold:
+            out.append(f"{where}: top-1 agreement {row.top1_agreement:.1%} is below {threshold:.1%}")
+    return out

@@ -37,6 +37,7 @@ class CalibrationSet:
     specs: tuple[TensorSpec, ...]
     samples: list[list[np.ndarray]]
     source: str  # what they were read from, for notes and messages
+    kind: str = "arrays"  # "images" when decoded and preprocessed here, else "arrays"
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -65,7 +66,7 @@ class CalibrationSet:
         return sum(a.nbytes for sample in self.samples for a in sample)
 
     def head(self, count: int) -> CalibrationSet:
-        return CalibrationSet(self.specs, self.samples[:count], self.source)
+        return CalibrationSet(self.specs, self.samples[:count], self.source, self.kind)
 
 
 def load(source: str | os.PathLike, specs: Sequence[TensorSpec], *, normalize: str | None = None,
@@ -76,14 +77,17 @@ def load(source: str | os.PathLike, specs: Sequence[TensorSpec], *, normalize: s
     if not path.exists():
         raise ConversionError(f"calibration data not found: {path}",
                               hint="pass a folder of images, a folder of .npy files, a .npy or an .npz")
+    kind = "arrays"
     if path.is_dir():
         samples = _from_folder(path, specs, normalize, max_samples)
+        kind = "images" if any(p.suffix.lower() in IMAGE_SUFFIXES for p in path.iterdir()) else "arrays"
     elif path.suffix.lower() == ".npz":
         samples = _from_npz(path, specs)
     elif path.suffix.lower() == ".npy":
         samples = _split(path, _read_npy(path), specs[0], specs) if len(specs) == 1 else _need_npz(path, specs)
     elif path.suffix.lower() in IMAGE_SUFFIXES:
         samples = [_from_image(path, specs, normalize)]
+        kind = "images"
     else:
         raise ConversionError(f"calibration data {path.name} is neither a folder, an image, a .npy nor an .npz",
                               hint="pass a folder of images, a folder of .npy files, a .npy or an .npz")
@@ -93,7 +97,7 @@ def load(source: str | os.PathLike, specs: Sequence[TensorSpec], *, normalize: s
     if not samples:
         raise ConversionError(f"calibration data {path} holds no samples",
                               hint="give at least one sample; quantization needs about 100 for stable ranges")
-    return CalibrationSet(specs, samples, str(path))
+    return CalibrationSet(specs, samples, str(path), kind)
 
 
 def _from_folder(folder: Path, specs: tuple[TensorSpec, ...], normalize: str | None,

@@ -80,8 +80,20 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
     targets = parse(to)
     source = identify(model)
     _check_feasible(source, targets, calibration, input_shapes)
+    was_empty = not Path(out).exists() or (Path(out).is_dir() and not any(Path(out).iterdir()))
     out = _prepare_out(Path(out), force)
-    name = _safe_name(name or source.name)
+    try:
+        return _convert(source, targets, out, _safe_name(name or source.name), calibration, normalize, io_type,
+                        max_samples, labels, input_shapes, onnx_activations)
+    except BaseException:
+        if was_empty:  # leave no half-written bundle behind; a folder that held files before is not touched
+            for child in out.iterdir():
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        raise
+
+
+def _convert(source: Source, targets: list[Target], out: Path, name: str, calibration, normalize, io_type,
+             max_samples, labels, input_shapes, onnx_activations) -> ConvertResult:
     with tempfile.TemporaryDirectory(prefix="edgeaccel-convert-") as scratch:
         job = _Job(source, out, Path(scratch), name, io_type, input_shapes, onnx_activations)
         reference = job.reference()
@@ -90,8 +102,11 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
             calib = calib_mod.load(calibration, job.reference_info.inputs, normalize=normalize,
                                    max_samples=max_samples)
             job.calibration = calib
-            job.calibration_note = (f"calibrated on {len(calib)} samples from {Path(calibration).name}"
-                                    + (f" (images scaled to {normalize})" if normalize else ""))
+            job.calibration_note = f"calibrated on {len(calib)} samples from {Path(calibration).name}"
+            if calib.kind == "images":
+                float_input = any(s.dtype.kind == "f" for s in calib.specs)
+                job.calibration_note += (f" (images scaled to {normalize or '0,1'})" if float_input
+                                         else " (raw image pixels)")
         result = ConvertResult(out, out / bundle.MANIFEST, reference, reference_note=job.reference_note)
         for target in targets:
             path, note = job.make(target)
