@@ -193,3 +193,15 @@ def test_failed_conversion_leaves_no_half_written_bundle(mlp, tmp_path):
     with pytest.raises(edgeaccel.ConversionError, match=r"wrong\.npy has shape \[4, 16, 16\]; input 'image'"):
         convert(mlp[0], "onnx-int8", out, calibration=tmp_path / "wrong.npy")
     assert out.is_dir() and not any(out.iterdir())  # the reference copy made before the error is gone
+
+
+@pytest.mark.shared
+def test_a_quantized_tflite_is_not_quantized_again(tmp_path):
+    from conftest import IMAGES, MODELS
+
+    source = MODELS / "mobilenet_v2_1.0_224_quant.tflite"
+    with pytest.raises(edgeaccel.ConversionError, match="already quantized; onnx-int8 is made from a float model"):
+        convert(source, "onnx-int8", tmp_path / "a", calibration=IMAGES)
+    result = convert(source, "openvino", tmp_path / "b")  # read as it is: an IR of the quantized original
+    assert result.artifacts[0].path.name == "mobilenet_v2_1.0_224_quant_original.xml"
+    assert result.reference.name == "mobilenet_v2_1.0_224_quant_original.tflite"

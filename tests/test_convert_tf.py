@@ -135,6 +135,15 @@ def test_cli_convert_prints_edgetpu_readiness(keras_model, tmp_path):
     assert {r["artifact"].split("/")[-1] for r in rows} == {"cnn_float.tflite", "cnn_int8.tflite"}
 
 
+def test_a_float_tflite_source_becomes_int8_onnx(keras_model, bundle, tmp_path):
+    _, _, held, scores, calib = keras_model
+    result = convert(bundle.reference, "onnx-int8,onnx-float", tmp_path / "from_tflite", calibration=calib)
+    assert [a.path.name for a in result.artifacts] == ["cnn_int8.onnx", "cnn_float.onnx"]
+    np.testing.assert_allclose(_scores(result.artifacts[1].path, held[:20]), scores[:20], atol=1e-4)
+    agreement = (top1(_scores(result.artifacts[0].path, held)) == top1(scores)).mean()
+    assert agreement >= 0.98
+
+
 # -- what cannot be converted ---------------------------------------------------------------------------
 
 def _save_module(path, fn, spec):

@@ -152,18 +152,25 @@ class _Job:
             self.reference_note = f"dequantized from the QDQ model {src.path.name}"
         else:
             suffix = ".onnx" if src.kind is SourceKind.ONNX else ".tflite"
-            path = self.out / f"{self.name}_float{suffix}"
+            path = self.out / f"{self.name}_{self.reference_tag}{suffix}"
             _copy_model(src, path)
             self.reference_note = f"a copy of {src.path.name}" + (
-                " (quantized: int8 artifacts are checked against a quantized original)"
-                if src.info and src.info.quantized else "")
+                " (already quantized)" if src.info and src.info.quantized else "")
         self._reference = path
         self.reference_info = _describe(path)
         return path
 
     # -- artifacts ----------------------------------------------------------------------------------------
+    @property
+    def reference_tag(self) -> str:
+        """'float', or 'original' for a quantized TFLite source kept as it is (its IR is not float either)."""
+        quantized = self.source.kind is SourceKind.TFLITE and self.source.info.quantized
+        return "original" if quantized else "float"
+
     def make(self, target: Target) -> tuple[Path, str]:
         dest = self.out / target.filename(self.name)
+        if target.name == "openvino":
+            dest = self.out / f"{self.name}_{self.reference_tag}.xml"
         kind = target.name
         if kind == "tflite-float":
             return self.reference(), f"{target.what}; the reference the others are checked against"
@@ -188,7 +195,7 @@ class _Job:
 
     def _float_onnx(self, dest: Path | None = None) -> Path:
         if "onnx-float" in self._made:
-            return self._made["onnx-float"]
+            return self._keep(self._made["onnx-float"], dest, "onnx-float")
         ref = self.reference()
         if self.source.kind is SourceKind.ONNX:
             path = ref  # the copied source is the float ONNX
@@ -202,13 +209,16 @@ class _Job:
     def _onnx_origin(self) -> str:
         return "" if self.source.kind is SourceKind.ONNX else " (tf2onnx from the float .tflite)"
 
+    def _keep(self, made: Path, dest: Path | None, kind: str) -> Path:
+        """An intermediate made in the scratch folder for another target, now asked for as an artifact."""
+        if dest is not None and made != dest and made.parent == self.scratch:
+            shutil.copyfile(made, dest)
+            self._made[kind] = dest
+        return self._made[kind]
+
     def _int8_onnx(self, dest: Path | None = None) -> Path:
         if "onnx-int8" in self._made:
-            made = self._made["onnx-int8"]
-            if dest is not None and made != dest:
-                shutil.copyfile(made, dest)
-                self._made["onnx-int8"] = dest
-            return self._made["onnx-int8"]
+            return self._keep(self._made["onnx-int8"], dest, "onnx-int8")
         float_path = self._float_onnx()
         info = _describe(float_path)
         path = dest or self.scratch / f"{self.name}_int8.onnx"
@@ -254,6 +264,9 @@ def _check_feasible(source: Source, targets: list[Target], calibration, input_sh
                 f"{t.name} is made from a TensorFlow model (SavedModel or Keras); {source.path.name} is "
                 f"{source.kind.value}",
                 hint="convert the TensorFlow model the file came from; from ONNX choose onnx-int8 or openvino")
+        if t.needs_calibration and source.kind is SourceKind.TFLITE and source.info.quantized:
+            raise ConversionError(f"{source.path.name} is already quantized; {t.name} is made from a float model",
+                                  hint="convert the float model it came from (or use openvino to read it as it is)")
         if t.needs_calibration and calibration is None:
             raise ConversionError(f"{t.name} needs calibration data to measure activation ranges",
                                   hint="pass --calibration with a folder of images or a .npy of ~100 real inputs")
@@ -273,6 +286,7 @@ def _prepare_out(out: Path, force: bool) -> Path:
 
 def _safe_name(name: str) -> str:
     cleaned = "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip("._")
+    cleaned = cleaned.removesuffix("_float")  # model_float.onnx -> model_int8.onnx, not model_float_int8.onnx
     return cleaned or "model"
 
 

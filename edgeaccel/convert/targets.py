@@ -32,7 +32,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("onnx-float", "_float.onnx", False, _ANY, "ONNX, float32"),
     Target("onnx-int8", "_int8.onnx", True, _ANY,
            "ONNX, static QDQ quantization by ONNX Runtime (int8 per-channel weights, uint8 activations)"),
-    Target("openvino", "_float.xml", False, _ANY, "OpenVINO IR from the float model, f32 weights"),
+    Target("openvino", "_float.xml", False, _ANY, "OpenVINO IR of the reference model, weights kept as they are"),
     Target("openvino-int8", "_int8.xml", True, _ANY, "OpenVINO IR from the int8 QDQ ONNX model (int8 weights)"),
 )}
 
