@@ -37,7 +37,8 @@ def test_save_round_trips(tmp_path):
 
 
 def test_max_samples_keeps_the_first(tmp_path):
-    np.save(tmp_path / "x.npy", np.arange(10, dtype=np.float32)[:, None, None, None] * np.ones((10, 32, 32, 3), np.float32))
+    data = np.arange(10, dtype=np.float32)[:, None, None, None] * np.ones((10, 32, 32, 3), np.float32)
+    np.save(tmp_path / "x.npy", data)
     found = calibration.load(tmp_path / "x.npy", [FLOAT_IMAGE], max_samples=4)
     assert [float(s[0].flat[0]) for s in found.samples] == [0, 1, 2, 3]
 

@@ -93,7 +93,7 @@ def test_float_ir_matches_the_float_model(keras_model, bundle):
 
 
 def test_bundle_loads_and_check_agrees(keras_model, bundle, tmp_path):
-    _, _, held, scores, _ = keras_model
+    held = keras_model[2]
     with edgeaccel.load(bundle.out) as model:
         assert model.info.path.name in {a.path.name for a in bundle.artifacts}
     np.save(tmp_path / "held.npy", held)

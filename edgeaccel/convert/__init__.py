@@ -35,7 +35,7 @@ _LAZY = {
     "TARGETS": ("targets", "TARGETS"),
 }
 
-__all__ = list(_LAZY)
+__all__ = ["TARGETS", "check", "convert", "readiness"]
 
 
 def __getattr__(name: str):

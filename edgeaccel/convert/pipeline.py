@@ -246,7 +246,8 @@ class _Job:
         for spec in specs:
             match = [k for k, c in enumerate(calib.specs) if _same_input(spec.name, c.name)]
             order.append(match[0] if len(match) == 1 else len(order))
-        return CalibrationSet(specs, [[sample[k] for k in order] for sample in calib.samples], calib.source)
+        return CalibrationSet(specs, [[sample[k] for k in order] for sample in calib.samples], calib.source,
+                              calib.kind)
 
 
 def _same_input(a: str, b: str) -> bool:
