@@ -192,7 +192,11 @@ def test_failed_conversion_leaves_no_half_written_bundle(mlp, tmp_path):
     out = tmp_path / "out"
     with pytest.raises(edgeaccel.ConversionError, match=r"wrong\.npy has shape \[4, 16, 16\]; input 'image'"):
         convert(mlp[0], "onnx-int8", out, calibration=tmp_path / "wrong.npy")
-    assert out.is_dir() and not any(out.iterdir())  # the reference copy made before the error is gone
+    assert not out.exists()  # the folder it made, and the reference copied into it before the error, are gone
+    out.mkdir()
+    with pytest.raises(edgeaccel.ConversionError):
+        convert(mlp[0], "onnx-int8", out, calibration=tmp_path / "wrong.npy")
+    assert out.is_dir() and not any(out.iterdir())  # a folder the caller made stays, emptied of what we wrote
 
 
 @pytest.mark.shared

@@ -80,7 +80,8 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
     targets = parse(to)
     source = identify(model)
     _check_feasible(source, targets, calibration, input_shapes)
-    was_empty = not Path(out).exists() or (Path(out).is_dir() and not any(Path(out).iterdir()))
+    existed = Path(out).exists()
+    was_empty = not existed or (Path(out).is_dir() and not any(Path(out).iterdir()))
     out = _prepare_out(Path(out), force)
     try:
         return _convert(source, targets, out, _safe_name(name or source.name), calibration, normalize, io_type,
@@ -89,6 +90,8 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
         if was_empty:  # leave no half-written bundle behind; a folder that held files before is not touched
             for child in out.iterdir():
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
+            if not existed:
+                out.rmdir()
         raise
 
 
