@@ -80,3 +80,15 @@ def test_check_on_the_calibration_images(requantized):
     row = report.row("mobilenet_v2_1.0_224_quant_int8.onnx", "onnxruntime")
     assert report.classifier and row.samples == requantized.calibration_samples
     assert row.top1_agreement >= 4 / 6 and row.size_ratio >= 3.0
+
+
+def test_selector_explains_its_choice_among_the_bundle_artifacts(requantized):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "edgeaccel", "explain", str(requantized.out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    ranked = done.stdout.split("rejected")[0]
+    for artifact in requantized.artifacts:
+        assert artifact.path.name in ranked
