@@ -6,7 +6,6 @@ them (and let a single model or a plain folder be checked)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 HELP = "compare each artifact of a bundle with its float reference: agreement, error, size, latency"
@@ -29,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    import json
+
     from ..convert.verify import check
     from ..errors import InputError
     from . import quiet_native_stderr

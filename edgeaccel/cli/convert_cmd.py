@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
-import re
 import sys
-import tempfile
 
 HELP = "convert and quantize a float model into deployable artifacts plus a bundle manifest"
 
@@ -42,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    import json
+
     from ..convert.pipeline import convert
     from ..errors import InputError
     from . import quiet_native_stderr
@@ -76,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
 
 # What TensorFlow's native code writes to fd 2 on every conversion (absl start-up, oneDNN banner, the MLIR
 # quantizer's type summary): no user acts on it. Real warnings (W lines other than these) are kept.
-_TF_CHATTER = re.compile(
+_TF_CHATTER = (
     r"^(WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
     r"|I\d{4} .*"  # absl INFO lines
     r"|W\d{4} .*(Please consider providing the trackable_obj|Statistics for quantized inputs were expected).*"
@@ -87,15 +85,21 @@ _TF_CHATTER = re.compile(
 @contextlib.contextmanager
 def _without_tensorflow_chatter(args):
     """Capture fd 2 during the conversion and pass on everything but TensorFlow's routine chatter."""
+    import os
+    import re
+
+    from . import _capture_file
+
     if getattr(args, "debug", False):
         yield
         return
+    chatter = re.compile(_TF_CHATTER)
     try:
         saved = os.dup(2)
     except OSError:
         yield
         return
-    with tempfile.TemporaryFile() as capture:
+    with _capture_file() as capture:
         sys.stderr.flush()
         os.dup2(capture.fileno(), 2)
         try:
@@ -106,7 +110,7 @@ def _without_tensorflow_chatter(args):
             os.close(saved)
             capture.seek(0)
             for line in capture.read().decode("utf-8", "replace").splitlines():
-                if line.strip() and not _TF_CHATTER.match(line.strip()):
+                if line.strip() and not chatter.match(line.strip()):
                     print(line, file=sys.stderr)
 
 
