@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from .errors import (
     ConfigError,
+    ConversionError,
     DeviceUnavailableError,
     EdgeAccelError,
     ExecutorError,
@@ -47,6 +48,7 @@ _LAZY = {
 __all__ = [
     *_LAZY,
     "ConfigError",
+    "ConversionError",
     "DeviceUnavailableError",
     "EdgeAccelError",
     "ExecutorError",

@@ -23,7 +23,9 @@ code that used a raw runtime before::
     │       └── InferenceTimeoutError (also TimeoutError)
     ├── NoExecutorError (RuntimeError)          no candidate can run the model here; lists every reason
     ├── ModelClosedError (RuntimeError)         run() after close()
-    └── ConfigError (ValueError)                a profile/runtime YAML is wrong: names the file and key
+    ├── ConfigError (ValueError)                a profile/runtime YAML is wrong: names the file and key
+    └── ConversionError (ValueError)            `edgeaccel convert` cannot make an artifact: names the op, the
+                                                input or the calibration file, and what to do instead
 
 Runtime exceptions are converted where an executor calls the runtime (``raise X(...) from exc``): the
 runtime's text is kept and a hint says what to do about it.
@@ -139,6 +141,11 @@ class ConfigError(EdgeAccelError, ValueError):
         self.key = key
         where = ":".join(str(p) for p in (path, key) if p)
         super().__init__(f"{where}: {message}" if where else message, hint=hint)
+
+
+class ConversionError(EdgeAccelError, ValueError):
+    """A model cannot be converted or quantized as asked (an op the target lacks, a dynamic shape where a static
+    one is needed, calibration data that does not fit the model)."""
 
 
 def runtime_message(exc: BaseException) -> str:

@@ -33,6 +33,8 @@ COMMANDS = {
     "tune": "tune_cmd",
     "bench": "bench_cmd",
     "profiles": "profiles_cmd",
+    "convert": "convert_cmd",
+    "check": "check_cmd",
 }
 
 

@@ -1,0 +1,69 @@
+"""Check every artifact of a bundle against its float reference: top-1 agreement (classifiers), max and mean
+absolute error after dequantizing, size against the reference, and latency on each executor that runs it.
+Reads the reference and the calibration samples from the bundle's manifest; --reference and --data override
+them (and let a single model or a plain folder be checked)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "compare each artifact of a bundle with its float reference: agreement, error, size, latency"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help="a bundle folder (edgeaccel-bundle.yaml), a manifest, a folder or a model file")
+    p.add_argument("--reference", help="the float model to compare against (default: the manifest's)")
+    p.add_argument("--data", help="inputs to compare on: images folder, .npy, .npz (default: the manifest's)")
+    p.add_argument("--normalize", choices=("0,1", "-1,1", "imagenet", "raw"),
+                   help="how --data images become float inputs (default 0,1)")
+    p.add_argument("--executor", action="append", default=[],
+                   help="only these runtimes (repeatable): litert, onnxruntime, openvino")
+    p.add_argument("--runs", type=int, default=20, help="timed runs per artifact and executor (default 20)")
+    p.add_argument("--max-samples", type=int, help="compare on at most this many samples")
+    p.add_argument("--min-top1", type=float, metavar="FRACTION",
+                   help="exit with status 1 when an artifact agrees with the reference on fewer than this "
+                        "fraction of top-1 answers, or fails to run (e.g. 0.98; classifiers only)")
+    p.add_argument("--json", action="store_true", help="print one JSON document (schema edgeaccel.check/1)")
+
+
+def main(args: argparse.Namespace) -> int:
+    import json
+
+    from ..convert.verify import check
+    from ..errors import InputError
+    from . import quiet_native_stderr
+
+    if args.runs < 1 or (args.max_samples is not None and args.max_samples < 1):
+        raise InputError("--runs and --max-samples must be at least 1")
+    with quiet_native_stderr():
+        report = check(args.path, reference=args.reference, data=args.data, normalize=args.normalize,
+                       executors=args.executor or None, runs=args.runs, max_samples=args.max_samples)
+    failed = _below(report, args.min_top1) if args.min_top1 is not None else []
+    if args.json:
+        json.dump(report.as_dict(), sys.stdout, indent=2)
+        print()
+        return 1 if failed else 0
+    print(f"reference  {report.reference} on {report.reference_executor}")
+    print(f"data       {report.data}: {report.samples} samples"
+          + (" (classifier: top-1 agreement)" if report.classifier else ""))
+    print()
+    print(report.table())
+    for edgetpu in report.edgetpu:
+        print()
+        print("\n".join(edgetpu.lines()))
+    for line in failed:
+        print(f"error: {line}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _below(report, threshold: float) -> list[str]:
+    """Rows that fail the --min-top1 gate: an error, or top-1 agreement under the threshold."""
+    out = []
+    for row in report.rows:
+        where = f"{row.artifact.name} on {row.executor or 'no executor'}"
+        if row.error:
+            out.append(f"{where} failed: {row.error.splitlines()[0]}")
+        elif report.classifier and row.top1_agreement is not None and row.top1_agreement < threshold:
+            out.append(f"{where}: top-1 agreement {row.top1_agreement:.1%} is below {threshold:.1%}")
+    return out

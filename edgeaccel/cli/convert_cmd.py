@@ -1,0 +1,134 @@
+"""Convert a float model (TensorFlow SavedModel folder, .keras/.h5, .onnx, .tflite) into the artifacts each
+accelerator needs, and write them with an edgeaccel-bundle.yaml that `edgeaccel.load(OUT)` and
+`edgeaccel check OUT` read. Full-integer targets need --calibration (a folder of images, a folder of .npy
+samples, one .npy of N stacked samples, or an .npz keyed by input name)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+
+HELP = "convert and quantize a float model into deployable artifacts plus a bundle manifest"
+
+TARGET_HELP = ("comma-separated: tflite-float, tflite-dynamic, tflite-int8 (from TensorFlow/Keras); "
+               "onnx-float, onnx-int8, openvino, openvino-int8 (from TensorFlow/Keras, ONNX or TFLite)")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="SavedModel folder, .keras/.h5, .onnx or .tflite")
+    p.add_argument("--to", required=True, metavar="TARGETS", help=TARGET_HELP)
+    p.add_argument("--out", required=True, metavar="DIR", help="folder to write the bundle to")
+    p.add_argument("--calibration", metavar="DIR_OR_NPY",
+                   help="representative inputs: images folder, .npy folder, .npy of N samples, or .npz by input")
+    p.add_argument("--normalize", choices=("0,1", "-1,1", "imagenet", "raw"),
+                   help="how calibration images become float inputs (default 0,1); integer inputs get raw pixels")
+    p.add_argument("--max-samples", type=int, default=200, help="calibration samples to use at most (default 200)")
+    p.add_argument("--io", choices=("int8", "uint8", "float"), default="int8",
+                   help="input/output type of tflite-int8 (default int8; uint8 for older Edge TPU pipelines)")
+    p.add_argument("--onnx-activations", choices=("uint8", "int8"), default="uint8",
+                   help="activation type of onnx-int8 (default uint8: ONNX Runtime's fast x86 path; "
+                        "int8 for TensorRT)")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=1x224x224x3",
+                   help="static shape for a TensorFlow input with dynamic dimensions (repeatable)")
+    p.add_argument("--labels", help="labels file to copy into the bundle")
+    p.add_argument("--name", help="base name of the artifacts (default: the model's)")
+    p.add_argument("--force", action="store_true", help="write into a folder that is not empty")
+    p.add_argument("--json", action="store_true", help="print one JSON document (schema edgeaccel.convert/1)")
+
+
+def main(args: argparse.Namespace) -> int:
+    import json
+
+    from ..convert.pipeline import convert
+    from ..errors import InputError
+    from . import quiet_native_stderr
+
+    if args.max_samples < 1:
+        raise InputError("--max-samples must be at least 1")
+    with quiet_native_stderr(), _without_tensorflow_chatter(args):
+        result = convert(args.model, args.to, args.out, calibration=args.calibration, normalize=args.normalize,
+                         io_type=args.io, max_samples=args.max_samples, labels=args.labels, name=args.name,
+                         input_shapes=parse_shapes(args.input_shape), onnx_activations=args.onnx_activations,
+                         force=args.force)
+    if args.json:
+        json.dump(result.as_dict(), sys.stdout, indent=2)
+        print()
+        return 0
+    ref_size = result.reference.stat().st_size
+    print(f"bundle     {result.manifest}")
+    print(f"reference  {result.reference.name} ({_size(ref_size)}): {result.reference_note}")
+    if result.calibration:
+        print(f"calibration {result.calibration.name}: {result.calibration_samples} samples kept for `edgeaccel check`")
+    for a in result.artifacts:
+        ratio = f"{ref_size / a.size_bytes:.2f}x smaller" if a.size_bytes and a.path != result.reference else ""
+        print(f"{a.target:<15} {a.path.name}  {_size(a.size_bytes)}  {ratio}")
+        print(f"{'':<15} {a.note}")
+    for report in result.edgetpu:
+        print()
+        print("\n".join(report.lines()))
+    print()
+    print(f"next: edgeaccel check {result.out}")
+    return 0
+
+
+# What TensorFlow's native code writes to fd 2 on every conversion (absl start-up, oneDNN banner, the MLIR
+# quantizer's type summary): no user acts on it. Real warnings (W lines other than these) are kept.
+_TF_CHATTER = (
+    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    r"|I\d{4} .*"  # absl INFO lines
+    r"|W\d{4} .*(Please consider providing the trackable_obj|Statistics for quantized inputs were expected).*"
+    r"|fully_quantize: \d+, inference_type: .*"
+    r"|INFO: Created TensorFlow Lite XNNPACK delegate for CPU\.)$")
+
+
+@contextlib.contextmanager
+def _without_tensorflow_chatter(args):
+    """Capture fd 2 during the conversion and pass on everything but TensorFlow's routine chatter."""
+    import os
+    import re
+
+    from . import _capture_file
+
+    if getattr(args, "debug", False):
+        yield
+        return
+    chatter = re.compile(_TF_CHATTER)
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    with _capture_file() as capture:
+        sys.stderr.flush()
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            for line in capture.read().decode("utf-8", "replace").splitlines():
+                if line.strip() and not chatter.match(line.strip()):
+                    print(line, file=sys.stderr)
+
+
+def parse_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
+    from ..errors import InputError
+
+    shapes = {}
+    for item in items:
+        name, sep, dims = item.rpartition("=")
+        try:
+            shape = tuple(int(d) for d in dims.lower().split("x"))
+        except ValueError:
+            shape = ()
+        if not sep or not name or not shape or any(d < 1 for d in shape):
+            raise InputError(f"--input-shape {item!r} is not NAME=D1xD2x...", hint="e.g. --input-shape x=1x224x224x3")
+        shapes[name] = shape
+    return shapes
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.2f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"

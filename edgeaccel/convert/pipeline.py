@@ -1,0 +1,375 @@
+"""``edgeaccel convert``: one float model in, the requested artifacts plus a bundle manifest out.
+
+Every bundle carries its float reference (the float TFLite of a TensorFlow model, or a copy of the ONNX/TFLite
+source) and, when calibration data was given, the preprocessed samples (``calibration.npy``), so that
+``edgeaccel check DIR`` can later compare every artifact with the reference on exactly those inputs.
+
+Paths, made on demand and shared (an int8 ONNX made for ``onnx-int8`` is the same one ``openvino-int8`` reads):
+
+    SavedModel / .keras ──► static-shaped SavedModel ──► float .tflite (reference) ──► tf2onnx ──► float .onnx
+                                  ├──► dynamic-range .tflite                                     │
+                                  └──► full-int8 .tflite (representative dataset)                ▼
+    .onnx (reference) ───────────────────────────────────────────────────────────────────► ORT QDQ int8 .onnx
+    float model (.onnx/.tflite) ──► OpenVINO IR (f32)            int8 .onnx ──► OpenVINO IR (int8 weights)
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__, bundle, formats
+from ..errors import ConversionError, ModelError
+from ..modelinfo import ModelInfo
+from . import calibration as calib_mod
+from . import edgetpu, onnx_dequantize, onnx_quantize, onnx_util, openvino_ir, tf_source, tflite, tflite_to_onnx
+from .calibration import CalibrationSet
+from .sources import Source, SourceKind, identify
+from .targets import TARGETS, Target, parse
+
+log = logging.getLogger("edgeaccel.convert")
+
+CALIBRATION_FILE = "calibration"  # .npy or .npz
+MAX_STORED_CALIBRATION_BYTES = 32 << 20  # a bundle is deployed; a few hundred MB of samples would not be
+
+
+@dataclass
+class Artifact:
+    target: str
+    path: Path
+    size_bytes: int
+    note: str
+
+
+@dataclass
+class ConvertResult:
+    out: Path
+    manifest: Path
+    reference: Path
+    artifacts: list[Artifact] = field(default_factory=list)
+    calibration: Path | None = None
+    calibration_samples: int = 0
+    reference_note: str = ""
+    edgetpu: list[edgetpu.EdgeTpuReport] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "schema": "edgeaccel.convert/1",
+            "out": str(self.out), "manifest": str(self.manifest), "reference": str(self.reference),
+            "reference_note": self.reference_note,
+            "reference_bytes": _size(self.reference),
+            "calibration": str(self.calibration) if self.calibration else None,
+            "calibration_samples": self.calibration_samples,
+            "artifacts": [{"target": a.target, "path": str(a.path), "bytes": a.size_bytes, "note": a.note}
+                          for a in self.artifacts],
+            "edgetpu": [r.as_dict() for r in self.edgetpu],
+        }
+
+
+def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLike, *,
+            calibration: str | os.PathLike | None = None, normalize: str | None = None, io_type: str = "int8",
+            max_samples: int | None = calib_mod.DEFAULT_MAX_SAMPLES, labels: str | os.PathLike | None = None,
+            name: str | None = None, input_shapes: dict[str, tuple[int, ...]] | None = None,
+            onnx_activations: str = "uint8", force: bool = False) -> ConvertResult:
+    """Convert ``model`` to each target in ``to`` and write a bundle to ``out`` that ``edgeaccel.load`` reads."""
+    targets = parse(to)
+    source = identify(model)
+    _check_feasible(source, targets, calibration, input_shapes)
+    existed = Path(out).exists()
+    was_empty = not existed or (Path(out).is_dir() and not any(Path(out).iterdir()))
+    out = _prepare_out(Path(out), force)
+    try:
+        return _convert(source, targets, out, _safe_name(name or source.name), calibration, normalize, io_type,
+                        max_samples, labels, input_shapes, onnx_activations)
+    except BaseException:
+        if was_empty:  # leave no half-written bundle behind; a folder that held files before is not touched
+            for child in out.iterdir():
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+            if not existed:
+                out.rmdir()
+        raise
+
+
+def _convert(source: Source, targets: list[Target], out: Path, name: str, calibration, normalize, io_type,
+             max_samples, labels, input_shapes, onnx_activations) -> ConvertResult:
+    with tempfile.TemporaryDirectory(prefix="edgeaccel-convert-") as scratch:
+        job = _Job(source, out, Path(scratch), name, io_type, input_shapes, onnx_activations)
+        reference = job.reference()
+        calib = None
+        if calibration is not None:
+            calib = calib_mod.load(calibration, job.reference_info.inputs, normalize=normalize,
+                                   max_samples=max_samples)
+            job.calibration = calib
+            job.calibration_note = f"calibrated on {len(calib)} samples from {Path(calibration).name}"
+            if calib.kind == "images":
+                float_input = any(s.dtype.kind == "f" for s in calib.specs)
+                job.calibration_note += (f" (images scaled to {normalize or '0,1'})" if float_input
+                                         else " (raw image pixels)")
+        result = ConvertResult(out, out / bundle.MANIFEST, reference, reference_note=job.reference_note)
+        for target in targets:
+            path, note = job.make(target)
+            result.artifacts.append(Artifact(target.name, path, _size(path), note))
+            if target.name == "tflite-int8":
+                result.edgetpu.append(edgetpu.readiness(path, out))
+    if calib is not None:
+        result.calibration, result.calibration_samples = _store_calibration(calib, out)
+    labels_name = _copy_labels(labels, out)
+    _write_manifest(result, name, source, labels_name, job.reference_note)
+    return result
+
+
+class _Job:
+    """The intermediate models of one conversion, each made once and reused by the targets that need it."""
+
+    def __init__(self, source: Source, out: Path, scratch: Path, name: str, io_type: str,
+                 input_shapes: dict | None, onnx_activations: str) -> None:
+        self.source, self.out, self.scratch, self.name = source, out, scratch, name
+        self.io_type = io_type
+        self.onnx_activations = onnx_activations
+        self.input_shapes = input_shapes
+        self.calibration: CalibrationSet | None = None
+        self.calibration_note = ""
+        self.reference_note = ""
+        self._static: tf_source.StaticModel | None = None
+        self._reference: Path | None = None
+        self.reference_info: ModelInfo | None = None
+        self._made: dict[str, Path] = {}  # intermediate kind -> file
+
+    # -- the float reference ----------------------------------------------------------------------------
+    def reference(self) -> Path:
+        if self._reference is not None:
+            return self._reference
+        src = self.source
+        if src.kind.is_tensorflow:
+            self._static = tf_source.prepare(src, self.scratch, self.input_shapes)
+            path = tflite.convert(self._static, "float", self.out / TARGETS["tflite-float"].filename(self.name))
+            self.reference_note = f"float32 TFLite of {src.path.name}"
+        elif src.kind is SourceKind.ONNX and src.info.quantized:
+            # A QDQ model (a published int8 ONNX): its float twin, weights as quantized, is the reference.
+            path = onnx_dequantize.dequantize(src.path, self.out / f"{self.name}_float.onnx")
+            self.reference_note = f"dequantized from the QDQ model {src.path.name}"
+        else:
+            suffix = ".onnx" if src.kind is SourceKind.ONNX else ".tflite"
+            path = self.out / f"{self.name}_{self.reference_tag}{suffix}"
+            _copy_model(src, path)
+            self.reference_note = f"a copy of {src.path.name}" + (
+                " (already quantized)" if src.info and src.info.quantized else "")
+        self._reference = path
+        self.reference_info = _describe(path)
+        return path
+
+    # -- artifacts ----------------------------------------------------------------------------------------
+    @property
+    def reference_tag(self) -> str:
+        """'float', or 'original' for a quantized TFLite source kept as it is (its IR is not float either)."""
+        quantized = self.source.kind is SourceKind.TFLITE and self.source.info.quantized
+        return "original" if quantized else "float"
+
+    def make(self, target: Target) -> tuple[Path, str]:
+        dest = self.out / target.filename(self.name)
+        if target.name == "openvino":
+            dest = self.out / f"{self.name}_{self.reference_tag}.xml"
+        kind = target.name
+        if kind == "tflite-float":
+            return self.reference(), f"{target.what}; the reference the others are checked against"
+        if kind in ("tflite-dynamic", "tflite-int8"):
+            mode = "dynamic" if kind == "tflite-dynamic" else "int8"
+            calib = self._renamed(self._static.inputs) if mode == "int8" else None
+            tflite.convert(self._static, mode, dest, calib, self.io_type)
+            _describe(dest)
+            io = f", {self.io_type} I/O; {self.calibration_note}" if mode == "int8" else ""
+            return dest, target.what + io
+        if kind == "onnx-float":
+            return self._float_onnx(dest), target.what + self._onnx_origin()
+        if kind == "onnx-int8":
+            return self._int8_onnx(dest), f"{target.what}; {self.calibration_note}"
+        if kind == "openvino":
+            float_model = self._float_onnx() if "onnx-float" in self._made else self.reference()
+            return self._ir(float_model, dest), f"{target.what} (made from {float_model.name})"
+        if kind == "openvino-int8":
+            int8 = self._int8_onnx()
+            return self._ir(int8, dest), f"{target.what} ({int8.name}; {self.calibration_note})"
+        raise ConversionError(f"no conversion path for {kind}")  # parse() only lets TARGETS through
+
+    def _float_onnx(self, dest: Path | None = None) -> Path:
+        if "onnx-float" in self._made:
+            return self._keep(self._made["onnx-float"], dest, "onnx-float")
+        ref = self.reference()
+        if self.source.kind is SourceKind.ONNX:
+            path = ref  # the copied source is the float ONNX
+        else:
+            path = dest or self.scratch / f"{self.name}_float.onnx"
+            tflite_to_onnx.convert(ref, path)
+            _describe(path)
+        self._made["onnx-float"] = path
+        return path
+
+    def _onnx_origin(self) -> str:
+        return "" if self.source.kind is SourceKind.ONNX else " (tf2onnx from the float .tflite)"
+
+    def _keep(self, made: Path, dest: Path | None, kind: str) -> Path:
+        """An intermediate made in the scratch folder for another target, now asked for as an artifact."""
+        if dest is not None and made != dest and made.parent == self.scratch:
+            shutil.copyfile(made, dest)
+            self._made[kind] = dest
+        return self._made[kind]
+
+    def _int8_onnx(self, dest: Path | None = None) -> Path:
+        if "onnx-int8" in self._made:
+            return self._keep(self._made["onnx-int8"], dest, "onnx-int8")
+        float_path = self._float_onnx()
+        info = _describe(float_path)
+        path = dest or self.scratch / f"{self.name}_int8.onnx"
+        onnx_quantize.quantize(info, path, self._renamed(info.inputs), activations=self.onnx_activations)
+        _describe(path)
+        self._made["onnx-int8"] = path
+        return path
+
+    def _ir(self, src: Path, dest: Path) -> Path:
+        openvino_ir.convert(src, dest)
+        _describe(dest)
+        return dest
+
+    def _renamed(self, specs) -> CalibrationSet:
+        """The calibration samples keyed by another model's input names (tf2onnx and the TFLite converter
+        rename inputs: 'x' becomes 'serving_default_x:0')."""
+        calib = self.calibration
+        if calib is None:
+            raise ConversionError("this target needs calibration data", hint="pass --calibration")
+        specs = tuple(specs)
+        if len(specs) != len(calib.specs):
+            raise ConversionError(f"the converted model takes {len(specs)} inputs, the calibration data "
+                                  f"{len(calib.specs)}")
+        order = []
+        for spec in specs:
+            match = [k for k, c in enumerate(calib.specs) if _same_input(spec.name, c.name)]
+            order.append(match[0] if len(match) == 1 else len(order))
+        return CalibrationSet(specs, [[sample[k] for k in order] for sample in calib.samples], calib.source,
+                              calib.kind)
+
+
+def _same_input(a: str, b: str) -> bool:
+    def base(n: str) -> str:
+        n = n.split(":")[0]
+        return n[len("serving_default_"):] if n.startswith("serving_default_") else n
+
+    return base(a) == base(b)
+
+
+def _check_feasible(source: Source, targets: list[Target], calibration, input_shapes) -> None:
+    for t in targets:
+        if source.kind not in t.sources:
+            raise ConversionError(
+                f"{t.name} is made from a TensorFlow model (SavedModel or Keras); {source.path.name} is "
+                f"{source.kind.value}",
+                hint="convert the TensorFlow model the file came from; from ONNX choose onnx-int8 or openvino")
+        if t.needs_calibration and source.kind is SourceKind.TFLITE and source.info.quantized:
+            raise ConversionError(f"{source.path.name} is already quantized; {t.name} is made from a float model",
+                                  hint="convert the float model it came from (or use openvino to read it as it is)")
+        if t.needs_calibration and calibration is None:
+            raise ConversionError(f"{t.name} needs calibration data to measure activation ranges",
+                                  hint="pass --calibration with a folder of images or a .npy of ~100 real inputs")
+    if input_shapes and not source.kind.is_tensorflow:
+        raise ConversionError("--input-shape applies to TensorFlow models; this ONNX/TFLite model keeps its shapes")
+
+
+def _prepare_out(out: Path, force: bool) -> Path:
+    if out.exists() and not out.is_dir():
+        raise ConversionError(f"--out {out} is a file, not a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ConversionError(f"the output folder {out} is not empty",
+                              hint="choose a new folder, or pass --force to write into this one")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _safe_name(name: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip("._")
+    cleaned = cleaned.removesuffix("_float")  # model_float.onnx -> model_int8.onnx, not model_float_int8.onnx
+    return cleaned or "model"
+
+
+def _copy_model(src: Source, dest: Path) -> None:
+    if src.kind is SourceKind.ONNX and onnx_util.loadable(src.path, dest) == dest:
+        return  # written with the IR version lowered to what the installed ONNX Runtime reads
+    shutil.copyfile(src.path, dest)
+    for extra in (src.info.extra_files if src.info else ()):  # ONNX external data stays beside the model
+        target = dest.parent / extra.relative_to(src.path.parent)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(extra, target)
+
+
+def _describe(path: Path) -> ModelInfo:
+    """Every file written is read back by edgeaccel.formats: a broken artifact fails here, not on a device."""
+    try:
+        return formats.describe(path)
+    except ModelError as exc:
+        raise ConversionError(f"the converter wrote {path.name}, but edgeaccel refuses it: {exc.message}",
+                              hint="this is a converter bug; run with --debug and report it") from exc
+
+
+def _size(path: Path) -> int:
+    size = path.stat().st_size
+    if path.suffix == ".xml" and openvino_ir.bin_path(path).is_file():
+        size += openvino_ir.bin_path(path).stat().st_size
+    return size
+
+
+def _store_calibration(calib: CalibrationSet, out: Path) -> tuple[Path, int]:
+    per_sample = max(1, calib.nbytes() // max(1, len(calib)))
+    keep = min(len(calib), max(1, MAX_STORED_CALIBRATION_BYTES // per_sample))
+    if keep < len(calib):
+        log.warning("storing %d of %d calibration samples in the bundle (%d MB cap)", keep, len(calib),
+                    MAX_STORED_CALIBRATION_BYTES >> 20)
+    return calib.head(keep).save(out / CALIBRATION_FILE), keep
+
+
+def _copy_labels(labels, out: Path) -> str | None:
+    if labels is None:
+        return None
+    src = Path(labels)
+    if not src.is_file():
+        raise ConversionError(f"labels file not found: {src}")
+    dest = out / "labels.txt"
+    if src.resolve() != dest.resolve():
+        shutil.copyfile(src, dest)
+    return dest.name
+
+
+def _write_manifest(result: ConvertResult, name: str, source: Source, labels: str | None,
+                    reference_note: str) -> None:
+    import yaml
+
+    out = result.out
+    doc = {
+        "schema": bundle.SCHEMA_ID,
+        "name": name,
+        "artifacts": [{"path": a.path.relative_to(out).as_posix(), "note": a.note} for a in result.artifacts],
+        "reference": result.reference.relative_to(out).as_posix(),
+    }
+    if result.calibration:
+        doc["calibration"] = result.calibration.relative_to(out).as_posix()
+    if labels:
+        doc["labels"] = labels
+    doc["notes"] = (f"made by edgeaccel {__version__} convert from {source.path.name} ({source.kind.value}); "
+                    f"reference: {reference_note}; tools: {_tool_versions()}")
+    result.manifest.write_text(yaml.safe_dump(doc, sort_keys=False, width=120), encoding="utf-8")
+    written = bundle.read_manifest(result.manifest)  # the reader the loader uses must accept what we wrote
+    if written.invalid:
+        path, exc = written.invalid[0]
+        raise ConversionError(f"the bundle's artifact {path.name} does not load: {exc.message}")
+
+
+def _tool_versions() -> str:
+    found = []
+    for dist in ("tensorflow-cpu", "tensorflow", "tf2onnx", "onnx", "onnxruntime", "openvino"):
+        try:
+            found.append(f"{dist} {importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return ", ".join(found)

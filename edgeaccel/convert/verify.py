@@ -1,0 +1,234 @@
+"""``edgeaccel check``: every artifact of a bundle against its float reference, on every executor that runs it.
+
+For each (artifact, executor): agreement with the reference on the calibration samples (top-1 agreement for a
+classifier, max and mean absolute error of every output after dequantizing), file size against the
+reference's, and latency. Artifacts and references are opened through ``edgeaccel.load(path, executor=...)``,
+exactly as an application would open them; one model is open at a time, and timing starts after a pause
+because ONNX Runtime's worker threads keep spinning after a session runs and slow the next one (FINDINGS).
+
+The reference runs on the executor ``edgeaccel.load`` picks for it, at its own precision (f32 for float math):
+never bf16, which would make the reference itself drift.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import bundle, formats
+from ..errors import ConversionError, EdgeAccelError
+from ..modelinfo import Format, ModelInfo
+from . import calibration as calib_mod
+from . import edgetpu
+
+log = logging.getLogger("edgeaccel.check")
+
+DEFAULT_RUNS = 20
+_SPIN_PAUSE_S = 0.05  # lets another runtime's worker threads go idle before a timed block
+
+
+@dataclass
+class Row:
+    artifact: Path
+    format: str
+    executor: str | None
+    size_bytes: int
+    size_ratio: float | None  # reference bytes / artifact bytes: 4.0 means four times smaller
+    is_reference: bool = False
+    samples: int = 0
+    top1_agreement: float | None = None
+    max_abs_error: float | None = None
+    mean_abs_error: float | None = None
+    latency_ms: dict | None = None
+    error: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"artifact": str(self.artifact), "format": self.format, "executor": self.executor,
+                "reference": self.is_reference, "bytes": self.size_bytes, "size_ratio": _round(self.size_ratio, 3),
+                "samples": self.samples, "top1_agreement": _round(self.top1_agreement, 4),
+                "max_abs_error": _round(self.max_abs_error, 6), "mean_abs_error": _round(self.mean_abs_error, 6),
+                "latency_ms": self.latency_ms, "error": self.error}
+
+
+@dataclass
+class CheckReport:
+    source: Path
+    reference: Path
+    reference_executor: str
+    data: str
+    samples: int
+    classifier: bool
+    rows: list[Row] = field(default_factory=list)
+    edgetpu: list[edgetpu.EdgeTpuReport] = field(default_factory=list)
+
+    def row(self, artifact: str | Path, executor: str | None = None) -> Row:
+        """The row of an artifact (by path or file name), on ``executor`` or its first."""
+        name = Path(artifact).name
+        for r in self.rows:
+            if r.artifact.name == name and (executor is None or (r.executor or "").split(":")[0] == executor):
+                return r
+        raise KeyError(f"no row for {name} on {executor or 'any executor'}")
+
+    def as_dict(self) -> dict:
+        return {"schema": "edgeaccel.check/1", "source": str(self.source), "reference": str(self.reference),
+                "reference_executor": self.reference_executor, "data": self.data, "samples": self.samples,
+                "classifier": self.classifier, "rows": [r.as_dict() for r in self.rows],
+                "edgetpu": [r.as_dict() for r in self.edgetpu]}
+
+    def table(self) -> str:
+        head = ("artifact", "executor", "size", "x smaller", "top-1" if self.classifier else "", "max err",
+                "mean err", "p50 ms")
+        lines = [[r.artifact.name + (" (ref)" if r.is_reference else ""), r.executor or "-", _mb(r.size_bytes),
+                  _fmt(r.size_ratio, "{:.2f}"), _fmt(r.top1_agreement, "{:.1%}") if self.classifier else "",
+                  _fmt(r.max_abs_error, "{:.4g}"), _fmt(r.mean_abs_error, "{:.4g}"),
+                  _fmt((r.latency_ms or {}).get("p50"), "{:.3f}")] for r in self.rows]
+        widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
+        out = ["  ".join(str(x).ljust(w) for x, w in zip(head, widths)).rstrip()]
+        for r, cells in zip(self.rows, lines):
+            out.append("  ".join(str(x).ljust(w) for x, w in zip(cells, widths)).rstrip())
+            if r.error:
+                out.append(f"    error: {r.error.splitlines()[0]}")
+        return "\n".join(out)
+
+
+def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None,
+          data: str | os.PathLike | None = None, normalize: str | None = None,
+          executors: list[str] | None = None, runs: int = DEFAULT_RUNS, warmup: int = 2,
+          max_samples: int | None = None) -> CheckReport:
+    """Check the bundle (or model) at ``path``; ``reference`` and ``data`` override the manifest's."""
+    from ..executors.registry import runtimes
+    from ..loader import executor_class, load
+
+    found = bundle.resolve(path)
+    ref_path = Path(reference) if reference else found.reference
+    if ref_path is None:
+        raise ConversionError(f"{path} names no float reference to check against",
+                              hint="pass --reference FLOAT_MODEL, or check a bundle written by edgeaccel convert")
+    data_path = Path(data) if data else found.calibration
+    if data_path is None:
+        raise ConversionError(f"{path} carries no calibration data to compare on",
+                              hint="pass --data with images or a .npy of inputs")
+    with load(ref_path, strict=True) as ref_model:
+        ref_executor = ref_model.executor.name
+        samples = calib_mod.load(data_path, ref_model.inputs, normalize=normalize, max_samples=max_samples)
+        expected = [_as_float(ref_model.run(sample, dequantize=True)) for sample in samples.samples]
+    classifier = _is_classifier(expected[0][0])
+    ref_info = formats.describe(ref_path)
+    report = CheckReport(Path(path), ref_path, ref_executor, samples.source, len(samples), classifier)
+    artifacts = [ref_info] + [a for a in found.artifacts if a.path.resolve() != ref_path.resolve()]
+    for artifact, error in [(p, e) for p, e in found.invalid]:
+        report.rows.append(Row(artifact, "?", None, 0, None, error=error.message))
+    known = runtimes()
+    # Runtimes asked for by name are measured even when missing (the row says why); otherwise only those
+    # installed here: a machine without OpenVINO is not a failed check.
+    usable = [n for n in known if (n in executors if executors else executor_class(n).installed())]
+    for info in artifacts:
+        names = [n for n in usable if info.format in known[n].formats]
+        if not names:
+            report.rows.append(Row(info.path, info.format.value, None, info.size_bytes,
+                                   _ratio(ref_info, info), info is ref_info,
+                                   error="no executor here reads this format"))
+        for name in names:
+            report.rows.append(_measure(info, name, ref_info, samples, expected, classifier, runs, warmup, load))
+        if info.format is Format.TFLITE and info is not ref_info:
+            report.edgetpu.append(edgetpu.readiness(info.path))
+    return report
+
+
+def _measure(info: ModelInfo, executor: str, ref_info: ModelInfo, samples, expected, classifier: bool,
+             runs: int, warmup: int, load) -> Row:
+    row = Row(info.path, info.format.value, executor, info.size_bytes, _ratio(ref_info, info),
+              is_reference=info is ref_info)
+    try:
+        model = load(info.path, executor=executor, strict=True)
+    except EdgeAccelError as exc:
+        row.error = exc.message
+        return row
+    with model:
+        row.executor = model.executor.name
+        try:
+            got = [_as_float(model.run(_fit(sample, model), quantize=True, dequantize=True))
+                   for sample in samples.samples]
+            _compare(row, got, expected, classifier)
+            row.latency_ms = _latency(model, _fit(samples.samples[0], model), runs, warmup)
+        except EdgeAccelError as exc:
+            row.error = exc.message
+    return row
+
+
+def _fit(sample: list[np.ndarray], model) -> list[np.ndarray]:
+    """The reference's sample for this artifact: same values; float inputs of a float artifact keep their
+    dtype, and float inputs of a quantized artifact are quantized by Model.run(quantize=True)."""
+    fitted = []
+    for array, spec in zip(sample, model.inputs):
+        if array.dtype != spec.dtype and array.dtype.kind == "f" and spec.dtype.kind == "f":
+            array = array.astype(spec.dtype)
+        fitted.append(array)
+    return fitted
+
+
+def _compare(row: Row, got: list[list[np.ndarray]], expected: list[list[np.ndarray]], classifier: bool) -> None:
+    row.samples = len(got)
+    max_err, total, count, agree = 0.0, 0.0, 0, 0
+    for outs, refs in zip(got, expected):
+        if len(outs) != len(refs):
+            raise ConversionError(f"{row.artifact.name} has {len(outs)} outputs, the reference {len(refs)}")
+        for out, ref in zip(outs, refs):
+            if out.size != ref.size:
+                raise ConversionError(f"{row.artifact.name}: an output has {out.size} values, the reference's "
+                                      f"{ref.size}")
+            diff = np.abs(out.reshape(-1) - ref.reshape(-1))
+            max_err = max(max_err, float(diff.max(initial=0.0)))
+            total += float(diff.sum())
+            count += diff.size
+        if classifier:
+            agree += int(np.argmax(outs[0]) == np.argmax(refs[0]))
+    row.max_abs_error = max_err
+    row.mean_abs_error = total / max(count, 1)
+    row.top1_agreement = agree / len(got) if classifier and got else None
+
+
+def _latency(model, sample, runs: int, warmup: int) -> dict:
+    time.sleep(_SPIN_PAUSE_S)
+    for _ in range(warmup):
+        model.run(sample, quantize=True)
+    times = []
+    for _ in range(max(1, runs)):
+        start = time.perf_counter()
+        model.run(sample, quantize=True)
+        times.append(time.perf_counter() - start)
+    ms = np.asarray(times) * 1e3
+    p50, p90 = np.percentile(ms, [50, 90])
+    return {"p50": round(float(p50), 4), "p90": round(float(p90), 4), "runs": len(times)}
+
+
+def _as_float(outputs) -> list[np.ndarray]:
+    return [np.asarray(o, dtype=np.float32) if np.asarray(o).dtype.kind in "fiub" else np.asarray(o)
+            for o in outputs]
+
+
+def _is_classifier(first_output: np.ndarray) -> bool:
+    """One score vector per input: (C,) or (1, C) with C >= 2."""
+    shape = first_output.shape
+    return (len(shape) == 1 and shape[0] >= 2) or (len(shape) == 2 and shape[0] == 1 and shape[1] >= 2)
+
+
+def _ratio(ref: ModelInfo, info: ModelInfo) -> float | None:
+    return ref.size_bytes / info.size_bytes if info.size_bytes else None
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def _fmt(value, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.2f} MB" if size >= 100_000 else f"{size / 1e3:.1f} kB"
