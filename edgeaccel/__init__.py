@@ -42,6 +42,8 @@ _LAZY = {
     "ModelInfo": ("modelinfo", "ModelInfo"),
     "TensorSpec": ("modelinfo", "TensorSpec"),
     "Format": ("modelinfo", "Format"),
+    "probe": ("probe", "probe"),
+    "ProbeReport": ("probe", "ProbeReport"),
 }
 
 __all__ = [
@@ -87,4 +89,5 @@ if TYPE_CHECKING:
     from .loader import load
     from .model import Model
     from .modelinfo import Format, ModelInfo, TensorSpec
+    from .probe import ProbeReport, probe
     from .tensors import Outputs
