@@ -4,7 +4,7 @@ points, hwmon sensors, powercap RAPL energy counters. Presence only: reading val
 
 Layouts: /sys/class/thermal/thermal_zoneN/{type,temp,trip_point_K_type,trip_point_K_temp} in millidegrees
 Celsius (Documentation/driver-api/thermal/sysfs-api.rst); /sys/class/hwmon/hwmonN/name and
-{temp,power,energy,curr,in}M_input (Documentation/hwmon/sysfs-interface.rst); /sys/class/powercap/
+{temp,power,energy,curr,in,fan}M_input (Documentation/hwmon/sysfs-interface.rst); /sys/class/powercap/
 intel-rapl:N[:M]/{name,energy_uj} (Documentation/power/powercap/powercap.rst), root-only since Linux 5.10
 (CVE-2020-8694).
 """
@@ -19,7 +19,6 @@ from pathlib import Path
 from .access import Access, Identity
 from .fs import Tree
 
-HWMON_KINDS = ("temp", "power", "energy", "curr", "in")
 RAPL_FIX = ("energy_uj is readable by root only since Linux 5.10: run as root, or allow a group with a udev rule "
             "or systemd-tmpfiles, e.g. 'z /sys/class/powercap/intel-rapl:0/energy_uj 0440 root power'")
 
@@ -86,7 +85,7 @@ def parse_hwmon_inputs(names: list[str]) -> dict[str, list[str]]:
     """kind -> sensor files (temp1_input, power1_average, ...) among a hwmon directory's entries."""
     sensors: dict[str, list[str]] = {}
     for name in names:
-        m = re.fullmatch(r"(temp|power|energy|curr|in)\d+_(input|average)", name)
+        m = re.fullmatch(r"(temp|power|energy|curr|in|fan)\d+_(input|average)", name)
         if m:
             sensors.setdefault(m.group(1), []).append(name)
     return sensors
