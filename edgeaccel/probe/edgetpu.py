@@ -116,12 +116,13 @@ def _pcie(tree: Tree, access: Access, pci: list[PciDevice], library: LibraryLook
             problems.append(problem)
     if not names:
         for dev in pci:
-            if (dev.vendor, dev.device) == PCI_IDS and dev.driver != "apex":
+            if (dev.vendor, dev.device) == PCI_IDS:
+                state = ("apex is bound to it but made no /sys/class/apex device (see dmesg)" if dev.driver == "apex"
+                         else f"the apex driver does not have it ({'bound to ' + dev.driver if dev.driver else 'no driver bound'})")
                 accelerators.append(Accelerator(
                     "edgetpu", f"{label} at {dev.address}", ("EdgeTPU", "EdgeTPU:pci"), f"PCI {dev.location}",
                     present=False, usable=False,
-                    reason="a Coral Edge TPU is on the PCI bus but the apex driver does not have it "
-                           f"({'bound to ' + dev.driver if dev.driver else 'no driver bound'})",
+                    reason=f"a Coral Edge TPU is on the PCI bus but {state}",
                     fix="sudo apt-get install gasket-dkms libedgetpu1-std from the Coral apt repository, then "
                         "reboot (https://coral.ai/docs/m2/get-started/)",
                     details={"bus": dev.address}))

@@ -35,12 +35,15 @@ def read_intel_npu(tree: Tree, access: Access, pci: list[PciDevice]) -> Found:
             reason=why or f"intel_vpu loaded, {dev.node} read-write", fix=fix, nodes=nodes,
             details={"pci_device": dev.device, "generation": generation or None}))
     for dev in pci:
-        if dev.vendor == INTEL_VENDOR and dev.device in NPU_PCI and dev.driver != "intel_vpu" and not accelerators:
-            accelerators.append(Accelerator(
-                "intel-npu", f"Intel NPU ({NPU_PCI[dev.device]}) at {dev.address}", ("NPU",), f"PCI {dev.location}",
-                present=False, usable=False,
-                reason="an Intel NPU is on the PCI bus but the intel_vpu driver does not have it",
-                fix="use a kernel with intel_vpu (6.3 or later; sudo modprobe intel_vpu) and install the NPU "
-                    "firmware and user-space driver from https://github.com/intel/linux-npu-driver/releases",
-                details={"pci_device": dev.device, "generation": NPU_PCI[dev.device]}))
+        if dev.vendor != INTEL_VENDOR or dev.device not in NPU_PCI or dev.device in bound:
+            continue
+        state = ("intel_vpu is bound to it but made no /dev/accel node (see dmesg: firmware or kernel too old)"
+                 if dev.driver == "intel_vpu" else
+                 f"the intel_vpu driver does not have it ({'bound to ' + dev.driver if dev.driver else 'no driver'})")
+        accelerators.append(Accelerator(
+            "intel-npu", f"Intel NPU ({NPU_PCI[dev.device]}) at {dev.address}", ("NPU",), f"PCI {dev.location}",
+            present=False, usable=False, reason=f"an Intel NPU is on the PCI bus but {state}",
+            fix="use a kernel with intel_vpu (6.3 or later; sudo modprobe intel_vpu) and install the NPU "
+                "firmware and user-space driver from https://github.com/intel/linux-npu-driver/releases",
+            details={"pci_device": dev.device, "generation": NPU_PCI[dev.device]}))
     return Found(tuple(accelerators))
