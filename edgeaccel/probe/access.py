@@ -90,13 +90,13 @@ class Access:
     def _group(self, gid: int) -> str:
         if self._groups is None:
             self._groups = group_names(self.tree)
-            if self.tree.is_real and not self._groups:
-                try:
-                    import grp
+        if gid not in self._groups and self.tree.is_real:  # groups from NSS (LDAP, systemd-userdb)
+            try:
+                import grp
 
-                    self._groups = {g.gr_gid: g.gr_name for g in grp.getgrall()}
-                except Exception:
-                    self._groups = {}
+                self._groups[gid] = grp.getgrgid(gid).gr_name
+            except Exception:
+                self._groups[gid] = str(gid)
         return self._groups.get(gid, str(gid))
 
     def can(self, target: str, want: int) -> bool:

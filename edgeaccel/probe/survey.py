@@ -31,7 +31,7 @@ from .npu_rockchip import read_rockchip_npu
 from .pci import read_pci
 from .qualcomm import read_qualcomm
 from .report import ProbeReport
-from .runtimes import RuntimeInfo, Runtimes, helper_packages, skipped_runtimes, survey_runtimes
+from .runtimes import Runtimes, helper_packages, skipped_runtimes, survey_runtimes
 from .system import OsInfo
 from .telemetry_sources import RAPL_FIX, TelemetrySources, _telemetry_sources
 from .tpu import read_tpu
@@ -183,5 +183,3 @@ def _telemetry_problems(telemetry: TelemetrySources) -> list[Problem]:
         problems.append(Problem("thermal zones", f"{', '.join(zones)}: temp not readable"))
     return problems
 
-
-__all__ = ["probe", "RuntimeInfo"]

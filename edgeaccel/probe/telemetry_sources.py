@@ -111,10 +111,11 @@ def _thermal(tree: Tree, access: Access) -> tuple[list[ThermalZone], str | None]
             if m:
                 kind = tree.read(f"{zone}/trip_point_{m.group(1)}_type").strip()
                 trips.append(TripPoint(kind or None, parse_millidegrees(tree.read(f"{zone}/{entry}").text)))
-        temp = tree.read(f"{zone}/temp")
-        readable = temp.text is not None and access.can(f"{zone}/temp", os.R_OK)
+        # Readable is judged without reading the sensor: some (ACPI) zones take milliseconds per read.
+        state = tree.file_state(f"{zone}/temp")
+        readable = state is None and access.can(f"{zone}/temp", os.R_OK)
         zones.append(ThermalZone(name, tree.read(f"{zone}/type").strip() or None, readable, tuple(trips),
-                                 None if readable else f"{zone}/temp {temp.reason or 'not readable by this user'}"))
+                                 None if readable else f"{zone}/temp {state or 'not readable by this user'}"))
     return zones, None if zones else _absence(tree, base, "thermal zones")
 
 
@@ -126,7 +127,8 @@ def _hwmon(tree: Tree, access: Access) -> tuple[list[HwmonDevice], str | None]:
         entries, _ = tree.listdir(f"{base}/{name}")
         sensors = parse_hwmon_inputs(entries)
         first = next((files[0] for files in sensors.values()), None)
-        readable = bool(first) and access.can(f"{base}/{name}/{first}", os.R_OK)
+        readable = bool(first) and tree.file_state(f"{base}/{name}/{first}") is None \
+            and access.can(f"{base}/{name}/{first}", os.R_OK)
         devices.append(HwmonDevice(name, tree.read(f"{base}/{name}/name").strip() or None, sensors, readable))
     return devices, None if devices else _absence(tree, base, "hwmon sensors")
 
@@ -139,7 +141,7 @@ def _rapl(tree: Tree, access: Access) -> tuple[list[RaplDomain], str | None]:
         if not re.fullmatch(r"intel-rapl(-mmio)?:\d+(:\d+)?", name):
             continue
         counter = f"{base}/{name}/energy_uj"
-        readable = tree.exists(counter) and access.can(counter, os.R_OK)
+        readable = tree.file_state(counter) is None and access.can(counter, os.R_OK)
         domains.append(RaplDomain(name, tree.read(f"{base}/{name}/name").strip() or None, readable))
     return domains, None if domains else _absence(tree, base, "RAPL energy counters")
 
