@@ -13,6 +13,26 @@ Device nodes are empty regular files: only their presence and permission bits ma
 files a test writes belong to the test's own user and group; each board names that group in its
 /etc/group as the group udev gives the real nodes (plugdev, render, video), so that a survey for another
 user (``edgeaccel.probe.Identity``) gets the same advice it would get on the board.
+
+Where the layouts come from (each fixture below names the fact it takes from these):
+- sysfs and procfs: the kernel's Documentation/ABI/testing/sysfs-bus-pci and sysfs-bus-usb,
+  Documentation/driver-api/thermal/sysfs-api.rst, Documentation/hwmon/sysfs-interface.rst and
+  hwmon/ina3221.rst, Documentation/power/powercap/powercap.rst, arch/x86/kernel/cpu/proc.c,
+  arch/arm64/kernel/cpuinfo.c and arch/arm64/include/asm/cputype.h.
+- NVIDIA: /proc/driver/nvidia formats as printed by the driver (e.g. "NVRM version: NVIDIA UNIX x86_64 Kernel
+  Module  535.104.05 ..."); Jetson: jetson_stats (github.com/rbonghi/jetson_stats, jtop/core/jetson_l4t.py,
+  gpu.py) and NVIDIA's nvpmodel.py (/etc/nvpmodel.conf, /var/lib/nvpmodel/status), NVIDIA Jetson Linux
+  Developer Guide, Platform Power and Performance (docs.nvidia.com/jetson).
+- Coral: github.com/google-coral/libedgetpu debian/edgetpu-accelerator.rules (USB ids, plugdev),
+  github.com/google/gasket-driver src/apex_driver.c (PCI 1ac1:089a, /sys/class/apex attributes),
+  coral.ai/docs/accelerator/get-started and coral.ai/docs/m2/get-started (apex group rule, packages).
+- Intel NPU: drivers/accel/ivpu/ivpu_drv.h (PCI ids, driver intel_vpu), github.com/intel/linux-npu-driver.
+- Rockchip: rknpu_drv.c / rknpu_debugger.c of Rockchip's vendor kernel (platform driver "RKNPU", debugfs
+  version), Documentation/accel/rocket (mainline driver), rk3588s.dtsi (npu@fdab0000, thermal zones).
+- Cloud TPU: github.com/AI-Hypercomputer/cloud-accelerator-diagnostics tpu_info/device.py (PCI ids,
+  /dev/accelN vs /dev/vfio/N).
+- Raspberry Pi 5: bcm2712.dtsi (cpu-thermal, critical trip 110 C) and the Pi 5 fan trips (50/60/67.5/75 C)
+  of raspberrypi/linux bcm2712-rpi-5-b.dts.
 """
 
 from __future__ import annotations

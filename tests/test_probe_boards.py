@@ -246,6 +246,14 @@ def test_hailo_and_qualcomm_nodes(tmp_path):
     assert report.present_devices() == {"CPU", "Hailo", "QNN"}
 
 
+def test_a_reader_works_on_its_own_from_a_root_path(tmp_path):
+    from edgeaccel.probe.edgetpu import read_edgetpu
+
+    coral_dev_board(tmp_path)
+    found = read_edgetpu(tmp_path)
+    assert [a.name for a in found.accelerators] == ["Coral Edge TPU (PCIe/M.2) apex_0"] and not found.problems
+
+
 def test_a_bare_tree_has_only_the_cpu_device(tmp_path):
     report = edgeaccel.probe(tmp_path)
     assert report.accelerators == () and report.present_devices() == {"CPU"}

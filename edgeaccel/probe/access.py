@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
+from pathlib import Path
 
-from .fs import Tree
+from .fs import Root, Tree, as_tree
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,8 @@ def allowed(mode: int, uid: int, gid: int, identity: Identity, want: int) -> boo
 class Access:
     """Answers access questions for one identity on one tree (None: the running process)."""
 
-    def __init__(self, tree: Tree, identity: Identity | None = None) -> None:
-        self.tree = tree
+    def __init__(self, root: Root = Path("/"), identity: Identity | None = None) -> None:
+        self.tree = tree = as_tree(root)
         self.identity = identity
         self._groups: dict[int, str] | None = None
 

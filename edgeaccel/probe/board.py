@@ -8,8 +8,9 @@ first (Documentation/devicetree/usage-model.rst); /proc/device-tree links to
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from .fs import Tree
+from .fs import Root, as_tree
 
 DT_DIRS = ("/proc/device-tree", "/sys/firmware/devicetree/base")
 
@@ -55,7 +56,8 @@ def classify(model: str | None, compatible: tuple[str, ...], vendor: str | None)
     return None, soc
 
 
-def read_board(tree: Tree, cpuinfo_model: str | None = None) -> Board:
+def read_board(root: Root = Path("/"), cpuinfo_model: str | None = None) -> Board:
+    tree = as_tree(root)
     reasons = []
     for base in DT_DIRS:
         model_read = tree.read(f"{base}/model")

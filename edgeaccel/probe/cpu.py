@@ -11,8 +11,9 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from .fs import Tree
+from .fs import Root, as_tree
 
 # Features that decide which kernels XNNPACK, oneDNN and OpenVINO can use; name -> the cpuinfo flag(s).
 X86_ISA = {
@@ -147,7 +148,8 @@ def parse_cpu_list(text: str) -> int | None:
     return count or None
 
 
-def read_cpu(tree: Tree) -> Cpu:
+def read_cpu(root: Root = Path("/")) -> Cpu:
+    tree = as_tree(root)
     read = tree.read("/proc/cpuinfo")
     online_read = tree.read("/sys/devices/system/cpu/online")
     online = parse_cpu_list(online_read.text) if online_read.text else None

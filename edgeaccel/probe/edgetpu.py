@@ -13,12 +13,13 @@ M.2 guide adds the rule SUBSYSTEM=="apex", MODE="0660", GROUP="apex".
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from .access import Access
 from .common import Accelerator, Found, Problem, node_verdict
-from .fs import Tree
-from .libraries import LibraryLookup
-from .pci import PciDevice
+from .fs import Root, Tree, as_tree
+from .libraries import LibraryLookup, find_edgetpu_library
+from .pci import PciDevice, read_pci
 
 USB_BOOTLOADER = ("1a6e", "089a")  # before the firmware is loaded
 USB_RUNTIME = ("18d1", "9302")  # after
@@ -129,8 +130,12 @@ def _pcie(tree: Tree, access: Access, pci: list[PciDevice], library: LibraryLook
     return accelerators, problems
 
 
-def read_edgetpu(tree: Tree, access: Access, pci: list[PciDevice], library: LibraryLookup,
-                 board_family: str | None) -> Found:
+def read_edgetpu(root: Root = Path("/"), access: Access | None = None, pci: list[PciDevice] | None = None,
+                 library: LibraryLookup | None = None, board_family: str | None = None) -> Found:
+    tree = as_tree(root)
+    access = access if access is not None else Access(tree)
+    pci = read_pci(tree)[0] if pci is None else pci
+    library = library if library is not None else find_edgetpu_library(tree)
     usb, usb_problems = _usb(tree, access, library)
     pcie, pcie_problems = _pcie(tree, access, pci, library, board_family)
     return Found(tuple(usb + pcie), tuple(usb_problems + pcie_problems))

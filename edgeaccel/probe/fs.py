@@ -13,6 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Union
 
 # sysfs and procfs files are small; a "file" far larger than this is not what we were looking for.
 READ_LIMIT = 1 << 20
@@ -40,7 +41,7 @@ def natural_key(name: str) -> tuple:
 
 
 class Tree:
-    """A device's file system seen from ``root`` (default "/")."""
+    """A device's file system seen from ``root`` (default "/"). Readers accept a Tree or a root path."""
 
     def __init__(self, root: str | os.PathLike = "/") -> None:
         self.root = Path(root)
@@ -130,3 +131,11 @@ class Tree:
             return local.is_dir() and not self._escapes(local)
         except Exception:
             return False
+
+
+Root = Union[str, "os.PathLike[str]", Tree]
+
+
+def as_tree(root: Root = Path("/")) -> Tree:
+    """The Tree for ``root`` (a path, or already a Tree)."""
+    return root if isinstance(root, Tree) else Tree(root)

@@ -5,16 +5,20 @@ OpenVINO also needs the compute runtime (intel-opencl-icd), which it reports as 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .access import Access
 from .common import Accelerator, Found, node_verdict
-from .fs import Tree
+from .fs import Root, as_tree
 from .pci import read_class
 
 INTEL_GPU_DRIVERS = ("i915", "xe")
 RENDER_GROUP_FIX = "add the user to group 'render': sudo usermod -aG render $USER, then log in again"
 
 
-def read_intel_gpu(tree: Tree, access: Access) -> Found:
+def read_intel_gpu(root: Root = Path("/"), access: Access | None = None) -> Found:
+    tree = as_tree(root)
+    access = access if access is not None else Access(tree)
     accelerators = []
     for dev in read_class(tree, "drm", r"renderD\d+", "/dev/dri"):
         if dev.driver not in INTEL_GPU_DRIVERS:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from .access import Access
 from .common import Accelerator, Found, Problem, node_verdict
-from .fs import Tree
-from .pci import PciDevice
+from .fs import Root, as_tree
+from .pci import PciDevice, read_pci
 
 NVIDIA_VENDOR = "0x10de"
 DEVICES = ("CUDA", "TensorRT")
@@ -103,7 +104,10 @@ def _load_nvml():
         return None, f"pynvml failed to import: {exc}"
 
 
-def read_nvidia(tree: Tree, access: Access, pci: list[PciDevice]) -> Found:
+def read_nvidia(root: Root = Path("/"), access: Access | None = None, pci: list[PciDevice] | None = None) -> Found:
+    tree = as_tree(root)
+    access = access if access is not None else Access(tree)
+    pci = read_pci(tree)[0] if pci is None else pci
     accelerators, problems = [], []
     version_read = tree.read("/proc/driver/nvidia/version")
     driver = parse_driver_version(version_read.text or "")

@@ -5,18 +5,22 @@ its udev rule (51-hailo-udev.rules) sets the node's permissions. Hailo's PCI ven
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from .access import Access
 from .common import Accelerator, Found, node_verdict
-from .fs import Tree
-from .pci import PciDevice
+from .fs import Root, as_tree
+from .pci import PciDevice, read_pci
 
 HAILO_VENDOR = "0x1e60"
 RULE_FIX = "install the udev rule of the Hailo PCIe driver: sudo cp hailort-drivers/linux/pcie/51-hailo-udev.rules " \
            "/etc/udev/rules.d/ && sudo udevadm control --reload-rules && sudo udevadm trigger"
 
 
-def read_hailo(tree: Tree, access: Access, pci: list[PciDevice]) -> Found:
+def read_hailo(root: Root = Path("/"), access: Access | None = None, pci: list[PciDevice] | None = None) -> Found:
+    tree = as_tree(root)
+    access = access if access is not None else Access(tree)
+    pci = read_pci(tree)[0] if pci is None else pci
     names, _ = tree.listdir("/dev")
     nodes_found = [n for n in names if re.fullmatch(r"hailo\d+", n)]
     accelerators = []

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from .access import Access
 from .common import Accelerator, Found, Problem, node_verdict
-from .fs import Tree
+from .fs import Root, Tree, as_tree
 
 IGPU_NAMES = ("gp10b", "gv11b", "ga10b", "gb10b", "gpu")
 GPU_NODES = ("/dev/nvhost-ctrl-gpu", "/dev/nvgpu/igpu0/ctrl")
@@ -73,7 +74,9 @@ def _igpu(tree: Tree) -> str | None:
     return None
 
 
-def read_jetson(tree: Tree, access: Access, board_model: str | None) -> Found:
+def read_jetson(root: Root = Path("/"), access: Access | None = None, board_model: str | None = None) -> Found:
+    tree = as_tree(root)
+    access = access if access is not None else Access(tree)
     release_read = tree.read("/etc/nv_tegra_release")
     release = parse_tegra_release(release_read.text or "")
     igpu = _igpu(tree)

@@ -11,8 +11,9 @@ import glob
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
-from .fs import Tree
+from .fs import Root, Tree, as_tree
 
 # The delegate's file name per platform (LiteRT's load_delegate("libedgetpu.so.1") and the Coral docs).
 EDGETPU_LIBRARY = {"linux": "libedgetpu.so.1", "darwin": "libedgetpu.1.dylib", "win32": "edgetpu.dll"}
@@ -107,11 +108,20 @@ def find_library(tree: Tree, filename: str, purpose: str) -> LibraryLookup:
         target = f"{directory.rstrip('/')}/{filename}"
         if tree.exists(target) and not tree.is_dir(target):
             return LibraryLookup(purpose, filename, target, f"{how} ({directory})", tuple(searched))
+    if tree.is_real and not platform.startswith("linux"):
+        # dyld and the Windows loader have their own rules; ctypes knows them (on Linux it would spawn
+        # ldconfig, which the cache lookup above already covers).
+        import ctypes.util
+
+        found = ctypes.util.find_library(filename.split(".")[0].removeprefix("lib"))
+        if found:
+            return LibraryLookup(purpose, filename, found, "ctypes.util.find_library", tuple(searched))
     return LibraryLookup(purpose, filename, None, None, tuple(searched),
                          f"{filename} is not in the loader cache nor in any library directory")
 
 
-def find_edgetpu_library(tree: Tree) -> LibraryLookup:
+def find_edgetpu_library(root: Root = Path("/")) -> LibraryLookup:
+    tree = as_tree(root)
     platform = sys.platform if tree.is_real else "linux"
     name = EDGETPU_LIBRARY.get("linux" if platform.startswith("linux") else platform, EDGETPU_LIBRARY["linux"])
     return find_library(tree, name, "Edge TPU delegate for LiteRT")

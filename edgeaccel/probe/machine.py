@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from .board import Board, read_board
 from .common import Problem
 from .cpu import Cpu, read_cpu
-from .fs import Tree
+from .fs import Root, as_tree
 from .memory import Memory, read_memory
 from .system import OsInfo, read_os
 
@@ -32,6 +33,7 @@ class Machine:
         return found
 
 
-def read_machine(tree: Tree) -> Machine:
+def read_machine(root: Root = Path("/")) -> Machine:
+    tree = as_tree(root)
     cpu = read_cpu(tree)
     return Machine(cpu, read_memory(tree), read_os(tree, cpu.arch), read_board(tree, cpu.board_model))

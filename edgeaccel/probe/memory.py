@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from .fs import Tree
+from .fs import Root, as_tree
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,8 @@ def parse_cgroup_max(text: str) -> int | None:
     return int(value) // (1 << 20) if value.isdigit() else None
 
 
-def read_memory(tree: Tree) -> Memory:
+def read_memory(root: Root = Path("/")) -> Memory:
+    tree = as_tree(root)
     read = tree.read("/proc/meminfo")
     limit_read = tree.read("/sys/fs/cgroup/memory.max")
     limit = parse_cgroup_max(limit_read.text) if limit_read.text else None

@@ -6,10 +6,12 @@ The user-space driver (intel/linux-npu-driver) documents giving the node to grou
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .access import Access
 from .common import Accelerator, Found, node_verdict
-from .fs import Tree
-from .pci import PciDevice, read_class
+from .fs import Root, as_tree
+from .pci import PciDevice, read_class, read_pci
 
 INTEL_VENDOR = "0x8086"
 NPU_PCI = {"0x7d1d": "Meteor Lake", "0xad1d": "Arrow Lake", "0x643e": "Lunar Lake", "0xb03e": "Panther Lake",
@@ -19,7 +21,10 @@ RENDER_FIX = ("sudo sh -c 'echo SUBSYSTEM==\\\"accel\\\", KERNEL==\\\"accel*\\\"
               "sudo usermod -aG render $USER, then log in again")
 
 
-def read_intel_npu(tree: Tree, access: Access, pci: list[PciDevice]) -> Found:
+def read_intel_npu(root: Root = Path("/"), access: Access | None = None, pci: list[PciDevice] | None = None) -> Found:
+    tree = as_tree(root)
+    access = access if access is not None else Access(tree)
+    pci = read_pci(tree)[0] if pci is None else pci
     accelerators = []
     bound = set()
     for dev in read_class(tree, "accel", r"accel\d+", "/dev/accel"):

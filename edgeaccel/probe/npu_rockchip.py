@@ -14,10 +14,11 @@ or "rockchip,rk3588-rknn-core" (mainline binding); a node with status "disabled"
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from .access import Access
 from .common import Accelerator, Found, node_verdict
-from .fs import Tree
+from .fs import Root, Tree, as_tree
 from .pci import read_class
 
 RENDER_FIX = "add the user to group 'render' (or the group owning the node): sudo usermod -aG render $USER"
@@ -56,7 +57,9 @@ def _version(tree: Tree) -> tuple[str | None, str]:
     return None, "; ".join(reasons)
 
 
-def read_rockchip_npu(tree: Tree, access: Access) -> Found:
+def read_rockchip_npu(root: Root = Path("/"), access: Access | None = None) -> Found:
+    tree = as_tree(root)
+    access = access if access is not None else Access(tree)
     accelerators = []
     dt_nodes = _dt_npu_nodes(tree)
     version, version_source = _version(tree)

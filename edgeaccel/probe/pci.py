@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
-from .fs import Tree
+from .fs import Root, Tree, as_tree
 
 PCI_DEVICES = "/sys/bus/pci/devices"
 
@@ -38,7 +39,8 @@ def parse_hex_id(text: str | None) -> str | None:
     return value if re.fullmatch(r"0x[0-9a-f]{1,8}", value) else None
 
 
-def read_pci(tree: Tree) -> tuple[list[PciDevice], str | None]:
+def read_pci(root: Root = Path("/")) -> tuple[list[PciDevice], str | None]:
+    tree = as_tree(root)
     names, reason = tree.listdir(PCI_DEVICES)
     devices = []
     for name in names:

@@ -5,16 +5,20 @@ downstream kernels name it /dev/adsprpc-smd.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .access import Access
 from .common import Accelerator, Found, node_verdict
-from .fs import Tree
+from .fs import Root, as_tree
 
 CDSP_NODES = ("fastrpc-cdsp", "fastrpc-cdsp-secure", "adsprpc-smd")
 RULE_FIX = "give the FastRPC node to a group the user is in with a udev rule, e.g. " \
            "KERNEL==\"fastrpc-*\", MODE=\"0660\", GROUP=\"render\", and add the user to that group"
 
 
-def read_qualcomm(tree: Tree, access: Access) -> Found:
+def read_qualcomm(root: Root = Path("/"), access: Access | None = None) -> Found:
+    tree = as_tree(root)
+    access = access if access is not None else Access(tree)
     names, _ = tree.listdir("/dev")
     fastrpc = [n for n in names if n.startswith("fastrpc-") or n == "adsprpc-smd"]
     compute = [n for n in fastrpc if n in CDSP_NODES]

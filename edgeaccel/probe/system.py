@@ -5,8 +5,9 @@ from __future__ import annotations
 import platform
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
-from .fs import Tree
+from .fs import Root, as_tree
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,8 @@ def parse_os_release(text: str) -> dict[str, str]:
     return values
 
 
-def read_os(tree: Tree, cpu_arch: str | None) -> OsInfo:
+def read_os(root: Root = Path("/"), cpu_arch: str | None = None) -> OsInfo:
+    tree = as_tree(root)
     release = tree.read("/etc/os-release")
     if not release:
         release = tree.read("/usr/lib/os-release")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .access import Access, Identity
-from .fs import Tree
+from .fs import Root, Tree, as_tree
 
 RAPL_FIX = ("energy_uj is readable by root only since Linux 5.10: run as root, or allow a group with a udev rule "
             "or systemd-tmpfiles, e.g. 'z /sys/class/powercap/intel-rapl:0/energy_uj 0440 root power'")
@@ -146,9 +146,9 @@ def _rapl(tree: Tree, access: Access) -> tuple[list[RaplDomain], str | None]:
     return domains, None if domains else _absence(tree, base, "RAPL energy counters")
 
 
-def _telemetry_sources(root: str | os.PathLike = Path("/"), identity: Identity | None = None) -> TelemetrySources:
+def _telemetry_sources(root: Root = Path("/"), identity: Identity | None = None) -> TelemetrySources:
     """The telemetry sources present below ``root`` and whether this user (or ``identity``) may read them."""
-    tree = Tree(root)
+    tree = as_tree(root)
     access = Access(tree, identity)
     zones, no_zones = _thermal(tree, access)
     hwmon, no_hwmon = _hwmon(tree, access)

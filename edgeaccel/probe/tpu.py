@@ -6,10 +6,12 @@ drive them through libtpu (pip install libtpu, or jax[tpu]).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .access import Access
 from .common import Accelerator, Found, Problem, node_verdict
-from .fs import Tree
-from .pci import PciDevice
+from .fs import Root, as_tree
+from .pci import PciDevice, read_pci
 
 GOOGLE_VENDOR = "0x1ae0"
 # device id -> chip; 0x0027 is v2 or v3, told apart by subsystem_device 0x004e / 0x004f
@@ -25,7 +27,11 @@ def chip_of(dev: PciDevice) -> str | None:
     return TPU_CHIPS.get(dev.device or "")
 
 
-def read_tpu(tree: Tree, access: Access, pci: list[PciDevice], libtpu: str | None, libtpu_reason: str | None) -> Found:
+def read_tpu(root: Root = Path("/"), access: Access | None = None, pci: list[PciDevice] | None = None,
+             libtpu: str | None = None, libtpu_reason: str | None = None) -> Found:
+    tree = as_tree(root)
+    access = access if access is not None else Access(tree)
+    pci = read_pci(tree)[0] if pci is None else pci
     chips = [(dev, chip_of(dev)) for dev in pci if dev.vendor == GOOGLE_VENDOR and chip_of(dev)]
     if not chips:
         return Found()
