@@ -61,6 +61,20 @@ def test_x86_server_with_cuda_gpu(tmp_path):
     assert [d.label for d in report.telemetry.rapl] == ["package-0", "dram"]
 
 
+def test_nvml_fills_in_memory_and_compute_capability(tmp_path):
+    from edgeaccel.probe.gpu_nvidia import read_nvidia
+    from test_probe_parsers import StandInNvml
+
+    tree = x86_server_with_cuda_gpu(tmp_path)
+    gpu = read_nvidia(tmp_path, nvml=StandInNvml()).accelerators[0]
+    assert gpu.found_by == "NVML and /proc/driver/nvidia/gpus/0000:18:00.0/information"
+    assert (gpu.details["memory_mib"], gpu.details["compute_capability"]) == (81920, "9.0")
+    # in a container that shows NVML but not /proc/driver/nvidia, NVML alone finds it
+    tree.local("/proc/driver/nvidia/gpus/0000:18:00.0/information").unlink()
+    found = read_nvidia(tmp_path, nvml=StandInNvml())
+    assert [(a.found_by, a.name, a.usable) for a in found.accelerators] == [("NVML", "NVIDIA H100 80GB HBM3", True)]
+
+
 def test_nvidia_gpu_without_its_driver_is_found_on_the_pci_bus(tmp_path):
     tree = FakeTree(tmp_path)
     tree.pci_device("0000:01:00.0", 0x10DE, 0x2684, 0x030000, driver="nouveau")

@@ -111,13 +111,14 @@ class StandInNvml:
     def nvmlDeviceGetCudaComputeCapability(self, handle): return (9, 0)
     def nvmlDeviceGetMemoryInfo(self, handle): return self._Memory()
     def nvmlDeviceGetPciInfo(self, handle): return self._Pci()
+    def nvmlDeviceGetMinorNumber(self, handle): return 0
 
 
 def test_nvml_answers_become_gpu_facts():
     gpus, reason = _nvml_gpus(StandInNvml())
     assert reason is None
     assert gpus == [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_mib": 81920, "driver_version": "535.104.05",
-                     "compute_capability": "9.0", "bus": "0000:18:00.0"}]
+                     "compute_capability": "9.0", "bus": "0000:18:00.0", "minor": 0}]
 
 
 def test_nvml_that_fails_to_start_is_a_reason():

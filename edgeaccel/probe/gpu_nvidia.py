@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .access import Access
 from .common import Accelerator, Found, Problem, node_verdict
@@ -69,7 +70,7 @@ def _nvml_gpus(nvml) -> tuple[list[dict], str | None]:
                 "index": index, "name": name.decode() if isinstance(name, bytes) else str(name),
                 "memory_mib": int(nvml.nvmlDeviceGetMemoryInfo(handle).total) // (1 << 20),
                 "driver_version": driver, "compute_capability": f"{major}.{minor}",
-                "bus": _bus_id(nvml, handle),
+                "bus": _bus_id(nvml, handle), "minor": _minor(nvml, handle, index),
             })
     except Exception as exc:
         return gpus, f"NVML query failed: {exc}"
@@ -79,6 +80,13 @@ def _nvml_gpus(nvml) -> tuple[list[dict], str | None]:
         except Exception:
             pass
     return gpus, None
+
+
+def _minor(nvml, handle, index: int) -> int:
+    try:
+        return int(nvml.nvmlDeviceGetMinorNumber(handle))  # N of /dev/nvidiaN
+    except Exception:
+        return index
 
 
 def _bus_id(nvml, handle) -> str | None:
@@ -104,21 +112,23 @@ def _load_nvml():
         return None, f"pynvml failed to import: {exc}"
 
 
-def read_nvidia(root: Root = Path("/"), access: Access | None = None, pci: list[PciDevice] | None = None) -> Found:
+def read_nvidia(root: Root = Path("/"), access: Access | None = None, pci: list[PciDevice] | None = None,
+                nvml: Any = None) -> Found:
+    """NVIDIA GPUs below ``root``. ``nvml`` is an NVML module (``pynvml``); by default it is imported on
+    the real root only, since NVML talks to this machine's driver."""
     tree = as_tree(root)
     access = access if access is not None else Access(tree)
     pci = read_pci(tree)[0] if pci is None else pci
-    accelerators, problems = [], []
-    version_read = tree.read("/proc/driver/nvidia/version")
-    driver = parse_driver_version(version_read.text or "")
-    nvml_gpus: list[dict] = []
-    nvml_reason = "NVML is only queried on the real root" if not tree.is_real else None
-    if tree.is_real:
+    driver = parse_driver_version(tree.read("/proc/driver/nvidia/version").text or "")
+    nvml_reason = None if tree.is_real else "NVML is only queried on the real root"
+    if nvml is None and tree.is_real:
         nvml, nvml_reason = _load_nvml()
-        if nvml is not None:
-            nvml_gpus, nvml_reason = _nvml_gpus(nvml)
+    nvml_gpus: list[dict] = []
+    if nvml is not None:
+        nvml_gpus, nvml_reason = _nvml_gpus(nvml)
+    accelerators, problems = [], []
     names, _ = tree.listdir("/proc/driver/nvidia/gpus")
-    seen_buses = set()
+    reported = set()
     for position, bus in enumerate(names):
         source = f"/proc/driver/nvidia/gpus/{bus}/information"
         info_read = tree.read(source)
@@ -126,39 +136,54 @@ def read_nvidia(root: Root = Path("/"), access: Access | None = None, pci: list[
         if info is None:
             problems.append(Problem(f"NVIDIA GPU {bus}", f"{source} " + (info_read.reason or "has no Model line")))
             continue
-        seen_buses.add(bus.lower())
+        match = next((g for g in nvml_gpus if g.get("bus") == bus.lower()), None)
+        if match is None and len(nvml_gpus) == len(names):
+            match = nvml_gpus[position]
+        reported.add(bus.lower())
         minor = info.minor if info.minor is not None else position
-        nodes = (access.node(f"/dev/nvidia{minor}"), access.node("/dev/nvidiactl"))
-        usable, why, fix = node_verdict(nodes, NODE_FIX)
-        nvml_match = next((g for g in nvml_gpus if g.get("bus") == bus.lower()), None)
-        if nvml_match is None and len(nvml_gpus) == len(names):
-            nvml_match = nvml_gpus[position]
-        details = {"driver_version": driver, "bus": info.bus or bus, "uuid": info.uuid, "minor": minor,
-                   "memory_mib": None, "compute_capability": None, "nvml": nvml_match is not None}
-        found_by = source
-        if nvml_match:
-            details.update({k: nvml_match[k] for k in ("memory_mib", "compute_capability", "driver_version")})
-            found_by = f"NVML and {source}"
-        elif nvml_reason:
-            details["nvml_reason"] = nvml_reason
-        accelerators.append(Accelerator(
-            "nvidia-gpu", (nvml_match or {}).get("name") or info.model or f"NVIDIA GPU {bus}", DEVICES, found_by,
-            present=True, usable=usable,
-            reason=why or f"driver {driver or '?'} loaded, /dev/nvidia{minor} read-write",
-            fix=fix, nodes=nodes, details=details,
-        ))
+        details = {"driver_version": driver, "bus": info.bus or bus, "uuid": info.uuid, "minor": minor}
+        accelerators.append(_gpu(access, match, info.model or f"NVIDIA GPU {bus}", minor, details,
+                                 f"NVML and {source}" if match else source, nvml_reason))
+        if match:
+            reported.add(match.get("bus"))
+    for gpu in nvml_gpus:  # NVML sees it but /proc/driver/nvidia does not (a container with part of /proc)
+        if gpu.get("bus") not in reported:
+            reported.add(gpu.get("bus"))
+            minor = gpu.get("minor", gpu["index"])
+            accelerators.append(_gpu(access, gpu, gpu["name"], minor, {"bus": gpu.get("bus"), "minor": minor},
+                                     "NVML", None))
     if accelerators and not nvml_gpus and nvml_reason and tree.is_real:
         problems.append(Problem("NVML", f"{nvml_reason}: GPU memory and compute capability are unknown", NVML_FIX))
     for dev in pci:
         if dev.vendor != NVIDIA_VENDOR or not (dev.pci_class or "").startswith("0x03"):
             continue  # 0x03xxxx: display controllers (VGA and 3D); the audio function shares the vendor id
-        if dev.address.lower() in seen_buses or dev.driver == "nvidia":
+        if dev.address.lower() in reported:
             continue
-        bound = f"bound to {dev.driver}, which CUDA cannot use" if dev.driver else "no driver bound"
+        if dev.driver == "nvidia":
+            reason = "the nvidia driver has it but /proc/driver/nvidia/gpus has no entry for it"
+            present, fix = True, "check that /proc/driver/nvidia is visible (containers: the NVIDIA Container Toolkit)"
+        else:
+            bound = f"bound to {dev.driver}, which CUDA cannot use" if dev.driver else "no driver bound"
+            reason = f"an NVIDIA GPU is on the PCI bus but the nvidia driver does not have it ({bound})"
+            present, fix = False, "install the NVIDIA driver (https://docs.nvidia.com/datacenter/tesla/" \
+                                  "driver-installation-guide/) and reboot"
         accelerators.append(Accelerator(
             "nvidia-gpu", f"NVIDIA GPU {dev.device or '?'} at {dev.address}", DEVICES, f"PCI {dev.location}",
-            present=False, usable=False, reason=f"an NVIDIA GPU is on the PCI bus but the nvidia driver does not "
-            f"have it ({bound})", fix="install the NVIDIA driver (https://docs.nvidia.com/datacenter/tesla/"
-            "driver-installation-guide/) and reboot", details={"bus": dev.address, "pci_device": dev.device},
-        ))
+            present=present, usable=False, reason=reason, fix=fix, details={"bus": dev.address, "pci_device": dev.device}))
     return Found(tuple(accelerators), tuple(problems))
+
+
+def _gpu(access: Access, nvml_gpu: dict | None, name: str, minor: int, details: dict, found_by: str,
+         nvml_reason: str | None) -> Accelerator:
+    nodes = (access.node(f"/dev/nvidia{minor}"), access.node("/dev/nvidiactl"))
+    usable, why, fix = node_verdict(nodes, NODE_FIX)
+    details = {"driver_version": None, "memory_mib": None, "compute_capability": None, **details,
+               "nvml": nvml_gpu is not None}
+    if nvml_gpu:
+        details.update({k: nvml_gpu[k] for k in ("memory_mib", "compute_capability", "driver_version")})
+        name = nvml_gpu["name"]
+    elif nvml_reason:
+        details["nvml_reason"] = nvml_reason
+    return Accelerator("nvidia-gpu", name, DEVICES, found_by, present=True, usable=usable,
+                       reason=why or f"driver {details['driver_version'] or '?'} loaded, /dev/nvidia{minor} read-write",
+                       fix=fix, nodes=nodes, details=details)

@@ -52,8 +52,8 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None,
           identity: Identity | None = None) -> ProbeReport:
     """Survey the device below ``root``: machine, accelerators, runtimes, telemetry sources, problems.
 
-    ``runtimes``: import the runtimes to see what each reaches (default: on the real root only; a fake
-    root's Python environment is not this one). ``identity``: whose access to device nodes to judge
+    ``runtimes``: import the runtimes to see what each reaches (False skips it; never done for a root
+    other than "/", whose Python environment is not this one). ``identity``: whose access to device nodes to judge
     (default: this process). Never raises: what cannot be read is reported with a reason.
     """
     started = time.perf_counter()
@@ -70,7 +70,7 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None,
     mark = time.perf_counter()
     pci, _ = _guarded("PCI devices", problems, ([], None), lambda: read_pci(tree))
     library = find_edgetpu_library(tree)
-    survey = runtimes if runtimes is not None else tree.is_real
+    survey = tree.is_real and runtimes is not False
     packages = _guarded("package versions", problems, {}, helper_packages) if tree.is_real else {}
     libtpu_reason = ("libtpu is not installed" if packages.get("libtpu") is None else None) if tree.is_real \
         else "not checked (the probed root is not this machine's Python environment)"
