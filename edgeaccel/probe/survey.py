@@ -172,8 +172,7 @@ def _telemetry_problems(telemetry: TelemetrySources) -> list[Problem]:
     problems = []
     if not (telemetry.thermal_zones or telemetry.hwmon or telemetry.rapl):
         problems.append(Problem("telemetry", "no thermal zones, hwmon sensors or RAPL counters: edgeaccel cannot "
-                                             "see temperature or power here (" + "; ".join(telemetry.reasons.values())
-                                             + ")"))
+                                             "see temperature or power here (the telemetry section says why for each)"))
     unreadable = [d.name for d in telemetry.rapl if not d.readable]
     if unreadable:
         problems.append(Problem("RAPL energy counters", f"{', '.join(unreadable)}: energy_uj not readable by this "
