@@ -23,7 +23,7 @@ from .gpu_intel import read_intel_gpu
 from .gpu_nvidia import read_nvidia
 from .hailo import read_hailo
 from .jetson import read_jetson
-from .libraries import find_edgetpu_library
+from .libraries import LibraryLookup, find_edgetpu_library
 from .machine import Machine, read_machine
 from .memory import Memory
 from .npu_intel import read_intel_npu
@@ -53,8 +53,8 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None,
     """Survey the device below ``root``: machine, accelerators, runtimes, telemetry sources, problems.
 
     ``runtimes``: import the runtimes to see what each reaches (False skips it; never done for a root
-    other than "/", whose Python environment is not this one). ``identity``: whose access to device nodes to judge
-    (default: this process). Never raises: what cannot be read is reported with a reason.
+    other than "/", whose Python environment is not this one). ``identity``: whose access to device nodes
+    to judge (default: this process). Never raises: what cannot be read is reported with a reason.
     """
     started = time.perf_counter()
     timings: dict[str, float] = {}
@@ -69,7 +69,9 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None,
 
     mark = time.perf_counter()
     pci, _ = _guarded("PCI devices", problems, ([], None), lambda: read_pci(tree))
-    library = find_edgetpu_library(tree)
+    library = _guarded("the Edge TPU library", problems,
+                       LibraryLookup("Edge TPU delegate for LiteRT", "libedgetpu.so.1", None, None, (), "lookup failed"),
+                       lambda: find_edgetpu_library(tree))
     survey = tree.is_real and runtimes is not False
     packages = _guarded("package versions", problems, {}, helper_packages) if tree.is_real else {}
     libtpu_reason = ("libtpu is not installed" if packages.get("libtpu") is None else None) if tree.is_real \
@@ -108,7 +110,7 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None,
 
     mark = time.perf_counter()
     telemetry = _guarded("telemetry sources", problems, TelemetrySources(reasons={"all": "survey failed"}),
-                         lambda: _telemetry_sources(root, identity))
+                         lambda: _telemetry_sources(tree, identity))
     problems.extend(_telemetry_problems(telemetry))
     timings["telemetry"] = _ms(mark)
     timings["total"] = _ms(started)
