@@ -134,7 +134,8 @@ class FakeTree:
         path = f"/sys/devices/platform/{name}"
         self.dir(path)
         if driver:
-            self.dir(f"/sys/bus/platform/drivers/{driver}").symlink(f"{path}/driver", f"/sys/bus/platform/drivers/{driver}")
+            bound = f"/sys/bus/platform/drivers/{driver}"
+            self.dir(bound).symlink(f"{path}/driver", bound)
         return path
 
     def class_device(self, cls: str, name: str, parent: str) -> FakeTree:
@@ -160,7 +161,8 @@ class FakeTree:
         base = f"/sys/class/thermal/thermal_zone{index}"
         self.file(f"{base}/type", zone_type + "\n").file(f"{base}/temp", f"{temp_mc}\n")
         for k, (trip_type, trip_mc) in enumerate(trips):
-            self.file(f"{base}/trip_point_{k}_type", trip_type + "\n").file(f"{base}/trip_point_{k}_temp", f"{trip_mc}\n")
+            self.file(f"{base}/trip_point_{k}_type", trip_type + "\n")
+            self.file(f"{base}/trip_point_{k}_temp", f"{trip_mc}\n")
         return self
 
     def hwmon(self, index: int, name: str, files: dict[str, str]) -> FakeTree:
@@ -185,7 +187,8 @@ def x86_cpuinfo(vendor: str, model_name: str, flags: str, logical: int, cores: i
     for cpu in range(logical):
         blocks.append(
             f"processor\t: {cpu}\nvendor_id\t: {vendor}\ncpu family\t: 6\nmodel\t\t: 143\nmodel name\t: {model_name}\n"
-            f"stepping\t: 8\ncpu MHz\t\t: 2000.000\nphysical id\t: 0\nsiblings\t: {logical}\ncore id\t\t: {cpu % cores}\n"
+            f"stepping\t: 8\ncpu MHz\t\t: 2000.000\nphysical id\t: 0\nsiblings\t: {logical}\n"
+            f"core id\t\t: {cpu % cores}\n"
             f"cpu cores\t: {cores}\nfpu\t\t: yes\nflags\t\t: {flags}\nbogomips\t: 4000.00\n")
     return "\n".join(blocks) + "\n"
 
@@ -234,7 +237,8 @@ EPYC_MILAN_FLAGS = (
     "tsc_adjust bmi1 avx2 smep bmi2 erms invpcid rdseed adx smap clflushopt clwb sha_ni xsaveopt xsavec xgetbv1 "
     "clzero xsaveerptr arat npt nrip_save umip vaes vpclmulqdq rdpid fsrm")
 # arm64 hwcaps as named in arch/arm64/kernel/cpuinfo.c
-CORTEX_A76_FEATURES = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp"
+CORTEX_A76_FEATURES = ("fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop "
+                       "asimddp")
 CORTEX_A78AE_FEATURES = CORTEX_A76_FEATURES + " uscat ilrcpc flagm paca pacg"
 CORTEX_A53_FEATURES = "fp asimd evtstrm aes pmull sha1 sha2 crc32 cpuid"
 
@@ -369,7 +373,8 @@ def x86_with_coral_m2(root: str | os.PathLike, driver_loaded: bool = True) -> Fa
     t.file("/proc/cpuinfo", x86_cpuinfo("GenuineIntel", "Intel(R) Core(TM) i5-1135G7 @ 2.40GHz",
                                         METEOR_LAKE_FLAGS.replace(" avx_vnni", ""), 8, 4))
     t.cpus_online(8).meminfo(16_107_604, 13_771_212)
-    t.os_release("Debian GNU/Linux 12 (bookworm)", "6.1.0-21-amd64", "x86_64").dmi("Intel(R) Client Systems", "NUC11TNHi5")
+    t.os_release("Debian GNU/Linux 12 (bookworm)", "6.1.0-21-amd64", "x86_64")
+    t.dmi("Intel(R) Client Systems", "NUC11TNHi5")
     parent = t.pci_device("0000:03:00.0", 0x1AC1, 0x089A, 0x0000FF, driver="apex" if driver_loaded else None)
     if driver_loaded:
         t.class_device("apex", "apex_0", parent).file(f"{parent}/apex/apex_0/temp", "39800\n")
@@ -414,7 +419,8 @@ def rk3588_board(root: str | os.PathLike, driver: str = "rknpu") -> FakeTree:
     if driver == "rknpu":
         t.os_release("Debian GNU/Linux 11 (bullseye)", "5.10.160-rockchip", "aarch64")
         # Vendor binding (rk3588s.dtsi: npu@fdab0000, compatible "rockchip,rk3588-rknpu").
-        t.file(f"{base}/npu@fdab0000/compatible", b"rockchip,rk3588-rknpu\x00").file(f"{base}/npu@fdab0000/status", b"okay\x00")
+        t.file(f"{base}/npu@fdab0000/compatible", b"rockchip,rk3588-rknpu\x00")
+        t.file(f"{base}/npu@fdab0000/status", b"okay\x00")
         # rknpu built for DRM: "[drm] Initialized rknpu 0.9.6 ... for fdab0000.npu on minor 1" -> renderD129,
         # platform driver "RKNPU" (rknpu_drv.c); version through debugfs (rknpu_debugger.c).
         npu = t.platform_device("fdab0000.npu", driver="RKNPU")
@@ -429,7 +435,8 @@ def rk3588_board(root: str | os.PathLike, driver: str = "rknpu") -> FakeTree:
             t.class_device("accel", f"accel{k}", core).node(f"/dev/accel/accel{k}", 0o660)
     else:
         t.os_release("Debian GNU/Linux 12 (bookworm)", "6.1.0-rockchip", "aarch64")
-        t.file(f"{base}/npu@fdab0000/compatible", b"rockchip,rk3588-rknpu\x00").file(f"{base}/npu@fdab0000/status", b"disabled\x00")
+        t.file(f"{base}/npu@fdab0000/compatible", b"rockchip,rk3588-rknpu\x00")
+        t.file(f"{base}/npu@fdab0000/status", b"disabled\x00")
     # rk3588s.dtsi thermal zones: soc, bigcore0/1, littlecore, center, gpu, npu (tsadc channels).
     for i, zone in enumerate(("soc-thermal", "bigcore0-thermal", "bigcore1-thermal", "littlecore-thermal",
                               "center-thermal", "gpu-thermal", "npu-thermal")):

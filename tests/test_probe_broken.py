@@ -11,7 +11,13 @@ import pytest
 import edgeaccel
 from edgeaccel.probe.fs import Tree
 from edgeaccel.probe.schema import validate
-from edgeaccel.testing import FakeTree, intel_laptop_with_npu, jetson_agx_orin, rpi5_with_coral_usb, x86_server_with_cuda_gpu
+from edgeaccel.testing import (
+    FakeTree,
+    intel_laptop_with_npu,
+    jetson_agx_orin,
+    rpi5_with_coral_usb,
+    x86_server_with_cuda_gpu,
+)
 
 RUNNING_AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -113,7 +119,8 @@ def test_plausible_but_wrong_values(tmp_path):
     tree.file("/proc/meminfo", "MemTotal: lots kB\n")
     tree.file("/sys/devices/system/cpu/online", "3-1\n")
     tree.file("/etc/os-release", 'PRETTY_NAME="unterminated\n')
-    tree.file("/proc/driver/nvidia/gpus/0000:01:00.0/information", "Model: \t\t Mystery GPU\nDevice Minor: \t minus one\n")
+    tree.file("/proc/driver/nvidia/gpus/0000:01:00.0/information",
+              "Model: \t\t Mystery GPU\nDevice Minor: \t minus one\n")
     tree.pci_device("0000:02:00.0", 0x1AE0, 0x0063, 0x120000, driver="vfio-pci")  # a TPU with no /dev/vfio node
     report = checked(tmp_path)
     assert report.machine.cpu.isa and not any(report.machine.cpu.isa.values())

@@ -177,7 +177,8 @@ def test_access_from_mode_bits():
 
 def test_the_validator_finds_what_is_wrong():
     schema = load_schema()
-    assert validate({}, schema)[:2] == ["$: missing required key 'schema'", "$: missing required key 'edgeaccel_version'"]
+    assert validate({}, schema)[:2] == ["$: missing required key 'schema'",
+                                        "$: missing required key 'edgeaccel_version'"]
     errors = validate({"schema": "edgeaccel.probe/2", "accelerators": [{"kind": "gpu"}], "timings_ms": {"x": -1}})
     assert any(e.startswith("$.schema: expected 'edgeaccel.probe/1'") for e in errors)
     assert any(e.startswith("$.accelerators[0].kind: 'gpu' is not one of") for e in errors)

@@ -45,7 +45,8 @@ def _machine(m: dict) -> list[str]:
     if cpu["reason"]:
         lines.append(f"  cpu       unknown: {cpu['reason']}")
     else:
-        counts = _join(f"{cpu['logical_cpus']} logical CPUs", cpu["physical_cores"] and f"{cpu['physical_cores']} cores",
+        counts = _join(f"{cpu['logical_cpus']} logical CPUs",
+                       cpu["physical_cores"] and f"{cpu['physical_cores']} cores",
                        cpu["usable_cpus"] and f"{cpu['usable_cpus']} usable by this process")
         lines.append(f"  cpu       {cpu['model'] or '?'} ({_join(cpu['arch'], cpu['vendor'])}); {counts}")
         have = [k for k, v in cpu["isa"].items() if v]
@@ -57,7 +58,8 @@ def _machine(m: dict) -> list[str]:
     else:
         limit = f", cgroup limit {mem['cgroup_limit_mib']} MiB" if mem["cgroup_limit_mib"] else ""
         lines.append(f"  memory    {mem['total_mib']} MiB total, {mem['available_mib']} MiB available{limit}")
-    lines.append(f"  os        {_join(os_['name'], os_['kernel'] and 'kernel ' + os_['kernel'], os_['arch'], os_['python'])}")
+    kernel = os_["kernel"] and f"kernel {os_['kernel']}"
+    lines.append(f"  os        {_join(os_['name'], kernel, os_['arch'], os_['python'])}")
     board_text = _join(board["model"], board["family"], board["soc"]) or f"not named ({board['reason']})"
     lines.append(f"  board     {board_text}")
     return lines
@@ -90,7 +92,8 @@ def _runtimes(section: dict) -> list[str]:
         took = f"{r['import_ms']:.0f} ms" if r["import_ms"] is not None else ""
         if r["installed"]:
             reaches = ", ".join(r["reaches"]) or "nothing"
-            lines.append(f"  {r['name']:<12} {r['version'] or '?':<10} {r['package'] or '':<16} reaches {reaches:<16} {took}")
+            lines.append(f"  {r['name']:<12} {r['version'] or '?':<10} {r['package'] or '':<16} "
+                         f"reaches {reaches:<16} {took}")
             lines.append(f"  {'':<12} {r['reason']}")
         else:
             lines.append(f"  {r['name']:<12} not installed{'; fix: ' + r['fix'] if r['fix'] else ''}")

@@ -114,7 +114,8 @@ def parse_cpuinfo(text: str) -> CpuInfo | None:
         cores = {(b.get("physical id"), b.get("core id")) for b in cpus if "core id" in b}
         return CpuInfo(
             arch="x86", vendor=first.get("vendor_id"), model=first.get("model name"), logical=len(cpus),
-            physical_cores=len(cores) or None, isa={name: any(f in flags for f in alts) for name, alts in X86_ISA.items()},
+            physical_cores=len(cores) or None,
+            isa={name: any(f in flags for f in alts) for name, alts in X86_ISA.items()},
         )
     features = set(first.get("features", "").split())
     types: Counter[str] = Counter()
@@ -125,7 +126,8 @@ def parse_cpuinfo(text: str) -> CpuInfo | None:
             continue
         vendors.add(ARM_IMPLEMENTERS.get(implementer, f"implementer {implementer:#x}"))
         types[ARM_PARTS.get((implementer, part), f"part {part:#x}" if part is not None else "unknown")] += 1
-    model = " + ".join(f"{n}x {name}" for name, n in sorted(types.items(), key=lambda kv: kv[1])) or first.get("model name")
+    by_count = sorted(types.items(), key=lambda kv: kv[1])
+    model = " + ".join(f"{n}x {name}" for name, n in by_count) or first.get("model name")
     return CpuInfo(
         arch="arm", vendor=", ".join(sorted(vendors)) or None, model=model or extra.get("hardware"), logical=len(cpus),
         physical_cores=len(cpus), core_types=dict(types),
@@ -161,7 +163,8 @@ def read_cpu(root: Root = Path("/")) -> Cpu:
             usable = None
     info = parse_cpuinfo(read.text) if read.text else None
     if info is None:
-        reason = f"/proc/cpuinfo {read.reason}" if read.reason else "/proc/cpuinfo has no processor entries we recognize"
+        reason = (f"/proc/cpuinfo {read.reason}" if read.reason
+                  else "/proc/cpuinfo has no processor entries we recognize")
         return Cpu(None, None, None, None, None, online, usable, {}, {}, "/proc/cpuinfo", reason)
     return Cpu(info.arch, info.vendor, info.model, info.logical, info.physical_cores, online, usable,
                info.core_types, info.isa, "/proc/cpuinfo", None, info.board_model)

@@ -118,8 +118,9 @@ def _pcie(tree: Tree, access: Access, pci: list[PciDevice], library: LibraryLook
     if not names:
         for dev in pci:
             if (dev.vendor, dev.device) == PCI_IDS:
+                bound = f"bound to {dev.driver}" if dev.driver else "no driver bound"
                 state = ("apex is bound to it but made no /sys/class/apex device (see dmesg)" if dev.driver == "apex"
-                         else f"the apex driver does not have it ({'bound to ' + dev.driver if dev.driver else 'no driver bound'})")
+                         else f"the apex driver does not have it ({bound})")
                 accelerators.append(Accelerator(
                     "edgetpu", f"{label} at {dev.address}", ("EdgeTPU", "EdgeTPU:pci"), f"PCI {dev.location}",
                     present=False, usable=False,

@@ -169,7 +169,8 @@ def read_nvidia(root: Root = Path("/"), access: Access | None = None, pci: list[
                                   "driver-installation-guide/) and reboot"
         accelerators.append(Accelerator(
             "nvidia-gpu", f"NVIDIA GPU {dev.device or '?'} at {dev.address}", DEVICES, f"PCI {dev.location}",
-            present=present, usable=False, reason=reason, fix=fix, details={"bus": dev.address, "pci_device": dev.device}))
+            present=present, usable=False, reason=reason, fix=fix,
+            details={"bus": dev.address, "pci_device": dev.device}))
     return Found(tuple(accelerators), tuple(problems))
 
 

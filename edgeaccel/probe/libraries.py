@@ -98,7 +98,8 @@ def find_library(tree: Tree, filename: str, purpose: str) -> LibraryLookup:
         candidates += [("standard directories", d) for d in LINUX_DIRS]
     elif platform == "darwin":
         env = os.environ.get("DYLD_LIBRARY_PATH", "")
-        candidates = [("DYLD_LIBRARY_PATH", d) for d in env.split(":") if d] + [("standard directories", d) for d in DARWIN_DIRS]
+        candidates = [("DYLD_LIBRARY_PATH", d) for d in env.split(":") if d]
+        candidates += [("standard directories", d) for d in DARWIN_DIRS]
     else:
         candidates = [("PATH", d) for d in os.environ.get("PATH", "").split(os.pathsep) if d]
     for how, directory in candidates:

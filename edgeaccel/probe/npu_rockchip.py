@@ -63,7 +63,8 @@ def read_rockchip_npu(root: Root = Path("/"), access: Access | None = None) -> F
     accelerators = []
     dt_nodes = _dt_npu_nodes(tree)
     version, version_source = _version(tree)
-    vendor_nodes = [d for d in read_class(tree, "drm", r"renderD\d+", "/dev/dri") if (d.driver or "").lower() == "rknpu"]
+    render_nodes = read_class(tree, "drm", r"renderD\d+", "/dev/dri")
+    vendor_nodes = [d for d in render_nodes if (d.driver or "").lower() == "rknpu"]
     misc = tree.exists("/sys/class/misc/rknpu")
     if vendor_nodes or misc:
         node_path = vendor_nodes[0].node if vendor_nodes else "/dev/rknpu"

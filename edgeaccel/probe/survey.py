@@ -69,9 +69,8 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None,
 
     mark = time.perf_counter()
     pci, _ = _guarded("PCI devices", problems, ([], None), lambda: read_pci(tree))
-    library = _guarded("the Edge TPU library", problems,
-                       LibraryLookup("Edge TPU delegate for LiteRT", "libedgetpu.so.1", None, None, (), "lookup failed"),
-                       lambda: find_edgetpu_library(tree))
+    no_library = LibraryLookup("Edge TPU delegate for LiteRT", "libedgetpu.so.1", None, None, (), "lookup failed")
+    library = _guarded("the Edge TPU library", problems, no_library, lambda: find_edgetpu_library(tree))
     survey = tree.is_real and runtimes is not False
     packages = _guarded("package versions", problems, {}, helper_packages) if tree.is_real else {}
     libtpu_reason = ("libtpu is not installed" if packages.get("libtpu") is None else None) if tree.is_real \
