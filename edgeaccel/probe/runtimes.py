@@ -10,7 +10,6 @@ Only the real root is surveyed: the Python environment of another root is not th
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +68,8 @@ class Runtimes:
 
 def installed(distributions: tuple[str, ...]) -> tuple[str | None, str | None]:
     """(distribution, version) of the first installed one."""
+    import importlib.metadata  # here, not at the top: importing it costs start-up time and memory
+
     for dist in distributions:
         try:
             return dist, importlib.metadata.version(dist)
