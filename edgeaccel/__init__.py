@@ -42,7 +42,7 @@ _LAZY = {
     "ModelInfo": ("modelinfo", "ModelInfo"),
     "TensorSpec": ("modelinfo", "TensorSpec"),
     "Format": ("modelinfo", "Format"),
-    "probe": ("probe", "probe"),
+    "probe": ("probe", "callable_package"),  # the package, callable: see edgeaccel/probe/__init__.py
     "ProbeReport": ("probe", "ProbeReport"),
 }
 

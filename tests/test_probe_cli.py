@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from edgeaccel.probe.schema import validate
 from edgeaccel.testing import rpi5_with_coral_usb
 
@@ -39,9 +41,10 @@ def test_a_root_that_is_not_a_directory_is_one_clear_error(tmp_path):
     assert out.returncode == 4 and out.stderr.startswith("error: --root") and "Traceback" not in out.stderr
 
 
-def test_probe_stays_callable_whichever_is_imported_first():
-    code = ("import edgeaccel, edgeaccel.probe.report; r = edgeaccel.probe(runtimes=False); "
-            "print(sorted(r.present_devices()), type(r).__name__)")
+@pytest.mark.parametrize("first", ["import edgeaccel.probe.report", "edgeaccel.probe"])
+def test_probe_is_callable_and_a_package_whichever_comes_first(first):
+    code = (f"import edgeaccel; {first}; r = edgeaccel.probe(runtimes=False); "
+            "print(sorted(r.present_devices()), type(r).__name__, edgeaccel.probe.Identity.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert "ProbeReport" in out.stdout and "'CPU'" in out.stdout
+    assert out.stdout.split() == ["['CPU']", "ProbeReport", "Identity"]

@@ -24,13 +24,14 @@ __all__ = ["probe", "ProbeReport", "Accelerator", "Problem", "DeviceNode", "Iden
 
 
 class _CallableModule(types.ModuleType):
-    """``edgeaccel.probe`` names both this package and the function. Importing any submodule
-    (``edgeaccel.probe.report``) makes Python set this package as the attribute ``probe`` of ``edgeaccel``,
-    where the lazy public API had put the function; making the package callable keeps
-    ``edgeaccel.probe()`` working in either order."""
+    """``edgeaccel.probe`` names both this package and the function. Importing the package (or any of its
+    modules) makes Python set it as the attribute ``probe`` of ``edgeaccel``, replacing whatever was there;
+    so ``edgeaccel.probe`` is always this package, made callable: ``edgeaccel.probe()`` surveys and
+    ``edgeaccel.probe.Identity`` is the class, whichever was touched first."""
 
     def __call__(self, *args, **kwargs) -> ProbeReport:
         return probe(*args, **kwargs)
 
 
 sys.modules[__name__].__class__ = _CallableModule
+callable_package = sys.modules[__name__]  # what edgeaccel's lazy "probe" resolves to
