@@ -43,6 +43,8 @@ _LAZY = {
     "ModelInfo": ("modelinfo", "ModelInfo"),
     "TensorSpec": ("modelinfo", "TensorSpec"),
     "Format": ("modelinfo", "Format"),
+    "probe": ("probe", "callable_package"),  # the package, callable: see edgeaccel/probe/__init__.py
+    "ProbeReport": ("probe", "ProbeReport"),
 }
 
 __all__ = [
@@ -89,4 +91,5 @@ if TYPE_CHECKING:
     from .loader import load
     from .model import Model
     from .modelinfo import Format, ModelInfo, TensorSpec
+    from .probe import ProbeReport, probe
     from .tensors import Outputs

@@ -28,6 +28,7 @@ EXIT_INTERNAL = 70
 
 # command -> module under edgeaccel.cli that defines add_arguments(parser) and main(args) -> int
 COMMANDS = {
+    "probe": "probe_cmd",
     "run": "run_cmd",
     "explain": "explain_cmd",
     "tune": "tune_cmd",

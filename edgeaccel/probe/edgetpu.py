@@ -1,0 +1,142 @@
+"""Coral Edge TPU over USB and over PCIe/M.2 (also the one on the Coral Dev Board's SoM).
+
+USB: /sys/bus/usb/devices/<port>/{idVendor,idProduct,speed,busnum,devnum} (Documentation/ABI/testing/
+sysfs-bus-usb; speed in Mb/s: 480 is USB 2, 5000 USB 3). The accelerator enumerates as 1a6e:089a (Global
+Unichip) until libedgetpu loads its firmware, then as 18d1:9302 (Google); libedgetpu's udev rule
+(google-coral/libedgetpu debian/edgetpu-accelerator.rules) gives both ids to group plugdev. User space opens
+it through /dev/bus/usb/<busnum>/<devnum>.
+PCIe: the gasket/apex driver (google/gasket-driver src/apex_driver.c) binds PCI 1ac1:089a, makes /dev/apex_N
+and /sys/class/apex/apex_N with ``temp`` and ``trip_point{0,1,2}_temp`` in millidegrees Celsius; Coral's
+M.2 guide adds the rule SUBSYSTEM=="apex", MODE="0660", GROUP="apex".
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .access import Access
+from .common import Accelerator, Found, Problem, node_verdict
+from .fs import Root, Tree, as_tree
+from .libraries import LibraryLookup, find_edgetpu_library
+from .pci import PciDevice, read_pci
+
+USB_BOOTLOADER = ("1a6e", "089a")  # before the firmware is loaded
+USB_RUNTIME = ("18d1", "9302")  # after
+PCI_IDS = ("0x1ac1", "0x089a")
+
+USB_RULE_FIX = ("install libedgetpu1-std from the Coral apt repository (its udev rule gives the accelerator to "
+                "group plugdev) or write /etc/udev/rules.d/99-edgetpu-accelerator.rules with "
+                "SUBSYSTEM==\"usb\",ATTRS{idVendor}==\"1a6e\",GROUP=\"plugdev\" and "
+                "SUBSYSTEM==\"usb\",ATTRS{idVendor}==\"18d1\",GROUP=\"plugdev\"; run sudo udevadm control "
+                "--reload-rules && sudo udevadm trigger, replug it, and add the user to plugdev")
+APEX_RULE_FIX = ("sudo sh -c 'echo SUBSYSTEM==\\\"apex\\\", MODE=\\\"0660\\\", GROUP=\\\"apex\\\" > "
+                 "/etc/udev/rules.d/65-apex.rules'; sudo groupadd apex; sudo usermod -aG apex $USER; reboot "
+                 "(https://coral.ai/docs/m2/get-started/)")
+LIBRARY_FIX = ("install the Edge TPU runtime: sudo apt-get install libedgetpu1-std from the Coral apt repository "
+               "(https://coral.ai/docs/accelerator/get-started/)")
+
+
+def parse_usb_id(text: str | None) -> str | None:
+    value = (text or "").strip().lower()
+    return value if re.fullmatch(r"[0-9a-f]{4}", value) else None
+
+
+def parse_usb_speed(text: str | None) -> float | None:
+    try:
+        return float((text or "").strip())
+    except ValueError:
+        return None
+
+
+def _usb_node(tree: Tree, base: str) -> str | None:
+    bus, dev = tree.read(f"{base}/busnum").strip(), tree.read(f"{base}/devnum").strip()
+    if bus and dev and bus.isdigit() and dev.isdigit():
+        return f"/dev/bus/usb/{int(bus):03d}/{int(dev):03d}"
+    return None
+
+
+def _library_problem(library: LibraryLookup, name: str) -> Problem | None:
+    if library.found:
+        return None
+    return Problem(name, f"{library.filename} (the Edge TPU delegate) is not findable by the loader, so LiteRT "
+                         f"cannot use the Edge TPU", LIBRARY_FIX)
+
+
+def _usb(tree: Tree, access: Access, library: LibraryLookup) -> tuple[list[Accelerator], list[Problem]]:
+    accelerators, problems = [], []
+    names, _ = tree.listdir("/sys/bus/usb/devices")
+    for port in names:
+        if ":" in port:  # interfaces ("1-1:1.0"), not devices
+            continue
+        base = f"/sys/bus/usb/devices/{port}"
+        ids = (parse_usb_id(tree.read(f"{base}/idVendor").text), parse_usb_id(tree.read(f"{base}/idProduct").text))
+        if ids not in (USB_BOOTLOADER, USB_RUNTIME):
+            continue
+        firmware = ids == USB_RUNTIME
+        speed = parse_usb_speed(tree.read(f"{base}/speed").text)
+        node_path = _usb_node(tree, base)
+        name = f"Coral USB Accelerator at USB port {port}"
+        nodes = (access.node(node_path),) if node_path else ()
+        usable, why, fix = node_verdict(nodes, USB_RULE_FIX) if nodes else (False, f"{base} has no busnum/devnum", None)
+        state = "firmware loaded" if firmware else "firmware not loaded yet (libedgetpu loads it on first use, " \
+                                                   "then the device re-enumerates as 18d1:9302)"
+        details = {"usb_id": ":".join(ids), "firmware_loaded": firmware, "usb_speed_mbps": speed, "usb_port": port,
+                   "delegate_library": library.path}
+        accelerators.append(Accelerator(
+            "edgetpu", name, ("EdgeTPU", "EdgeTPU:usb"), f"USB {':'.join(ids)} at {base}", present=True,
+            usable=usable, reason=why or f"{state}; {node_path} read-write", fix=fix, nodes=nodes, details=details))
+        if firmware and speed is not None and speed < 5000:
+            problems.append(Problem(name, f"runs at {speed:g} Mb/s (USB 2): inference is several times slower",
+                                    "connect it to a USB 3 port (blue), with the cable that came with it"))
+        problem = _library_problem(library, name)
+        if problem:
+            problems.append(problem)
+    return accelerators, problems
+
+
+def _pcie(tree: Tree, access: Access, pci: list[PciDevice], library: LibraryLookup,
+          board_family: str | None) -> tuple[list[Accelerator], list[Problem]]:
+    accelerators, problems = [], []
+    names, _ = tree.listdir("/sys/class/apex")
+    label = "Coral Dev Board Edge TPU" if board_family == "coral-dev-board" else "Coral Edge TPU (PCIe/M.2)"
+    for apex in names:
+        base = f"/sys/class/apex/{apex}"
+        details: dict = {"delegate_library": library.path}
+        temp = tree.read(f"{base}/temp").strip()
+        details["temp_c"] = int(temp) / 1000 if temp and temp.lstrip("-").isdigit() else None
+        trips = [tree.read(f"{base}/trip_point{i}_temp").strip() for i in range(3)]
+        details["trip_points_c"] = [int(t) / 1000 for t in trips if t and t.lstrip("-").isdigit()]
+        nodes = (access.node(f"/dev/{apex}"),)
+        usable, why, fix = node_verdict(nodes, APEX_RULE_FIX)
+        accelerators.append(Accelerator(
+            "edgetpu", f"{label} {apex}", ("EdgeTPU", "EdgeTPU:pci"), base, present=True, usable=usable,
+            reason=why or f"apex driver loaded, /dev/{apex} read-write", fix=fix, nodes=nodes, details=details))
+        problem = _library_problem(library, f"{label} {apex}")
+        if problem:
+            problems.append(problem)
+    if not names:
+        for dev in pci:
+            if (dev.vendor, dev.device) == PCI_IDS:
+                bound = f"bound to {dev.driver}" if dev.driver else "no driver bound"
+                state = ("apex is bound to it but made no /sys/class/apex device (see dmesg)" if dev.driver == "apex"
+                         else f"the apex driver does not have it ({bound})")
+                accelerators.append(Accelerator(
+                    "edgetpu", f"{label} at {dev.address}", ("EdgeTPU", "EdgeTPU:pci"), f"PCI {dev.location}",
+                    present=False, usable=False,
+                    reason=f"a Coral Edge TPU is on the PCI bus but {state}",
+                    fix="sudo apt-get install gasket-dkms libedgetpu1-std from the Coral apt repository, then "
+                        "reboot (https://coral.ai/docs/m2/get-started/)",
+                    details={"bus": dev.address}))
+    return accelerators, problems
+
+
+def read_edgetpu(root: Root = Path("/"), access: Access | None = None, pci: list[PciDevice] | None = None,
+                 library: LibraryLookup | None = None, board_family: str | None = None) -> Found:
+    tree = as_tree(root)
+    access = access if access is not None else Access(tree)
+    pci = read_pci(tree)[0] if pci is None else pci
+    library = library if library is not None else find_edgetpu_library(tree)
+    usb, usb_problems = _usb(tree, access, library)
+    pcie, pcie_problems = _pcie(tree, access, pci, library, board_family)
+    return Found(tuple(usb + pcie), tuple(usb_problems + pcie_problems))

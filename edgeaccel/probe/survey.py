@@ -1,0 +1,185 @@
+"""``probe()``: run every reader below a root, gather problems, and never raise.
+
+Each reader already turns a missing or odd source into a reason; each is also called behind a last guard
+so that a bug in one reader costs its section, reported as a problem, and not the whole survey.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from .access import Access, Identity
+from .board import Board
+from .common import Accelerator, Found, Problem
+from .cpu import Cpu
+from .edgetpu import read_edgetpu
+from .fs import Tree
+from .gpu_intel import read_intel_gpu
+from .gpu_nvidia import read_nvidia
+from .hailo import read_hailo
+from .jetson import read_jetson
+from .libraries import LibraryLookup, find_edgetpu_library
+from .machine import Machine, read_machine
+from .memory import Memory
+from .npu_intel import read_intel_npu
+from .npu_rockchip import read_rockchip_npu
+from .pci import read_pci
+from .qualcomm import read_qualcomm
+from .report import ProbeReport
+from .runtimes import Runtimes, helper_packages, skipped_runtimes, survey_runtimes
+from .system import OsInfo
+from .telemetry_sources import RAPL_FIX, TelemetrySources, _telemetry_sources
+from .tpu import read_tpu
+
+T = TypeVar("T")
+BUG_FIX = "this is a bug in edgeaccel: report it with the output of `edgeaccel probe --json`"
+
+
+def _guarded(what: str, problems: list[Problem], fallback: T, call: Callable[[], T]) -> T:
+    try:
+        return call()
+    except Exception as exc:
+        problems.append(Problem("probe", f"reading {what} failed: {type(exc).__name__}: {exc}", BUG_FIX))
+        return fallback
+
+
+def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None,
+          identity: Identity | None = None) -> ProbeReport:
+    """Survey the device below ``root``: machine, accelerators, runtimes, telemetry sources, problems.
+
+    ``runtimes``: import the runtimes to see what each reaches (False skips it; never done for a root
+    other than "/", whose Python environment is not this one). ``identity``: whose access to device nodes
+    to judge (default: this process). Never raises: what cannot be read is reported with a reason.
+    """
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    problems: list[Problem] = []
+    tree = Tree(root)
+    access = Access(tree, identity)
+
+    mark = time.perf_counter()
+    machine = _guarded("the machine", problems, _unknown_machine(), lambda: read_machine(tree))
+    problems.extend(machine.problems())
+    timings["machine"] = _ms(mark)
+
+    mark = time.perf_counter()
+    pci, _ = _guarded("PCI devices", problems, ([], None), lambda: read_pci(tree))
+    no_library = LibraryLookup("Edge TPU delegate for LiteRT", "libedgetpu.so.1", None, None, (), "lookup failed")
+    library = _guarded("the Edge TPU library", problems, no_library, lambda: find_edgetpu_library(tree))
+    survey = tree.is_real and runtimes is not False
+    packages = _guarded("package versions", problems, {}, helper_packages) if tree.is_real else {}
+    libtpu_reason = ("libtpu is not installed" if packages.get("libtpu") is None else None) if tree.is_real \
+        else "not checked (the probed root is not this machine's Python environment)"
+    family, model = machine.board.family, machine.board.model
+    readers: list[tuple[str, Callable[[], Found]]] = [
+        ("NVIDIA GPUs", lambda: read_nvidia(tree, access, pci)),
+        ("Jetson", lambda: read_jetson(tree, access, model)),
+        ("Edge TPUs", lambda: read_edgetpu(tree, access, pci, library, family)),
+        ("Intel NPU", lambda: read_intel_npu(tree, access, pci)),
+        ("Intel GPU", lambda: read_intel_gpu(tree, access)),
+        ("Rockchip NPU", lambda: read_rockchip_npu(tree, access)),
+        ("Hailo", lambda: read_hailo(tree, access, pci)),
+        ("Qualcomm DSP", lambda: read_qualcomm(tree, access)),
+        ("Cloud TPU", lambda: read_tpu(tree, access, pci, packages.get("libtpu"), libtpu_reason)),
+    ]
+    accelerators: list[Accelerator] = []
+    for what, read in readers:
+        found = _guarded(what, problems, Found(), read)
+        accelerators.extend(found.accelerators)
+        problems.extend(p for p in (a.problem() for a in found.accelerators) if p)
+        problems.extend(found.problems)
+    timings["accelerators"] = _ms(mark)
+
+    mark = time.perf_counter()
+    if not survey:
+        why = "not surveyed: the probed root is not /" if not tree.is_real else "not surveyed: turned off"
+        runtime_section = skipped_runtimes(why, library)
+    else:
+        runtime_section = _guarded("runtimes", problems, skipped_runtimes("survey failed", library),
+                                   lambda: survey_runtimes(library))
+        runtime_section = dataclasses.replace(runtime_section, packages={**runtime_section.packages, **packages})
+        problems.extend(_runtime_problems(runtime_section, accelerators))
+        accelerators = _with_runtime_views(runtime_section, accelerators)
+    timings["runtimes"] = _ms(mark)
+
+    mark = time.perf_counter()
+    telemetry = _guarded("telemetry sources", problems, TelemetrySources(reasons={"all": "survey failed"}),
+                         lambda: _telemetry_sources(tree, identity))
+    problems.extend(_telemetry_problems(telemetry))
+    timings["telemetry"] = _ms(mark)
+    timings["total"] = _ms(started)
+    return ProbeReport(str(root), machine, tuple(accelerators), runtime_section, telemetry, tuple(problems), timings)
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 1)
+
+
+def _unknown_machine() -> Machine:
+    reason = "survey failed"
+    return Machine(Cpu(None, None, None, None, None, None, None, {}, {}, "/proc/cpuinfo", reason),
+                   Memory(None, None, None, "/proc/meminfo", reason), OsInfo(None, None, None, "?", reason),
+                   Board(None, None, (), None, None, None, reason))
+
+
+def _runtime_problems(runtimes: Runtimes, accelerators: list[Accelerator]) -> list[Problem]:
+    """Runtimes that are missing, and accelerators present that no installed runtime reaches."""
+    problems = [Problem(r.name, r.reason, r.fix) for r in runtimes.items if not r.usable]
+    problems += [Problem(r.name, r.reason, r.fix) for r in runtimes.items if r.usable and r.fix]
+    ort, ov = runtimes.get("onnxruntime"), runtimes.get("openvino")
+    kinds = {a.kind for a in accelerators if a.present}
+    if kinds & {"nvidia-gpu", "jetson-gpu"} and ort and ort.usable and "CUDA" not in ort.reaches:
+        fix = ("install NVIDIA's onnxruntime-gpu wheel for your JetPack (https://elinux.org/Jetson_Zoo)"
+               if "jetson-gpu" in kinds else "pip uninstall onnxruntime && pip install 'edgeaccel[gpu]'")
+        problems.append(Problem("onnxruntime", f"this build ({ort.package}) has no CUDAExecutionProvider, so the "
+                                               "NVIDIA GPU is not used for ONNX models", fix))
+    wants = {"intel-npu": ("NPU", "install the NPU user-space driver (intel-level-zero-npu, intel-driver-compiler-npu)"
+                                  " from https://github.com/intel/linux-npu-driver/releases"),
+             "intel-gpu": ("GPU", "install the Intel GPU compute runtime (intel-opencl-icd) and add the user to "
+                                  "group render")}
+    for kind, (device, fix) in wants.items():
+        if kind not in kinds:
+            continue
+        if ov is None or not ov.installed:
+            problems.append(Problem("openvino", f"an Intel {device} is here but OpenVINO, which drives it, is not "
+                                                "installed", "pip install 'edgeaccel[openvino]'"))
+        elif ov.usable and not any(d.split(".")[0] == device for d in ov.reaches):
+            problems.append(Problem("openvino", f"an Intel {device} is here but OpenVINO does not list it "
+                                                f"(devices: {', '.join(ov.reaches)})", fix))
+    return problems
+
+
+def _with_runtime_views(runtimes: Runtimes, accelerators: list[Accelerator]) -> list[Accelerator]:
+    """Note on each Intel accelerator whether OpenVINO sees it."""
+    ov = runtimes.get("openvino")
+    if ov is None or not ov.usable:
+        return accelerators
+    device_for = {"intel-npu": "NPU", "intel-gpu": "GPU"}
+    result = []
+    for acc in accelerators:
+        if acc.kind in device_for:
+            seen = any(d.split(".")[0] == device_for[acc.kind] for d in ov.reaches)
+            acc = dataclasses.replace(acc, details={**acc.details, "openvino_sees_it": seen})
+        result.append(acc)
+    return result
+
+
+def _telemetry_problems(telemetry: TelemetrySources) -> list[Problem]:
+    problems = []
+    if not (telemetry.thermal_zones or telemetry.hwmon or telemetry.rapl):
+        problems.append(Problem("telemetry", "no thermal zones, hwmon sensors or RAPL counters: edgeaccel cannot "
+                                             "see temperature or power here (the telemetry section says why for each)"))
+    unreadable = [d.name for d in telemetry.rapl if not d.readable]
+    if unreadable:
+        problems.append(Problem("RAPL energy counters", f"{', '.join(unreadable)}: energy_uj not readable by this "
+                                                         "user", RAPL_FIX))
+    zones = [z.name for z in telemetry.thermal_zones if not z.readable]
+    if zones:
+        problems.append(Problem("thermal zones", f"{', '.join(zones)}: temp not readable"))
+    return problems
+
