@@ -18,7 +18,7 @@ from .executors.registry import runtimes
 from .model import FallbackEvent, Model
 from .modelinfo import Format, ModelInfo
 from .profiles import DeviceFacts, Profile, get_profile, load_profiles, match_profile
-from .profiles.facts import local_facts
+from .profiles.facts import facts_from_probe
 from .selector import Candidate, MachineFacts, Measurement, Ranking, rank
 
 log = logging.getLogger("edgeaccel")
@@ -146,10 +146,27 @@ def _rank(artifacts, facts, options, executor, device, profile, goal, measuremen
 def machine_facts() -> tuple[MachineFacts, DeviceFacts]:
     """Installed runtimes (from package metadata, no import), the devices present and the CPU's flags;
     and the same facts in the form profile matching takes."""
-    local = local_facts()
+    device = facts_from_probe(_probe_here())
     installed = {name: executor_class(name).installed() for name in runtimes()}
-    facts = MachineFacts(installed=installed, devices_present=local.devices, cpu_flags=local.cpu_flags)
-    return facts, local
+    facts = MachineFacts(installed=installed, devices_present=device.devices, cpu_flags=device.cpu_flags)
+    return facts, device
+
+
+_PROBE_TTL_S = 30.0
+_probe_cache: list = []  # [(time, report)]
+
+
+def _probe_here():
+    """The hardware survey without importing runtimes (~20 ms of file reads), reused for 30 s so that an
+    app loading several models surveys once, yet a Coral plugged in later is seen."""
+    from .probe import probe
+
+    now = time.monotonic()
+    if _probe_cache and now - _probe_cache[0][0] < _PROBE_TTL_S:
+        return _probe_cache[0][1]
+    report = probe(runtimes=False)
+    _probe_cache[:] = [(now, report)]
+    return report
 
 
 def resolve_profile(profile: Profile | str | None, facts: DeviceFacts) -> tuple[Profile | None, str]:

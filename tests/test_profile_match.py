@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from edgeaccel.profiles import DeviceFacts, load_profiles, match_profile, rank_profiles
-from edgeaccel.profiles.facts import local_facts, parse_cpuinfo
 
 PI5 = "Raspberry Pi 5 Model B Rev 1.0"
 PI5_COMPAT = ("raspberrypi,5-model-b", "brcm,bcm2712")
@@ -77,42 +76,34 @@ def test_a_required_device_that_is_absent_fails_the_rule():
     assert match_profile(facts, load_profiles())[0].name == "generic-x86"
 
 
-X86_CPUINFO = """\
-processor\t: 0
-vendor_id\t: AuthenticAMD
-model\t\t: 1
-model name\t: AMD EPYC 7B13 64-Core Processor
-flags\t\t: fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni
-"""
-PI_CPUINFO = """\
-processor\t: 0
-BogoMIPS\t: 108.00
-Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp
-CPU part\t: 0xd0b
-
-Revision\t: d04170
-Model\t\t: Raspberry Pi 5 Model B Rev 1.0
-"""
+BOARDS = {
+    "x86_server_with_cuda_gpu": "x86-nvidia-gpu",
+    "jetson_agx_orin": None,  # an AGX Orin is not an Orin Nano: no shipped profile but the generic Arm one
+    "rpi5_with_coral_usb": "rpi5-coral-usb",
+    "coral_dev_board": "coral-dev-board",
+    "intel_laptop_with_npu": "intel-core-ultra",
+    "rk3588_board": "rk3588",
+    "cloud_tpu_vm": "cloud-tpu-vm",
+}
 
 
-def test_parse_cpuinfo_on_x86_and_arm():
-    model, flags, board = parse_cpuinfo(X86_CPUINFO)
-    assert model == EPYC and "avx512_bf16" in flags and board == ""
-    model, flags, board = parse_cpuinfo(PI_CPUINFO)
-    assert model == "" and "asimddp" in flags and board == PI5
+@pytest.mark.parametrize("board", sorted(BOARDS))
+def test_each_fake_board_survey_matches_its_profile(tmp_path, board):
+    from edgeaccel import testing
+    from edgeaccel.probe import probe
+    from edgeaccel.profiles.facts import facts_from_probe
+
+    getattr(testing, board)(tmp_path)
+    facts = facts_from_probe(probe(tmp_path))
+    profile, reason = match_profile(facts, load_profiles())
+    expected = BOARDS[board] or "generic-arm"
+    assert profile.name == expected, reason
 
 
-def test_local_facts_from_a_fake_tree(tmp_path):
-    (tmp_path / "proc/device-tree").mkdir(parents=True)
-    (tmp_path / "proc/cpuinfo").write_text(PI_CPUINFO)
-    (tmp_path / "proc/device-tree/model").write_bytes(PI5.encode() + b"\0")
-    (tmp_path / "proc/device-tree/compatible").write_bytes(b"raspberrypi,5-model-b\0brcm,bcm2712\0")
-    facts = local_facts(tmp_path, arch="aarch64")
-    assert facts.board == PI5 and facts.compatible == PI5_COMPAT and facts.devices == {"CPU"}
-    assert match_profile(facts, load_profiles())[0].name == "rpi5"
+def test_an_empty_tree_matches_no_profile(tmp_path):
+    from edgeaccel.probe import probe
+    from edgeaccel.profiles.facts import facts_from_probe
 
-
-def test_local_facts_never_raise_on_an_empty_tree(tmp_path):
-    facts = local_facts(tmp_path)
-    assert facts == DeviceFacts()  # no arch file, no cpuinfo, no device tree: everything empty
+    facts = facts_from_probe(probe(tmp_path))
+    assert facts.devices == {"CPU"}
     assert match_profile(facts, load_profiles())[0] is None

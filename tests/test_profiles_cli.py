@@ -8,7 +8,7 @@ import sys
 
 from edgeaccel.cli import EXIT_CONFIG, main
 from edgeaccel.profiles import load_profiles, match_profile
-from edgeaccel.profiles.facts import local_facts
+from edgeaccel.loader import machine_facts
 
 BROKEN_TYPE = """\
 schema: edgeaccel.profile/1
@@ -25,7 +25,7 @@ def test_list_marks_the_profile_of_this_machine(capsys):
     assert main(["profiles", "list"]) == 0
     out = capsys.readouterr().out
     assert "rpi5-coral-usb" in out and "cloud-tpu-vm" in out
-    expected, _ = match_profile(local_facts(), load_profiles())  # whatever this machine is
+    expected, _ = match_profile(machine_facts()[1], load_profiles())  # whatever this machine is
     marked = [line.split()[1] for line in out.splitlines() if line.startswith("* ") and "this machine" not in line]
     assert marked == ([expected.name] if expected else [])
     if expected:

@@ -36,13 +36,11 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _list(as_json: bool) -> int:
+    from ..loader import machine_facts
     from ..profiles import load_profiles, match_profile
-    from ..profiles.facts import local_facts
 
     profiles = load_profiles()
-    # Cheap facts from /proc only: the board and CPU are known, accelerators are not probed here, so a
-    # profile that needs a device (a Coral stick, CUDA) is not marked even when it is plugged in.
-    here, reason = match_profile(local_facts(), profiles)
+    here, reason = match_profile(machine_facts()[1], profiles)
     rows = [{"name": p.name, "title": p.title, "accelerators": [a.device for a in p.accelerators],
              "matches_this_machine": here is not None and p.name == here.name} for p in profiles.values()]
     if as_json:
@@ -58,7 +56,7 @@ def _list(as_json: bool) -> int:
         mark = "*" if r["matches_this_machine"] else " "
         print(f"{mark} {r['name']:<{width}}{r['title']:<{title_width}}{', '.join(r['accelerators'])}")
     if here is not None:
-        print(f"\n* this machine: {here.name}, by {reason} (accelerators not probed here)")
+        print(f"\n* this machine: {here.name}, by {reason}")
     else:
         print(f"\n{reason}")
     return 0

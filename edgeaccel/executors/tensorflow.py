@@ -45,6 +45,17 @@ class TensorFlowExecutor(Executor):
         kind = (device or "CPU").split(":")[0]
         if kind == "CPU":
             return Availability(True, "TensorFlow on the CPU", version=version)
+        if kind == "TPU":
+            # The probe's PCI survey first: on anything but a TPU VM, initializing TensorFlow's TPU system
+            # costs seconds only to fail.
+            from ..probe.tpu import read_tpu
+
+            chips = read_tpu().accelerators
+            if not chips:
+                return Availability(False, "not a Cloud TPU VM: no Google TPU chip (PCI vendor 0x1ae0) on this "
+                                    "machine", fix="run on a Cloud TPU VM", version=version)
+            if not any(chip.usable for chip in chips):
+                return Availability(False, chips[0].reason, fix=chips[0].fix, version=version)
         try:
             tf = _tf()
         except Exception as exc:

@@ -1,7 +1,6 @@
 """Which profile fits a machine: a pure function of a few facts, so tests drive it from tables.
 
-The facts come from the probe (``ProbeReport -> DeviceFacts``, done by whoever holds both) or, cheaply and
-without accelerators, from /proc (``facts.local_facts``). The most specific profile whose rule matches wins:
+The facts come from the probe (``facts.facts_from_probe``). The most specific profile whose rule matches wins:
 highest priority first, then the one with more conditions; the generic x86 / Arm profiles match on
 architecture alone with priority 0, so they are the fallbacks.
 """

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 GOALS = ("latency", "efficiency")
 # Device names as executors and the probe use them. A profile names only these, so a typo ("EdgeTpu")
 # is an error at load time instead of a device that silently never ranks.
-DEVICE_NAMES = ("CPU", "GPU", "NPU", "CUDA", "TensorRT", "EdgeTPU", "TPU")
+# RKNPU, Hailo and QNN are what the probe reports for the Rockchip NPU, a Hailo module and a Qualcomm NPU
+# ("NPU" alone is the Intel NPU OpenVINO drives).
+DEVICE_NAMES = ("CPU", "GPU", "NPU", "CUDA", "TensorRT", "EdgeTPU", "TPU", "RKNPU", "Hailo", "QNN")
 KINDS = ("cpu", "gpu", "npu", "edgetpu", "tpu")
 PRECISIONS = ("int4", "int8", "int16", "f16", "bf16", "f32")
 
