@@ -92,12 +92,3 @@ def test_report_validates_against_the_schema(report):
     assert report.to_dict()["schema"] == "edgeaccel.probe/1"
 
 
-def test_runtime_distribution_lists_match_the_executors():
-    from edgeaccel.executors.litert import LiteRTExecutor
-    from edgeaccel.executors.onnxruntime import OnnxRuntimeExecutor
-    from edgeaccel.executors.openvino import OpenVINOExecutor
-    from edgeaccel.probe import runtimes
-
-    assert runtimes.LITERT_DISTRIBUTIONS == LiteRTExecutor.distributions
-    assert runtimes.ORT_DISTRIBUTIONS == OnnxRuntimeExecutor.distributions
-    assert runtimes.OPENVINO_DISTRIBUTIONS == OpenVINOExecutor.distributions

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # concurrent.futures costs start-up memory; only the asynchro
     from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..modelinfo import Format, ModelInfo, TensorSpec
+from ..packages import installed_version
 
 
 @dataclass(frozen=True)
@@ -68,50 +69,6 @@ class ExecutorOptions:
     def streams(self) -> int:
         """Concurrent requests that keep the cores busy."""
         return max(1, default_threads() // self.stream_threads()) if self.throughput else 1
-
-
-def installed_version(distributions: Sequence[tuple[str, str]]) -> str | None:
-    """Version of the first installed (module, distribution) pair. The module is looked for first (cheap),
-    then the version is read from the ``<dist>-<version>.dist-info`` folder beside it; importlib.metadata
-    (6 MB of imports: email, zipfile, csv) only where that folder is not there (editable or egg installs)."""
-    import importlib.util
-
-    for module, dist in distributions:
-        try:
-            spec = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            continue
-        if spec is None:
-            continue
-        locations = list(spec.submodule_search_locations or ()) or ([spec.origin] if spec.origin else [])
-        version = _dist_info_version(dist, [os.path.dirname(p) for p in locations])
-        if version is None:
-            version = _metadata_version(dist)
-        if version is not None:
-            return version
-    return None
-
-
-def _dist_info_version(dist: str, folders: Sequence[str]) -> str | None:
-    prefix = dist.replace("-", "_").lower() + "-"
-    for folder in folders:
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            continue
-        for name in names:
-            if name.endswith(".dist-info") and name.lower().startswith(prefix):
-                return name[len(prefix) : -len(".dist-info")]
-    return None
-
-
-def _metadata_version(dist: str) -> str | None:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def default_threads() -> int:

@@ -16,23 +16,22 @@ import numpy as np
 
 from ..errors import ModelLoadError, InferenceError, UnsupportedModelError, runtime_message
 from ..modelinfo import Format, ModelInfo
-from .base import Availability, Executor, ExecutorInfo, ExecutorOptions, Pool, installed_version
+from .. import packages
+from ..packages import installed_version
+from .base import Availability, Executor, ExecutorInfo, ExecutorOptions, Pool
 
-# (module holding Interpreter, distribution name for its version)
-_INTERPRETER_MODULES = (
-    ("ai_edge_litert.interpreter", "ai-edge-litert"),
-    ("tflite_runtime.interpreter", "tflite-runtime"),
-    ("tensorflow.lite.python.interpreter", "tensorflow"),
-    ("tensorflow.lite.python.interpreter", "tensorflow-cpu"),
-)
+# The module holding Interpreter in each package of packages.LITERT
+_INTERPRETER = {"ai_edge_litert": "ai_edge_litert.interpreter", "tflite_runtime": "tflite_runtime.interpreter",
+                "tensorflow": "tensorflow.lite.python.interpreter"}
 
 
 @functools.lru_cache(maxsize=1)
 def interpreter_module() -> tuple[Any, str, str] | str:
     """(module, distribution, version) of the first usable interpreter, or the reason none is usable."""
     reasons = []
-    for module_name, dist in _INTERPRETER_MODULES:
-        version = installed_version([(module_name.split(".")[0], dist)])
+    for top, dist in packages.LITERT:
+        module_name = _INTERPRETER[top]
+        version = installed_version([(top, dist)])
         if version is None:
             reasons.append(f"{dist} not installed")
             continue
@@ -56,7 +55,7 @@ class LiteRTExecutor(Executor):
     runtime = "litert"
     formats = frozenset({Format.TFLITE})
     devices = ("CPU",)
-    distributions = tuple((module.split(".")[0], dist) for module, dist in _INTERPRETER_MODULES)
+    distributions = packages.LITERT
 
     @classmethod
     def availability(cls, device: str | None = None) -> Availability:

@@ -22,7 +22,9 @@ from ..errors import (
     runtime_message,
 )
 from ..modelinfo import Format, ModelInfo
-from .base import Availability, Executor, ExecutorInfo, ExecutorOptions, installed_version
+from .. import packages
+from ..packages import installed_version
+from .base import Availability, Executor, ExecutorInfo, ExecutorOptions
 
 # device name -> the providers to ask for, best first; CPU always last so that ORT can place
 # the nodes a GPU provider does not take (that partial placement is reported in info.details).
@@ -45,12 +47,8 @@ def _ort():
     return onnxruntime
 
 
-DISTRIBUTIONS = tuple(("onnxruntime", d) for d in ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino",
-                                                    "onnxruntime-qnn", "onnxruntime-directml"))
-
-
 def ort_version() -> str | None:
-    return installed_version(DISTRIBUTIONS)
+    return installed_version(packages.ONNXRUNTIME)
 
 
 def _device_kind(device: str) -> str:
@@ -61,7 +59,7 @@ class OnnxRuntimeExecutor(Executor):
     runtime = "onnxruntime"
     formats = frozenset({Format.ONNX})
     devices = tuple(PROVIDERS)
-    distributions = DISTRIBUTIONS
+    distributions = packages.ONNXRUNTIME
     precisions = (None, "f32", "f16", "int8")  # f16/int8 only through TensorRT
 
     @classmethod

@@ -17,7 +17,9 @@ import numpy as np
 
 from ..errors import DeviceUnavailableError, InferenceError, ModelLoadError, UnsupportedModelError, runtime_message
 from ..modelinfo import Format, ModelInfo
-from .base import Availability, Executor, ExecutorInfo, ExecutorOptions, Pool, installed_version
+from .. import packages
+from ..packages import installed_version
+from .base import Availability, Executor, ExecutorInfo, ExecutorOptions, Pool
 
 PRECISIONS = {None: "f32", "f32": "f32", "bf16": "bf16", "f16": "f16"}
 _core_lock = threading.Lock()
@@ -43,7 +45,7 @@ def available_devices() -> tuple[str, ...]:
 
 
 def ov_version() -> str | None:
-    return installed_version((("openvino", "openvino"),))
+    return installed_version(packages.OPENVINO)
 
 
 def clean_message(text: str) -> str:
@@ -59,7 +61,7 @@ class OpenVINOExecutor(Executor):
     formats = frozenset({Format.TFLITE, Format.ONNX, Format.OPENVINO_IR})
     devices = ("CPU", "GPU", "NPU", "AUTO")
     precisions = (None, "f32", "bf16", "f16")
-    distributions = (("openvino", "openvino"),)
+    distributions = packages.OPENVINO
 
     @classmethod
     def availability(cls, device: str | None = None) -> Availability:

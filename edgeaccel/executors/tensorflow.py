@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import DeviceUnavailableError, InferenceError, ModelLoadError, runtime_message
 from ..modelinfo import Format, ModelInfo, TensorSpec
+from .. import packages
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions
 
 DEFAULT_SIGNATURE = "serving_default"
@@ -35,7 +36,7 @@ class TensorFlowExecutor(Executor):
     runtime = "tensorflow"
     formats = frozenset({Format.SAVEDMODEL})
     devices = ("CPU", "GPU", "TPU")
-    distributions = (("tensorflow", "tensorflow"), ("tensorflow", "tensorflow-cpu"))
+    distributions = packages.TENSORFLOW
 
     @classmethod
     def availability(cls, device: str | None = None) -> Availability:

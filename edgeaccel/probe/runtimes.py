@@ -14,14 +14,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import packages
+from ..packages import installed
 from .libraries import LibraryLookup
 
-# The distributions each executor accepts (kept equal to the executor classes' ``distributions`` by a test,
-# repeated here so that asking for a version does not import the executors, which import numpy).
-LITERT_DISTRIBUTIONS = ("ai-edge-litert", "tflite-runtime", "tensorflow")
-ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-qnn",
-                     "onnxruntime-directml")
-OPENVINO_DISTRIBUTIONS = ("openvino",)
 # Packages accelerators need beside the runtimes: name -> what for.
 HELPER_PACKAGES = {
     "nvidia-ml-py": "NVML: NVIDIA GPU memory, compute capability, power",
@@ -66,25 +62,10 @@ class Runtimes:
                 "libraries": [lib.to_dict() for lib in self.libraries], "packages": dict(self.packages)}
 
 
-def installed(distributions: tuple[str, ...]) -> tuple[str | None, str | None]:
-    """(distribution, version) of the first installed one."""
-    import importlib.metadata  # here, not at the top: importing it costs start-up time and memory
-
-    for dist in distributions:
-        try:
-            return dist, importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        except Exception:  # broken metadata
-            continue
-    return None, None
-
-
 def helper_packages() -> dict[str, str | None]:
     versions = {}
     for name in HELPER_PACKAGES:
-        alternatives = (name, "libtpu-nightly") if name == "libtpu" else (name,)
-        versions[name] = installed(alternatives)[1]
+        versions[name] = installed(packages.HELPERS[name])[1]
     return versions
 
 
@@ -97,7 +78,7 @@ def _error(exc: BaseException) -> str:
 
 
 def onnxruntime_info() -> RuntimeInfo:
-    dist, version = installed(ORT_DISTRIBUTIONS)
+    dist, version = installed(packages.ONNXRUNTIME)
     if dist is None:
         return RuntimeInfo("onnxruntime", False, None, None, False, (), "onnxruntime is not installed",
                            "pip install 'edgeaccel[onnx]'")
@@ -118,7 +99,7 @@ def onnxruntime_info() -> RuntimeInfo:
 
 
 def openvino_info() -> RuntimeInfo:
-    dist, version = installed(OPENVINO_DISTRIBUTIONS)
+    dist, version = installed(packages.OPENVINO)
     if dist is None:
         return RuntimeInfo("openvino", False, None, None, False, (), "openvino is not installed",
                            "pip install 'edgeaccel[openvino]'")
@@ -153,7 +134,7 @@ def _load_check(library: LibraryLookup) -> str | None:
 
 
 def litert_info(edgetpu: LibraryLookup) -> RuntimeInfo:
-    dist, version = installed(LITERT_DISTRIBUTIONS)
+    dist, version = installed(packages.LITERT)
     details: dict[str, Any] = {"edgetpu_delegate": edgetpu.path, "edgetpu_delegate_loads": None}
     if dist is None:
         return RuntimeInfo("litert", False, None, None, False, (), "no TFLite interpreter is installed",
