@@ -158,6 +158,6 @@ class _Slot:
         if shapes == self.shapes:
             return
         for index, shape in zip(indices, shapes):
-            self.interpreter.resize_input_tensor(index, list(shape), strict=True)
+            self.interpreter.resize_tensor_input(index, list(shape), strict=True)
         self.interpreter.allocate_tensors()
         self.shapes = shapes
