@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from .errors import (
     ConfigError,
+    DeadlineExceededError,
     DeviceUnavailableError,
     EdgeAccelError,
     ExecutorError,
@@ -26,6 +27,7 @@ from .errors import (
     ModelLoadError,
     ModelValidationError,
     NoExecutorError,
+    OverloadedError,
     RuntimeNotInstalledError,
     UnsupportedFormatError,
     UnsupportedModelError,
@@ -38,6 +40,7 @@ _LAZY = {
     "load": ("loader", "load"),
     "describe": ("formats", "describe"),
     "Model": ("model", "Model"),
+    "ScheduledModel": ("scheduling.model", "ScheduledModel"),
     "Outputs": ("tensors", "Outputs"),
     "ModelInfo": ("modelinfo", "ModelInfo"),
     "TensorSpec": ("modelinfo", "TensorSpec"),
@@ -47,6 +50,7 @@ _LAZY = {
 __all__ = [
     *_LAZY,
     "ConfigError",
+    "DeadlineExceededError",
     "DeviceUnavailableError",
     "EdgeAccelError",
     "ExecutorError",
@@ -58,6 +62,7 @@ __all__ = [
     "ModelLoadError",
     "ModelValidationError",
     "NoExecutorError",
+    "OverloadedError",
     "RuntimeNotInstalledError",
     "UnsupportedFormatError",
     "UnsupportedModelError",
@@ -86,5 +91,6 @@ if TYPE_CHECKING:
     from .formats import describe
     from .loader import load
     from .model import Model
+    from .scheduling.model import ScheduledModel
     from .modelinfo import Format, ModelInfo, TensorSpec
     from .tensors import Outputs

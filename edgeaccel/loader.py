@@ -30,6 +30,9 @@ def load(
     cache_dir: str | os.PathLike | None = None,
     runtime_options: dict | None = None,
     strict: bool = False,
+    policy: str | None = None,
+    power_budget_w: float | None = None,
+    telemetry_root: str | os.PathLike = "/",
 ) -> Model:
     """Load ``model`` on the best executor this machine has for it.
 
@@ -41,6 +44,9 @@ def load(
     precision: None runs the model at its own precision (f32 math for float layers); "bf16" or "f16" are
         opt-ins because they change answers.
     strict: a candidate that fails to load or run raises instead of falling back to the next one.
+    policy: schedule the model over every candidate that loads (up to three) instead of one: "latency",
+        "efficiency", "thermal", or "power" with ``power_budget_w``; returns a ScheduledModel (the same run API,
+        plus ``submit``, ``stats`` and ``trace``). ``telemetry_root`` is where its sensors are read (tests).
     """
     options = ExecutorOptions(
         threads=threads,
@@ -53,6 +59,13 @@ def load(
     for path, exc in found.invalid:
         log.warning("artifact %s is unusable: %s", path, exc.message)
     ranking = rank_here(found.artifacts, options, executor, device)
+    if policy is not None:
+        from .scheduling.open import open_scheduled
+
+        if not ranking.candidates:
+            raise _nothing_can_run(ranking)
+        return open_scheduled(ranking, lambda c: open_candidate(c, options), policy, power_budget_w,
+                              telemetry_root, strict=strict, all_failed=_all_failed)
     return open_ranked(ranking, options, strict)
 
 
