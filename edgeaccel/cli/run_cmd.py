@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from . import duration
+
 HELP = "run a model on an image, .npy or random input and report the answer and latency"
 
 
@@ -30,9 +32,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
     p.add_argument("--strict", action="store_true", help="fail instead of falling back to another executor")
     p.add_argument("--json", action="store_true", help="print one JSON document (schema edgeaccel.run/1)")
+    duration.add_arguments(p)
 
 
 def main(args: argparse.Namespace) -> int:
+    if duration.wanted(args):  # a sustained run under a scheduling policy
+        return duration.main(args)
     import numpy as np
 
     from ..errors import InputError

@@ -61,8 +61,10 @@ class Policy:
         events += extra or []
         if any(concurrency[e.name] < e.max_concurrency for e in obs.executors if enabled[e.name]):
             events.append(("lower_concurrency", "executors on limited devices run fewer requests at once"))
-        limited = [d for d, v in duty.items() if v < 1.0]
-        free = [e.name for e in obs.executors if duty.get(e.device, 1.0) >= 1.0 and enabled[e.name]]
+        # "limited" with the controller's hysteresis where there is one, so the label does not flap
+        limited = [d for d, v in duty.items()
+                   if (steps[d].control.limited or v <= 0.0 if d in steps else v < 1.0)]
+        free = [e.name for e in obs.executors if e.device not in limited and enabled[e.name]]
         if limited and free and not any(ev == "back_off" for ev, _ in events):
             events.append(("shift", f"{', '.join(limited)} limited: work moves to {', '.join(free)}"))
         if events:
