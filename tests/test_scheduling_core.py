@@ -167,3 +167,30 @@ def test_scheduler_refuses_bad_configuration():
         Scheduler([ExecutorSlot("a", "cpu"), ExecutorSlot("a", "cpu")], make_policy("latency"))
     with pytest.raises(ValueError, match="at least 1"):
         ExecutorSlot("a", "cpu", 0)
+
+
+def test_a_stale_latency_estimate_is_measured_again():
+    """An executor whose estimate says slow (a cold first run) is tried again after REMEASURE_S; if it is in
+    fact the faster one, work moves to it."""
+    scheduler = Scheduler([ExecutorSlot("a", "cpu", 1, 0.01), ExecutorSlot("b", "cpu", 1, 0.05)],
+                          make_policy("latency"))
+    actual = {"a": 0.01, "b": 0.004}
+    running, t, served = None, 0.0, []
+    while t < 12.0:
+        scheduler.maybe_decide(t)
+        if running and running[2] <= t:
+            scheduler.finished(running[0], running[1], running[2])
+            served.append((t, running[1].name))
+            running = None
+        if running is None:
+            if not scheduler.queued:
+                scheduler.submit(scheduler.new_request(t))
+            assigned, _ = scheduler.dispatch(t)
+            if assigned:
+                request, slot = assigned[0]
+                running = (request, slot, t + actual[slot.name])
+        t = round(t + 0.001, 9)
+    early = {name for when, name in served if when < 5.0}
+    late = [name for when, name in served if when > 6.0]
+    assert early == {"a"}
+    assert late.count("b") > 0.95 * len(late)

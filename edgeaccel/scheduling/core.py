@@ -29,6 +29,8 @@ from .trace import Trace
 
 SCAN_LIMIT = 64  # requests looked at per routing pass: bounds its cost when the queue is long
 LATENCY_EMA = 0.2
+WARMUP_RUNS = 2  # an executor's first runs (lazy initialisation) are not averaged in: the latest one stands
+REMEASURE_S = 5.0  # an idle executor not measured for this long takes one request to refresh its latency
 
 
 @dataclass(eq=False)
@@ -61,6 +63,8 @@ class ExecutorSlot:
         self.executor = executor
         self.running = 0
         self.ends: list[float] = []  # expected end times of running requests
+        self.measured_at: float | None = None  # when its latency was last measured
+        self.measured = 0
         self.failed_permanently: str | None = None
 
     def __repr__(self) -> str:
@@ -107,7 +111,7 @@ class Scheduler:
     def __init__(self, slots: list[ExecutorSlot], policy: Policy, sampler: TelemetrySampler | None = None, *,
                  interval_s: float = 0.5, simulated: bool = False, before_sample: Callable[[float], None] | None = None,
                  trace_limit: int = 200_000, patience_s: float = 1.0, bucket_s: float = 1.0,
-                 max_queue: int | None = None) -> None:
+                 max_queue: int | None = None, remeasure_s: float = REMEASURE_S) -> None:
         if not slots:
             raise ValueError("a scheduler needs at least one executor")
         names = [s.name for s in slots]
@@ -122,6 +126,7 @@ class Scheduler:
         self.before_sample = before_sample
         self.patience_s = patience_s
         self.max_queue = max_queue
+        self.remeasure_s = remeasure_s
         self.rejected = 0  # requests refused because the queue was full
         self.devices = list(dict.fromkeys(s.device for s in slots))
         capacity = {d: sum(s.max_concurrency for s in slots if s.device == d) for d in self.devices}
@@ -144,6 +149,7 @@ class Scheduler:
         self.device_counters = {d: DeviceCounters() for d in self.devices}
         self.dispatch_cost_s: deque[float] = deque(maxlen=100_000)
         self.decision_cost_s: deque[float] = deque(maxlen=100_000)
+        self.tick_cost_s: deque[float] = deque(maxlen=100_000)  # sample + decide + apply + record
         self.decisions = 0
         self.shed = 0  # requests refused because no executor could meet their deadline
 
@@ -182,6 +188,7 @@ class Scheduler:
             return False
         if self._started_at is None:
             self._started_at = now
+        tick = time.perf_counter()
         if self.before_sample is not None:
             self.before_sample(now)
         samples = self.sampler.sample(now) if self.sampler is not None else {}
@@ -195,6 +202,7 @@ class Scheduler:
                                          observation.devices, dict(decision.duty), dict(decision.enabled),
                                          dict(decision.concurrency)))
         self.decisions += 1
+        self.tick_cost_s.append(time.perf_counter() - tick)
         self._next_decision = now + self.interval_s
         return True
 
@@ -319,7 +327,16 @@ class Scheduler:
                     keep.append(request)
                 continue
             best = min(candidates, key=lambda c: c[2])
-            if decision.route == "cheapest":
+            for c in candidates:
+                if c[0].measured_at is None:
+                    c[0].measured_at = now  # staleness counts from the first time it could have taken work
+            stale = [c for c in candidates if c[1] <= now and c[0].running < limit[c[0]] and c[0] is not best[0]
+                     and now - c[0].measured_at > self.remeasure_s
+                     and (request.deadline is None or c[2] <= request.deadline)]
+            if stale:  # one request refreshes a stale estimate (a slow first run would otherwise stick forever)
+                stale[0][0].measured_at = now
+                best = stale[0]
+            elif decision.route == "cheapest":
                 ranked = sorted(candidates, key=lambda c: order.get(c[0].name, len(order)))
                 for slot, t, done in ranked:
                     if (done <= request.deadline) if request.deadline is not None else (t - now <= self.patience_s):
@@ -391,7 +408,12 @@ class Scheduler:
         if not ok:
             c.failed += 1
             return
-        slot.latency_s = service if slot.latency_s is None else (1 - LATENCY_EMA) * slot.latency_s + LATENCY_EMA * service
+        slot.measured += 1
+        slot.measured_at = end
+        if slot.latency_s is None or slot.measured <= WARMUP_RUNS:
+            slot.latency_s = service
+        else:
+            slot.latency_s = (1 - LATENCY_EMA) * slot.latency_s + LATENCY_EMA * service
         c.completed += 1
         device.interval_runs[slot.name] = device.interval_runs.get(slot.name, 0) + 1
         c.service_s.append(service)
@@ -426,7 +448,7 @@ class Scheduler:
         return SchedulerStats(
             str(self.policy), self.simulated, elapsed, completed, self.shed, completed / elapsed if elapsed > 0 else 0.0,
             executors, devices, _us(percentiles(self.dispatch_cost_s, (50, 99, 100))),
-            _us(percentiles(self.decision_cost_s, (50, 99, 100))),
+            _us(percentiles(self.decision_cost_s, (50, 99, 100))), _us(percentiles(self.tick_cost_s, (50, 99, 100))),
             self.sampler.samples if self.sampler else 0, self.sampler.cpu_s if self.sampler else 0.0, self.decisions)
 
 

@@ -91,6 +91,7 @@ class SchedulerStats:
     devices: dict[str, DeviceStats]
     dispatch_us: dict | None  # cost of one routing pass (per dispatch call)
     decision_us: dict | None  # cost of one policy decision
+    tick_us: dict | None  # one whole decision step: telemetry sample, policy, apply, trace record
     telemetry_samples: int
     telemetry_cpu_s: float
     decisions: int

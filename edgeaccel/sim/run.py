@@ -75,6 +75,10 @@ class SimResult:
     stats: SchedulerStats
     truth: dict[str, dict] = field(default_factory=dict)  # per device: above_passive_s, at_critical_s, max_temp_c, energy_j
     telemetry_energy_j: dict[str, float | None] = field(default_factory=dict)
+    # what the counter alone says (last raw value - first), as a reader that ignores wrap-around would report
+    unwrapped_energy_j: dict[str, float | None] = field(default_factory=dict)
+    truth_from_first_sample_j: dict[str, float] = field(default_factory=dict)
+    counter_wraps: dict[str, int] = field(default_factory=dict)  # wrap-arounds the sampler saw
     trace: object | None = None  # the scheduler's Trace (labelled simulated), when asked to keep it
     samples_at_critical: int = 0
 
@@ -99,8 +103,15 @@ def simulate(devices: list[DeviceParams], policy: Policy, arrivals: Arrivals, du
     sampler = TelemetrySampler(world.specs(), Path(root), min_interval_s=sample_interval_s,
                                limits={d.name: DeviceLimits(d.passive_c, d.critical_c) for d in devices})
     slots = [ExecutorSlot(ex.name, name, 1, ex.nominal_latency_s, ex) for name, ex in executors.items()]
+    first_energy: dict[str, float] = {}
+
+    def sync(t: float) -> None:
+        world.sync(t)
+        if not first_energy:  # the sampler counts energy from its first reading, which follows this sync
+            first_energy.update({name: m.energy_j for name, m in world.models.items()})
+
     scheduler = Scheduler(slots, policy, sampler, interval_s=sample_interval_s, simulated=True,
-                          before_sample=world.sync, max_queue=max_queue)
+                          before_sample=sync, max_queue=max_queue)
     events: list[tuple[float, int, str, object]] = []
     order = itertools.count()
     for t in arrivals.times(duration_s, seed):
@@ -146,7 +157,11 @@ def simulate(devices: list[DeviceParams], policy: Policy, arrivals: Arrivals, du
                     "busy_s": m.busy_s}
              for name, m in world.models.items()}
     sampler_energy = {name: s.energy_j for name, s in sampler.sample(duration_s + sample_interval_s).items()}
+    unwrapped = {name: (acc.last_raw_j - acc.first_raw_j) if acc.first_raw_j is not None else None
+                 for name, acc in sampler.energy_counters.items()}
     stats = scheduler.stats(duration_s)
-    return SimResult(str(policy), duration_s, completed, met, total, stats, truth, sampler_energy,
+    return SimResult(str(policy), duration_s, completed, met, total, stats, truth, sampler_energy, unwrapped,
+                     {name: m.energy_j - first_energy.get(name, 0.0) for name, m in world.models.items()},
+                     {name: acc.wraps for name, acc in sampler.energy_counters.items()},
                      scheduler.trace if keep_trace else None,
                      sum(d.samples_at_critical for d in stats.devices.values()))

@@ -19,11 +19,12 @@ class EnergyAccumulator:
     last_raw_j: float | None = None
     wraps: int = 0
     resets: int = 0
+    first_raw_j: float | None = None
 
     def update(self, raw_j: float) -> float:
         """Feed one raw counter value (J); return the energy spent since the previous value."""
         if self.last_raw_j is None:
-            self.last_raw_j = raw_j
+            self.last_raw_j = self.first_raw_j = raw_j
             return 0.0
         delta = raw_j - self.last_raw_j
         if delta < 0:

@@ -71,6 +71,11 @@ class TelemetrySampler:
         self._trips: dict[str, tuple[float, float | None, float | None]] = {}  # device -> (read at, passive, critical)
 
     @property
+    def energy_counters(self) -> dict[str, EnergyAccumulator]:
+        """Each device's energy accumulator (raw counter values seen, wraps, resets)."""
+        return dict(self._energy)
+
+    @property
     def latest(self) -> dict[str, DeviceSample]:
         return dict(self._last)
 
@@ -103,7 +108,7 @@ class TelemetrySampler:
             if passive is not None or critical is not None:
                 limits_from = "sensor"
         else:
-            temp_reason = "; ".join(spec.notes) or f"no temperature source for {name}"
+            temp_reason = spec.note_for("temperature") or f"no temperature source for {name}"
         configured = self.limits.get(name)
         if configured:
             if passive is None and configured.passive_c is not None:
@@ -147,7 +152,8 @@ class TelemetrySampler:
 
     def _energy_of(self, name: str, spec: SensorSpec, now: float) -> tuple[float | None, str | None, float | None]:
         if not spec.energy:
-            return None, f"no energy counter for {name}" + (f" ({'; '.join(spec.notes)})" if spec.notes else ""), None
+            note = spec.note_for("energy")
+            return None, note or f"no energy counter for {name}", None
         reading, range_j = read_energy(spec.energy, self.root, self.nvml)
         if reading.value is None:
             return None, reading.reason, None

@@ -36,6 +36,11 @@ class SensorSpec:
     throttle: str | None = None
     notes: tuple[str, ...] = field(default=(), compare=False)  # why a source was chosen or is absent
 
+    def note_for(self, quantity: str) -> str | None:
+        """The notes that concern one quantity ("temperature", "energy", ...), or all of them."""
+        own = [n for n in self.notes if quantity in n]
+        return "; ".join(own or self.notes) or None
+
 
 @dataclass(frozen=True)
 class TempSample:
