@@ -60,11 +60,12 @@ def load(
         log.warning("artifact %s is unusable: %s", path, exc.message)
     ranking = rank_here(found.artifacts, options, executor, device)
     if policy is not None:
-        from .scheduling.open import open_scheduled
+        from .scheduling.open import open_scheduled, scheduled_options
 
         if not ranking.candidates:
             raise _nothing_can_run(ranking)
-        return open_scheduled(ranking, lambda c: open_candidate(c, options), policy, power_budget_w,
+        shared = scheduled_options(options)
+        return open_scheduled(ranking, lambda c: open_candidate(c, shared), policy, power_budget_w,
                               telemetry_root, strict=strict, all_failed=_all_failed)
     return open_ranked(ranking, options, strict)
 

@@ -134,3 +134,15 @@ def test_real_executors_on_this_machine_keep_serving_without_sensors(tmp_path):
         csv_path = tmp_path / "trace.csv"
         model.trace.to_csv(csv_path)
         assert csv_path.read_text().startswith("time_s,policy,action,reason")
+
+
+def test_scheduled_onnx_sessions_do_not_spin_unless_asked():
+    from edgeaccel.executors.base import ExecutorOptions
+    from edgeaccel.scheduling.open import scheduled_options
+
+    quiet = scheduled_options(ExecutorOptions())
+    assert quiet.runtime_options["session_config"]["session.intra_op.allow_spinning"] == "0"
+    mine = scheduled_options(ExecutorOptions(runtime_options={"session_config": {
+        "session.intra_op.allow_spinning": "1"}, "max_interpreters": 2}))
+    assert mine.runtime_options["session_config"]["session.intra_op.allow_spinning"] == "1"
+    assert mine.runtime_options["max_interpreters"] == 2
