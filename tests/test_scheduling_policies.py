@@ -141,3 +141,13 @@ def test_policy_names_and_errors():
         make_policy("coolest")
     with pytest.raises(ValueError, match="positive number of watts"):
         PowerBudgetPolicy(0)
+
+
+def test_a_limited_device_runs_fewer_requests_at_once():
+    executors = (ExecutorView("tpu", "edgetpu", 0.01, max_concurrency=4), ExecutorView("cpu", "cpu", 0.05))
+    policy = make_policy("thermal")
+    state = policy.initial_state()
+    for t in range(40):  # hot and rising: the duty falls, and with it the requests allowed in flight
+        decision, state = policy.decide(obs(t * 0.5, hot(84.0, slope=0.3), executors=executors), state)
+    assert decision.duty["edgetpu"] < 0.75 and decision.concurrency["tpu"] < 4
+    assert "fewer requests at once" in decision.reason

@@ -127,3 +127,33 @@ def test_sim_clock():
     assert clock.now() == 6.5 and clock.simulated
     with pytest.raises(ValueError):
         clock.advance(-1)
+
+
+COOL_PAIR = [
+    DeviceParams("accel", layout="hwmon", ambient_c=25.0, r_c_per_w=5.0, c_j_per_c=4.0, idle_w=0.5, busy_w=4.0,
+                 service_s=0.02, passive_c=85.0, critical_c=100.0),
+    DeviceParams("cpu", layout="cpu", ambient_c=25.0, r_c_per_w=2.0, c_j_per_c=10.0, idle_w=2.0, busy_w=12.0,
+                 service_s=0.05, passive_c=90.0, critical_c=100.0, sensor_step_c=1.0, energy_range_j=50.0),
+]
+
+
+def test_power_budget_is_held_near_the_best_split(tmp_path):
+    from edgeaccel.sim.optimum import power_optimum
+
+    budget = 9.0
+    best, duty = power_optimum(COOL_PAIR, budget)
+    assert duty == {"accel": 1.0, "cpu": pytest.approx(0.3)}  # the efficient accelerator first
+    result = simulate(COOL_PAIR, make_policy("power", budget), Arrivals(rate=1.5 * best), 300.0, seed=2,
+                      root=tmp_path, keep_trace=True)
+    late = [r for r in result.trace.records if r.time >= 150.0]
+    average = sum(sum(v.power_w for v in r.devices.values()) for r in late) / len(late)
+    assert average <= budget
+    assert result.throughput(150.0, 300.0) >= 0.9 * best
+
+
+def test_efficiency_policy_uses_the_cheaper_executor(tmp_path):
+    result = simulate(COOL_PAIR, make_policy("efficiency"), Arrivals(rate=20.0), 200.0, seed=2, root=tmp_path)
+    by = {name: e.completed for name, e in result.stats.executors.items()}
+    assert by["sim:accel"] > 0.95 * (by["sim:accel"] + by["sim:cpu"])
+    energy = {name: e.energy_per_inference_j for name, e in result.stats.executors.items()}
+    assert energy["sim:accel"] < energy["sim:cpu"]

@@ -48,3 +48,19 @@ def window_bound(devices: Sequence[DeviceParams], window_s: float, step_s: float
             t += step_s
         total += work / window_s
     return total
+
+
+def power_optimum(devices: Sequence[DeviceParams], budget_w: float) -> tuple[float, dict[str, float]]:
+    """Most inferences per second with total power at most ``budget_w`` (idle power included), ignoring heat:
+    a fractional knapsack, solved exactly by filling the devices in order of inferences per dynamic watt."""
+    remaining = budget_w - sum(d.idle_w for d in devices)
+    duty = {d.name: 0.0 for d in devices}
+    if remaining <= 0:
+        return 0.0, duty
+    for d in sorted(devices, key=lambda d: (1.0 / d.service_s) / (d.busy_w - d.idle_w), reverse=True):
+        share = min(1.0, remaining / (d.busy_w - d.idle_w))
+        duty[d.name] = share
+        remaining -= share * (d.busy_w - d.idle_w)
+        if remaining <= 0:
+            break
+    return sum(d.rate(duty[d.name]) for d in devices), duty
