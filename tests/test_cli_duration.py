@@ -53,3 +53,11 @@ def test_simulated_json_keeps_figures_under_a_simulated_key():
 def test_power_policy_needs_a_budget():
     out = cli("run", MODEL, "--duration", "1", "--policy", "power")
     assert out.returncode == 4 and "--power-budget" in out.stderr
+
+
+def test_sustained_json_on_this_machine():
+    out = cli("run", MODEL, "--duration", "1.5", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["schema"] == "edgeaccel.run.sustained/1" and report["simulated"] is False
+    assert report["completed"] > 0 and "litert:CPU" in report["executors"] and report["policy"] == "thermal"

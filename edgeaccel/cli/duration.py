@@ -153,9 +153,9 @@ class Live:
 def _summary(stats, args, failures: dict[str, int], trace) -> None:
     if args.json:
         body = stats.as_dict()
-        body_key = body.get("simulated", body)
-        body_key["failures"] = failures
-        body_key["trace"] = args.trace
+        figures = body["simulated"] if stats.simulated else body
+        figures["failures"] = failures
+        figures["trace"] = args.trace
         json.dump({"schema": "edgeaccel.run.sustained/1", **body}, sys.stdout, indent=2, default=str)
         print()
         return

@@ -19,7 +19,7 @@ from ..executors.base import Executor, ExecutorOptions
 from ..model import FallbackEvent
 from ..selector import Candidate, Ranking
 from .model import ScheduledModel
-from .policies import Policy
+from .policies import Policy, make_policy
 
 log = logging.getLogger("edgeaccel")
 
@@ -28,6 +28,8 @@ def open_scheduled(ranking: Ranking, open_candidate: Callable[[Candidate], Execu
                    power_budget_w: float | None = None, telemetry_root: str | Path = "/", max_executors: int = 3,
                    strict: bool = False, all_failed: Callable[[list], EdgeAccelError] | None = None,
                    **options) -> ScheduledModel:
+    if not isinstance(policy, Policy):
+        policy = make_policy(policy, power_budget_w)  # a wrong name fails before any runtime loads
     executors: list[Executor] = []
     reasons: dict[str, str] = {}
     fallbacks: list[FallbackEvent] = []
