@@ -153,7 +153,8 @@ class ScheduledModel:
     def submit(self, inputs: Any, *, deadline: float | None = None, quantize: bool = False,
                dequantize: bool = False, check_finite: bool = False) -> Future:
         """Queue one request; the Future's result is its Outputs. ``deadline``: seconds from now by which it
-        must finish; a request no executor can finish in time fails with DeadlineExceededError at once."""
+        must finish; a request no executor can finish in time fails with DeadlineExceededError at once, and one
+        that finishes late fails with it too (its answer came too late to use; ``stats`` counts it as late)."""
         arrays = self._binder.bind(inputs, quantize, check_finite)
         if deadline is not None and deadline <= 0:
             raise ValueError(f"deadline must be a positive number of seconds from now, not {deadline!r}")
