@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,4 +23,14 @@ def device_of(executor: Any) -> str:
 
 
 def sensors_for(devices: list[str], root: Path, nvml: Any | None = None) -> dict[str, SensorSpec]:
-    return {name: auto_spec(name, root, nvml) for name in devices}
+    """Sensors per device kind. A GPU on the real root is read through NVML when pynvml is importable."""
+    notes: tuple[str, ...] = ()
+    if nvml is None and "gpu" in devices and Path(root) == Path("/"):
+        from ..telemetry.nvml import load_nvml
+
+        nvml, reason = load_nvml()
+        notes = (f"NVML: {reason}",) if reason else ()
+    specs = {name: auto_spec(name, root, nvml) for name in devices}
+    if notes and "gpu" in specs:
+        specs["gpu"] = replace(specs["gpu"], notes=specs["gpu"].notes + notes)
+    return specs

@@ -142,7 +142,9 @@ class ScheduledModel:
 
     @property
     def trace(self) -> Trace:
-        return self._scheduler.trace
+        """Every decision so far (a snapshot: later decisions do not change it)."""
+        with self._cond:
+            return self._scheduler.trace.snapshot()
 
     @property
     def telemetry(self) -> dict[str, DeviceSample]:

@@ -28,6 +28,13 @@ class Trace:
             self.dropped += 1
         self.records.append(record)
 
+    def snapshot(self) -> Trace:
+        """A copy that later decisions do not change (safe to iterate while the scheduler runs)."""
+        copy = Trace(self.records.maxlen or 0, self.simulated)
+        copy.records.extend(list(self.records))
+        copy.dropped = self.dropped
+        return copy
+
     def __len__(self) -> int:
         return len(self.records)
 
