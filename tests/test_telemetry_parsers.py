@@ -161,3 +161,18 @@ def test_trend_forecast_and_time_to_trip():
     for t, y in ((0, 70), (1, 69), (2, 68)):
         cooling.add(t, y)
     assert cooling.seconds_until(85.0) is None
+
+
+def test_a_gpu_sampled_through_nvml(tmp_path):
+    from edgeaccel.telemetry import SensorSpec, TelemetrySampler, auto_spec, discover
+
+    fake = FakeNvml()
+    assert [s.name for s in discover(tmp_path, nvml=fake)] == ["nvml:0"]
+    spec = auto_spec("gpu", tmp_path, nvml=fake)
+    assert spec == SensorSpec("nvml:0", "nvml:0", "nvml:0", "nvml:0")
+    sampler = TelemetrySampler({"gpu": spec}, tmp_path, nvml=fake)
+    first = sampler.sample(0.0)["gpu"]
+    assert (first.temp_c, first.passive_c, first.critical_c, first.power_w) == (71.0, 87.0, 92.0, 45.25)
+    assert first.throttled is True and first.limits_from == "sensor"
+    fake.nvmlDeviceGetTotalEnergyConsumption = lambda h: 1_234_567 + 45_250  # 45.25 J one second later
+    assert sampler.sample(1.0)["gpu"].energy_j == pytest.approx(45.25)
