@@ -239,3 +239,35 @@ def test_readers_never_leave_their_root(tmp_path):
     (outside / "cur_state").write_text("7\n")
     os.symlink(outside, fs.path("sys/class/thermal/thermal_zone0/cdev0"))
     assert thermal.read_thermal_zones(fs.root)[0].cooling == ()
+
+
+def test_a_folder_this_user_may_not_enter_is_a_reason_not_an_exception():
+    """Sysfs folders of a driver can be root-only; everything below them reads as 'not readable'."""
+    from edgeaccel.telemetry import TelemetrySampler, discover
+    from edgeaccel.telemetry.sensors import SensorSpec
+
+    root = Path(tempfile.mkdtemp(prefix="edgeaccel-closed-"))
+    try:
+        fs = FakeSysfs(root)
+        fs.thermal_zone(0, "cpu-thermal", 55.0)
+        fs.apex(0, 60.0)
+        fs.hwmon(0, "k10temp", {"temp1_input": 50000, "temp1_label": "Tctl"})
+        for path in root.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        world_traversable(root)
+        for closed in ("sys/class/thermal/thermal_zone0", "sys/class/apex/apex_0", "sys/class/hwmon/hwmon0"):
+            fs.path(closed).chmod(0o700)
+        spec = SensorSpec(temperature="thermal:thermal_zone0", throttle="apex:apex_0")
+
+        def look(tree):
+            samples = TelemetrySampler({"cpu": spec, "tpu": SensorSpec(temperature="apex:apex_0"),
+                                        "amd": SensorSpec(temperature="hwmon:k10temp/Tctl")}, tree).sample(0.0)
+            return [str(s) for s in discover(tree)], {k: (v.temp_c, v.temp_reason) for k, v in samples.items()}
+
+        sources, samples = call_unprivileged(look, root)
+        assert all(value is None and reason for value, reason in samples.values()), samples
+    finally:
+        for path in sorted(root.rglob("*"), reverse=True):
+            path.chmod(0o700)
+            path.unlink() if not path.is_dir() else path.rmdir()
+        root.rmdir()

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .reading import Reading, missing
-from .sysfs import children, read_celsius, read_scaled, read_text, under
+from .sysfs import children, exists, read_celsius, read_scaled, read_text, under
 
 HWMON = "/sys/class/hwmon"
 
@@ -54,7 +54,7 @@ def read_hwmon(root: Path = Path("/")) -> list[HwmonChip]:
 
 
 def read_chip(path: Path) -> HwmonChip:
-    base = path if (path / "name").exists() or not (path / "device" / "name").exists() else path / "device"
+    base = path if exists(path / "name") or not exists(path / "device" / "name") else path / "device"
     chip, _ = read_text(base / "name")
     return HwmonChip(path.name, chip, path, tuple(read_channels(base, f"{path.name}:{chip or '?'}")))
 
@@ -78,7 +78,7 @@ def read_channel(base: Path, kind: str, index: int, label_prefix: str, limits: b
     quantity, unit, si = _UNITS[kind]
     if entry is None:
         entry = base / f"{kind}{index}_input"
-        if not entry.exists() and (base / f"{kind}{index}_average").exists():
+        if not exists(entry) and exists(base / f"{kind}{index}_average"):
             entry = base / f"{kind}{index}_average"
     label, _ = read_text(base / f"{kind}{index}_label")
     source = f"{label_prefix}/{label or f'{kind}{index}'}"

@@ -19,7 +19,7 @@ from typing import Any
 
 from . import coral, hwmon, jetson, nvml as nvml_reader, rapl, rpi, thermal
 from .reading import Reading, missing
-from .sysfs import children, read_text, under
+from .sysfs import children, is_dir, read_text, under
 
 CPU_ZONE_TYPES = ("x86_pkg_temp", "cpu-thermal", "cpu_thermal", "CPU-therm", "cpu", "soc_thermal", "soc-thermal",
                   "cpu0-thermal", "acpitz")
@@ -74,7 +74,7 @@ def read_temperature(spec: str, root: Path, nvml: Any | None = None, limits: boo
         return TempSample(channel.reading, channel.max_c, channel.crit_c or channel.emergency_c)
     if kind == "apex":
         path = under(root, coral.APEX) / name
-        if not path.is_dir():
+        if not is_dir(path):
             return TempSample(missing(spec, "temperature", "C", f"no Coral PCIe device {path}"))
         dev = coral.read_apex_device(path, limits)
         return TempSample(dev.temperature, dev.passive_c, dev.critical_c)
@@ -140,7 +140,7 @@ def read_throttle(spec: str, root: Path, nvml: Any | None = None) -> tuple[bool 
         return flags.throttled_now, flags.reason
     if kind == "apex":
         path = under(root, coral.APEX) / name
-        divider = coral.read_apex_device(path).clock_divider if path.is_dir() else None
+        divider = coral.read_apex_device(path).clock_divider if is_dir(path) else None
         return (None, f"no clock divider known for {name}") if divider is None else (divider > 1, None)
     if kind == "nvml":
         gpu = _gpu(nvml, name)
@@ -207,12 +207,12 @@ _RESOLVED: dict[tuple[str, str, str], Any] = {}
 def _zone_path(root: Path, name: str) -> Path | None:
     key = (str(root), "thermal", name)
     cached = _RESOLVED.get(key)
-    if cached is not None and cached.is_dir():
+    if cached is not None and is_dir(cached):
         return cached
     base = under(root, thermal.THERMAL)
     found = None
     direct = base / name
-    if name.startswith("thermal_zone") and direct.is_dir():
+    if name.startswith("thermal_zone") and is_dir(direct):
         found = direct
     else:
         for zone in children(base, "thermal_zone*"):
@@ -228,7 +228,7 @@ def _zone_path(root: Path, name: str) -> Path | None:
 def _rapl_path(root: Path, name: str) -> Path | None:
     key = (str(root), "rapl", name)
     cached = _RESOLVED.get(key)
-    if cached is not None and cached.is_dir():
+    if cached is not None and is_dir(cached):
         return cached
     for zone_path in children(under(root, rapl.POWERCAP), "intel-rapl*:*"):
         zone_name, _ = read_text(zone_path / "name")
@@ -255,7 +255,7 @@ def _hwmon_channel(root: Path, name: str, kind: str, limits: bool = True) -> hwm
     wanted = channel or f"{kind}1"
     key = (str(root), f"hwmon-{kind}", name)
     cached = _RESOLVED.get(key)
-    if cached is None or not cached[0].is_dir():
+    if cached is None or not is_dir(cached[0]):
         cached = None
         for path in children(under(root, hwmon.HWMON), "hwmon*"):
             chip = hwmon.read_chip(path)

@@ -36,6 +36,21 @@ def children(directory: Path, pattern: str) -> list[Path]:
         return []
 
 
+def is_dir(path: Path) -> bool:
+    """Path.is_dir that answers False, not PermissionError, for a folder this user may not enter."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
 def read_text(path: Path) -> tuple[str | None, str | None]:
     """(text stripped, None) or (None, reason)."""
     try:

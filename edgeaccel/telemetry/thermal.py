@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .reading import Reading, missing
-from .sysfs import children, parse_celsius, parse_int, read_int, read_text, under
+from .sysfs import children, is_dir, parse_celsius, parse_int, read_int, read_text, under
 
 THERMAL = "/sys/class/thermal"
 
@@ -154,7 +154,7 @@ def _bound_cooling(zone: Path, cooling: dict[str, CoolingDevice] | None) -> tupl
         if not name.startswith("cooling_device"):
             continue
         device = cooling.get(name) if cooling is not None else None
-        if device is None and cooling is None and (zone.parent / name).is_dir():
+        if device is None and cooling is None and is_dir(zone.parent / name):
             device = _read_cooling(zone.parent / name)
         if device is not None and device not in bound:
             bound.append(device)
