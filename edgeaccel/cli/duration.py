@@ -24,7 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rate", type=float, metavar="PER_S", help="offer this many requests per second instead")
     g.add_argument("--deadline-ms", type=float, help="each request must finish within this many milliseconds")
     g.add_argument("--simulate", action="store_true",
-                   help="run the policy on a simulated accelerator + CPU (simulated time; --duration in simulated s)")
+                   help="run the policy on a simulated accelerator + CPU (a benchmark scenario, --seed picks it; "
+                        "simulated time; --duration in simulated s; default load 90%% of the sustainable optimum)")
     g.add_argument("--ambient", type=float, default=35.0, help="simulated ambient temperature in C (default 35)")
 
 
@@ -190,7 +191,7 @@ def _simulated(args, policy_name: str) -> int:
     devices = [dataclasses.replace(d, ambient_c=args.ambient) for d in scenario.devices]
     scenario = dataclasses.replace(scenario, ambient_c=args.ambient, devices=tuple(devices))
     optimum, duty = sustained_optimum(devices)
-    rate = args.rate or 1.2 * optimum
+    rate = args.rate or 0.9 * optimum
     out = sys.stderr if args.json else sys.stdout
     print(f"[simulated] {info.path.name} stands in as the workload; devices of scenario {scenario.describe()}",
           file=out)
