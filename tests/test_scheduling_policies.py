@@ -151,3 +151,21 @@ def test_a_limited_device_runs_fewer_requests_at_once():
         decision, state = policy.decide(obs(t * 0.5, hot(84.0, slope=0.3), executors=executors), state)
     assert decision.duty["edgetpu"] < 0.75 and decision.concurrency["tpu"] < 4
     assert "fewer requests at once" in decision.reason
+
+
+def test_a_quiet_spell_does_not_wind_the_duty_back_up():
+    """After a busy spell has found the duty that holds the target, an idle, cool spell leaves it there, so
+    the next burst starts from it rather than from full power."""
+    cfg = ThermalConfig()
+    ctl = DeviceControl()
+    for _ in range(200):  # busy and above target: the integral comes down
+        ctl = thermal_step(hot(84.0, slope=0.0, busy=ctl.duty), ctl, cfg, 0.5).control
+    held = ctl.integral
+    assert held < 0.6
+    for _ in range(200):  # quiet: cool, nothing to run
+        step = thermal_step(hot(60.0, slope=-0.05, busy=0.0), ctl, cfg, 0.5)
+        ctl = step.control
+    assert ctl.integral == pytest.approx(held)
+    assert step.duty == 1.0  # while cool the proportional term still allows full speed
+    burst = thermal_step(hot(82.5, slope=0.1, busy=1.0), ctl, cfg, 0.5)
+    assert burst.duty < held + 0.05  # near the target again: back at the held duty, not at 1

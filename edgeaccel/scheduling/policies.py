@@ -172,13 +172,14 @@ class PowerBudgetPolicy(Policy):
     name = "power"
 
     def __init__(self, watts: float, config: ThermalConfig | None = None, gain: float = 1.5,
-                 headroom: float = 0.03) -> None:
+                 headroom: float = 0.03, leak_per_s: float = 0.02) -> None:
         super().__init__(config)
         if not watts or watts <= 0:
             raise ValueError(f"a power budget must be a positive number of watts, not {watts!r}")
         self.watts = float(watts)
         self.gain = gain  # devices' worth of duty per second per unit of relative error
         self.headroom = headroom  # aim this fraction below the budget
+        self.leak_per_s = leak_per_s  # how fast unused budget is granted back (devices' worth per second)
 
     def __str__(self) -> str:
         return f"power {self.watts:g} W"
@@ -200,7 +201,7 @@ class PowerBudgetPolicy(Policy):
         change = self.gain * error * dt
         binding = any(v.busy >= 0.85 * min(1.0, max(0.0, level - i)) for i, v in enumerate(views))
         if change > 0 and not binding:
-            change = min(change, self.config.leak_per_s * dt)
+            change = min(change, self.leak_per_s * dt)
         level = min(float(len(devices)), max(0.0, level + change))
         ranked = sorted(devices, key=lambda n: _device_cost(n, obs))
         duty = {}
