@@ -120,9 +120,8 @@ def real_part(seconds: float) -> dict:
     import numpy as np
 
     from edgeaccel.loader import load
-    from edgeaccel.scheduling.model import ScheduledModel
     from edgeaccel.sim.fakesys import FakeSysfs
-    from edgeaccel.telemetry import SensorSpec, TelemetrySampler, auto_spec, discover
+    from edgeaccel.telemetry import TelemetrySampler, auto_spec, discover
 
     sample = ROOT / "edgeaccel" / "samples" / "mobilenet_v1_0.25_128_quant.tflite"
     out: dict = {}
