@@ -369,7 +369,8 @@ class Scheduler:
                 slot.device, c.completed, c.failed, c.deadline_met, c.deadline_missed,
                 _ms(percentiles(c.service_s)), _ms(percentiles(c.latency_s)), c.busy_s, energy, reason)
         devices = {name: DeviceStats(d.last_temp_c, d.max_temp_c, d.temp_reason, d.limited_s, d.hw_throttled_s,
-                                     d.above_passive_s, d.samples_at_critical, d.energy_j, d.energy_reason)
+                                     d.above_passive_s, d.samples_at_critical, d.energy_j, d.energy_reason,
+                                     d.idle_energy_j)
                    for name, d in self.device_counters.items()}
         completed = sum(c.completed for c in self.exec_counters.values())
         return SchedulerStats(

@@ -54,10 +54,6 @@ class Decision:
     action: str = "hold"  # hold, shift, lower_concurrency, duty_cycle, back_off, return, no_telemetry
     reason: str = ""
 
-    @property
-    def limited(self) -> bool:
-        return any(d < 1.0 for d in self.duty.values()) or not all(self.enabled.values())
-
 
 @dataclass(frozen=True)
 class DecisionRecord:

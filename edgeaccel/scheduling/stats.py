@@ -77,6 +77,7 @@ class DeviceStats:
     samples_at_critical: int
     energy_j: float | None
     energy_reason: str | None
+    idle_energy_j: float  # measured while none of its executors ran (not charged to any inference)
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ class TelemetrySampler:
         self._energy = {name: EnergyAccumulator() for name in specs}
         self._energy_time: dict[str, float] = {}
         self._trend = {name: TrendForecaster() for name in specs}
-        self._trips: dict[str, tuple[float, float | None, float | None]] = {}  # device -> (read at, passive, critical)
+        self._trips: dict[str, tuple] = {}  # device -> (read at, passive, critical, hot)
 
     @property
     def energy_counters(self) -> dict[str, EnergyAccumulator]:
@@ -93,7 +93,7 @@ class TelemetrySampler:
         return dict(self._last)
 
     def _sample_device(self, name: str, spec: SensorSpec, now: float) -> DeviceSample:
-        temp_c = temp_reason = passive = critical = None
+        temp_c = temp_reason = passive = critical = hot = None
         temp_throttled = None
         limits_from = "none"
         if spec.temperature:
@@ -103,8 +103,8 @@ class TelemetrySampler:
             temp_c, temp_reason = temp.reading.value, temp.reading.reason
             temp_throttled = temp.throttled
             if refresh:
-                self._trips[name] = cached = (now, temp.passive_c, temp.critical_c)
-            passive, critical = cached[1], cached[2]
+                self._trips[name] = cached = (now, temp.passive_c, temp.critical_c, temp.hot_c)
+            passive, critical, hot = cached[1], cached[2], cached[3]
             if passive is not None or critical is not None:
                 limits_from = "sensor"
         else:
@@ -123,7 +123,7 @@ class TelemetrySampler:
         status = headroom = to_passive = None
         if temp_c is not None and passive is not None:
             top = critical if critical is not None and critical > passive else passive + 20.0
-            status = thresholds_from_trips(passive, top).status(temp_c)
+            status = thresholds_from_trips(passive, top, hot).status(temp_c)
             forecast = trend.forecast(FORECAST_S)
             headroom = normalized_headroom(forecast if forecast is not None else temp_c, passive)
             to_passive = trend.seconds_until(passive)
