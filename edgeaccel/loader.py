@@ -7,6 +7,7 @@ import logging
 import os
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from . import bundle
 from .errors import EdgeAccelError, ModelError, NoExecutorError, UnsupportedModelError
@@ -15,6 +16,9 @@ from .executors.registry import runtimes
 from .model import FallbackEvent, Model
 from .modelinfo import Format, ModelInfo
 from .selector import Candidate, MachineFacts, Ranking, rank
+
+if TYPE_CHECKING:
+    from .scheduling.model import ScheduledModel
 
 log = logging.getLogger("edgeaccel")
 
@@ -33,7 +37,7 @@ def load(
     policy: str | None = None,
     power_budget_w: float | None = None,
     telemetry_root: str | os.PathLike = "/",
-) -> Model:
+) -> Model | ScheduledModel:
     """Load ``model`` on the best executor this machine has for it.
 
     model: a model file, a folder of artifacts of one model, an ``edgeaccel-bundle.yaml``, or a list of
