@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from .errors import (
     ConfigError,
     ConversionError,
+    DeadlineExceededError,
     DeviceUnavailableError,
     EdgeAccelError,
     ExecutorError,
@@ -27,6 +28,7 @@ from .errors import (
     ModelLoadError,
     ModelValidationError,
     NoExecutorError,
+    OverloadedError,
     RuntimeNotInstalledError,
     UnsupportedFormatError,
     UnsupportedModelError,
@@ -39,6 +41,7 @@ _LAZY = {
     "load": ("loader", "load"),
     "describe": ("formats", "describe"),
     "Model": ("model", "Model"),
+    "ScheduledModel": ("scheduling.model", "ScheduledModel"),
     "Outputs": ("tensors", "Outputs"),
     "ModelInfo": ("modelinfo", "ModelInfo"),
     "TensorSpec": ("modelinfo", "TensorSpec"),
@@ -51,6 +54,7 @@ __all__ = [
     *_LAZY,
     "ConfigError",
     "ConversionError",
+    "DeadlineExceededError",
     "DeviceUnavailableError",
     "EdgeAccelError",
     "ExecutorError",
@@ -62,6 +66,7 @@ __all__ = [
     "ModelLoadError",
     "ModelValidationError",
     "NoExecutorError",
+    "OverloadedError",
     "RuntimeNotInstalledError",
     "UnsupportedFormatError",
     "UnsupportedModelError",
@@ -90,6 +95,7 @@ if TYPE_CHECKING:
     from .formats import describe
     from .loader import load
     from .model import Model
+    from .scheduling.model import ScheduledModel
     from .modelinfo import Format, ModelInfo, TensorSpec
     from .probe import ProbeReport, probe
     from .tensors import Outputs

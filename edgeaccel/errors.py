@@ -20,7 +20,9 @@ code that used a raw runtime before::
     │   └── InferenceError                      while running it
     │       ├── OutputValueError                NaN/Inf in outputs where the caller asked us to check
     │       ├── WorkerCrashedError              an isolated worker died (signal, OOM); the caller lives on
+    │       ├── OverloadedError                 a scheduled model's queue is full; the request was not taken
     │       └── InferenceTimeoutError (also TimeoutError)
+    │           └── DeadlineExceededError       no executor could finish the request by its deadline
     ├── NoExecutorError (RuntimeError)          no candidate can run the model here; lists every reason
     ├── ModelClosedError (RuntimeError)         run() after close()
     ├── ConfigError (ValueError)                a profile/runtime YAML is wrong: names the file and key
@@ -117,6 +119,14 @@ class WorkerCrashedError(InferenceError):
 
 class InferenceTimeoutError(InferenceError, TimeoutError):
     """A run or load exceeded its time limit."""
+
+
+class DeadlineExceededError(InferenceTimeoutError):
+    """A scheduled request could not be finished by its deadline and was not run (or ran too late)."""
+
+
+class OverloadedError(InferenceError):
+    """A scheduled model's queue is full: requests arrive faster than its executors may serve them."""
 
 
 class NoExecutorError(EdgeAccelError, RuntimeError):

@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import bundle
 from .errors import DeviceUnavailableError, EdgeAccelError, ModelError, NoExecutorError, UnsupportedModelError
@@ -20,6 +21,9 @@ from .modelinfo import Format, ModelInfo
 from .profiles import DeviceFacts, Profile, get_profile, load_profiles, match_profile
 from .profiles.facts import facts_from_probe
 from .selector import Candidate, MachineFacts, Measurement, Ranking, rank
+
+if TYPE_CHECKING:
+    from .scheduling.model import ScheduledModel
 
 log = logging.getLogger("edgeaccel")
 
@@ -42,7 +46,10 @@ def load(
     cache: bool = True,
     runtime_options: dict | None = None,
     strict: bool = False,
-) -> Model:
+    policy: str | None = None,
+    power_budget_w: float | None = None,
+    telemetry_root: str | os.PathLike = "/",
+) -> Model | ScheduledModel:
     """Load ``model`` on the best executor this machine has for it.
 
     model: a model file, a folder of artifacts of one model, an ``edgeaccel-bundle.yaml``, or a list of
@@ -62,11 +69,22 @@ def load(
         validation results and calibration measurements in ``cache_dir`` (default $EDGEACCEL_CACHE_DIR or
         ~/.cache/edgeaccel, bounded by $EDGEACCEL_CACHE_MAX_MB, 1024 by default); ``cache=False`` keeps nothing.
     strict: a candidate that fails to load or run raises instead of falling back to the next one.
+    policy: schedule the model over every candidate that loads (up to three) instead of one: "latency",
+        "efficiency", "thermal", or "power" with ``power_budget_w``; returns a ScheduledModel (the same run API,
+        plus ``submit``, ``stats`` and ``trace``). ``telemetry_root`` is where its sensors are read (tests).
     """
     chosen = select(model, executor=executor, device=device, precision=precision, threads=threads, goal=goal,
                     profile=profile, calibrate=calibrate, calibration_inputs=calibration_inputs,
                     performance_hint=performance_hint, cache_dir=cache_dir, cache=cache,
                     runtime_options=runtime_options)
+    if policy is not None:
+        from .scheduling.open import open_scheduled, scheduled_options
+
+        if not chosen.ranking.candidates:
+            raise _nothing_can_run(chosen.ranking)
+        shared = scheduled_options(chosen.options)
+        return open_scheduled(chosen.ranking, lambda c: open_candidate(c, shared), policy, power_budget_w,
+                              telemetry_root, strict=strict, all_failed=_all_failed)
     loaded = open_ranked(chosen.ranking, chosen.options, strict)
     if chosen.options.cache_dir:
         from .cache import trim

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import duration
 from .inputs import add_input_arguments, prepare_inputs
 
 HELP = "run a model on an image, .npy or random input and report the answer and latency"
@@ -27,9 +28,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, help="CPU threads (default: usable cores)")
     p.add_argument("--strict", action="store_true", help="fail instead of falling back to another executor")
     p.add_argument("--json", action="store_true", help="print one JSON document (schema edgeaccel.run/1)")
+    duration.add_arguments(p)
 
 
 def main(args: argparse.Namespace) -> int:
+    if duration.wanted(args):  # a sustained run under a scheduling policy
+        return duration.main(args)
     import numpy as np
 
     from ..errors import InputError

@@ -1,0 +1,324 @@
+"""ScheduledModel: the Model API over several executors (say an accelerator and the CPU, or LiteRT and
+OpenVINO on one CPU), with a scheduler choosing, request by request, which executor runs it and how fast
+requests are admitted, from telemetry sampled at a bounded rate under the caller's policy.
+
+A dispatcher thread samples telemetry when due, asks the policy for a decision, and routes queued requests
+(deadline first) to executors, each of which runs its requests on its own worker threads. Every decision is
+recorded in ``trace``; ``stats`` has per-executor counts, latency percentiles, energy per inference where the
+device measures energy, and time spent limited or throttled. A failing executor is retried elsewhere and, after
+repeated failures, taken out of rotation: visible in ``fallbacks``, never silent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ..errors import DeadlineExceededError, EdgeAccelError, ExecutorError, ModelClosedError, OverloadedError
+from ..executors.base import Executor, ExecutorInfo
+from ..model import FallbackEvent
+from ..modelinfo import TensorSpec
+from ..telemetry.sampler import DeviceLimits, DeviceSample, TelemetrySampler
+from ..telemetry.sensors import SensorSpec
+from ..tensors import InputBinder, Outputs, check_outputs_finite, dequantize_array
+from .clock import Clock, MonotonicClock
+from .core import ExecutorSlot, Request, Scheduler
+from .devices import device_of, sensors_for
+from .policies import Policy, make_policy
+from .stats import SchedulerStats
+from .trace import Trace
+
+log = logging.getLogger("edgeaccel")
+
+FAILURES_BEFORE_RETIRING = 3  # consecutive failures that take an executor out of rotation
+
+
+class ScheduledModel:
+    """A model served by several executors under a scheduling policy. Use as a context manager or ``close()``.
+
+    executors: loaded Executors of one model (same inputs). The first one's inputs/outputs are the model's.
+    policy: "latency", "efficiency", "thermal", "power" (with ``power_budget_w``), or a Policy object.
+    sensors: device name -> SensorSpec; by default found below ``root`` for each executor's device kind.
+    limits: device name -> trip points to assume where the sensors give none (a device profile's limits).
+    max_concurrency: requests in flight per executor (an int for all, or a dict by executor name).
+    """
+
+    def __init__(self, executors: Sequence[Executor], policy: str | Policy = "thermal", *,
+                 power_budget_w: float | None = None, sensors: dict[str, SensorSpec] | None = None,
+                 root: str | Path = "/", nvml: Any | None = None, limits: dict[str, DeviceLimits] | None = None,
+                 clock: Clock | None = None, sample_interval_s: float = 0.5, max_concurrency: int | dict = 1,
+                 max_queue: int = 10_000, before_sample: Callable[[float], None] | None = None,
+                 fallbacks: Sequence[FallbackEvent] = (), reasons: dict[str, str] | None = None) -> None:
+        if not executors:
+            raise ValueError("a ScheduledModel needs at least one executor")
+        self._executors = list(executors)
+        _check_same_inputs(self._executors)
+        self._policy = policy if isinstance(policy, Policy) else make_policy(policy, power_budget_w)
+        self._clock = clock or MonotonicClock()
+        self._reasons = dict(reasons or {})
+        self._fallbacks = list(fallbacks)
+        names = _unique_names(self._executors)
+        slots = []
+        for name, executor in zip(names, self._executors):
+            conc = max_concurrency.get(name, 1) if isinstance(max_concurrency, dict) else max_concurrency
+            slots.append(ExecutorSlot(name, device_of(executor), int(conc),
+                                      getattr(executor, "nominal_latency_s", None), executor))
+        devices = list(dict.fromkeys(s.device for s in slots))
+        specs = dict(sensors) if sensors is not None else sensors_for(devices, Path(root), nvml)
+        for device in devices:
+            specs.setdefault(device, SensorSpec(notes=(f"no sensors named for {device}",)))
+        self._sampler = TelemetrySampler({d: specs[d] for d in devices}, Path(root), nvml,
+                                         min_interval_s=sample_interval_s, limits=limits)
+        self._scheduler = Scheduler(slots, self._policy, self._sampler, interval_s=sample_interval_s,
+                                    simulated=bool(getattr(self._clock, "simulated", False)),
+                                    before_sample=before_sample, max_queue=max_queue)
+        first = self._executors[0]
+        self._inputs: tuple[TensorSpec, ...] = first.inputs
+        self._outputs: tuple[TensorSpec, ...] = first.outputs
+        self._binder = InputBinder(self._inputs)
+        self._outputs_cls = Outputs.for_names(tuple(t.name for t in self._outputs))
+        self._cond = threading.Condition()
+        self._dirty = False
+        self._closed = False
+        self._failures = {s.name: 0 for s in slots}
+        self._pools = {s.name: ThreadPoolExecutor(s.max_concurrency, thread_name_prefix=f"edgeaccel-{s.name}")
+                       for s in slots}
+        with self._cond:
+            self._scheduler.maybe_decide(self._clock.now(), force=True)
+        self._dispatcher = threading.Thread(target=self._dispatch_loop, name="edgeaccel-scheduler", daemon=True)
+        self._dispatcher.start()
+
+    # -- what the caller inspects ----------------------------------------------------------------------------
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        return self._inputs
+
+    @property
+    def outputs(self) -> tuple[TensorSpec, ...]:
+        return self._outputs
+
+    @property
+    def info(self):
+        return self._executors[0].model
+
+    @property
+    def executors(self) -> dict[str, ExecutorInfo]:
+        out = {}
+        for slot in self._scheduler.slots:
+            base = slot.executor.info
+            reason = self._reasons.get(slot.name, "")
+            if slot.failed_permanently:
+                reason = f"out of rotation: {slot.failed_permanently}"
+            out[slot.name] = ExecutorInfo(base.runtime, base.version, base.device, base.precision, base.threads,
+                                          reason=reason, artifact=str(slot.executor.model.path), details=base.details)
+        return out
+
+    @property
+    def executor(self) -> ExecutorInfo:
+        """The executor the latest decision prefers (the Model API has one; see ``executors`` for all)."""
+        decision = self._scheduler.decision
+        for name in decision.order or ():
+            if decision.enabled.get(name):
+                return self.executors[name]
+        return next(iter(self.executors.values()))
+
+    @property
+    def policy(self) -> Policy:
+        return self._policy
+
+    @property
+    def fallbacks(self) -> tuple[FallbackEvent, ...]:
+        return tuple(self._fallbacks)
+
+    @property
+    def stats(self) -> SchedulerStats:
+        with self._cond:
+            return self._scheduler.stats(self._clock.now())
+
+    @property
+    def trace(self) -> Trace:
+        """Every decision so far (a snapshot: later decisions do not change it)."""
+        with self._cond:
+            return self._scheduler.trace.snapshot()
+
+    @property
+    def telemetry(self) -> dict[str, DeviceSample]:
+        """The latest sample of each device."""
+        return self._sampler.latest
+
+    # -- running -------------------------------------------------------------------------------------------
+    def submit(self, inputs: Any, *, deadline: float | None = None, quantize: bool = False,
+               dequantize: bool = False, check_finite: bool = False) -> Future:
+        """Queue one request; the Future's result is its Outputs. ``deadline``: seconds from now by which it
+        must finish; a request no executor can finish in time fails with DeadlineExceededError at once, and one
+        that finishes late fails with it too (its answer came too late to use; ``stats`` counts it as late)."""
+        arrays = self._binder.bind(inputs, quantize, check_finite)
+        if deadline is not None and deadline <= 0:
+            raise ValueError(f"deadline must be a positive number of seconds from now, not {deadline!r}")
+        future: Future = Future()
+        with self._cond:
+            if self._closed:
+                raise ModelClosedError(f"{self.info.path.name} was closed", hint="load it again with edgeaccel.load")
+            now = self._clock.now()
+            request = self._scheduler.new_request(now, now + deadline if deadline is not None else None,
+                                                  (arrays, dequantize, check_finite), future)
+            if not self._scheduler.submit(request):
+                raise OverloadedError(
+                    f"{self._scheduler.queued} requests are already queued (max_queue={self._scheduler.max_queue})",
+                    hint="submit more slowly, wait for futures, or raise max_queue")
+            self._dirty = True
+            self._cond.notify_all()
+        return future
+
+    def run(self, inputs: Any, *, deadline: float | None = None, quantize: bool = False, dequantize: bool = False,
+            check_finite: bool = False, timeout: float | None = None) -> Outputs:
+        """Run once, on whichever executor the policy picks; blocks until done."""
+        return self.submit(inputs, deadline=deadline, quantize=quantize, dequantize=dequantize,
+                           check_finite=check_finite).result(timeout)
+
+    __call__ = run
+
+    def _dispatch_loop(self) -> None:
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                now = self._clock.now()
+                self._scheduler.maybe_decide(now)
+                assigned, shed = self._scheduler.dispatch(now)
+                wake = self._scheduler.next_wakeup(now)
+            for request in shed:
+                _fail(request.future, DeadlineExceededError(
+                    "no executor could finish this request by its deadline",
+                    hint="give it a later deadline, or lower the request rate (see model.stats)"))
+            for request, slot in assigned:
+                self._pools[slot.name].submit(self._run_one, request, slot)
+            with self._cond:
+                if not self._dirty and not self._closed:
+                    timeout = 0.5 if wake is None else min(0.5, max(0.0, wake - self._clock.now()))
+                    if timeout > 0:
+                        self._cond.wait(timeout)
+                self._dirty = False
+
+    def _run_one(self, request: Request, slot: ExecutorSlot) -> None:
+        arrays, dequantize, check_finite = request.payload
+        request.started = self._clock.now()
+        error: BaseException | None = None
+        try:
+            results = slot.executor.run(arrays)
+        except ExecutorError as exc:
+            error = exc
+        except Exception as exc:  # an executor that breaks the contract: same treatment, never lost
+            error = ExecutorError(f"{slot.name} raised {type(exc).__name__}: {exc}", runtime=slot.name)
+        end = self._clock.now()
+        with self._cond:
+            self._scheduler.finished(request, slot, end, ok=error is None)
+            if error is not None:
+                retry = self._after_failure(request, slot, error)
+            else:
+                self._failures[slot.name] = 0
+            self._dirty = True
+            self._cond.notify_all()
+        if error is not None:
+            if not retry:
+                _fail(request.future, error)
+            return
+        try:
+            if check_finite:
+                check_outputs_finite(results, [t.name for t in self._outputs])
+            if dequantize:
+                results = [dequantize_array(r, t.quantization) if t.quantization and r.dtype.kind in "iu" else r
+                           for r, t in zip(results, self._outputs)]
+            outputs = self._outputs_cls(results)
+        except EdgeAccelError as exc:
+            _fail(request.future, exc)
+            return
+        if request.deadline is not None and end > request.deadline:
+            _fail(request.future, DeadlineExceededError(
+                f"finished {1000 * (end - request.deadline):.1f} ms after its deadline on {slot.name}",
+                hint="give it a later deadline, or lower the request rate (see model.stats)"))
+            return
+        if not request.future.set_running_or_notify_cancel():
+            return
+        request.future.set_result(outputs)
+
+    def _after_failure(self, request: Request, slot: ExecutorSlot, error: BaseException) -> bool:
+        """Record the failure; retire the executor after repeated ones; requeue the request elsewhere if any
+        executor has not failed it yet. Called with the lock held."""
+        self._failures[slot.name] += 1
+        others = [s for s in self._scheduler.slots if s is not slot and not s.failed_permanently
+                  and s.name not in request.tried]
+        replaced_by = others[0].name if others else None
+        event = FallbackEvent(time.time(), "run", slot.name, str(error), replaced_by)
+        self._fallbacks.append(event)
+        log.warning("fallback: %s", event)
+        if self._failures[slot.name] >= FAILURES_BEFORE_RETIRING and not slot.failed_permanently:
+            slot.failed_permanently = f"{self._failures[slot.name]} consecutive failures, last: {str(error).splitlines()[0]}"
+            self._scheduler.apply(self._scheduler.decision, self._clock.now())
+        request.tried.add(slot.name)
+        if others:
+            self._scheduler.requeue(request)
+            return True
+        return False
+
+    # -- lifetime --------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop scheduling, fail queued requests with ModelClosedError, release every executor. Idempotent."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            pending = self._scheduler.drain()
+            self._cond.notify_all()
+        self._dispatcher.join()
+        for request in pending:
+            _fail(request.future, ModelClosedError("the model was closed before this request ran"))
+        for pool in self._pools.values():
+            pool.shutdown(wait=True)
+        for executor in self._executors:
+            try:
+                executor.close()
+            except Exception as exc:  # closing must go on for the others
+                log.warning("closing %s failed: %s", executor.info.name, exc)
+
+    def __enter__(self) -> ScheduledModel:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        names = ", ".join(s.name for s in self._scheduler.slots)
+        return f"<edgeaccel.ScheduledModel {self.info.path.name} on {names} policy={self._policy}>"
+
+
+def _fail(future: Future | None, error: BaseException) -> None:
+    if future is not None and not future.done() and future.set_running_or_notify_cancel():
+        future.set_exception(error)
+
+
+def _unique_names(executors: Sequence[Executor]) -> list[str]:
+    names: list[str] = []
+    for executor in executors:
+        base = getattr(executor, "name", None) or executor.info.name
+        name, n = base, 2
+        while name in names:
+            name, n = f"{base}#{n}", n + 1
+        names.append(name)
+    return names
+
+
+def _check_same_inputs(executors: Sequence[Executor]) -> None:
+    first = executors[0]
+    want = [(t.dtype, tuple(t.shape)) for t in first.inputs]
+    for other in executors[1:]:
+        got = [(t.dtype, tuple(t.shape)) for t in other.inputs]
+        if got != want:
+            raise ValueError(
+                f"{other.info.name} takes inputs {got}, {first.info.name} takes {want}: one scheduled model needs "
+                "executors of the same model (same input dtypes and shapes); pass artifacts of one model")

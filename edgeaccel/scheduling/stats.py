@@ -1,0 +1,134 @@
+"""What a scheduled model reports: per-executor counts, latency percentiles and energy per inference; per
+device temperatures, time limited by the scheduler and time throttled by the hardware; what scheduling itself
+cost. Figures of a simulated run are labelled simulated in text and in dict keys."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import asdict, dataclass, field
+
+
+def percentiles(values, points=(50, 90, 99)) -> dict[str, float] | None:
+    data = sorted(values)
+    if not data:
+        return None
+    out = {}
+    for p in points:
+        k = (len(data) - 1) * p / 100.0
+        lo, hi = int(k), min(int(k) + 1, len(data) - 1)
+        out[f"p{p}"] = data[lo] + (data[hi] - data[lo]) * (k - lo)
+    return out
+
+
+@dataclass
+class ExecutorCounters:
+    device: str
+    completed: int = 0
+    failed: int = 0
+    deadline_met: int = 0
+    deadline_missed: int = 0  # ran, but finished after its deadline
+    busy_s: float = 0.0
+    energy_j: float = 0.0  # device energy attributed to this executor's runs
+    energy_runs: int = 0  # completions in intervals whose energy was measured
+    service_s: deque = field(default_factory=lambda: deque(maxlen=50_000))
+    latency_s: deque = field(default_factory=lambda: deque(maxlen=50_000))  # arrival to completion
+
+
+@dataclass
+class DeviceCounters:
+    limited_s: float = 0.0  # the scheduler held it below full use
+    hw_throttled_s: float = 0.0  # the kernel/firmware reported throttling
+    above_passive_s: float = 0.0
+    samples_at_critical: int = 0
+    samples: int = 0
+    max_temp_c: float | None = None
+    last_temp_c: float | None = None
+    temp_reason: str | None = None
+    energy_j: float | None = None
+    energy_reason: str | None = None
+    idle_energy_j: float = 0.0  # energy in intervals when none of its executors ran
+    last_energy_j: float | None = None
+    interval_busy: dict = field(default_factory=dict)  # executor -> busy seconds since the last sample
+    interval_runs: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExecutorStats:
+    device: str
+    completed: int
+    failed: int
+    deadline_met: int
+    deadline_missed: int
+    service_ms: dict | None
+    latency_ms: dict | None
+    busy_s: float
+    energy_per_inference_j: float | None
+    energy_reason: str | None
+
+
+@dataclass(frozen=True)
+class DeviceStats:
+    last_temp_c: float | None
+    max_temp_c: float | None
+    temp_reason: str | None
+    limited_s: float
+    hw_throttled_s: float
+    above_passive_s: float
+    samples_at_critical: int
+    energy_j: float | None
+    energy_reason: str | None
+    idle_energy_j: float  # measured while none of its executors ran (not charged to any inference)
+
+
+@dataclass(frozen=True)
+class SchedulerStats:
+    policy: str
+    simulated: bool
+    elapsed_s: float
+    completed: int
+    shed: int  # refused at once: no executor could meet their deadline
+    throughput_per_s: float
+    executors: dict[str, ExecutorStats]
+    devices: dict[str, DeviceStats]
+    dispatch_us: dict | None  # cost of one routing pass (per dispatch call)
+    decision_us: dict | None  # cost of one policy decision
+    tick_us: dict | None  # one whole decision step: telemetry sample, policy, apply, trace record
+    telemetry_samples: int
+    telemetry_cpu_s: float
+    decisions: int
+
+    @property
+    def telemetry_cpu_share(self) -> float:
+        return self.telemetry_cpu_s / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def as_dict(self) -> dict:
+        """Plain data; a simulated run's figures sit under a top-level ``simulated`` key."""
+        body = asdict(self)
+        body["telemetry_cpu_share"] = self.telemetry_cpu_share
+        if self.simulated:
+            return {"simulated": body}
+        return body
+
+    def lines(self) -> list[str]:
+        tag = "[simulated] " if self.simulated else ""
+        out = [f"{tag}policy {self.policy}: {self.completed} inferences in {self.elapsed_s:.1f} s "
+               f"({self.throughput_per_s:.1f}/s), {self.shed} shed for their deadline, {self.decisions} decisions"]
+        for name, e in self.executors.items():
+            lat = e.latency_ms or {}
+            energy = (f"{e.energy_per_inference_j * 1000:.1f} mJ/inference" if e.energy_per_inference_j is not None
+                      else f"energy n/a ({e.energy_reason})")
+            out.append(f"{tag}  {name:22} {e.completed:7d} done, {e.failed} failed, "
+                       f"{e.deadline_missed} late; latency p50 {lat.get('p50', float('nan')):.2f} "
+                       f"p99 {lat.get('p99', float('nan')):.2f} ms; {energy}")
+        for name, d in self.devices.items():
+            temp = (f"{d.last_temp_c:.1f} C (max {d.max_temp_c:.1f} C)" if d.last_temp_c is not None
+                    else f"no temperature ({d.temp_reason})")
+            out.append(f"{tag}  device {name:15} {temp}; scheduler-limited {d.limited_s:.1f} s, hardware-throttled "
+                       f"{d.hw_throttled_s:.1f} s, above passive trip {d.above_passive_s:.1f} s")
+        if self.dispatch_us:
+            out.append(f"{tag}  routing cost p50 {self.dispatch_us['p50']:.1f} us p99 {self.dispatch_us['p99']:.1f} us; "
+                       f"telemetry {self.telemetry_samples} samples, {100 * self.telemetry_cpu_share:.3f}% of one core")
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())

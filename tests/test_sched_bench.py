@@ -1,0 +1,35 @@
+"""The bounded CI version of tools/sched_bench.py: two scenarios (a hwmon accelerator and a Coral), five
+simulated minutes each instead of twenty scenarios of thirty, the same targets. Simulated figures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from edgeaccel.sim.suite import PASSIVE_CAP_PCT, run_scenario
+
+from conftest import ROOT
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+def test_scenario_meets_the_targets(seed):
+    r = run_scenario(seed, minutes=5.0)
+    assert r.critical_samples == 0 and r.critical_truth_s == 0.0
+    assert r.above_passive_pct <= PASSIVE_CAP_PCT
+    assert r.throughput_ratio >= 0.90, r.scenario.describe()
+    assert r.deadline_met_pct >= 95.0
+    assert r.naive_breaks_cap, "the scenario is too easy: always-fastest stays under the cap"
+    assert r.energy_error_pct and max(r.energy_error_pct.values()) <= 2.0
+    assert sum(r.energy_wraps.values()) > 0  # the counter really wrapped
+
+
+def test_the_tool_prints_every_target():
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "sched_bench.py"), "--scenarios", "1", "--minutes",
+                          "1", "--seed0", "4", "--skip-real"], capture_output=True, text=True, timeout=120)
+    assert out.returncode in (0, 1), out.stderr  # one simulated minute need not meet every target
+    for target in ("samples at/above critical trip", "time above passive trip", "sustained throughput vs optimum",
+                   "requests meeting deadline", "naive always-fastest breaks the cap", "energy accounting"):
+        assert target in out.stdout
+    assert all(line.startswith(("[simulated]", "bench wall time")) for line in out.stdout.splitlines())

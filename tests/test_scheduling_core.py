@@ -1,0 +1,196 @@
+"""The scheduler engine driven by hand: routing, duty-cycle budgets, deadlines, energy attribution, the trace.
+Time is whatever the test says it is."""
+
+from __future__ import annotations
+
+import pytest
+
+from edgeaccel.scheduling import Decision, make_policy
+from edgeaccel.scheduling.core import DeviceBudget, ExecutorSlot, Scheduler
+from edgeaccel.telemetry.sampler import DeviceSample
+
+
+class ScriptedSampler:
+    """Stands in for TelemetrySampler: returns whatever the test scripted for each device."""
+
+    min_interval_s = 0.5
+    samples = 0
+    cpu_s = 0.0
+
+    def __init__(self, **devices):
+        self.devices = devices
+
+    def sample(self, now):
+        self.samples += 1
+        return {name: DeviceSample(name, now, **fields) for name, fields in self.devices.items()}
+
+
+def two_slots():
+    return [ExecutorSlot("fast", "accel", 1, 0.01), ExecutorSlot("slow", "cpu", 1, 0.05)]
+
+
+def run_until(scheduler, end, step=0.001, durations=None):
+    """Advance in small steps; every started request takes its slot's nominal latency."""
+    running = []
+    t = 0.0
+    done = []
+    while t < end:
+        scheduler.maybe_decide(t)
+        for item in [r for r in running if r[2] <= t]:
+            running.remove(item)
+            scheduler.finished(item[0], item[1], item[2])
+            done.append(item)
+        assigned, _ = scheduler.dispatch(t)
+        for request, slot in assigned:
+            running.append((request, slot, t + (durations or {}).get(slot.name, slot.latency_s)))
+        t = round(t + step, 9)
+    return done
+
+
+def test_one_request_goes_to_the_fastest_and_a_backlog_spills_to_the_slow_one():
+    scheduler = Scheduler(two_slots(), make_policy("latency"))
+    scheduler.maybe_decide(0.0, force=True)
+    scheduler.submit(scheduler.new_request(0.0))
+    assigned, _ = scheduler.dispatch(0.0)
+    assert [s.name for _, s in assigned] == ["fast"]
+    scheduler.finished(*assigned[0], 0.01)
+    for _ in range(20):
+        scheduler.submit(scheduler.new_request(0.0))
+    done = run_until(scheduler, 0.5)
+    by_slot = {name: sum(1 for _, s, _ in done if s.name == name) for name in ("fast", "slow")}
+    assert by_slot["slow"] >= 2 and by_slot["fast"] > 3 * by_slot["slow"]  # 5x faster: most go to it
+
+
+def test_earliest_deadline_first_and_shedding_the_hopeless():
+    scheduler = Scheduler([ExecutorSlot("only", "cpu", 1, 0.05)], make_policy("latency"))
+    scheduler.maybe_decide(0.0, force=True)
+    late = scheduler.new_request(0.0, deadline=1.0)
+    urgent = scheduler.new_request(0.0, deadline=0.2)
+    hopeless = scheduler.new_request(0.0, deadline=0.01)  # cannot finish a 50 ms run in 10 ms
+    for r in (late, urgent, hopeless):
+        scheduler.submit(r)
+    assigned, shed = scheduler.dispatch(0.0)
+    assert shed == [hopeless] and [r for r, _ in assigned] == [urgent]
+    assert scheduler.shed == 1
+
+
+def test_duty_budget_limits_busy_time():
+    budget = DeviceBudget(capacity=1, bucket_s=1.0)
+    budget.set_duty(0.25, 0.0)
+    busy, t = 0.0, 0.0
+    while t < 100.0:
+        budget.refill(t)
+        if budget.ready_at(t) <= t:
+            budget.charge(0.1)
+            busy += 0.1
+        t += 0.1
+    assert busy == pytest.approx(0.25 * 100 + 1.0, abs=0.3)  # the duty, plus the bucket's first second
+    assert DeviceBudget(1).ready_at(5.0) == 5.0  # duty 1: never waits
+    zero = DeviceBudget(1)
+    zero.set_duty(0.0, 0.0)
+    zero.charge(2.0)
+    assert zero.ready_at(0.0) == float("inf")
+
+
+def test_a_limited_device_gets_its_duty_and_the_rest_moves_to_the_other():
+    class HalfAccel:
+        name, route = "test", "earliest"
+
+        def initial_state(self):
+            return None
+
+        def decide(self, obs, state):
+            return Decision({"accel": 0.5, "cpu": 1.0}, {"fast": True, "slow": True}, {"fast": 1, "slow": 1},
+                            "earliest", (), "duty_cycle", "accel at half duty"), state
+
+    scheduler = Scheduler(two_slots(), HalfAccel(), bucket_s=0.2)
+    scheduler.maybe_decide(0.0, force=True)
+    for _ in range(2000):
+        scheduler.submit(scheduler.new_request(0.0))
+    done = run_until(scheduler, 10.0)
+    fast_busy = sum(0.01 for _, s, _ in done if s.name == "fast")
+    slow = sum(1 for _, s, _ in done if s.name == "slow")
+    assert fast_busy == pytest.approx(5.0, rel=0.06)  # half of 10 s
+    assert slow >= 150  # the CPU took over the rest: ~10 s / 50 ms
+    assert scheduler.device_counters["accel"].limited_s == pytest.approx(10.0, abs=0.6)
+
+
+def test_energy_is_attributed_to_the_executors_that_ran():
+    sampler = ScriptedSampler(cpu=dict(temp_c=50.0, energy_j=0.0))
+    scheduler = Scheduler([ExecutorSlot("a", "cpu", 1, 0.01), ExecutorSlot("b", "cpu", 1, 0.01)],
+                          make_policy("efficiency"), sampler)
+    scheduler.maybe_decide(0.0, force=True)
+    joules = 0.0
+    for k in range(1, 41):  # 20 s: each 0.5 s, "a" runs 10 requests and "b" 5, the device spends 3 J
+        for name, n in (("a", 10), ("b", 5)):
+            slot = scheduler.by_name[name]
+            for _ in range(n):
+                request = scheduler.new_request(k * 0.5 - 0.4)
+                request.started, request.expected_s = k * 0.5 - 0.4, 0.01
+                slot.running += 1
+                scheduler.finished(request, slot, k * 0.5 - 0.39)
+        joules += 3.0
+        sampler.devices["cpu"]["energy_j"] = joules
+        scheduler.maybe_decide(k * 0.5)
+    stats = scheduler.stats(20.0)
+    # 3 J per interval split 2:1 by busy time over 10 and 5 runs: 0.2 J each
+    assert stats.executors["a"].energy_per_inference_j == pytest.approx(0.2)
+    assert stats.executors["b"].energy_per_inference_j == pytest.approx(0.2)
+    assert stats.devices["cpu"].energy_j == pytest.approx(120.0)
+
+
+def test_trace_records_every_decision_with_readings():
+    sampler = ScriptedSampler(accel=dict(temp_c=70.0, passive_c=85.0, critical_c=100.0),
+                              cpu=dict(temp_c=None, temp_reason="no sensor"))
+    scheduler = Scheduler(two_slots(), make_policy("thermal"), sampler)
+    for t in (0.0, 0.1, 0.5, 1.0, 1.2, 1.5):
+        scheduler.maybe_decide(t)
+    assert [round(r.time, 3) for r in scheduler.trace] == [0.0, 0.5, 1.0, 1.5]  # bounded to one per 0.5 s
+    record = scheduler.trace.records[-1]
+    assert record.devices["accel"].temp_c == 70.0 and record.devices["cpu"].temp_reason == "no sensor"
+    csv_text = scheduler.trace.to_csv()
+    header = csv_text.splitlines()[0].split(",")
+    assert {"time_s", "action", "reason", "accel_temp_c", "accel_duty", "fast_enabled"} <= set(header)
+    assert len(csv_text.splitlines()) == 5
+
+
+def test_queue_bound():
+    scheduler = Scheduler(two_slots(), make_policy("latency"), max_queue=3)
+    results = [scheduler.submit(scheduler.new_request(0.0)) for _ in range(5)]
+    assert results == [True, True, True, False, False] and scheduler.rejected == 2
+
+
+def test_scheduler_refuses_bad_configuration():
+    with pytest.raises(ValueError, match="at least one executor"):
+        Scheduler([], make_policy("latency"))
+    with pytest.raises(ValueError, match="unique"):
+        Scheduler([ExecutorSlot("a", "cpu"), ExecutorSlot("a", "cpu")], make_policy("latency"))
+    with pytest.raises(ValueError, match="at least 1"):
+        ExecutorSlot("a", "cpu", 0)
+
+
+def test_a_stale_latency_estimate_is_measured_again():
+    """An executor whose estimate says slow (a cold first run) is tried again after REMEASURE_S; if it is in
+    fact the faster one, work moves to it."""
+    scheduler = Scheduler([ExecutorSlot("a", "cpu", 1, 0.01), ExecutorSlot("b", "cpu", 1, 0.05)],
+                          make_policy("latency"))
+    actual = {"a": 0.01, "b": 0.004}
+    running, t, served = None, 0.0, []
+    while t < 12.0:
+        scheduler.maybe_decide(t)
+        if running and running[2] <= t:
+            scheduler.finished(running[0], running[1], running[2])
+            served.append((t, running[1].name))
+            running = None
+        if running is None:
+            if not scheduler.queued:
+                scheduler.submit(scheduler.new_request(t))
+            assigned, _ = scheduler.dispatch(t)
+            if assigned:
+                request, slot = assigned[0]
+                running = (request, slot, t + actual[slot.name])
+        t = round(t + 0.001, 9)
+    early = {name for when, name in served if when < 5.0}
+    late = [name for when, name in served if when > 6.0]
+    assert early == {"a"}
+    assert late.count("b") > 0.95 * len(late)
