@@ -84,7 +84,8 @@ def load(
             raise _nothing_can_run(chosen.ranking)
         shared = scheduled_options(chosen.options)
         return open_scheduled(chosen.ranking, lambda c: open_candidate(c, shared), policy, power_budget_w,
-                              telemetry_root, strict=strict, all_failed=_all_failed)
+                              telemetry_root, strict=strict, all_failed=_all_failed,
+                              limits=profile_limits(chosen.profile, chosen.ranking))
     loaded = open_ranked(chosen.ranking, chosen.options, strict)
     if chosen.options.cache_dir:
         from .cache import trim
@@ -152,6 +153,18 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
         selection.measurements = measurements
         selection.measured_now = True
     return selection
+
+
+def profile_limits(profile: Profile | None, ranking: Ranking) -> dict | None:
+    """The profile's trip points for every device kind the scheduler may hold: what it assumes where the
+    sensors give none (a CPU thermal zone without trips, a board whose sensors are not exposed)."""
+    if profile is None or (profile.thermal.passive_c is None and profile.thermal.critical_c is None):
+        return None
+    from .scheduling.devices import device_of_name
+    from .telemetry.sampler import DeviceLimits
+
+    limits = DeviceLimits(profile.thermal.passive_c, profile.thermal.critical_c)
+    return {device_of_name(c.device): limits for c in ranking.candidates}
 
 
 def _rank(artifacts, facts, options, executor, device, profile, goal, measurements) -> Ranking:

@@ -117,3 +117,14 @@ def test_profile_by_name_path_or_match(tmp_path):
     broken.write_text("schema: edgeaccel.profile/1\nname: x\ntitle: x\nfrobnicate: 1\n")
     with pytest.raises(edgeaccel.ConfigError, match="broken.yaml.*frobnicate"):
         select(MODELS / "split_concat.tflite", profile=str(broken))
+
+
+@pytest.mark.shared
+def test_a_scheduled_model_assumes_the_profile_trip_points():
+    with edgeaccel.load(MODELS / "split_concat.tflite", policy="thermal", profile="rpi5") as model:
+        model.run([np.zeros(s.shape, np.uint8) for s in model.inputs])
+        limits = model._sampler.limits
+    from edgeaccel.profiles import get_profile
+
+    thermal = get_profile("rpi5").thermal
+    assert limits["cpu"].passive_c == thermal.passive_c and limits["cpu"].critical_c == thermal.critical_c

@@ -17,7 +17,11 @@ def device_of(executor: Any) -> str:
     heat = getattr(executor, "heat", None)
     if heat is not None:
         return heat.p.name
-    device = str(executor.info.device)
+    return device_of_name(str(executor.info.device))
+
+
+def device_of_name(device: str) -> str:
+    """The domain name for an executor's device string ("CUDA:1" -> "gpu")."""
     base = device.split(":")[0].split(".")[0].lower()
     return _KINDS.get(base, base or "unknown")
 
