@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import edgeaccel
-from conftest import MODELS, image_input
+from conftest import MODELS, image_input, without
 from delegate import build, records
 from edgeaccel import formats
 from edgeaccel.errors import DeviceUnavailableError, UnsupportedModelError
@@ -125,6 +125,7 @@ def test_a_delegate_that_refuses_with_a_message_passes_it_on(delegate_env):
     assert "could not open USB Edge TPU (EdgeTPU:usb): recording delegate refused: fail=message" in first
 
 
+@without("EdgeTPU")
 def test_a_silent_refusal_is_diagnosed_instead_of_a_bare_failed_to_load(delegate_env):
     """libedgetpu returns NULL with no message when it opens no device (LiteRT then says only "Failed to
     load delegate from libedgetpu.so.1"); the error says what was checked and what is missing here."""

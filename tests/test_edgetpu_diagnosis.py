@@ -7,6 +7,7 @@ import ctypes.util
 
 import pytest
 
+from conftest import without
 from delegate import build
 from edgeaccel.executors.edgetpu import parse_device, required_runtime_versions, runtime_version_number
 from edgeaccel.executors.edgetpu_diagnosis import diagnose, parse_dpkg_versions
@@ -135,6 +136,7 @@ def test_a_rebuilt_libedgetpu_says_which_tensorflow_it_was_built_for(tmp_path):
                          "is ai-edge-litert 2.3.0") and info.fix is None
 
 
+@without("EdgeTPU")
 def test_the_runtime_version_is_read_from_the_library_itself(tmp_path, monkeypatch):
     try:
         library = build(tmp_path, version="BuildLabel(COMPILER=6.3.0 20170516,DATE=redacted), RuntimeVersion(13)")
@@ -171,6 +173,7 @@ def test_bad_device_strings(text):
         parse_device(text)
 
 
+@without("EdgeTPU")
 def test_availability_here_names_what_is_missing():
     """This machine has no Edge TPU (no Coral on its USB bus or PCI bus), and the answer says so along with
     whether libedgetpu is on the loader path; it must not be LiteRT's bare "Failed to load delegate"."""

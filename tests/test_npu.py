@@ -18,6 +18,7 @@ from edgeaccel.loader import executor_class  # noqa: E402
 from edgeaccel.probe import Identity  # noqa: E402
 from edgeaccel.selector import MachineFacts, rank  # noqa: E402
 from edgeaccel.testing import intel_laptop_with_npu  # noqa: E402
+from conftest import without  # noqa: E402
 from onnx_models import small_conv  # noqa: E402
 
 STRANGER = Identity(uid=4242, gids=frozenset({4242}))
@@ -51,12 +52,14 @@ def test_the_selector_reports_the_static_shape_rule_on_a_machine_with_an_npu(mod
     assert "openvino:CPU" in [c.name for c in ranking.candidates]
 
 
+@without("NPU")
 def test_loading_on_the_npu_here_says_there_is_none(models):
     static, _ = models
     with pytest.raises(edgeaccel.NoExecutorError, match="no NPU device found on this machine"):
         edgeaccel.load(static.path, executor="openvino", device="NPU")
 
 
+@without("NPU")
 def test_openvino_npu_availability_here():
     available = OpenVINOExecutor.availability("NPU")
     assert not available
@@ -77,6 +80,7 @@ def test_openvino_npu_availability_on_an_npu_laptop_tree(tmp_path):
     assert "usermod -aG render" in denied.fix
 
 
+@without("GPU")
 def test_openvino_gpu_availability_here():
     available = OpenVINOExecutor.availability("GPU")
     assert not available and available.reason.startswith("no Intel GPU on this machine")

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
 
-from conftest import MODELS  # noqa: E402
+from conftest import MODELS, without  # noqa: E402
 from edgeaccel import formats  # noqa: E402
 from edgeaccel.errors import DeviceUnavailableError  # noqa: E402
 from edgeaccel.executors.base import ExecutorOptions  # noqa: E402
@@ -93,6 +93,7 @@ def test_int8_on_tensorrt_needs_a_quantized_model_or_a_table(conv):
     assert "through TensorRT only" in OnnxRuntimeExecutor.rejects(conv, "CUDA", ExecutorOptions(precision="f16"))
 
 
+@without("CUDA", "NPU", "QNN")
 @pytest.mark.parametrize("device, hardware, provider", [
     ("CUDA", "no NVIDIA GPU with its driver on this machine", CUDA),
     ("TensorRT", "no NVIDIA GPU with its driver on this machine", TRT),
@@ -105,6 +106,13 @@ def test_availability_here_names_the_missing_hardware_and_provider(device, hardw
     assert available.reason.startswith(hardware)
     assert f"this onnxruntime build (onnxruntime) has no {provider}" in available.reason
     assert "pip uninstall onnxruntime" in available.fix
+
+
+@pytest.mark.parametrize("device, provider", [("DirectML", "DmlExecutionProvider"),
+                                              ("CoreML", "CoreMLExecutionProvider")])
+def test_availability_here_for_the_other_platforms_providers(device, provider):
+    available = OnnxRuntimeExecutor.availability(device)
+    assert not available and available.reason.startswith(f"this onnxruntime build (onnxruntime) has no {provider}")
 
 
 def test_availability_on_a_gpu_server_tree_blames_only_the_build(tmp_path):

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from conftest import without
 from edgeaccel.executors.tensorflow import TensorFlowExecutor
 from edgeaccel.probe import Identity
 from edgeaccel.testing import cloud_tpu_vm, x86_server_with_cuda_gpu
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.skipif(TensorFlowExecutor.installed() is None,
 STRANGER = Identity(uid=4242, gids=frozenset({4242}))
 
 
+@without("TPU", "CUDA")
 def test_tpu_and_cuda_here_answer_without_importing_tensorflow():
     code = ("import json, sys\n"
             "from edgeaccel.executors.tensorflow import TensorFlowExecutor as T\n"
