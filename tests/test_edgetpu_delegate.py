@@ -217,3 +217,25 @@ def test_without_a_twin_the_compiled_model_says_why_the_edge_tpu_failed(coral_he
     monkeypatch.setenv(LIBRARY_ENV, "libedgetpu-not-here.so.1")
     with pytest.raises(DeviceUnavailableError, match="not on the loader path"):
         edgeaccel.load(COMPILED)
+
+
+def test_explain_shows_why_the_ranked_edge_tpu_will_not_load(coral_here, monkeypatch, capsys):
+    import argparse
+    import json
+
+    from edgeaccel.cli import explain_cmd
+
+    monkeypatch.setenv(LIBRARY_ENV, "libedgetpu-not-here.so.1")
+    args = argparse.Namespace(model=[str(COMPILED), str(PLAIN)], goal="latency", profile=None, executor=None,
+                              device=None, precision=None, threads=None, calibrate=False, cache_dir=None, json=True)
+    assert explain_cmd.main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    first = report["ranked"][0]
+    assert first["candidate"] == "litert:EdgeTPU" and first["artifact"].endswith("_edgetpu.tflite")
+    assert not first["availability"]["ok"] and "not on the loader path" in first["availability"]["reason"]
+    assert "libedgetpu1-std" in first["availability"]["fix"]
+    assert all("availability" not in e for e in report["ranked"] if e["candidate"].endswith(":CPU"))
+    args.json = False
+    explain_cmd.main(args)
+    assert "NOT usable: libedgetpu-not-here.so.1 (the Edge TPU delegate) is not on the loader path" in \
+        capsys.readouterr().out
