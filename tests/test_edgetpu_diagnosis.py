@@ -192,3 +192,35 @@ def test_availability_on_fake_trees_matches_the_diagnosis(tmp_path):
     assert LiteRTExecutor.availability("EdgeTPU", root=tmp_path)
     denied = LiteRTExecutor.availability("EdgeTPU", root=tmp_path, identity=STRANGER)
     assert not denied and "cannot read and write /dev/apex_0" in denied.reason and "usermod -aG apex" in denied.fix
+
+
+def _package(root, files: dict[str, str]):
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_coral_pycoral_is_used_when_importable_and_the_pypi_namesake_is_not(tmp_path, monkeypatch):
+    """Coral's pycoral is not on PyPI and the PyPI project named pycoral is unrelated: only a pycoral with
+    pycoral.utils.edgetpu counts. Stand-ins of both are put on sys.path here; neither is a dependency."""
+    import sys
+
+    from edgeaccel.executors.edgetpu import pycoral_edge_tpus
+
+    assert pycoral_edge_tpus() is None  # not installed here
+    coral, namesake = tmp_path / "coral", tmp_path / "namesake"
+    _package(coral, {"pycoral/__init__.py": "", "pycoral/utils/__init__.py": "",
+                     "pycoral/utils/edgetpu.py": "def list_edge_tpus():\n"
+                                                 "    return [{'type': 'usb', 'path': '/sys/bus/usb/devices/4-1'},\n"
+                                                 "            {'type': 'pci', 'path': '/dev/apex_0'}]\n"})
+    _package(namesake, {"pycoral/__init__.py": "VERSION = 'unrelated'\n"})
+    for folder, expected in ((namesake, None), (coral, [{"type": "usb", "path": "/sys/bus/usb/devices/4-1"},
+                                                        {"type": "pci", "path": "/dev/apex_0"}])):
+        with monkeypatch.context() as m:
+            m.syspath_prepend(str(folder))
+            for name in [n for n in sys.modules if n == "pycoral" or n.startswith("pycoral.")]:
+                m.delitem(sys.modules, name)
+            assert pycoral_edge_tpus() == expected
+    for name in [n for n in sys.modules if n == "pycoral" or n.startswith("pycoral.")]:
+        del sys.modules[name]
