@@ -48,7 +48,8 @@ def open_edgetpu(model_path, where, record=None, **extra):
     opts = dict(extra)
     if record is not None:
         opts["record"] = str(record)
-    return LiteRTExecutor(formats.describe(model_path), where, ExecutorOptions(runtime_options={"edgetpu_options": opts}))
+    options = ExecutorOptions(runtime_options={"edgetpu_options": opts})
+    return LiteRTExecutor(formats.describe(model_path), where, options)
 
 
 def test_plain_tflite_through_the_delegate_equals_the_cpu(delegate_env, tmp_path, labels):
