@@ -41,10 +41,12 @@ def test_shipped_descriptors_say_formats_devices_how_and_extra():
     assert ort.install_hint() == "pip install 'edgeaccel[onnx]'"  # the CPU build, as before
     assert found["openvino"].target("NPU").device_name == "NPU"
     edgetpu = found["litert"].target("EdgeTPU")
-    assert edgetpu.delegate == "libedgetpu.so.1" and edgetpu.planned
-    # planned devices are described but not offered to the selector
-    assert ("EdgeTPU", "edgetpu") not in found["litert"].devices
+    assert edgetpu.delegate == "libedgetpu.so.1" and not edgetpu.planned
+    assert ("EdgeTPU", "edgetpu") in found["litert"].devices  # the LiteRT executor drives it now
+    # planned devices are described but not offered to the selector: LiteRT's NPU accelerator
+    assert found["litert"].target("NPU").planned and ("NPU", "npu") not in found["litert"].devices
     assert found["litert"].reads(Format.EDGETPU_TFLITE, "EdgeTPU")
+    assert not found["litert"].reads(Format.TFLITE, "EdgeTPU")
     assert not found["litert"].reads(Format.EDGETPU_TFLITE, "CPU")
 
 

@@ -34,8 +34,29 @@ def main(args: argparse.Namespace, calibrate: bool | None = None) -> int:
                            threads=args.threads, goal=args.goal, profile=args.profile,
                            calibrate=args.calibrate if calibrate is None else calibrate, cache_dir=args.cache_dir)
     report = selection_dict(selection)
+    add_availability(selection, report)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print_selection(report)
     return 0
+
+
+def add_availability(selection, report: dict) -> None:
+    """Each ranked accelerator candidate's availability answer (library, device node, driver...): the
+    ranking only knows the device is present, and loading is where a missing libedgetpu or an unreadable
+    node would otherwise first show."""
+    from ..loader import executor_class
+
+    answers: dict[tuple[str, str], dict] = {}
+    for entry, cand in zip(report["ranked"], selection.ranking.candidates):
+        if cand.kind == "cpu":
+            continue
+        key = (cand.runtime, cand.device)
+        if key not in answers:
+            try:
+                found = executor_class(cand.runtime).availability(cand.device)
+                answers[key] = {"ok": found.ok, "reason": found.reason, "fix": found.fix}
+            except Exception as exc:  # a plug-in's broken availability must not break explain
+                answers[key] = {"ok": False, "reason": f"availability failed: {exc}", "fix": None}
+        entry["availability"] = answers[key]

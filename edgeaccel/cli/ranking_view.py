@@ -46,6 +46,11 @@ def print_selection(report: dict) -> None:
     for entry in report["ranked"]:
         print(f"  {entry['rank']}. {entry['candidate']} [{_short(entry['artifact'])}]")
         print(f"       {entry['reason']}")
+        available = entry.get("availability")
+        if available:
+            print(f"       {'usable' if available['ok'] else 'NOT usable'}: {available['reason']}")
+            if available["fix"]:
+                print(f"       fix: {available['fix']}")
     print("rejected")
     groups: dict[tuple, list[str]] = defaultdict(list)
     for entry in report["rejected"]:

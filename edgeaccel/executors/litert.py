@@ -1,24 +1,34 @@
-"""LiteRT (TensorFlow Lite) on the CPU with XNNPACK.
+"""LiteRT (TensorFlow Lite) on the CPU with XNNPACK, and on a Coral Edge TPU through Coral's delegate.
 
 The interpreter comes from ``ai_edge_litert`` (the base install); ``tflite_runtime`` and ``tensorflow.lite``
 are fallback imports only. One Interpreter is not safe to share between threads (FINDINGS: 75% misleading
 errors, some silently wrong results), so each concurrent caller takes its own from a pool.
+
+On the Edge TPU (device strings in ``edgetpu.py``) each interpreter gets its own delegate from LiteRT's
+``load_delegate(libedgetpu, {"device": ...})``, and the pool holds one interpreter: an Edge TPU runs one
+inference at a time, and more interpreters would only queue on it. A delegate that cannot be created is
+explained by ``edgetpu_diagnosis`` instead of LiteRT's bare "Failed to load delegate".
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import ModelLoadError, InferenceError, UnsupportedModelError, runtime_message
+from ..errors import DeviceUnavailableError, InferenceError, ModelLoadError, UnsupportedModelError, runtime_message
 from ..modelinfo import Format, ModelInfo
 from .. import packages
 from ..packages import installed_version
+from . import edgetpu
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions, Pool
+
+log = logging.getLogger("edgeaccel.litert")
 
 # The module holding Interpreter in each package of packages.LITERT
 _INTERPRETER = {"ai_edge_litert": "ai_edge_litert.interpreter", "tflite_runtime": "tflite_runtime.interpreter",
@@ -53,19 +63,45 @@ def is_unresolved_custom_op(message: str) -> bool:
 
 class LiteRTExecutor(Executor):
     runtime = "litert"
-    formats = frozenset({Format.TFLITE})
-    devices = ("CPU",)
+    formats = frozenset({Format.TFLITE, Format.EDGETPU_TFLITE})
+    devices = ("CPU", "EdgeTPU")
     distributions = packages.LITERT
 
     @classmethod
-    def availability(cls, device: str | None = None) -> Availability:
+    def availability(cls, device: str | None = None, *, root: str | Path = Path("/"),
+                     identity=None) -> Availability:
+        """``root``/``identity`` survey another tree or account (tests: fake device trees)."""
         found = interpreter_module()
         if isinstance(found, str):
             return Availability(False, f"no TFLite interpreter: {found}", fix="pip install ai-edge-litert")
-        if device not in (None, "CPU"):
-            return Availability(False, f"LiteRT's CPU executor has no device {device!r}")
         _, dist, version = found
-        return Availability(True, f"{dist} installed", version=version)
+        base = (device or "CPU").split(":")[0]
+        if base == "CPU":
+            return Availability(True, f"{dist} installed", version=version)
+        if base == "EdgeTPU":
+            from .edgetpu_diagnosis import diagnose
+
+            try:
+                diagnosis = diagnose(device, root=root, identity=identity, litert=(dist, version))
+            except ValueError as exc:
+                return Availability(False, str(exc), version=version)
+            return Availability(diagnosis.ok, diagnosis.reason, fix=diagnosis.fix, version=version)
+        if base == "NPU":
+            from .litert_npu import npu_availability
+
+            return npu_availability(version)
+        return Availability(False, f"LiteRT drives CPU and EdgeTPU, not {device!r}", version=version)
+
+    @classmethod
+    def rejects(cls, model: ModelInfo, device: str, options: ExecutorOptions) -> str | None:
+        on_edgetpu = device.split(":")[0] == "EdgeTPU"
+        if model.format is Format.EDGETPU_TFLITE and not on_edgetpu:
+            return ("compiled for the Edge TPU: its body is one edgetpu-custom-op that only the Edge TPU delegate "
+                    f"runs, not LiteRT on {device}; load its CPU twin (the model before edgetpu_compiler)")
+        if on_edgetpu and model.format is Format.TFLITE:
+            return ("a plain .tflite gains nothing on the Edge TPU: its delegate takes only the edgetpu-custom-op "
+                    "that edgetpu_compiler makes (compile it with edgetpu_compiler)")
+        return super().rejects(model, device, options)
 
     def __init__(self, model: ModelInfo, device: str, options: ExecutorOptions, delegates: Sequence = ()) -> None:
         super().__init__(model, device, options)
@@ -75,52 +111,138 @@ class LiteRTExecutor(Executor):
         self._module, self._dist, self._version = found
         self._delegates = list(delegates)
         self._threads = options.stream_threads()
+        self._edgetpu: _EdgeTpu | None = None
+        if device.split(":")[0] == "EdgeTPU":
+            try:
+                spec = edgetpu.parse_device(device)
+                delegate_options = edgetpu.delegate_options(spec, options.runtime_options.get("edgetpu_options"))
+            except ValueError as exc:
+                raise ValueError(str(exc)) from None
+            self._edgetpu = _EdgeTpu(spec, edgetpu.library_name(), delegate_options)
+        elif device.split(":")[0] != "CPU":
+            raise DeviceUnavailableError(f"LiteRT drives CPU and EdgeTPU, not {device!r}")
         first = self._new_slot()  # load once now so that a bad model fails here, not at the first run()
         details_in = first.interpreter.get_input_details()
         details_out = first.interpreter.get_output_details()
         self._in_index = [d["index"] for d in details_in]
         self._out_index = [d["index"] for d in details_out]
         self._dynamic = model.is_dynamic
-        limit = max(options.runtime_options.get("max_interpreters", 8), options.streams())
-        self._pool: Pool[_Slot] = Pool(self._new_slot, limit=limit)
+        # One Edge TPU runs one inference at a time: one interpreter per device (concurrent callers queue).
+        limit = 1 if self._edgetpu else max(options.runtime_options.get("max_interpreters", 8), options.streams())
+        self._pool: Pool[_Slot] = Pool(self._new_slot, limit=limit, close=_Slot.release)
         self._pool.prime(first)
-
-    def _interpreter_kwargs(self) -> dict:
-        kwargs: dict[str, Any] = {"model_path": str(self.model.path), "num_threads": self._threads}
-        if self._delegates:
-            kwargs["experimental_delegates"] = self._delegates
-        return kwargs
+        if self._edgetpu:
+            self._edgetpu.warnings = self._edgetpu_warnings()
 
     def _new_slot(self) -> _Slot:
+        delegates = list(self._delegates)
+        if self._edgetpu:
+            delegates.append(self._load_edgetpu_delegate())
+        kwargs: dict[str, Any] = {"model_path": str(self.model.path), "num_threads": self._threads}
+        if delegates:
+            kwargs["experimental_delegates"] = delegates
         try:
-            interpreter = self._module.Interpreter(**self._interpreter_kwargs())
+            interpreter = self._module.Interpreter(**kwargs)
             interpreter.allocate_tensors()
         except Exception as exc:
-            message = runtime_message(exc)
-            if is_unresolved_custom_op(message):
-                raise UnsupportedModelError(
-                    f"LiteRT cannot run {self.model.path.name}: {message}",
-                    hint=f"the model uses custom ops {list(self.model.custom_ops)} that this LiteRT build does "
-                    "not register; use a runtime or build that provides them",
-                ) from exc
-            raise ModelLoadError(
-                f"LiteRT failed to load {self.model.path.name}: {message}",
-                runtime=self.runtime,
-                hint="the model may be corrupted or need a newer LiteRT (pip install -U ai-edge-litert)",
-            ) from exc
-        return _Slot(interpreter)
+            raise self._load_error(exc) from exc
+        return _Slot(interpreter, delegates)
+
+    def _load_error(self, exc: Exception) -> Exception:
+        message = runtime_message(exc)
+        if self._edgetpu:
+            needed = edgetpu.required_runtime_versions(message)
+            if needed:
+                return DeviceUnavailableError(
+                    f"{self.model.path.name} was compiled for Edge TPU runtime version {needed[0]}; this "
+                    f"libedgetpu is version {needed[1]}: {message}",
+                    hint=f"recompile it with edgetpu_compiler -m {needed[1]}, or install a newer libedgetpu")
+            if is_unresolved_custom_op(message) and "edgetpu-custom-op" in message:
+                return DeviceUnavailableError(
+                    f"the delegate {self._edgetpu.library} loaded but did not take the edgetpu-custom-op of "
+                    f"{self.model.path.name}: {message}",
+                    hint=f"it is not Coral's libedgetpu; unset ${edgetpu.LIBRARY_ENV} or point it at libedgetpu")
+        if is_unresolved_custom_op(message):
+            hint = (f"the model uses custom ops {list(self.model.custom_ops)} that this LiteRT build does not "
+                    "register; use a runtime or build that provides them")
+            if self.model.needs_edgetpu:
+                hint = ("it is compiled for the Edge TPU: run it with device='EdgeTPU' (needs a Coral Edge TPU and "
+                        "libedgetpu), or load its CPU twin (the same model before edgetpu_compiler)")
+            return UnsupportedModelError(f"LiteRT cannot run {self.model.path.name}: {message}", hint=hint)
+        return ModelLoadError(
+            f"LiteRT failed to load {self.model.path.name}: {message}",
+            runtime=self.runtime,
+            hint="the model may be corrupted or need a newer LiteRT (pip install -U ai-edge-litert)",
+        )
+
+    def _load_edgetpu_delegate(self):
+        """One delegate from LiteRT's own loader; checked first with dlopen so that a missing library or a
+        library that is no delegate gets a diagnosis (LiteRT's loader then raises from a half-built object)."""
+        tpu = self._edgetpu
+        check = edgetpu.check_library(tpu.library)
+        if not check.loaded:
+            raise self._unavailable(f"the Edge TPU delegate {tpu.library} does not load: {check.error}")
+        if not check.is_delegate:
+            raise self._unavailable(f"{tpu.library} is not a TFLite delegate plugin: {check.error}")
+        tpu.runtime_version = check.runtime_version
+        try:
+            return self._module.load_delegate(tpu.library, tpu.options)
+        except Exception as exc:
+            # LiteRT raises ValueError("Failed to load delegate from LIB\n" + what the delegate reported)
+            text = str(exc)
+            native = text.split("\n", 1)[1].strip() if "\n" in text else ""
+            said = f": {native}" if native else " and gave no reason"
+            raise self._unavailable(f"{tpu.library} could not open {tpu.spec.label} ({self.device}){said}",
+                                    nothing_found="libedgetpu gives no reason when it opens no device; another "
+                                                  "process may hold the Edge TPU, or a USB one may need replugging"
+                                    ) from exc
+
+    def _unavailable(self, first_line: str, nothing_found: str | None = None) -> DeviceUnavailableError:
+        from .edgetpu_diagnosis import diagnose
+
+        diagnosis = diagnose(self.device, litert=(self._dist, self._version), library=self._edgetpu.library)
+        report = diagnosis.report()
+        if diagnosis.ok and nothing_found:
+            report = (report + "\n" if report else "") + f"  [?] every check passed; {nothing_found}"
+        return DeviceUnavailableError(f"{first_line}\n{report}" if report else first_line,
+                                      hint=diagnosis.fix or "run `edgeaccel probe` for the Edge TPU and its library")
+
+    def _edgetpu_warnings(self) -> list[str]:
+        """Non-blocking findings (a USB 2 link, a libedgetpu built for an old TensorFlow), logged and kept in
+        info.details: the model runs, but the user should know."""
+        from .edgetpu_diagnosis import diagnose
+
+        try:
+            diagnosis = diagnose(self.device, litert=(self._dist, self._version), library=self._edgetpu.library)
+        except Exception as exc:  # a diagnosis bug must not fail a delegate that loaded
+            return [f"diagnosis failed: {exc}"]
+        texts = [f.text for f in diagnosis.warnings if f.topic in ("usb-speed", "version") and f.fix]
+        for text in texts:
+            log.warning("%s: %s", self.device, text)
+        return texts
 
     @property
     def info(self) -> ExecutorInfo:
         precision = "int8 (quantized)" if self.model.quantized else "f32"
+        details: dict[str, Any] = {"package": self._dist, "xnnpack": True, "delegates": len(self._delegates)}
+        if self._edgetpu:
+            tpu = self._edgetpu
+            precision = "int8 (Edge TPU)" if self.model.needs_edgetpu else precision
+            details.update({"delegates": len(self._delegates) + 1, "edgetpu_library": tpu.library,
+                            "edgetpu_options": dict(tpu.options), "edgetpu_runtime": tpu.runtime_version,
+                            "interpreters": 1, "warnings": list(tpu.warnings)})
         return ExecutorInfo(
             runtime=self.runtime,
             version=self._version,
             device=self.device,
             precision=precision,
             threads=self._threads,
-            details={"package": self._dist, "xnnpack": True, "delegates": len(self._delegates)},
+            details=details,
         )
+
+    @property
+    def concurrency(self) -> int:
+        return 1 if self._edgetpu else super().concurrency
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         slot = self._pool.take()
@@ -144,14 +266,34 @@ class LiteRTExecutor(Executor):
         self._pool.drain()
 
 
+class _EdgeTpu:
+    """What the executor keeps about its Edge TPU: the parsed device, the library and options handed to
+    load_delegate, and what it learnt on the way."""
+
+    def __init__(self, spec: edgetpu.EdgeTpuDevice, library: str, options: dict[str, str]) -> None:
+        self.spec = spec
+        self.library = library
+        self.options = options
+        self.runtime_version: str | None = None
+        self.warnings: list[str] = []
+
+
 class _Slot:
-    """One interpreter and the input shapes it is currently allocated for (models with dynamic dims)."""
+    """One interpreter, the delegates it was built with, and the input shapes it is currently allocated for
+    (models with dynamic dims)."""
 
-    __slots__ = ("interpreter", "shapes")
+    __slots__ = ("interpreter", "delegates", "shapes")
 
-    def __init__(self, interpreter) -> None:
+    def __init__(self, interpreter, delegates: Sequence = ()) -> None:
         self.interpreter = interpreter
+        self.delegates = list(delegates)
         self.shapes: tuple = ()
+
+    def release(self) -> None:
+        """The interpreter first, then its delegates: a delegate must outlive the interpreter using it
+        (LiteRT's Delegate destroys the native delegate when the last reference goes)."""
+        self.interpreter = None
+        self.delegates = []
 
     def fit(self, indices: list[int], inputs: Sequence[np.ndarray]) -> None:
         shapes = tuple(a.shape for a in inputs)

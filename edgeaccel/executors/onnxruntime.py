@@ -3,13 +3,20 @@
 One InferenceSession is safe to share between threads (FINDINGS), so there is no pool. The model is loaded
 from its path, never from bytes: from bytes ORT resolves external data against the working directory.
 A session that did not get the provider it was asked for is an error, not ORT's silent CPU fallback.
+
+Devices: CPU; CUDA and TensorRT (onnxruntime-gpu: TensorRT, then CUDA, then CPU for the nodes TensorRT
+does not take; ``CUDA:1`` / ``TensorRT:1`` pick the GPU); NPU (onnxruntime-openvino's OpenVINO provider
+with device_type NPU); QNN (onnxruntime-qnn, the Hexagon NPU through the HTP backend); DirectML; CoreML.
+Provider options are built by ``provider_options`` (a pure function); the caller's
+``runtime_options={"provider_options": {provider: {...}}}`` override them key by key.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +30,7 @@ from ..errors import (
 )
 from ..modelinfo import Format, ModelInfo
 from .. import packages
-from ..packages import installed_version
+from ..packages import installed, installed_version
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions
 
 # device name -> the providers to ask for, best first; CPU always last so that ORT can place
@@ -32,12 +39,26 @@ PROVIDERS = {
     "CPU": ("CPUExecutionProvider",),
     "CUDA": ("CUDAExecutionProvider", "CPUExecutionProvider"),
     "TensorRT": ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"),
-    "OpenVINO": ("OpenVINOExecutionProvider", "CPUExecutionProvider"),
+    "NPU": ("OpenVINOExecutionProvider", "CPUExecutionProvider"),
     "QNN": ("QNNExecutionProvider", "CPUExecutionProvider"),
     "DirectML": ("DmlExecutionProvider", "CPUExecutionProvider"),
     "CoreML": ("CoreMLExecutionProvider", "CPUExecutionProvider"),
 }
-EXTRA_FOR = {"CUDA": "gpu", "TensorRT": "gpu"}
+# What installs the build that has a device's provider: each replaces the CPU-only onnxruntime (they all
+# install the same `onnxruntime` module, FINDINGS).
+INSTALL_FOR = {"CUDA": "pip install 'edgeaccel[gpu]'", "TensorRT": "pip install 'edgeaccel[gpu]' and TensorRT "
+               "(pip install tensorrt, matching the onnxruntime-gpu build)",
+               "NPU": "pip install onnxruntime-openvino", "QNN": "pip install onnxruntime-qnn",
+               "DirectML": "pip install onnxruntime-directml"}
+# The hardware the probe must find for a device (its present_devices() names), and what to say without it.
+HARDWARE = {"CUDA": ("CUDA", "no NVIDIA GPU with its driver on this machine (no PCI display device of vendor "
+                             "0x10de bound to nvidia, no /proc/driver/nvidia/gpus)"),
+            "TensorRT": ("CUDA", "no NVIDIA GPU with its driver on this machine (no PCI display device of vendor "
+                                 "0x10de bound to nvidia, no /proc/driver/nvidia/gpus)"),
+            "NPU": ("NPU", "no Intel NPU on this machine (no /dev/accel/accel* of the intel_vpu driver, no PCI "
+                           "NPU of vendor 0x8086)"),
+            "QNN": ("QNN", "no Qualcomm Hexagon NPU on this machine (no FastRPC compute-DSP node /dev/fastrpc-cdsp "
+                           "or /dev/adsprpc-smd)")}
 
 
 @functools.lru_cache(maxsize=1)
@@ -67,12 +88,19 @@ class OnnxRuntimeExecutor(Executor):
         why = super().rejects(model, device, options)
         if why:
             return why
-        if options.precision in ("f16", "int8") and _device_kind(device) != "TensorRT":
+        kind = _device_kind(device)
+        if options.precision in ("f16", "int8") and kind != "TensorRT":
             return f"ONNX Runtime offers {options.precision} through TensorRT only, not {device}"
+        trt = options.runtime_options.get("provider_options", {}).get("TensorrtExecutionProvider", {})
+        if options.precision == "int8" and not model.quantized and "trt_int8_calibration_table_name" not in trt:
+            return ("TensorRT int8 needs a QDQ-quantized model (edgeaccel convert --to onnx-int8) or a calibration "
+                    "table (provider_options TensorrtExecutionProvider.trt_int8_calibration_table_name)")
         return None
 
     @classmethod
-    def availability(cls, device: str | None = None) -> Availability:
+    def availability(cls, device: str | None = None, *, root: str | Path = Path("/"),
+                     identity=None) -> Availability:
+        """``root``/``identity``: where the hardware is looked for (tests: fake device trees)."""
         version = ort_version()
         if version is None:
             return Availability(False, "onnxruntime is not installed", fix="pip install 'edgeaccel[onnx]'")
@@ -86,11 +114,22 @@ class OnnxRuntimeExecutor(Executor):
         if kind not in PROVIDERS:
             return Availability(False, f"unknown ONNX Runtime device {device!r}; known: {', '.join(PROVIDERS)}")
         wanted = PROVIDERS[kind][0]
+        reasons, fixes = [], []
+        try:
+            hardware = _hardware_problem(kind, device, root, identity)
+        except ValueError as exc:
+            return Availability(False, str(exc), version=version)
+        if hardware:
+            reasons.append(hardware[0])
+            fixes.append(hardware[1])
         if wanted not in available:
-            extra = EXTRA_FOR.get(kind)
-            fix = f"pip install 'edgeaccel[{extra}]' (and uninstall the CPU-only onnxruntime)" if extra else None
-            return Availability(False, f"this onnxruntime build has no {wanted} (it has {', '.join(available)})",
-                                fix=fix, version=version)
+            reasons.append(f"this onnxruntime build ({installed(packages.ONNXRUNTIME)[0] or 'onnxruntime'}) has no "
+                           f"{wanted} (it has {', '.join(available)})")
+            if kind in INSTALL_FOR:
+                fixes.append(f"{INSTALL_FOR[kind]} after pip uninstall onnxruntime (one build per environment)")
+        if reasons:
+            return Availability(False, "; and ".join(reasons), fix="; ".join(f for f in fixes if f) or None,
+                                version=version)
         return Availability(True, f"{wanted} available", version=version)
 
     def __init__(self, model: ModelInfo, device: str, options: ExecutorOptions) -> None:
@@ -109,8 +148,9 @@ class OnnxRuntimeExecutor(Executor):
         for key, value in options.runtime_options.get("session_config", {}).items():
             so.add_session_config_entry(key, str(value))
         kind = _device_kind(device)
-        device_id = int(device.split(":")[1]) if ":" in device else 0
-        providers = [(p, self._provider_options(p, device_id)) for p in PROVIDERS[kind]]
+        if kind not in PROVIDERS:
+            raise DeviceUnavailableError(f"unknown ONNX Runtime device {device!r}; known: {', '.join(PROVIDERS)}")
+        providers = [(p, provider_options(p, device, options)) for p in PROVIDERS[kind]]
         source, cached, pending = str(model.path), False, None
         if options.cache_dir and kind == "CPU" and not model.extra_files:
             cached_path = self._cached_path(options.cache_dir, so)
@@ -148,6 +188,7 @@ class OnnxRuntimeExecutor(Executor):
                 "`edgeaccel probe` shows which are on the loader path",
             )
         self._providers = got
+        self._provider_options = {p: o for p, o in providers if p in got and o}
         names_in = [i.name for i in self._session.get_inputs()]
         self._input_names = [spec.name if spec.name in names_in else names_in[k] for k, spec in enumerate(model.inputs)] \
             if len(names_in) == len(model.inputs) else names_in
@@ -164,20 +205,6 @@ class OnnxRuntimeExecutor(Executor):
         machine = short(hardware_fingerprint(), 12)
         return compiled_dir(cache_root, "onnxruntime") / f"{self.model.digest[:24]}-{ort_version()}-{level}-{machine}.onnx"
 
-    def _provider_options(self, provider: str, device_id: int) -> dict:
-        opts = dict(self.options.runtime_options.get("provider_options", {}).get(provider, {}))
-        if provider in ("CUDAExecutionProvider", "TensorrtExecutionProvider"):
-            opts.setdefault("device_id", device_id)
-        if provider == "TensorrtExecutionProvider":
-            if self.options.cache_dir:
-                opts.setdefault("trt_engine_cache_enable", True)
-                opts.setdefault("trt_engine_cache_path", self.options.cache_dir)
-            if self.options.precision == "f16":
-                opts.setdefault("trt_fp16_enable", True)
-            if self.options.precision == "int8":
-                opts.setdefault("trt_int8_enable", True)
-        return {k: str(v) if isinstance(v, bool) else v for k, v in opts.items()}
-
     @property
     def info(self) -> ExecutorInfo:
         return ExecutorInfo(
@@ -186,7 +213,8 @@ class OnnxRuntimeExecutor(Executor):
             device=self.device,
             precision="int8 (QDQ)" if self.model.quantized else (self.options.precision or "f32"),
             threads=self._threads,
-            details={"providers": list(self._providers), "graph_optimization": self._optimization,
+            details={"providers": list(self._providers), "provider_options": dict(self._provider_options),
+                     "graph_optimization": self._optimization,
                      "optimized_model_from_cache": self._from_cache},
         )
 
@@ -204,6 +232,74 @@ class OnnxRuntimeExecutor(Executor):
         self.stop_workers()
         self._session = None
         self._run = _closed
+
+
+def device_index(device: str) -> int:
+    """N of "CUDA:N" / "TensorRT:N" (0 without one); ValueError for anything else after the colon."""
+    _, sep, index = device.partition(":")
+    if not sep:
+        return 0
+    if not index.isdigit():
+        raise ValueError(f"{device!r}: the part after ':' must be a GPU index such as {device.split(':')[0]}:0")
+    return int(index)
+
+
+def provider_options(provider: str, device: str, options: ExecutorOptions) -> dict[str, str]:
+    """The provider options for one provider of a session on ``device``: what edgeaccel sets, then the
+    caller's ``runtime_options["provider_options"][provider]`` on top. Values are strings, as ORT's
+    provider-option parser reads them (booleans as "True"/"False")."""
+    cache = options.cache_dir
+    opts: dict = {}
+    if provider in ("CUDAExecutionProvider", "TensorrtExecutionProvider"):
+        opts["device_id"] = device_index(device)
+    if provider == "TensorrtExecutionProvider":
+        if cache:  # engines take minutes to build on a Jetson: keep them, keyed by TensorRT itself
+            from ..cache import compiled_dir
+
+            folder = compiled_dir(cache, "onnxruntime") / "tensorrt"
+            folder.mkdir(parents=True, exist_ok=True)
+            opts.update({"trt_engine_cache_enable": True, "trt_engine_cache_path": str(folder),
+                         "trt_timing_cache_enable": True, "trt_timing_cache_path": str(folder)})
+        if options.precision == "f16":
+            opts["trt_fp16_enable"] = True
+        if options.precision == "int8":
+            opts["trt_int8_enable"] = True
+    if provider == "OpenVINOExecutionProvider":
+        opts["device_type"] = "NPU"  # the EP's default is CPU; this device is the NPU
+        if cache:
+            from ..cache import compiled_dir
+
+            folder = compiled_dir(cache, "onnxruntime") / "openvino-ep"
+            folder.mkdir(parents=True, exist_ok=True)
+            opts["cache_dir"] = str(folder)
+    user: Mapping = options.runtime_options.get("provider_options", {}).get(provider, {})
+    if provider == "QNNExecutionProvider" and not {"backend_path", "backend_type"} & set(user):
+        # the HTP (Hexagon tensor processor) backend is the NPU; ORT docs name its library per OS
+        opts["backend_path"] = "QnnHtp.dll" if sys.platform == "win32" else "libQnnHtp.so"
+    opts.update(user)
+    return {k: str(v) for k, v in opts.items()}
+
+
+def _hardware_problem(kind: str, device: str, root, identity) -> tuple[str, str | None] | None:
+    """(why, fix) when the probe finds no hardware for ``kind`` below ``root``; None when it is there (or
+    when ORT reaches the device without hardware of ours to look for: DirectML, CoreML)."""
+    if kind not in HARDWARE:
+        return None
+    from ..probe import probe
+
+    name, absent = HARDWARE[kind]
+    report = probe(root, runtimes=False, identity=identity)
+    found = [a for a in report.accelerators if name in a.devices]
+    usable = [a for a in found if a.usable]
+    index = device_index(device) if kind in ("CUDA", "TensorRT") else 0
+    if usable and index >= len(usable):
+        return (f"{device} asks for GPU {index} (counting from 0) but {len(usable)} usable NVIDIA GPU"
+                f"{'s are' if len(usable) != 1 else ' is'} here", f"use an index below {len(usable)}")
+    if usable:
+        return None
+    if found:  # there, but not usable: the probe says why (driver, node permissions)
+        return f"{found[0].name}: {found[0].reason}", found[0].fix
+    return absent, None
 
 
 def _closed(*_args, **_kwargs):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from concurrent.futures import Future  # openvino itself imports it; no start-up cost here
 
 import numpy as np
@@ -22,6 +23,12 @@ from ..packages import installed_version
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions, Pool
 
 PRECISIONS = {None: "f32", "f32": "f32", "bf16": "bf16", "f16": "f16"}
+DRIVER_FIX = {
+    "GPU": "install the Intel GPU compute runtime (intel-opencl-icd) and add the user to the 'render' group",
+    "NPU": "install the Intel NPU driver (intel_vpu kernel module, and the user-space intel-level-zero-npu and "
+           "intel-driver-compiler-npu from https://github.com/intel/linux-npu-driver/releases) and make "
+           "/dev/accel/accel0 readable",
+}
 _core_lock = threading.Lock()
 
 
@@ -48,6 +55,15 @@ def ov_version() -> str | None:
     return installed_version(packages.OPENVINO)
 
 
+def _probe_intel(kind: str, root, identity) -> list:
+    """The probe's Intel GPU/NPU accelerators below ``root`` (present ones)."""
+    from ..probe import probe
+
+    report = probe(root, runtimes=False, identity=identity)
+    family = {"NPU": "intel-npu", "GPU": "intel-gpu"}[kind]
+    return [a for a in report.accelerators if a.kind == family and a.present]
+
+
 def clean_message(text: str) -> str:
     """OpenVINO prefixes its messages with source locations ("Exception from src/...", "Check '...' failed
     at ..."); keep the sentences a user can act on."""
@@ -64,7 +80,9 @@ class OpenVINOExecutor(Executor):
     distributions = packages.OPENVINO
 
     @classmethod
-    def availability(cls, device: str | None = None) -> Availability:
+    def availability(cls, device: str | None = None, *, root: str | Path = Path("/"),
+                     identity=None) -> Availability:
+        """``root``/``identity``: where the GPU/NPU hardware is looked for (tests: fake device trees)."""
         version = ov_version()
         if version is None:
             return Availability(False, "openvino is not installed", fix="pip install 'edgeaccel[openvino]'")
@@ -78,12 +96,21 @@ class OpenVINOExecutor(Executor):
         if kind in ("AUTO", "MULTI", "HETERO"):
             return Availability(True, f"{kind} over {', '.join(devices)}", version=version)
         if device not in devices and not any(d.split(".")[0] == kind for d in devices):
-            fix = {
-                "GPU": "install the Intel GPU compute runtime (intel-opencl-icd) and add the user to the 'render' group",
-                "NPU": "install the Intel NPU driver (intel_vpu) and make /dev/accel/accel0 readable",
-            }.get(kind)
-            return Availability(False, f"OpenVINO sees no {kind} device here (it sees {', '.join(devices)})",
-                                fix=fix, version=version)
+            sees = f"OpenVINO sees no {kind} device here (it sees {', '.join(devices)})"
+            if kind not in DRIVER_FIX:
+                return Availability(False, sees, version=version)
+            found = _probe_intel(kind, root, identity)
+            if not found:
+                what = {"NPU": "no Intel NPU on this machine (no /dev/accel/accel* of the intel_vpu driver, no PCI "
+                               "NPU of vendor 0x8086)",
+                        "GPU": "no Intel GPU on this machine (no /dev/dri/renderD* of the i915 or xe driver)"}[kind]
+                return Availability(False, f"{what}; {sees}", fix=f"run on a machine with one; {DRIVER_FIX[kind]}",
+                                    version=version)
+            acc = found[0]
+            if not acc.usable:
+                return Availability(False, f"{acc.name}: {acc.reason}; {sees}", fix=acc.fix, version=version)
+            return Availability(False, f"{acc.name} is here and usable, but {sees}", fix=DRIVER_FIX[kind],
+                                version=version)
         return Availability(True, f"{device} present", version=version)
 
     @classmethod
@@ -92,7 +119,11 @@ class OpenVINOExecutor(Executor):
         if why:
             return why
         if device.startswith("NPU") and model.is_dynamic:
-            return "the OpenVINO NPU plugin compiles static shapes only, and this model has dynamic inputs"
+            dynamic = ", ".join(f"{t.name} {list(d if d is not None else '?' for d in t.shape)}"
+                                for t in model.inputs if t.is_dynamic)
+            return (f"the OpenVINO NPU plugin compiles static shapes only, and this model has dynamic inputs "
+                    f"({dynamic}): export it with fixed shapes (or fix them with openvino's Model.reshape and "
+                    "save the IR)")
         return None
 
     def __init__(self, model: ModelInfo, device: str, options: ExecutorOptions) -> None:

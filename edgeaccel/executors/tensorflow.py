@@ -3,6 +3,10 @@
 A SavedModel is a program, not only weights: loading one runs its graph's ops (file reads included). Load
 SavedModels that arrive from elsewhere with ``isolate=True``.
 
+Devices: ``CPU``; ``CUDA`` (``CUDA:N``; ``GPU`` is accepted for it) as TensorFlow's ``/GPU:N``; ``TPU``.
+Availability asks the probe for the hardware first and imports TensorFlow only when it is there: importing
+it costs seconds, and initializing its TPU system on a machine without one costs more only to fail.
+
 The TPU path follows TensorFlow's documented Cloud TPU VM recipe (TPUClusterResolver(tpu="local"),
 connect_to_cluster, initialize_tpu_system, TPUStrategy). It is not verified on TPU hardware here: the README
 lists it as unverified.
@@ -13,6 +17,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -35,53 +40,54 @@ def _tf():
 class TensorFlowExecutor(Executor):
     runtime = "tensorflow"
     formats = frozenset({Format.SAVEDMODEL})
-    devices = ("CPU", "GPU", "TPU")
+    devices = ("CPU", "CUDA", "TPU")
     distributions = packages.TENSORFLOW
 
     @classmethod
-    def availability(cls, device: str | None = None) -> Availability:
+    def availability(cls, device: str | None = None, *, root: str | Path = Path("/"),
+                     identity=None) -> Availability:
+        """``root``/``identity``: where the GPU/TPU hardware is looked for (tests: fake device trees). For a
+        root other than "/" only the hardware is judged: TensorFlow talks to this machine's devices."""
         version = cls.installed()
         if version is None:
             return Availability(False, "tensorflow is not installed", fix="pip install 'edgeaccel[tensorflow]'")
-        kind = (device or "CPU").split(":")[0]
+        kind = _kind(device or "CPU")
         if kind == "CPU":
             return Availability(True, "TensorFlow on the CPU", version=version)
-        if kind == "TPU":
-            # The probe's PCI survey first: on anything but a TPU VM, initializing TensorFlow's TPU system
-            # costs seconds only to fail.
-            from ..probe.tpu import read_tpu
-
-            chips = read_tpu().accelerators
-            if not chips:
-                return Availability(False, "not a Cloud TPU VM: no Google TPU chip (PCI vendor 0x1ae0) on this "
-                                    "machine", fix="run on a Cloud TPU VM", version=version)
-            if not any(chip.usable for chip in chips):
-                return Availability(False, chips[0].reason, fix=chips[0].fix, version=version)
+        if kind not in ("CUDA", "TPU"):
+            return Availability(False, f"TensorFlow drives CPU, CUDA (GPU) and TPU, not {device!r}", version=version)
+        hardware = tpu_hardware(root, identity) if kind == "TPU" else cuda_hardware(root, identity)
+        if not hardware.ok:
+            return Availability(False, hardware.reason, fix=hardware.fix, version=version)
+        if not _is_real_root(root):
+            return Availability(True, f"{hardware.reason} below {root} (TensorFlow itself is checked only on this "
+                                "machine's own root)", version=version)
         try:
             tf = _tf()
         except Exception as exc:
             return Availability(False, f"tensorflow failed to import: {runtime_message(exc)}", version=version)
-        if kind == "GPU":
+        if kind == "CUDA":
             gpus = tf.config.list_physical_devices("GPU")
             if not gpus:
-                return Availability(False, "TensorFlow sees no GPU (a CPU-only build, or no CUDA driver)",
-                                    fix="install the tensorflow[and-cuda] build on a machine with an NVIDIA GPU",
+                return Availability(False, f"{hardware.reason}, but TensorFlow sees no GPU (a CPU-only build such as "
+                                    "tensorflow-cpu, or CUDA libraries it cannot load)",
+                                    fix="pip install 'tensorflow[and-cuda]' (Linux) in place of tensorflow-cpu",
                                     version=version)
-            return Availability(True, f"{len(gpus)} GPU(s)", version=version)
-        if kind == "TPU":
-            try:
-                _tpu_strategy()
-            except Exception as exc:
-                return Availability(False, f"no Cloud TPU reachable: {runtime_message(exc).splitlines()[0]}",
-                                    fix="run on a Cloud TPU VM with libtpu installed (pip install 'tensorflow[and-tpu]'"
-                                        " or the libtpu the TPU VM image ships)", version=version)
-            return Availability(True, "Cloud TPU (TPUStrategy)", version=version)
-        return Availability(False, f"TensorFlow has no device {device!r}")
+            return Availability(True, f"{len(gpus)} GPU(s) visible to TensorFlow", version=version)
+        try:
+            _tpu_strategy()
+        except Exception as exc:
+            return Availability(False, f"{hardware.reason}, but TensorFlow reaches no TPU: "
+                                f"{runtime_message(exc).splitlines()[0]}",
+                                fix="install TensorFlow's TPU build with libtpu (pip install tensorflow-tpu, or the "
+                                    "libtpu the TPU VM image ships); only one process may hold the TPU",
+                                version=version)
+        return Availability(True, f"{hardware.reason}; TPUStrategy initialized", version=version)
 
     def __init__(self, model: ModelInfo, device: str, options: ExecutorOptions) -> None:
         super().__init__(model, device, options)
         tf = _tf()
-        self._kind = device.split(":")[0]
+        self._kind = _kind(device)
         self._strategy = None
         signature = options.runtime_options.get("signature", DEFAULT_SIGNATURE)
         try:
@@ -111,7 +117,7 @@ class TensorFlowExecutor(Executor):
 
     def _tf_device(self) -> str:
         index = self.device.split(":")[1] if ":" in self.device else "0"
-        return f"/{self._kind}:{index}"
+        return f"/{'GPU' if self._kind == 'CUDA' else self._kind}:{index}"
 
     @property
     def inputs(self) -> tuple[TensorSpec, ...]:
@@ -145,6 +151,52 @@ class TensorFlowExecutor(Executor):
         self.stop_workers()
         self._fn = None
         self._loaded = None
+
+
+def _kind(device: str) -> str:
+    base = device.split(":")[0]
+    return "CUDA" if base == "GPU" else base  # "GPU" was this executor's name for CUDA before the probe's names
+
+
+def _is_real_root(root) -> bool:
+    import os
+
+    return os.path.realpath(root) == os.path.realpath("/")
+
+
+def tpu_hardware(root: str | Path = Path("/"), identity=None) -> Availability:
+    """Cloud TPU chips below ``root`` from the probe's PCI reader (no TensorFlow import)."""
+    from ..probe.access import Access
+    from ..probe.fs import as_tree
+    from ..probe.tpu import read_tpu
+
+    tree = as_tree(root)
+    chips = read_tpu(tree, Access(tree, identity)).accelerators
+    if not chips:
+        where = "this machine" if tree.is_real else str(tree.root)
+        return Availability(False, f"not a Cloud TPU VM: no Google TPU chip (PCI vendor 0x1ae0 with a TPU device id) "
+                                   f"on {where}", fix="run on a Cloud TPU VM")
+    usable = [c for c in chips if c.usable]
+    if not usable:
+        return Availability(False, f"{chips[0].name}: {chips[0].reason}", fix=chips[0].fix)
+    kinds = sorted({c.details.get("chip") for c in usable})
+    return Availability(True, f"{len(usable)} Cloud TPU {'/'.join(kinds)} chip(s) usable")
+
+
+def cuda_hardware(root: str | Path = Path("/"), identity=None) -> Availability:
+    """An NVIDIA GPU (or a Jetson's) below ``root`` from the probe (no TensorFlow import)."""
+    from ..probe import probe
+
+    report = probe(root, runtimes=False, identity=identity)
+    gpus = [a for a in report.accelerators if "CUDA" in a.devices]
+    if not gpus:
+        return Availability(False, "no NVIDIA GPU with its driver on this machine (no PCI display device of vendor "
+                                   "0x10de bound to nvidia, no /proc/driver/nvidia/gpus, not a Jetson)",
+                            fix="run on a machine with an NVIDIA GPU and its driver")
+    usable = [g for g in gpus if g.usable]
+    if not usable:
+        return Availability(False, f"{gpus[0].name}: {gpus[0].reason}", fix=gpus[0].fix)
+    return Availability(True, f"{usable[0].name} usable")
 
 
 def _spec(name: str, tf_spec) -> TensorSpec:
