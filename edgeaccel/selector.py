@@ -234,6 +234,10 @@ def _reject(artifact, desc, target, kind, facts, rejects, options, executor, dev
         if artifact.format is Format.EDGETPU_TFLITE:
             return ("compiled for the Edge TPU: its body is one edgetpu-custom-op that only the Edge TPU "
                     f"delegate runs, not {desc.name}"), None
+        device_target = desc.target(target)
+        if device_target is not None and device_target.formats is not None:
+            reads = ", ".join(sorted(f.value for f in device_target.formats))
+            return f"{desc.name} on {device_target.name} runs {reads} only, not {artifact.format.value}", None
         return f"{desc.name} does not read {artifact.format.value}", None
     if facts.installed.get(desc.name) is None:
         return f"{desc.name} is not installed", desc.install_hint(target)
