@@ -45,8 +45,10 @@ _NATIVE_NOISE = ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",)
 
 
 @contextlib.contextmanager
-def quiet_native_stderr():
-    """Capture what native code writes to fd 2 while loading, and pass on all but the known noise."""
+def quiet_native_stderr(is_noise=None):
+    """Capture what native code writes to fd 2 while loading, and pass on all but the known noise
+    (``is_noise(line)``; by default LiteRT's XNNPACK line)."""
+    is_noise = is_noise or (lambda line: line in _NATIVE_NOISE)
     try:
         saved = os.dup(2)
     except OSError:  # no fd 2 (embedded interpreters): nothing to filter
@@ -63,7 +65,7 @@ def quiet_native_stderr():
             os.close(saved)
             capture.seek(0)
             for line in capture.read().decode("utf-8", "replace").splitlines():
-                if line.strip() and line.strip() not in _NATIVE_NOISE:
+                if line.strip() and not is_noise(line.strip()):
                     print(line, file=sys.stderr)
 
 

@@ -85,33 +85,16 @@ _TF_CHATTER = (
 @contextlib.contextmanager
 def _without_tensorflow_chatter(args):
     """Capture fd 2 during the conversion and pass on everything but TensorFlow's routine chatter."""
-    import os
     import re
 
-    from . import _capture_file
+    from . import quiet_native_stderr
 
     if getattr(args, "debug", False):
         yield
         return
     chatter = re.compile(_TF_CHATTER)
-    try:
-        saved = os.dup(2)
-    except OSError:
+    with quiet_native_stderr(lambda line: bool(chatter.match(line))):
         yield
-        return
-    with _capture_file() as capture:
-        sys.stderr.flush()
-        os.dup2(capture.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            capture.seek(0)
-            for line in capture.read().decode("utf-8", "replace").splitlines():
-                if line.strip() and not chatter.match(line.strip()):
-                    print(line, file=sys.stderr)
 
 
 def parse_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
