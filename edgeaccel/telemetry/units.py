@@ -37,7 +37,9 @@ def to_si(value: float, unit: str) -> tuple[float, str]:
         si_unit, factor = _SCALE[unit]
     except KeyError:
         raise ValueError(f"unknown telemetry unit {unit!r}; known: {', '.join(sorted(_SCALE))}") from None
-    return value * factor, si_unit
+    # A sub-unit is divided out, not multiplied by its factor: 43050 / 1000 is 43.05 where 43050 * 1e-3 is
+    # 43.050000000000004, and these figures are printed and compared.
+    return (value / round(1 / factor) if factor < 1 else value * factor), si_unit
 
 
 def plausible_celsius(value: float) -> bool:
