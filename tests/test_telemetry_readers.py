@@ -25,6 +25,7 @@ def fs(tmp_path) -> FakeSysfs:
 # -- units ----------------------------------------------------------------------------------------------------
 def test_units_are_converted_in_one_table():
     assert to_si(45500, "millidegree_celsius") == (45.5, "C")
+    assert to_si(43050, "millidegree_celsius") == (43.05, "C")  # 43050 * 1e-3 would be 43.050000000000004
     assert to_si(2_500_000, "microwatt") == (2.5, "W")
     assert to_si(1500, "milliwatt") == (1.5, "W")
     assert to_si(3_000_000, "microjoule") == (3.0, "J")
