@@ -4,7 +4,7 @@ Sensors report in the units their ABI fixes: sysfs thermal and hwmon temperature
 hwmon power in microwatts and energy in microjoules, RAPL energy in microjoules, the INA3221 in millivolts,
 milliamperes and (iio layout) milliwatts, NVML in milliwatts and millijoules, tegrastats in milliwatts.
 Readers name the unit they read; ``to_si`` turns it into the one unit the rest of edgeaccel uses:
-degrees Celsius (C), watts (W), joules (J), hertz (Hz), volts (V), amperes (A).
+degrees Celsius (C), watts (W), joules (J), hertz (Hz), volts (V), amperes (A); fans in revolutions per minute.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ _SCALE: dict[str, tuple[str, float]] = {
     "hertz": ("Hz", 1.0),
     "kilohertz": ("Hz", 1e3),
     "megahertz": ("Hz", 1e6),
+    "rpm": ("rpm", 1.0),
 }
 
 # Temperatures outside this range are a broken or absent sensor, not a device state: drivers report
