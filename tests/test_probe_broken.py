@@ -45,8 +45,8 @@ def test_a_directory_where_a_file_is_expected(tmp_path):
     tree.file("/sys/class/thermal/thermal_zone0/type", "cpu-thermal\n")
     report = checked(tmp_path)
     assert "is a directory" in report.machine.cpu.reason
-    zone = report.telemetry.thermal_zones[0]
-    assert zone.type == "cpu-thermal" and not zone.readable and "is a directory" in zone.reason
+    zone = report.to_dict()["telemetry"]["thermal_zones"][0]
+    assert zone["type"] == "cpu-thermal" and not zone["readable"] and "is a directory" in zone["reason"]
 
 
 @pytest.mark.skipif(RUNNING_AS_ROOT, reason="root reads files whatever their mode; the directory case covers it")
@@ -58,7 +58,7 @@ def test_unreadable_files(tmp_path):
     report = checked(tmp_path)
     assert "not readable by this user" in report.machine.cpu.reason
     assert [p for p in report.problems if "information not readable" in p.reason]
-    assert not report.telemetry.thermal_zones[0].readable
+    assert not report.telemetry.thermal_zones[0].temperature.ok
 
 
 def test_broken_symlinks(tmp_path):
@@ -72,7 +72,7 @@ def test_broken_symlinks(tmp_path):
     report = checked(tmp_path)
     assert "broken symlink" in report.machine.cpu.reason
     assert report.accelerators == ()
-    assert not report.telemetry.thermal_zones[0].readable
+    assert not report.telemetry.thermal_zones[0].temperature.ok
     assert not report.runtimes.libraries[0].found  # a dangling library link is not a library
 
 
@@ -106,7 +106,7 @@ def test_garbage_contents(tmp_path):
     assert "no processor entries" in report.machine.cpu.reason
     assert "no MemTotal" in report.machine.memory.reason
     assert report.machine.board.model is None  # binary garbage is not a board name
-    assert report.telemetry.thermal_zones[0].trip_points[0].temp_c is None
+    assert report.telemetry.thermal_zones[0].trips[0].temp_c is None
     assert not [a for a in report.accelerators if a.kind == "edgetpu"]  # the ids no longer say Coral
     assert [p for p in report.problems if p.subject == "NVIDIA GPU 0000:01:00.0"]
     assert [p for p in report.problems if p.subject == "Jetson" and "not in the known form" in p.reason] or \
