@@ -5,6 +5,9 @@ which would report "reading ... failed", is never needed)."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +22,7 @@ from edgeaccel.testing import (
     x86_server_with_cuda_gpu,
 )
 
-RUNNING_AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+from unprivileged import call_unprivileged, world_traversable
 
 
 def checked(root):
@@ -49,16 +52,28 @@ def test_a_directory_where_a_file_is_expected(tmp_path):
     assert zone["type"] == "cpu-thermal" and not zone["readable"] and "is a directory" in zone["reason"]
 
 
-@pytest.mark.skipif(RUNNING_AS_ROOT, reason="root reads files whatever their mode; the directory case covers it")
-def test_unreadable_files(tmp_path):
-    tree = x86_server_with_cuda_gpu(tmp_path)
-    for path in ("/proc/cpuinfo", "/proc/driver/nvidia/gpus/0000:18:00.0/information",
-                 "/sys/class/thermal/thermal_zone0/temp"):
-        os.chmod(tree.local(path), 0)
-    report = checked(tmp_path)
-    assert "not readable by this user" in report.machine.cpu.reason
-    assert [p for p in report.problems if "information not readable" in p.reason]
-    assert not report.telemetry.thermal_zones[0].temperature.ok
+def test_unreadable_files():
+    """Surveyed by an unprivileged user (root reads files whatever their mode)."""
+    root = Path(tempfile.mkdtemp(prefix="edgeaccel-unreadable-"))
+    try:
+        tree = x86_server_with_cuda_gpu(root)
+        world_traversable(root)
+        for path in ("/proc/cpuinfo", "/proc/driver/nvidia/gpus/0000:18:00.0/information",
+                     "/sys/class/thermal/thermal_zone0/temp"):
+            os.chmod(tree.local(path), 0)
+
+        def survey(root):
+            report = checked(root)
+            return report.machine.cpu.reason, [p.reason for p in report.problems], report.to_dict()["telemetry"]
+
+        cpu_reason, problems, telemetry = call_unprivileged(survey, root)
+        assert "not readable by this user" in cpu_reason
+        assert [p for p in problems if "information not readable" in p]
+        zone = telemetry["thermal_zones"][0]
+        assert not zone["readable"] and "not readable by this user" in zone["reason"]
+        assert "thermal_zone0: temp not readable" in problems
+    finally:
+        shutil.rmtree(root)
 
 
 def test_broken_symlinks(tmp_path):
