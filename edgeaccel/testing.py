@@ -169,8 +169,9 @@ class FakeTree:
             self.file(f"{base}/trip_point_{k}_temp", f"{trip_mc}\n")
         return self
 
-    def hwmon(self, index: int, name: str, files: dict[str, str]) -> FakeTree:
-        base = f"/sys/class/hwmon/hwmon{index}"
+    def hwmon(self, index: int, name: str, files: dict[str, str], at: str = "/sys/class/hwmon") -> FakeTree:
+        """hwmonN (its ``name`` and attribute files) in the folder ``at``."""
+        base = f"{at}/hwmon{index}"
         self.file(f"{base}/name", name + "\n")
         for file, value in files.items():
             self.file(f"{base}/{file}", value + "\n")
@@ -179,11 +180,8 @@ class FakeTree:
     def i2c_hwmon(self, index: int, device: str, driver: str, files: dict[str, str]) -> FakeTree:
         """An I2C sensor's hwmon device below its I2C ``device`` (sysfs path), reached as the kernel links it:
         from /sys/class/hwmon/hwmonN and from its driver's folder /sys/bus/i2c/drivers/<driver>/<bus-addr>."""
-        chip = f"{device}/hwmon/hwmon{index}"
-        self.file(f"{chip}/name", driver + "\n")
-        for file, value in files.items():
-            self.file(f"{chip}/{file}", value + "\n")
-        self.symlink(f"/sys/class/hwmon/hwmon{index}", chip)
+        self.hwmon(index, driver, files, at=f"{device}/hwmon")
+        self.symlink(f"/sys/class/hwmon/hwmon{index}", f"{device}/hwmon/hwmon{index}")
         return self.symlink(f"/sys/bus/i2c/drivers/{driver}/{device.rsplit('/', 1)[1]}", device)
 
     def rapl(self, zone: str, label: str, energy_uj: int, mode: int = 0o400) -> FakeTree:
