@@ -10,8 +10,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import pytest
-
 import edgeaccel
 from edgeaccel.probe.fs import Tree
 from edgeaccel.probe.schema import validate
