@@ -15,9 +15,9 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ..telemetry.discover import Inventory, Source, read_inventory
+from ..telemetry.discover import Source, read_inventory
 from ..telemetry.hwmon import HwmonChip
 from ..telemetry.rapl import RaplZone
 from ..telemetry.reading import Reading
@@ -33,21 +33,13 @@ RAPL_FIX = ("energy_uj is readable by root only since Linux 5.10: run as root, o
 
 @dataclass(frozen=True)
 class TelemetrySources:
-    found: Inventory | None = None  # the telemetry readers' objects
-    sources: tuple[Source, ...] = ()  # discover's list of them, paths as on the device
+    """The telemetry readers' own objects, by kind, and discover's list of every source."""
+
+    thermal_zones: tuple[ThermalZone, ...] = ()
+    hwmon: tuple[HwmonChip, ...] = ()
+    rapl: tuple[RaplZone, ...] = ()
+    sources: tuple[Source, ...] = ()  # paths as on the device
     reasons: dict[str, str] = field(default_factory=dict)  # source kind -> why there is none
-
-    @property
-    def thermal_zones(self) -> tuple[ThermalZone, ...]:
-        return self.found.zones if self.found else ()
-
-    @property
-    def hwmon(self) -> tuple[HwmonChip, ...]:
-        return self.found.chips if self.found else ()
-
-    @property
-    def rapl(self) -> tuple[RaplZone, ...]:
-        return self.found.rapl if self.found else ()
 
     def to_dict(self) -> dict:
         """``sources`` lists everything; ``thermal_zones``, ``hwmon`` and ``rapl`` keep the shape version 1 of
@@ -82,13 +74,13 @@ def telemetry_sources(root: Root = Path("/"), identity: Identity | None = None) 
     tree = as_tree(root)
     found = read_inventory(tree.root)
     if identity is not None:
-        found = _as_seen_by(found, _refusal(tree, identity))
+        found = _as_seen_by(found, tree, Access(tree, identity))
     sources = tuple(dataclasses.replace(s, path=tree.on_device(s.path)) for s in found.sources())
     absent = (("thermal_zones", found.zones, "/sys/class/thermal", "thermal zones"),
               ("hwmon", found.chips, "/sys/class/hwmon", "hwmon sensors"),
               ("rapl", found.rapl, "/sys/class/powercap", "RAPL energy counters"))
     reasons = {kind: _absence(tree, base, what) for kind, present, base, what in absent if not present}
-    return TelemetrySources(found, sources, reasons)
+    return TelemetrySources(found.zones, found.chips, found.rapl, sources, reasons)
 
 
 def _absence(tree: Tree, base: str, what: str) -> str:
@@ -100,29 +92,22 @@ def _absence(tree: Tree, base: str, what: str) -> str:
     return f"{base} is empty: no {what} (usual in virtual machines and containers)"
 
 
-def _refusal(tree: Tree, identity: Identity) -> Callable[[str], str | None]:
-    access = Access(tree, identity)
-
-    def refuse(local: str) -> str | None:
-        target = tree.on_device(local)
-        return None if access.can(target, os.R_OK) else f"{target} is not readable by uid {identity.uid} (mode bits)"
-    return refuse
-
-
-def _as_seen_by(value: Any, refuse: Callable[[str], str | None]) -> Any:
-    """``value`` (the inventory, or a part of it) with each reading that ``refuse`` gives a reason for turned
-    into a missing one. Readings are found wherever they sit, so a reader added to the inventory is covered."""
-    if isinstance(value, Reading) and value.ok and value.path:
-        why = refuse(value.path)
-        return dataclasses.replace(value, value=None, reason=why) if why else value
-    if isinstance(value, ThrottleFlags) and value.raw is not None and value.path:
-        why = refuse(value.path)
-        return dataclasses.replace(value, raw=None, reason=why) if why else value
+def _as_seen_by(value: Any, tree: Tree, access: Access) -> Any:
+    """``value`` (the inventory, or a part of it) with each reading whose file ``access``'s identity may not
+    read made a missing one. Readings are found wherever they sit, so a reader added to the inventory is covered."""
+    if isinstance(value, (Reading, ThrottleFlags)) and value.reason is None and value.path:
+        target = tree.on_device(value.path)
+        if access.can(target, os.R_OK):
+            return value
+        why = f"{target} is not readable by uid {access.identity.uid} (mode bits)"  # type: ignore[union-attr]
+        if isinstance(value, Reading):
+            return dataclasses.replace(value, value=None, reason=why)
+        return dataclasses.replace(value, raw=None, reason=why)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.replace(value, **{f.name: _as_seen_by(getattr(value, f.name), refuse)
-                                             for f in dataclasses.fields(value) if f.init})
+        return dataclasses.replace(value, **{f.name: _as_seen_by(getattr(value, f.name), tree, access)
+                                             for f in dataclasses.fields(value)})
     if isinstance(value, tuple):
-        return tuple(_as_seen_by(item, refuse) for item in value)
+        return tuple(_as_seen_by(item, tree, access) for item in value)
     return value
 
 

@@ -22,7 +22,7 @@ from .sysfs import under
 
 @dataclass(frozen=True)
 class Source:
-    kind: str  # "thermal_zone", "cooling_device", "hwmon", "rapl", "apex", "ina3221", "ina3221x", "rpi_throttled", "nvml"
+    kind: str  # thermal_zone, cooling_device, hwmon, rapl, apex, ina3221, ina3221x, rpi_throttled, nvml
     name: str  # spec usable in a SensorSpec, e.g. "thermal:x86_pkg_temp", "rapl:package-0", "apex:apex_0"
     path: str  # the file read ("nvml:N" for NVML)
     quantities: tuple[str, ...]  # "temperature", "trips", "power", "energy", "voltage", "current", "throttle"
@@ -53,8 +53,32 @@ class Inventory:
     nvml_reason: str | None = None  # NVML loaded but could not list its GPUs
 
     def sources(self) -> list[Source]:
-        return (_thermal(self) + _hwmon(self) + _rapl(self) + _apex(self) + _ina(self) + _rpi(self)
-                + _nvml(self))
+        """One Source per sensor, named as a SensorSpec names it."""
+        out = [_from("thermal_zone", f"thermal:{z.name}", z.temperature, ("temperature", "trips") if z.trips
+                     else ("temperature",), z.type or "", z.trips) for z in self.zones]
+        for dev in self.cooling:
+            ok, path = dev.cur_state is not None, under(self.root, thermal.THERMAL) / dev.name / "cur_state"
+            out.append(Source("cooling_device", f"cooling:{dev.name}", str(path), ("throttle",), ok,
+                              None if ok else dev.reason, dev.type or ""))
+        out += [_from("hwmon", f"hwmon:{chip.chip or chip.name}/{c.label or f'{c.kind}{c.index}'}", c.reading,
+                      (c.reading.quantity,), f"{chip.name} {chip.chip or '?'}")
+                for chip in self.chips for c in chip.channels]
+        out += [_from("rapl", f"rapl:{z.name or z.zone}", z.energy, ("energy",),
+                      f"{z.zone}, wraps at {z.max_range_j:.0f} J" if z.max_range_j else z.zone) for z in self.rapl]
+        out += [_from("apex", f"apex:{d.name}", d.temperature, ("temperature", "trips", "throttle"),
+                      "Coral Edge TPU (PCIe)", d.trips) for d in self.apex]
+        for rail in self.rails:
+            kind = "ina3221" if rail.layout == "hwmon" else "ina3221x"
+            out.append(_from(kind, f"{kind}:{rail.name}", rail.power, ("power", "voltage", "current"),
+                             "Jetson power rail"))
+        if self.throttled is not None:
+            out.append(Source("rpi_throttled", "rpi:get_throttled", self.throttled.path or "", ("throttle",),
+                              self.throttled.raw is not None, self.throttled.reason, "Raspberry Pi firmware"))
+        if self.nvml_reason:
+            return out + [Source("nvml", "nvml", "nvml", (), False, self.nvml_reason)]
+        gpu = ("temperature", "power", "energy", "throttle")
+        return out + [Source("nvml", f"nvml:{g.index}", f"nvml:{g.index}", gpu, g.temperature.ok, g.temperature.reason,
+                             g.name or "", g.trips) for g in self.gpus]
 
 
 def read_inventory(root: Path = Path("/"), nvml: Any | None = None) -> Inventory:
@@ -84,53 +108,3 @@ def discover(root: Path = Path("/"), nvml: Any | None = None) -> list[Source]:
 def _from(kind: str, name: str, reading: Reading, quantities: tuple[str, ...], detail: str,
           trips: tuple[thermal.TripPoint, ...] = ()) -> Source:
     return Source(kind, name, reading.path or "", quantities, reading.ok, reading.reason, detail, trips)
-
-
-def _thermal(found: Inventory) -> list[Source]:
-    out = [_from("thermal_zone", f"thermal:{z.name}", z.temperature,
-                 ("temperature", "trips") if z.trips else ("temperature",), z.type or "", z.trips) for z in found.zones]
-    for dev in found.cooling:
-        ok, path = dev.cur_state is not None, under(found.root, thermal.THERMAL) / dev.name / "cur_state"
-        out.append(Source("cooling_device", f"cooling:{dev.name}", str(path), ("throttle",), ok,
-                          None if ok else dev.reason, dev.type or ""))
-    return out
-
-
-def _hwmon(found: Inventory) -> list[Source]:
-    return [_from("hwmon", f"hwmon:{info.chip or info.name}/{channel.label or f'{channel.kind}{channel.index}'}",
-                  channel.reading, (channel.reading.quantity,), f"{info.name} {info.chip or '?'}")
-            for info in found.chips for channel in info.channels]
-
-
-def _rapl(found: Inventory) -> list[Source]:
-    return [_from("rapl", f"rapl:{zone.name or zone.zone}", zone.energy, ("energy",),
-                  f"{zone.zone}, wraps at {zone.max_range_j:.0f} J" if zone.max_range_j else zone.zone)
-            for zone in found.rapl]
-
-
-def _apex(found: Inventory) -> list[Source]:
-    return [_from("apex", f"apex:{dev.name}", dev.temperature, ("temperature", "trips", "throttle"),
-                  "Coral Edge TPU (PCIe)", dev.trips) for dev in found.apex]
-
-
-def _ina(found: Inventory) -> list[Source]:
-    out = []
-    for rail in found.rails:
-        kind = "ina3221" if rail.layout == "hwmon" else "ina3221x"
-        out.append(_from(kind, f"{kind}:{rail.name}", rail.power, ("power", "voltage", "current"), "Jetson power rail"))
-    return out
-
-
-def _rpi(found: Inventory) -> list[Source]:
-    flags = found.throttled
-    if flags is None:
-        return []
-    return [Source("rpi_throttled", "rpi:get_throttled", flags.path or "", ("throttle",), flags.raw is not None,
-                   flags.reason, "Raspberry Pi firmware")]
-
-
-def _nvml(found: Inventory) -> list[Source]:
-    if found.nvml_reason:
-        return [Source("nvml", "nvml", "nvml", (), False, found.nvml_reason)]
-    return [Source("nvml", f"nvml:{g.index}", f"nvml:{g.index}", ("temperature", "power", "energy", "throttle"),
-                   g.temperature.ok, g.temperature.reason, g.name or "", g.trips) for g in found.gpus]
