@@ -3,10 +3,12 @@ absent, and the problems that follow. Nothing is parsed here: every sysfs layout
 trips, hwmon, RAPL, Coral apex, Jetson INA3221 rails, Raspberry Pi throttling, NVML) has one reader, in that
 package, which the scheduler uses too.
 
-Readable, for the running process, is what the reader's real read gave (see ``telemetry.discover``): the
-probe needs the values anyway, and mode bits lie for root and for sysfs attributes whose driver decides or
-fails. For another account (``Identity``) the probe cannot read as them, so it narrows that answer with the
-file's mode bits, as the kernel would judge them.
+Readable, for the running process, is what the reader's real read gave (see ``telemetry.discover``): mode
+bits lie for root and for sysfs attributes whose driver decides or fails (EIO from an I2C sensor), and the
+scheduler will bind only to sources that answer. The probe used to judge without reading, because an ACPI
+zone's read can take milliseconds; one read per sensor costs a few milliseconds on such a machine, well
+inside the probe's one second. For another account (``Identity``) the probe cannot read as them, so it
+narrows that answer with each file's mode bits, as the kernel would judge them.
 """
 
 from __future__ import annotations
