@@ -38,6 +38,7 @@ Where the layouts come from (each fixture below names the fact it takes from the
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -70,11 +71,14 @@ class FakeTree:
 
     def symlink(self, path: str, target: str) -> FakeTree:
         """A symlink at ``path`` to ``target`` (a device path), written relative like sysfs's own links so
-        that it resolves inside the tree; the target need not exist (a broken link)."""
+        that it resolves inside the tree; the target need not exist (a broken link). It replaces what is at
+        ``path``, a folder too (a second board built on the same tree)."""
         link = self.local(path)
         link.parent.mkdir(parents=True, exist_ok=True)
         relative = os.path.relpath(self.local(target), link.parent)
-        if link.is_symlink() or link.exists():
+        if link.is_dir() and not link.is_symlink():
+            shutil.rmtree(link)
+        elif link.is_symlink() or link.exists():
             link.unlink()
         os.symlink(relative, link)
         return self
@@ -165,12 +169,20 @@ class FakeTree:
             self.file(f"{base}/trip_point_{k}_temp", f"{trip_mc}\n")
         return self
 
-    def hwmon(self, index: int, name: str, files: dict[str, str]) -> FakeTree:
-        base = f"/sys/class/hwmon/hwmon{index}"
+    def hwmon(self, index: int, name: str, files: dict[str, str], at: str = "/sys/class/hwmon") -> FakeTree:
+        """hwmonN (its ``name`` and attribute files) in the folder ``at``."""
+        base = f"{at}/hwmon{index}"
         self.file(f"{base}/name", name + "\n")
         for file, value in files.items():
             self.file(f"{base}/{file}", value + "\n")
         return self
+
+    def i2c_hwmon(self, index: int, device: str, driver: str, files: dict[str, str]) -> FakeTree:
+        """An I2C sensor's hwmon device below its I2C ``device`` (sysfs path), reached as the kernel links it:
+        from /sys/class/hwmon/hwmonN and from its driver's folder /sys/bus/i2c/drivers/<driver>/<bus-addr>."""
+        self.hwmon(index, driver, files, at=f"{device}/hwmon")
+        self.symlink(f"/sys/class/hwmon/hwmon{index}", f"{device}/hwmon/hwmon{index}")
+        return self.symlink(f"/sys/bus/i2c/drivers/{driver}/{device.rsplit('/', 1)[1]}", device)
 
     def rapl(self, zone: str, label: str, energy_uj: int, mode: int = 0o400) -> FakeTree:
         """A powercap RAPL zone; energy_uj is 0400 (root only) since Linux 5.10."""
@@ -300,11 +312,14 @@ def jetson_agx_orin(root: str | os.PathLike) -> FakeTree:
     # Thermal zones of tegra234 (cpu, gpu, soc, tj) with the sw-shutdown trips L4T sets.
     for i, zone in enumerate(("cpu-thermal", "gpu-thermal", "soc0-thermal", "tj-thermal")):
         t.thermal_zone(i, zone, 48000 + i * 500, [("critical", 104500), ("passive", 99000)])
-    # The two INA3221 power monitors (Documentation/hwmon/ina3221.rst: in*_input mV, curr*_input mA).
-    t.hwmon(0, "ina3221", {"in1_label": "VDD_GPU_SOC", "in1_input": "5000", "curr1_input": "1216",
-                           "in2_label": "VDD_CPU_CV", "in2_input": "5000", "curr2_input": "408",
-                           "in3_label": "VIN_SYS_5V0", "in3_input": "5000", "curr3_input": "1024"})
-    t.hwmon(1, "ina3221", {"in1_label": "VDDQ_VDD2_1V8AO", "in1_input": "5000", "curr1_input": "304"})
+    # The two INA3221 power monitors (Documentation/hwmon/ina3221.rst: in*_input mV, curr*_input mA) at I2C
+    # addresses 1-0040 and 1-0041 (Jetson Linux Developer Guide, Platform Power and Performance, AGX Orin).
+    i2c = "/sys/devices/platform/bus@0/c240000.i2c/i2c-1"
+    t.i2c_hwmon(0, f"{i2c}/1-0040", "ina3221", {"in1_label": "VDD_GPU_SOC", "in1_input": "5000", "curr1_input": "1216",
+                                               "in2_label": "VDD_CPU_CV", "in2_input": "5000", "curr2_input": "408",
+                                               "in3_label": "VIN_SYS_5V0", "in3_input": "5000", "curr3_input": "1024"})
+    t.i2c_hwmon(1, f"{i2c}/1-0041", "ina3221", {"in1_label": "VDDQ_VDD2_1V8AO", "in1_input": "5000",
+                                               "curr1_input": "304"})
     return t
 
 

@@ -58,7 +58,7 @@ def test_x86_server_with_cuda_gpu(tmp_path):
     assert cpu.model == "Intel(R) Xeon(R) Platinum 8480+" and cpu.logical_cpus == 4 and cpu.physical_cores == 2
     assert cpu.isa["amx_int8"] and cpu.isa["avx512_bf16"] and cpu.isa["avx512_vnni"]
     assert report.machine.board.model == "SYS-821GE-TNHR"
-    assert [d.label for d in report.telemetry.rapl] == ["package-0", "dram"]
+    assert [d["label"] for d in report.to_dict()["telemetry"]["rapl"]] == ["package-0", "dram"]
 
 
 def test_nvml_fills_in_memory_and_compute_capability(tmp_path):
@@ -94,8 +94,9 @@ def test_jetson_orin(tmp_path):
     assert report.machine.board.family == "jetson" and report.machine.board.soc == "tegra234"
     assert report.machine.cpu.core_types == {"Cortex-A78AE": 12}
     assert report.machine.cpu.isa["dotprod"] and not report.machine.cpu.isa["i8mm"]
-    assert [h.chip for h in report.telemetry.hwmon] == ["ina3221", "ina3221"]
-    assert report.telemetry.hwmon[0].sensors["curr"] == ["curr1_input", "curr2_input", "curr3_input"]
+    hwmon = report.to_dict()["telemetry"]["hwmon"]
+    assert [h["chip"] for h in hwmon] == ["ina3221", "ina3221"]
+    assert hwmon[0]["sensors"]["curr"] == ["curr1_input", "curr2_input", "curr3_input"]
 
 
 def test_jetson_power_mode_falls_back_to_the_configured_default(tmp_path):
@@ -128,7 +129,8 @@ def test_rpi5_with_coral_usb_before_and_after_firmware(tmp_path, firmware_loaded
     assert not [p for p in report.problems if "USB 2" in p.reason]
     assert report.machine.board.model == "Raspberry Pi 5 Model B Rev 1.0"
     assert report.machine.cpu.core_types == {"Cortex-A76": 4}
-    assert [t.temp_c for t in report.telemetry.thermal_zones[0].trip_points] == [50.0, 60.0, 67.5, 75.0, 110.0]
+    zone = report.to_dict()["telemetry"]["thermal_zones"][0]
+    assert [t["temp_c"] for t in zone["trip_points"]] == [50.0, 60.0, 67.5, 75.0, 110.0]
 
 
 def test_coral_usb_on_a_usb2_port_is_reported(tmp_path):
@@ -271,3 +273,49 @@ def test_a_reader_works_on_its_own_from_a_root_path(tmp_path):
 def test_a_bare_tree_has_only_the_cpu_device(tmp_path):
     report = edgeaccel.probe(tmp_path)
     assert report.accelerators == () and report.present_devices() == {"CPU"}
+
+
+def test_the_telemetry_section_lists_apex_and_jetson_rails(tmp_path):
+    """Sources only edgeaccel.telemetry read before the probe asked it: a Jetson's INA3221 rails (reached
+    through the ina3221 driver's folder) and a Coral's die temperature with the apex driver's trips."""
+    from edgeaccel.cli.probe_cmd import render
+
+    orin = jetson_agx_orin(tmp_path)
+    coral = FakeTree(tmp_path).pci_device("0000:01:00.0", 0x1AC1, 0x089A, 0x0000FF, driver="apex")
+    orin.class_device("apex", "apex_0", coral).file(f"{coral}/apex/apex_0/temp", "43050\n")
+    for k, trip in enumerate((85000, 90000, 95000)):
+        orin.file(f"{coral}/apex/apex_0/trip_point{k}_temp", f"{trip}\n")
+    report = edgeaccel.probe(tmp_path)
+    telemetry = report.to_dict()["telemetry"]
+    assert validate(report.to_dict()) == []
+    rails = [s for s in telemetry["sources"] if s["kind"] == "ina3221"]
+    assert [s["name"] for s in rails] == ["ina3221:VDD_GPU_SOC", "ina3221:VDD_CPU_CV", "ina3221:VIN_SYS_5V0",
+                                          "ina3221:VDDQ_VDD2_1V8AO"]
+    assert all(s["readable"] and s["quantities"] == ["power", "voltage", "current"] for s in rails)
+    assert rails[0]["path"] == "/sys/bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon0"  # as on the device
+    (apex,) = [s for s in telemetry["sources"] if s["kind"] == "apex"]
+    assert apex["name"] == "apex:apex_0" and apex["readable"] and apex["path"] == "/sys/class/apex/apex_0/temp"
+    assert apex["trips"] == [{"type": "passive", "temp_c": t} for t in (85.0, 90.0, 95.0)]
+    text = render(report.to_dict())
+    assert "ina3221:VDD_GPU_SOC" in text and "trips: passive 85 C, passive 90 C, passive 95 C" in text
+
+
+def test_telemetry_readability_is_judged_for_another_account(tmp_path):
+    """The probe reads as this process; for someone else it narrows that with each file's mode bits."""
+    tree = x86_server_with_cuda_gpu(tmp_path)  # RAPL energy_uj 0400 as since Linux 5.10; the rest 0644
+    tree.file("/sys/class/powercap/intel-rapl:0/energy_uj", "48223117211\n", 0o440)  # a group may read package-0
+    power = Identity(uid=4242, gids=frozenset({tree.local("/").stat().st_gid}))
+
+    def readable(identity):
+        return {s.name: s.readable for s in edgeaccel.probe(tmp_path, identity=identity).telemetry.sources}
+
+    assert all(readable(None).values())
+    assert readable(power) == {**readable(None), "rapl:dram": False}
+    stranger = edgeaccel.probe(tmp_path, identity=STRANGER)
+    rapl = {s.name: s for s in stranger.telemetry.sources if s.kind == "rapl"}
+    assert not any(s.readable for s in rapl.values())
+    assert "energy_uj is not readable by uid 4242" in rapl["rapl:package-0"].reason
+    assert all(s.readable for s in stranger.telemetry.sources if s.kind != "rapl")  # 0644: anyone may read them
+    assert [p.fix for p in stranger.problems if p.subject == "RAPL energy counters"] == [
+        "energy_uj is readable by root only since Linux 5.10: run as root, or allow a group with a udev rule or "
+        "systemd-tmpfiles, e.g. 'z /sys/class/powercap/intel-rapl:0/energy_uj 0440 root power'"]

@@ -20,7 +20,6 @@ from edgeaccel.probe.npu_rockchip import parse_rknpu_version
 from edgeaccel.probe.pci import parse_hex_id
 from edgeaccel.probe.schema import load_schema, validate
 from edgeaccel.probe.system import parse_os_release
-from edgeaccel.probe.telemetry_sources import parse_hwmon_inputs, parse_millidegrees
 from edgeaccel.testing import CORTEX_A53_FEATURES, arm64_cpuinfo
 
 ARMV7_PI3 = """processor	: 0
@@ -144,15 +143,7 @@ def test_ids_and_units():
     assert parse_hex_id("0x10DE\n") == "0x10de" and parse_hex_id("10de") is None and parse_hex_id(None) is None
     assert parse_usb_id("18d1\n") == "18d1" and parse_usb_id("0x18d1") is None
     assert parse_usb_speed("5000\n") == 5000 and parse_usb_speed("1.5") == 1.5 and parse_usb_speed("fast") is None
-    assert parse_millidegrees("51650\n") == 51.65 and parse_millidegrees("-5000") == -5.0
-    assert parse_millidegrees("hot") is None
     assert parse_rknpu_version("RKNPU driver: v0.9.6\n") == "0.9.6" and parse_rknpu_version("?") is None
-
-
-def test_hwmon_inputs():
-    names = ["name", "temp1_input", "temp1_label", "power1_average", "in0_input", "fan1_input", "curr1_max", "uevent"]
-    assert parse_hwmon_inputs(names) == {"temp": ["temp1_input"], "power": ["power1_average"], "in": ["in0_input"],
-                                         "fan": ["fan1_input"]}
 
 
 def test_loader_configuration():

@@ -34,6 +34,10 @@ def test_discover_lists_every_source_with_readability(jetson_like):
     assert all(s.readable for s in sources), [str(s) for s in sources if not s.readable]
     zone = next(s for s in sources if s.name == "thermal:thermal_zone0")
     assert zone.detail == "CPU-therm" and "trips" in zone.quantities
+    assert [(t.type, t.temp_c) for t in zone.trips] == [("passive", 97.0), ("critical", 103.0)]
+    apex = next(s for s in sources if s.name == "apex:apex_0")  # the driver's trips in the zones' terms
+    assert [t.type for t in apex.trips] == ["passive", "passive", "passive", "hot", "critical"]
+    assert [t.temp_c for t in apex.trips] == pytest.approx([85.0, 90.0, 95.0, 100.0, 110.0], abs=0.25)
     assert not any(s.kind == "nvml" for s in sources)  # a fake root has no NVML
 
 

@@ -167,7 +167,9 @@ def test_a_gpu_sampled_through_nvml(tmp_path):
     from edgeaccel.telemetry import SensorSpec, TelemetrySampler, auto_spec, discover
 
     fake = FakeNvml()
-    assert [s.name for s in discover(tmp_path, nvml=fake)] == ["nvml:0"]
+    (source,) = discover(tmp_path, nvml=fake)
+    assert source.name == "nvml:0"
+    assert [(t.type, t.temp_c) for t in source.trips] == [("passive", 87.0), ("critical", 92.0)]
     spec = auto_spec("gpu", tmp_path, nvml=fake)
     assert spec == SensorSpec("nvml:0", "nvml:0", "nvml:0", "nvml:0")
     sampler = TelemetrySampler({"gpu": spec}, tmp_path, nvml=fake)

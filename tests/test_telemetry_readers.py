@@ -25,6 +25,7 @@ def fs(tmp_path) -> FakeSysfs:
 # -- units ----------------------------------------------------------------------------------------------------
 def test_units_are_converted_in_one_table():
     assert to_si(45500, "millidegree_celsius") == (45.5, "C")
+    assert to_si(43050, "millidegree_celsius") == (43.05, "C")  # 43050 * 1e-3 would be 43.050000000000004
     assert to_si(2_500_000, "microwatt") == (2.5, "W")
     assert to_si(1500, "milliwatt") == (1.5, "W")
     assert to_si(3_000_000, "microjoule") == (3.0, "J")
@@ -127,7 +128,7 @@ def test_unreadable_file_is_a_reason_for_an_unprivileged_user():
 def test_hwmon_channels_in_si_units(fs):
     fs.hwmon(0, "k10temp", {"temp1_input": 61_250, "temp1_label": "Tctl", "temp1_max": 70_000, "temp1_crit": 95_000})
     fs.hwmon(1, "amdgpu", {"power1_average": 12_500_000, "energy1_input": 3_600_000_000, "in0_input": 850,
-                           "curr1_input": 1200})
+                           "curr1_input": 1200, "fan1_input": 2650})
     chips = hwmon.read_hwmon(fs.root)
     k10 = chips[0]
     temp = k10.find("temp", "Tctl")
@@ -137,6 +138,7 @@ def test_hwmon_channels_in_si_units(fs):
     assert gpu.of("energy")[0].reading.value == 3600.0
     assert gpu.of("in")[0].reading.value == 0.85
     assert gpu.of("curr")[0].reading.value == 1.2
+    assert (gpu.of("fan")[0].reading.value, gpu.of("fan")[0].reading.unit) == (2650.0, "rpm")
 
 
 def test_hwmon_attributes_under_device_folder(fs):

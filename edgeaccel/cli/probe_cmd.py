@@ -106,22 +106,32 @@ def _runtimes(section: dict) -> list[str]:
     return lines
 
 
+def _row(name: str, what: str | None, state: str, trips: list[dict] = ()) -> str:
+    text = ", ".join(f"{p['type']} {p['temp_c']:g} C" for p in trips if p["temp_c"] is not None)
+    return f"  {name:<20} {what or '?':<22} {state}" + (f"  trips: {text}" if text else "")
+
+
+def _readable(ok: bool) -> str:
+    return "readable" if ok else "NOT readable"
+
+
 def _telemetry(t: dict) -> list[str]:
+    """Thermal zones, hwmon chips and RAPL domains one line each, then the other sources (Coral apex, Jetson
+    rails, Pi throttling, NVML) from the full list; cooling devices, one per CPU on many x86 boxes, counted."""
     lines = ["telemetry"]
-    if t["thermal_zones"]:
-        for z in t["thermal_zones"]:
-            trips = ", ".join(f"{p['type']} {p['temp_c']:g} C" for p in z["trip_points"] if p["temp_c"] is not None)
-            lines.append(f"  {z['name']:<16} {z['type'] or '?':<20} {'readable' if z['readable'] else 'NOT readable'}"
-                         + (f"  trips: {trips}" if trips else ""))
-    if t["hwmon"]:
-        for h in t["hwmon"]:
-            sensors = ", ".join(f"{len(v)} {k}" for k, v in h["sensors"].items())
-            state = ("readable" if h["readable"] else "NOT readable") if sensors else "no sensor inputs"
-            lines.append(f"  {h['name']:<16} {h['chip'] or '?':<20} {state}  {sensors}")
-    for r in t["rapl"]:
-        lines.append(f"  {r['name']:<16} {r['label'] or '?':<20} {'readable' if r['readable'] else 'NOT readable'}")
-    for kind, why in t["reasons"].items():
-        lines.append(f"  {kind}: {why}")
+    lines += [_row(z["name"], z["type"], _readable(z["readable"]), z["trip_points"]) for z in t["thermal_zones"]]
+    for h in t["hwmon"]:
+        sensors = ", ".join(f"{len(v)} {k}" for k, v in h["sensors"].items())
+        lines.append(_row(h["name"], h["chip"], f"{_readable(h['readable'])}  {sensors}" if sensors
+                          else "no sensor inputs"))
+    lines += [_row(r["name"], r["label"], _readable(r["readable"])) for r in t["rapl"]]
+    listed = ("thermal_zone", "hwmon", "rapl", "cooling_device")
+    lines += [_row(s["name"], s["detail"], _readable(s["readable"]), s["trips"])
+              for s in t["sources"] if s["kind"] not in listed]
+    cooling = [s for s in t["sources"] if s["kind"] == "cooling_device"]
+    if cooling:
+        lines.append(f"  {len(cooling)} cooling devices, {sum(s['readable'] for s in cooling)} readable")
+    lines += [f"  {kind}: {why}" for kind, why in t["reasons"].items()]
     return lines
 
 

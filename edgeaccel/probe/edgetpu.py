@@ -6,7 +6,7 @@ Unichip) until libedgetpu loads its firmware, then as 18d1:9302 (Google); libedg
 (google-coral/libedgetpu debian/edgetpu-accelerator.rules) gives both ids to group plugdev. User space opens
 it through /dev/bus/usb/<busnum>/<devnum>.
 PCIe: the gasket/apex driver (google/gasket-driver src/apex_driver.c) binds PCI 1ac1:089a, makes /dev/apex_N
-and /sys/class/apex/apex_N with ``temp`` and ``trip_point{0,1,2}_temp`` in millidegrees Celsius; Coral's
+and /sys/class/apex/apex_N with ``temp`` and ``trip_point{0,1,2}_temp`` (read by ``telemetry.coral``); Coral's
 M.2 guide adds the rule SUBSYSTEM=="apex", MODE="0660", GROUP="apex".
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..telemetry.coral import read_apex_device
 from .access import Access
 from .common import Accelerator, Found, Problem, node_verdict
 from .fs import Root, Tree, as_tree
@@ -102,11 +103,9 @@ def _pcie(tree: Tree, access: Access, pci: list[PciDevice], library: LibraryLook
     label = "Coral Dev Board Edge TPU" if board_family == "coral-dev-board" else "Coral Edge TPU (PCIe/M.2)"
     for apex in names:
         base = f"/sys/class/apex/{apex}"
-        details: dict = {"delegate_library": library.path}
-        temp = tree.read(f"{base}/temp").strip()
-        details["temp_c"] = int(temp) / 1000 if temp and temp.lstrip("-").isdigit() else None
-        trips = [tree.read(f"{base}/trip_point{i}_temp").strip() for i in range(3)]
-        details["trip_points_c"] = [int(t) / 1000 for t in trips if t and t.lstrip("-").isdigit()]
+        sensor = read_apex_device(tree.path(base))  # the telemetry reader: one parser for the apex files
+        details = {"delegate_library": library.path, "temp_c": sensor.temperature.value,
+                   "trip_points_c": [t for t in sensor.trips_c if t is not None]}
         nodes = (access.node(f"/dev/{apex}"),)
         usable, why, fix = node_verdict(nodes, APEX_RULE_FIX)
         accelerators.append(Accelerator(

@@ -52,6 +52,14 @@ class Tree:
         """Where ``target`` (a path on the device) lies on this machine."""
         return self.root / target.lstrip("/")
 
+    def on_device(self, local: str) -> str:
+        """The path on the device of ``local``, a path below the root (the inverse of ``path``); anything
+        else (a path elsewhere, "nvml:0") as it is."""
+        if not os.path.isabs(local):
+            return local
+        relative = os.path.relpath(local, self.root)
+        return local if relative.split(os.sep)[0] == ".." else "/" + relative
+
     def _escapes(self, local: Path) -> bool:
         if self.is_real:
             return False

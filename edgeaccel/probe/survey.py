@@ -33,7 +33,7 @@ from .qualcomm import read_qualcomm
 from .report import ProbeReport
 from .runtimes import Runtimes, helper_packages, skipped_runtimes, survey_runtimes
 from .system import OsInfo
-from .telemetry_sources import RAPL_FIX, TelemetrySources, _telemetry_sources
+from .telemetry_sources import TelemetrySources, telemetry_problems, telemetry_sources
 from .tpu import read_tpu
 
 T = TypeVar("T")
@@ -109,8 +109,8 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None,
 
     mark = time.perf_counter()
     telemetry = _guarded("telemetry sources", problems, TelemetrySources(reasons={"all": "survey failed"}),
-                         lambda: _telemetry_sources(tree, identity))
-    problems.extend(_telemetry_problems(telemetry))
+                         lambda: telemetry_sources(tree, identity))
+    problems.extend(telemetry_problems(telemetry))
     timings["telemetry"] = _ms(mark)
     timings["total"] = _ms(started)
     return ProbeReport(str(root), machine, tuple(accelerators), runtime_section, telemetry, tuple(problems), timings)
@@ -167,19 +167,3 @@ def _with_runtime_views(runtimes: Runtimes, accelerators: list[Accelerator]) -> 
             acc = dataclasses.replace(acc, details={**acc.details, "openvino_sees_it": seen})
         result.append(acc)
     return result
-
-
-def _telemetry_problems(telemetry: TelemetrySources) -> list[Problem]:
-    problems = []
-    if not (telemetry.thermal_zones or telemetry.hwmon or telemetry.rapl):
-        problems.append(Problem("telemetry", "no thermal zones, hwmon sensors or RAPL counters: edgeaccel cannot "
-                                             "see temperature or power here (the telemetry section says why for each)"))
-    unreadable = [d.name for d in telemetry.rapl if not d.readable]
-    if unreadable:
-        problems.append(Problem("RAPL energy counters", f"{', '.join(unreadable)}: energy_uj not readable by this "
-                                                         "user", RAPL_FIX))
-    zones = [z.name for z in telemetry.thermal_zones if not z.readable]
-    if zones:
-        problems.append(Problem("thermal zones", f"{', '.join(zones)}: temp not readable"))
-    return problems
-

@@ -1,22 +1,32 @@
-"""Which telemetry sources exist and whether this user may read them: thermal zones with their trip
-points, hwmon sensors, powercap RAPL energy counters. Presence only: reading values is the job of
-``edgeaccel.telemetry``; this list is meant to be pointed at that package later.
+"""The probe's telemetry section: the sources ``edgeaccel.telemetry`` finds below the root, why a kind is
+absent, and the problems that follow. Nothing is parsed here: every sysfs layout (thermal zones and their
+trips, hwmon, RAPL, Coral apex, Jetson INA3221 rails, Raspberry Pi throttling, NVML) has one reader, in that
+package, which the scheduler uses too.
 
-Layouts: /sys/class/thermal/thermal_zoneN/{type,temp,trip_point_K_type,trip_point_K_temp} in millidegrees
-Celsius (Documentation/driver-api/thermal/sysfs-api.rst); /sys/class/hwmon/hwmonN/name and
-{temp,power,energy,curr,in,fan}M_input (Documentation/hwmon/sysfs-interface.rst); /sys/class/powercap/
-intel-rapl:N[:M]/{name,energy_uj} (Documentation/power/powercap/powercap.rst), root-only since Linux 5.10
-(CVE-2020-8694).
+Readable, for the running process, is what the reader's real read gave (see ``telemetry.discover``): mode
+bits lie for root and for sysfs attributes whose driver decides or fails (EIO from an I2C sensor), and the
+scheduler will bind only to sources that answer. The probe used to judge without reading, because an ACPI
+zone's read can take milliseconds; one read per sensor costs a few milliseconds on such a machine, well
+inside the probe's one second. For another account (``Identity``) the probe cannot read as them, so it
+narrows that answer with each file's mode bits, as the kernel would judge them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from ..telemetry.discover import Source, read_inventory
+from ..telemetry.hwmon import HwmonChip
+from ..telemetry.rapl import RaplZone
+from ..telemetry.reading import Reading
+from ..telemetry.rpi import ThrottleFlags
+from ..telemetry.thermal import ThermalZone, TripPoint
 from .access import Access, Identity
+from .common import Problem
 from .fs import Root, Tree, as_tree
 
 RAPL_FIX = ("energy_uj is readable by root only since Linux 5.10: run as root, or allow a group with a udev rule "
@@ -24,134 +34,96 @@ RAPL_FIX = ("energy_uj is readable by root only since Linux 5.10: run as root, o
 
 
 @dataclass(frozen=True)
-class TripPoint:
-    type: str | None
-    temp_c: float | None
-
-
-@dataclass(frozen=True)
-class ThermalZone:
-    name: str
-    type: str | None
-    readable: bool
-    trip_points: tuple[TripPoint, ...] = ()
-    reason: str | None = None
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "type": self.type, "readable": self.readable, "reason": self.reason,
-                "trip_points": [{"type": t.type, "temp_c": t.temp_c} for t in self.trip_points]}
-
-
-@dataclass(frozen=True)
-class HwmonDevice:
-    name: str
-    chip: str | None
-    sensors: dict[str, list[str]]  # kind -> input files, e.g. {"temp": ["temp1_input"]}
-    readable: bool
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "chip": self.chip, "sensors": {k: list(v) for k, v in self.sensors.items()},
-                "readable": self.readable}
-
-
-@dataclass(frozen=True)
-class RaplDomain:
-    name: str
-    label: str | None
-    readable: bool
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "label": self.label, "readable": self.readable}
-
-
-@dataclass(frozen=True)
 class TelemetrySources:
+    """The telemetry readers' own objects, by kind, and discover's list of every source."""
+
     thermal_zones: tuple[ThermalZone, ...] = ()
-    hwmon: tuple[HwmonDevice, ...] = ()
-    rapl: tuple[RaplDomain, ...] = ()
+    hwmon: tuple[HwmonChip, ...] = ()
+    rapl: tuple[RaplZone, ...] = ()
+    sources: tuple[Source, ...] = ()  # paths as on the device
     reasons: dict[str, str] = field(default_factory=dict)  # source kind -> why there is none
 
     def to_dict(self) -> dict:
-        return {"thermal_zones": [z.to_dict() for z in self.thermal_zones], "hwmon": [h.to_dict() for h in self.hwmon],
-                "rapl": [r.to_dict() for r in self.rapl], "reasons": dict(self.reasons)}
+        """``sources`` lists everything; ``thermal_zones``, ``hwmon`` and ``rapl`` keep the shape version 1 of
+        the schema began with."""
+        return {
+            "thermal_zones": [{"name": z.name, "type": z.type, "readable": z.temperature.ok,
+                               "reason": z.temperature.reason, "trip_points": _trips(z.trips)}
+                              for z in self.thermal_zones],
+            "hwmon": [{"name": c.name, "chip": c.chip, "sensors": _files_by_kind(c),
+                       "readable": any(ch.reading.ok for ch in c.channels)} for c in self.hwmon],
+            "rapl": [{"name": z.zone, "label": z.name, "readable": z.energy.ok} for z in self.rapl],
+            "sources": [{"kind": s.kind, "name": s.name, "path": s.path, "quantities": list(s.quantities),
+                         "readable": s.readable, "reason": s.reason, "detail": s.detail, "trips": _trips(s.trips)}
+                        for s in self.sources],
+            "reasons": dict(self.reasons),
+        }
 
 
-def parse_millidegrees(text: str | None) -> float | None:
-    value = (text or "").strip()
-    return int(value) / 1000 if re.fullmatch(r"-?\d+", value) else None
+def _trips(trips: tuple[TripPoint, ...]) -> list[dict]:
+    return [{"type": t.type, "temp_c": t.temp_c} for t in trips]
 
 
-def parse_hwmon_inputs(names: list[str]) -> dict[str, list[str]]:
-    """kind -> sensor files (temp1_input, power1_average, ...) among a hwmon directory's entries."""
-    sensors: dict[str, list[str]] = {}
-    for name in names:
-        m = re.fullmatch(r"(temp|power|energy|curr|in|fan)\d+_(input|average)", name)
-        if m:
-            sensors.setdefault(m.group(1), []).append(name)
-    return sensors
+def _files_by_kind(chip: HwmonChip) -> dict[str, list[str]]:
+    files: dict[str, list[str]] = {}
+    for channel in chip.channels:
+        files.setdefault(channel.kind, []).append(Path(channel.reading.path or "").name)
+    return files
+
+
+def telemetry_sources(root: Root = Path("/"), identity: Identity | None = None) -> TelemetrySources:
+    """The telemetry sources present below ``root`` and whether this process (or ``identity``) may read them."""
+    tree = as_tree(root)
+    found = read_inventory(tree.root)
+    if identity is not None:
+        found = _as_seen_by(found, tree, Access(tree, identity))
+    sources = tuple(dataclasses.replace(s, path=tree.on_device(s.path)) for s in found.sources())
+    absent = (("thermal_zones", found.zones, "/sys/class/thermal", "thermal zones"),
+              ("hwmon", found.chips, "/sys/class/hwmon", "hwmon sensors"),
+              ("rapl", found.rapl, "/sys/class/powercap", "RAPL energy counters"))
+    reasons = {kind: _absence(tree, base, what) for kind, present, base, what in absent if not present}
+    return TelemetrySources(found.zones, found.chips, found.rapl, sources, reasons)
 
 
 def _absence(tree: Tree, base: str, what: str) -> str:
     names, reason = tree.listdir(base)
     if reason:
         return f"{reason}: the kernel exposes no {what} here"
+    if names:
+        return f"{base} has no {what}"
     return f"{base} is empty: no {what} (usual in virtual machines and containers)"
 
 
-def _thermal(tree: Tree, access: Access) -> tuple[list[ThermalZone], str | None]:
-    base = "/sys/class/thermal"
-    names, _ = tree.listdir(base)
-    zones = []
-    for name in (n for n in names if n.startswith("thermal_zone")):
-        zone = f"{base}/{name}"
-        entries, _ = tree.listdir(zone)
-        trips = []
-        for entry in entries:
-            m = re.fullmatch(r"trip_point_(\d+)_temp", entry)
-            if m:
-                kind = tree.read(f"{zone}/trip_point_{m.group(1)}_type").strip()
-                trips.append(TripPoint(kind or None, parse_millidegrees(tree.read(f"{zone}/{entry}").text)))
-        # Readable is judged without reading the sensor: some (ACPI) zones take milliseconds per read.
-        state = tree.file_state(f"{zone}/temp")
-        readable = state is None and access.can(f"{zone}/temp", os.R_OK)
-        zones.append(ThermalZone(name, tree.read(f"{zone}/type").strip() or None, readable, tuple(trips),
-                                 None if readable else f"{zone}/temp {state or 'not readable by this user'}"))
-    return zones, None if zones else _absence(tree, base, "thermal zones")
+def _as_seen_by(value: Any, tree: Tree, access: Access) -> Any:
+    """``value`` (the inventory, or a part of it) with each reading whose file ``access``'s identity may not
+    read made a missing one. Readings are found wherever they sit, so a reader added to the inventory is covered."""
+    if isinstance(value, (Reading, ThrottleFlags)) and value.reason is None and value.path:
+        target = tree.on_device(value.path)
+        if access.can(target, os.R_OK):
+            return value
+        why = f"{target} is not readable by uid {access.identity.uid} (mode bits)"  # type: ignore[union-attr]
+        if isinstance(value, Reading):
+            return dataclasses.replace(value, value=None, reason=why)
+        return dataclasses.replace(value, raw=None, reason=why)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: _as_seen_by(getattr(value, f.name), tree, access)
+                                             for f in dataclasses.fields(value)})
+    if isinstance(value, tuple):
+        return tuple(_as_seen_by(item, tree, access) for item in value)
+    return value
 
 
-def _hwmon(tree: Tree, access: Access) -> tuple[list[HwmonDevice], str | None]:
-    base = "/sys/class/hwmon"
-    names, _ = tree.listdir(base)
-    devices = []
-    for name in names:
-        entries, _ = tree.listdir(f"{base}/{name}")
-        sensors = parse_hwmon_inputs(entries)
-        first = next((files[0] for files in sensors.values()), None)
-        readable = bool(first) and tree.file_state(f"{base}/{name}/{first}") is None \
-            and access.can(f"{base}/{name}/{first}", os.R_OK)
-        devices.append(HwmonDevice(name, tree.read(f"{base}/{name}/name").strip() or None, sensors, readable))
-    return devices, None if devices else _absence(tree, base, "hwmon sensors")
-
-
-def _rapl(tree: Tree, access: Access) -> tuple[list[RaplDomain], str | None]:
-    base = "/sys/class/powercap"
-    names, _ = tree.listdir(base)
-    domains = []
-    for name in names:
-        if not re.fullmatch(r"intel-rapl(-mmio)?:\d+(:\d+)?", name):
-            continue
-        counter = f"{base}/{name}/energy_uj"
-        readable = tree.file_state(counter) is None and access.can(counter, os.R_OK)
-        domains.append(RaplDomain(name, tree.read(f"{base}/{name}/name").strip() or None, readable))
-    return domains, None if domains else _absence(tree, base, "RAPL energy counters")
-
-
-def _telemetry_sources(root: Root = Path("/"), identity: Identity | None = None) -> TelemetrySources:
-    """The telemetry sources present below ``root`` and whether this user (or ``identity``) may read them."""
-    tree = as_tree(root)
-    access = Access(tree, identity)
-    zones, no_zones = _thermal(tree, access)
-    hwmon, no_hwmon = _hwmon(tree, access)
-    rapl, no_rapl = _rapl(tree, access)
-    reasons = {kind: why for kind, why in (("thermal_zones", no_zones), ("hwmon", no_hwmon), ("rapl", no_rapl)) if why}
-    return TelemetrySources(tuple(zones), tuple(hwmon), tuple(rapl), reasons)
+def telemetry_problems(telemetry: TelemetrySources) -> list[Problem]:
+    problems = []
+    if not telemetry.sources:
+        problems.append(Problem("telemetry", "no thermal zones, hwmon sensors, RAPL counters or other telemetry "
+                                             "sources: edgeaccel cannot see temperature or power here (the "
+                                             "telemetry section says why for each kind)"))
+    unreadable = [z.zone for z in telemetry.rapl if not z.energy.ok]
+    if unreadable:
+        problems.append(Problem("RAPL energy counters", f"{', '.join(unreadable)}: energy_uj not readable by this "
+                                                         "user", RAPL_FIX))
+    zones = [z.name for z in telemetry.thermal_zones if not z.temperature.ok]
+    if zones:
+        problems.append(Problem("thermal zones", f"{', '.join(zones)}: temp not readable"))
+    return problems

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .reading import Reading, missing
 from .sysfs import children, read_celsius, read_int, under
+from .thermal import TripPoint
 
 APEX = "/sys/class/apex"
 
@@ -38,6 +39,13 @@ class ApexDevice:
     def critical_c(self) -> float | None:
         """The shutdown alarm (hw_temp_warn2), the chip's own hard limit."""
         return self.warn2_c
+
+    @property
+    def trips(self) -> tuple[TripPoint, ...]:
+        """The limits in the thermal zones' terms: each clock-halving trip is passive cooling, hw_temp_warn1 a
+        warning before the hw_temp_warn2 shutdown alarm (hot and critical)."""
+        limits = [("passive", t) for t in self.trips_c] + [("hot", self.warn1_c), ("critical", self.warn2_c)]
+        return tuple(TripPoint(i, kind, temp) for i, (kind, temp) in enumerate(limits) if temp is not None)
 
     @property
     def clock_divider(self) -> int | None:

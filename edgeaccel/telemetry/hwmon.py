@@ -1,7 +1,8 @@
 """hwmon sensors (``/sys/class/hwmon/hwmon*``) per Documentation/hwmon/sysfs-interface: temperatures in
 millidegrees C (``tempN_input``, ``tempN_max``, ``tempN_crit``, ``tempN_emergency``), power in microwatts
 (``powerN_input`` or ``powerN_average``), energy in microjoules (``energyN_input``), voltage in millivolts
-(``inN_input``), current in milliamperes (``currN_input``). Older drivers put the attributes under ``device/``.
+(``inN_input``), current in milliamperes (``currN_input``), fan speed in RPM (``fanN_input``). Older drivers put
+the attributes under ``device/``.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from .sysfs import children, exists, read_celsius, read_scaled, read_text, under
 
 HWMON = "/sys/class/hwmon"
 
-_CHANNEL = re.compile(r"^(temp|power|energy|in|curr)(\d+)_(input|average)$")
+_CHANNEL = re.compile(r"^(temp|power|energy|in|curr|fan)(\d+)_(input|average)$")
 _UNITS = {"temp": ("temperature", "millidegree_celsius", "C"), "power": ("power", "microwatt", "W"),
           "energy": ("energy", "microjoule", "J"), "in": ("voltage", "millivolt", "V"),
-          "curr": ("current", "milliampere", "A")}
+          "curr": ("current", "milliampere", "A"), "fan": ("fan speed", "rpm", "rpm")}
 
 
 @dataclass(frozen=True)
 class HwmonChannel:
-    kind: str  # "temp", "power", "energy", "in", "curr"
+    kind: str  # "temp", "power", "energy", "in", "curr", "fan"
     index: int
     label: str | None
     reading: Reading

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .reading import Reading, missing
+from .thermal import TripPoint
 from .units import to_si
 
 # nvmlClocksEventReasons / nvmlClocksThrottleReasons bits
@@ -44,6 +45,12 @@ class GpuReading:
     shutdown_c: float | None
     clock_events: int | None
     clock_events_reason: str | None = None
+
+    @property
+    def trips(self) -> tuple[TripPoint, ...]:
+        """The slowdown and shutdown thresholds in the thermal zones' terms (passive and critical)."""
+        limits = (("passive", self.slowdown_c), ("critical", self.shutdown_c))
+        return tuple(TripPoint(i, kind, temp) for i, (kind, temp) in enumerate(limits) if temp is not None)
 
     @property
     def throttled(self) -> bool | None:

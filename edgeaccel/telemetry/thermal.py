@@ -104,10 +104,11 @@ def _read_cooling(path: Path) -> CoolingDevice:
     return CoolingDevice(path.name, kind, cur, top, reason)
 
 
-def read_thermal_zones(root: Path = Path("/")) -> list[ThermalZone]:
-    """Every thermal zone below ``root``; [] when there are none (containers, most VMs)."""
-    cooling = {c.name: c for c in read_cooling_devices(root)}
-    return [read_zone(path, cooling) for path in children(under(root, THERMAL), "thermal_zone*")]
+def read_thermal_zones(root: Path = Path("/"), cooling: list[CoolingDevice] | None = None) -> list[ThermalZone]:
+    """Every thermal zone below ``root``; [] when there are none (containers, most VMs). ``cooling``: the
+    cooling devices if already read."""
+    by_name = {c.name: c for c in (read_cooling_devices(root) if cooling is None else cooling)}
+    return [read_zone(path, by_name) for path in children(under(root, THERMAL), "thermal_zone*")]
 
 
 def read_zone(path: Path, cooling: dict[str, CoolingDevice] | None = None, trips: bool = True) -> ThermalZone:

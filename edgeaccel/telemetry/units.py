@@ -4,7 +4,7 @@ Sensors report in the units their ABI fixes: sysfs thermal and hwmon temperature
 hwmon power in microwatts and energy in microjoules, RAPL energy in microjoules, the INA3221 in millivolts,
 milliamperes and (iio layout) milliwatts, NVML in milliwatts and millijoules, tegrastats in milliwatts.
 Readers name the unit they read; ``to_si`` turns it into the one unit the rest of edgeaccel uses:
-degrees Celsius (C), watts (W), joules (J), hertz (Hz), volts (V), amperes (A).
+degrees Celsius (C), watts (W), joules (J), hertz (Hz), volts (V), amperes (A); fans in revolutions per minute.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ _SCALE: dict[str, tuple[str, float]] = {
     "hertz": ("Hz", 1.0),
     "kilohertz": ("Hz", 1e3),
     "megahertz": ("Hz", 1e6),
+    "rpm": ("rpm", 1.0),
 }
 
 # Temperatures outside this range are a broken or absent sensor, not a device state: drivers report
@@ -37,7 +38,9 @@ def to_si(value: float, unit: str) -> tuple[float, str]:
         si_unit, factor = _SCALE[unit]
     except KeyError:
         raise ValueError(f"unknown telemetry unit {unit!r}; known: {', '.join(sorted(_SCALE))}") from None
-    return value * factor, si_unit
+    # A sub-unit is divided out, not multiplied by its factor: 43050 / 1000 is 43.05 where 43050 * 1e-3 is
+    # 43.050000000000004, and these figures are printed and compared.
+    return (value / round(1 / factor) if factor < 1 else value * factor), si_unit
 
 
 def plausible_celsius(value: float) -> bool:
