@@ -273,3 +273,19 @@ def test_a_folder_this_user_may_not_enter_is_a_reason_not_an_exception():
             path.chmod(0o700)
             path.unlink() if not path.is_dir() else path.rmdir()
         root.rmdir()
+
+
+def test_an_absolute_symlink_cannot_lead_a_survey_out_of_its_root(tmp_path):
+    """A mounted device image whose sysfs holds an absolute link must not be read from this machine."""
+    from edgeaccel.telemetry.discover import read_inventory
+
+    outside = tmp_path / "host"
+    (outside / "zone").mkdir(parents=True)
+    (outside / "zone" / "type").write_text("host-zone\n")
+    (outside / "zone" / "temp").write_text("42000\n")
+    root = tmp_path / "image"
+    (root / "sys/class/thermal").mkdir(parents=True)
+    (root / "sys/class/thermal/thermal_zone0").symlink_to(outside / "zone")  # absolute, out of the root
+    inventory = read_inventory(root)
+    (zone,) = inventory.zones
+    assert zone.temperature.value is None and "outside the surveyed root" in zone.temperature.reason

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import coral, hwmon, jetson, rapl, rpi, thermal
+from . import coral, hwmon, jetson, rapl, rpi, sysfs, thermal
 from .reading import Reading
 from .sysfs import under
 
@@ -82,11 +82,15 @@ class Inventory:
 
 
 def read_inventory(root: Path = Path("/"), nvml: Any | None = None) -> Inventory:
-    """Run every reader below ``root``. NVML is not below any root: pass an initialised ``nvml`` module (or
-    leave None to try ``pynvml`` when ``root`` is "/")."""
+    """Run every reader below ``root`` (and only below it). NVML is not below any root: pass an initialised
+    ``nvml`` module (or leave None to try ``pynvml`` when ``root`` is "/")."""
+    with sysfs.confined(Path(root)):
+        return _read_inventory(Path(root), nvml)
+
+
+def _read_inventory(root: Path, nvml: Any | None) -> Inventory:
     from . import nvml as nvml_reader
 
-    root = Path(root)
     cooling = thermal.read_cooling_devices(root)
     throttled = rpi.read_throttled(root)
     gpus: list = []

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .counter import EnergyAccumulator
+from .sysfs import confined
 from .sensors import SensorSpec, read_energy, read_power, read_temperature, read_throttle
 from .status import ThermalStatus, TrendForecaster, normalized_headroom, thresholds_from_trips
 
@@ -86,7 +87,8 @@ class TelemetrySampler:
         if not self.due(now):
             return dict(self._last)
         started = time.thread_time()
-        self._last = {name: self._sample_device(name, spec, now) for name, spec in self.specs.items()}
+        with confined(self.root):
+            self._last = {name: self._sample_device(name, spec, now) for name, spec in self.specs.items()}
         self._last_time = now
         self.samples += 1
         self.cpu_s += time.thread_time() - started

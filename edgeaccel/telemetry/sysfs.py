@@ -7,9 +7,12 @@ that is not a number. Each becomes (None, reason).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from .units import plausible_celsius, to_si
@@ -51,8 +54,36 @@ def exists(path: Path) -> bool:
         return False
 
 
+_CONFINED: contextvars.ContextVar[str | None] = contextvars.ContextVar("edgeaccel_sysfs_root", default=None)
+
+
+@contextlib.contextmanager
+def confined(root: Path) -> Iterator[None]:
+    """Refuse, while inside, to read a file that resolves outside ``root``: a survey of a mounted device
+    image must not follow an absolute symlink into this machine's /sys. "/" needs no confinement."""
+    real = os.path.realpath(root)
+    token = _CONFINED.set(None if real == os.sep else real)
+    try:
+        yield
+    finally:
+        _CONFINED.reset(token)
+
+
+def _outside_root(path: Path) -> str | None:
+    root = _CONFINED.get()
+    if root is None:
+        return None
+    real = os.path.realpath(path)
+    if real == root or real.startswith(root + os.sep):
+        return None
+    return f"{path} resolves to {real}, outside the surveyed root {root}"
+
+
 def read_text(path: Path) -> tuple[str | None, str | None]:
     """(text stripped, None) or (None, reason)."""
+    escaped = _outside_root(path)
+    if escaped:
+        return None, escaped
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_BYTES + 1)
