@@ -42,6 +42,7 @@ _LAZY = {
     "ModelInfo": ("modelinfo", "ModelInfo"),
     "TensorSpec": ("modelinfo", "TensorSpec"),
     "Format": ("modelinfo", "Format"),
+    "IsolationLimits": ("isolation.limits", "IsolationLimits"),
 }
 
 __all__ = [
@@ -84,6 +85,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .formats import describe
+    from .isolation.limits import IsolationLimits
     from .loader import load
     from .model import Model
     from .modelinfo import Format, ModelInfo, TensorSpec

@@ -12,6 +12,7 @@ from . import bundle
 from .errors import EdgeAccelError, ModelError, NoExecutorError, UnsupportedModelError
 from .executors.base import Executor, ExecutorOptions
 from .executors.registry import runtimes
+from .isolation.limits import IsolationLimits
 from .model import FallbackEvent, Model
 from .modelinfo import Format, ModelInfo
 from .selector import Candidate, MachineFacts, Ranking, rank
@@ -30,6 +31,7 @@ def load(
     cache_dir: str | os.PathLike | None = None,
     runtime_options: dict | None = None,
     strict: bool = False,
+    isolate: bool | IsolationLimits = False,
 ) -> Model:
     """Load ``model`` on the best executor this machine has for it.
 
@@ -41,6 +43,9 @@ def load(
     precision: None runs the model at its own precision (f32 math for float layers); "bf16" or "f16" are
         opt-ins because they change answers.
     strict: a candidate that fails to load or run raises instead of falling back to the next one.
+    isolate: load and run the model in a worker process (True, or IsolationLimits for memory and time limits):
+        a runtime crash or hang becomes WorkerCrashedError / InferenceTimeoutError and the caller lives on.
+        For models from untrusted sources; it costs a process start per load and a copy per run (README).
     """
     options = ExecutorOptions(
         threads=threads,
@@ -53,7 +58,8 @@ def load(
     for path, exc in found.invalid:
         log.warning("artifact %s is unusable: %s", path, exc.message)
     ranking = rank_here(found.artifacts, options, executor, device)
-    return open_ranked(ranking, options, strict)
+    isolation = (IsolationLimits() if isolate is True else isolate) or None
+    return open_ranked(ranking, options, strict, isolation)
 
 
 def machine_facts() -> MachineFacts:
@@ -77,7 +83,8 @@ def rank_here(artifacts: list[ModelInfo], options: ExecutorOptions, executor: st
     return rank(artifacts, runtimes(), machine_facts(), rejects, options, executor, device)
 
 
-def open_candidate(candidate: Candidate, options: ExecutorOptions) -> Executor:
+def open_candidate(candidate: Candidate, options: ExecutorOptions,
+                   isolation: IsolationLimits | None = None) -> Executor:
     cls = executor_class(candidate.runtime)
     if candidate.kind not in ("cpu",):
         available = cls.availability(candidate.device)
@@ -85,10 +92,15 @@ def open_candidate(candidate: Candidate, options: ExecutorOptions) -> Executor:
             from .errors import DeviceUnavailableError
 
             raise DeviceUnavailableError(f"{candidate.name}: {available.reason}", hint=available.fix)
+    if isolation is not None:  # the same executor, in a worker process
+        from .isolation.executor import IsolatedExecutor
+
+        return IsolatedExecutor(candidate.runtime, candidate.artifact, candidate.device, options, isolation)
     return cls(candidate.artifact, candidate.device, options)
 
 
-def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False) -> Model:
+def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False,
+                isolation: IsolationLimits | None = None) -> Model:
     if not ranking.candidates:
         raise _nothing_can_run(ranking)
     fallbacks: list[FallbackEvent] = []
@@ -96,7 +108,7 @@ def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False
     errors: list[tuple[Candidate, EdgeAccelError]] = []
     for candidate in ranking.candidates:
         try:
-            executor = open_candidate(candidate, options)
+            executor = open_candidate(candidate, options, isolation)
         except EdgeAccelError as exc:
             if strict:
                 raise
@@ -108,7 +120,7 @@ def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False
             fallbacks.append(event)
             log.warning("fallback: %s", event)
         return Model(executor, candidate, ranking, fallbacks,
-                     open_next=lambda c: open_candidate(c, options), strict=strict, failed=failed)
+                     open_next=lambda c: open_candidate(c, options, isolation), strict=strict, failed=failed)
     raise _all_failed(errors)
 
 

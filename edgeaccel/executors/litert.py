@@ -78,10 +78,15 @@ class LiteRTExecutor(Executor):
         self._delegates = list(delegates)
         self._threads = options.resolved_threads()
         first = self._new_slot()  # load once now so that a bad model fails here, not at the first run()
-        details_in = first.interpreter.get_input_details()
-        details_out = first.interpreter.get_output_details()
-        self._in_index = [d["index"] for d in details_in]
-        self._out_index = [d["index"] for d in details_out]
+        try:
+            # LiteRT decodes every tensor name here: a name that is not UTF-8 raises UnicodeDecodeError
+            self._in_index = [d["index"] for d in first.interpreter.get_input_details()]
+            self._out_index = [d["index"] for d in first.interpreter.get_output_details()]
+        except Exception as exc:
+            raise ModelLoadError(
+                f"LiteRT loaded {self.model.path.name} but cannot describe its tensors: {runtime_message(exc)}",
+                runtime=self.runtime, hint="the model's tensor names or metadata are corrupted; export it again",
+            ) from exc
         self._dynamic = model.is_dynamic
         self._pool: Pool[_Slot] = Pool(self._new_slot, limit=options.runtime_options.get("max_interpreters", 8))
         self._pool.prime(first)

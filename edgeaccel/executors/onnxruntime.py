@@ -124,9 +124,22 @@ class OnnxRuntimeExecutor(Executor):
                 hint=_load_hint(message),
                 **kwargs,
             ) from exc
+        try:  # names are decoded here: a tensor name that is not UTF-8 raises UnicodeDecodeError
+            self._describe_session(model, kind)
+        except (DeviceUnavailableError, ModelLoadError):
+            self._session = None
+            raise
+        except Exception as exc:
+            self._session = None
+            raise ModelLoadError(
+                f"ONNX Runtime loaded {model.path.name} but cannot describe its tensors: {runtime_message(exc)}",
+                runtime=self.runtime, hint="the model's tensor names are corrupted; export it again",
+            ) from exc
+        self._run = self._session.run
+
+    def _describe_session(self, model: ModelInfo, kind: str) -> None:
         got = self._session.get_providers()
         if PROVIDERS[kind][0] not in got:
-            self._session = None
             raise DeviceUnavailableError(
                 f"ONNX Runtime did not give this session {PROVIDERS[kind][0]}: it fell back to {got}",
                 hint="the provider's libraries (CUDA, cuDNN, TensorRT) were not found or failed to load; "
@@ -137,7 +150,6 @@ class OnnxRuntimeExecutor(Executor):
         self._input_names = [spec.name if spec.name in names_in else names_in[k] for k, spec in enumerate(model.inputs)] \
             if len(names_in) == len(model.inputs) else names_in
         self._output_names = [o.name for o in self._session.get_outputs()]
-        self._run = self._session.run
 
     def _provider_options(self, provider: str, device_id: int) -> dict:
         opts = dict(self.options.runtime_options.get("provider_options", {}).get(provider, {}))

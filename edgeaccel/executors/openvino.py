@@ -124,8 +124,17 @@ class OpenVINOExecutor(Executor):
                 f"OpenVINO failed to load {model.path.name} on {device}: {message}", runtime=self.runtime,
                 hint="the model may be corrupted or use an operator this OpenVINO version cannot compile",
             ) from exc
-        self._in_ports = self._match(self._compiled.inputs, model.inputs)
-        self._out_ports = self._match(self._compiled.outputs, model.outputs)
+        try:  # port names are decoded here: a name that is not UTF-8 raises UnicodeDecodeError
+            self._in_ports = self._match(self._compiled.inputs, model.inputs)
+            self._out_ports = self._match(self._compiled.outputs, model.outputs)
+        except ModelLoadError:
+            raise
+        except Exception as exc:
+            raise ModelLoadError(
+                f"OpenVINO compiled {model.path.name} but cannot describe its tensors: "
+                f"{clean_message(runtime_message(exc))}", runtime=self.runtime,
+                hint="the model's tensor names are corrupted; export it again",
+            ) from exc
         self._precision = self._read_precision()
         self._optimal_requests = self._read_int("OPTIMAL_NUMBER_OF_INFER_REQUESTS", 1)
         self._dynamic = model.is_dynamic

@@ -73,7 +73,11 @@ class _open:
         return self._map
 
     def __exit__(self, *exc) -> None:
-        self._map.close()
+        try:
+            self._map.close()
+        except BufferError:
+            # A validation error's traceback can still hold numpy views of the map; it is unmapped when they go.
+            pass
         self._file.close()
 
 

@@ -27,6 +27,9 @@ def _external_files(path: Path, model: OnnxModel) -> tuple[Path, ...]:
     folder = path.resolve().parent
     files = []
     for location in sorted(model.external_locations):
+        if not location or any(ord(c) < 32 for c in location):
+            # a NUL makes every path call raise ValueError; no real file is named like that
+            _refuse(f"external data location {location!r} is empty or holds control characters")
         candidate = Path(location)
         if candidate.is_absolute() or ".." in candidate.parts:
             _refuse(f"external data location {location!r} leaves the model's folder")

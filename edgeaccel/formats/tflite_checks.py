@@ -10,14 +10,22 @@ import math
 import numpy as np
 
 from ..errors import ModelValidationError
-from .tflite import TENSOR_TYPES, TflModel, TflSubgraph, TflTensor, type_name
+from .tflite import CONTROL_FLOW_OPTIONS, TENSOR_TYPES, TflModel, TflSubgraph, TflTensor, type_name
 
 MAX_RANK = 16
 DEFAULT_MAX_TENSOR_BYTES = 4 << 30  # a single declared tensor above 4 GiB is not an edge model
 
-# Operator inputs that TFLite kernels read with GetOptionalInputTensor (index -1 means "absent").
-# Every other input of a builtin must be present.
+# Operator inputs that LiteRT kernels read with GetOptionalInputTensor (index -1 means "absent"), from the
+# kernels in tensorflow/lite/kernels (conv.cc, depthwise_conv.cc, fully_connected.cc, transpose_conv.cc,
+# conv3d*.cc, svdf.cc, lsh_projection.cc, pad.cc, reshape.cc, lstm_shared.h, bidirectional_sequence_*.cc).
+# Every other input of a builtin must be present: a kernel that reads a required -1 dereferences tensor -1
+# (FINDINGS: SIGSEGV in allocate_tensors). Too lenient here means a crash; too strict means a valid model
+# refused, so each entry follows the kernel's own "// Optional" markers.
 _BIAS_2 = frozenset({2})
+# LSTM (lstm_shared.h): input-to-input and recurrent-to-input weights (CIFG), peepholes 9-11, input gate bias,
+# projection 16-17 and the layer-norm coefficients 20-23 are optional; the input, the forget/cell/output
+# weights and biases and the two state tensors are not.
+_LSTM_OPTIONAL = frozenset({1, 5, 9, 10, 11, 12, 16, 17, 20, 21, 22, 23})
 OPTIONAL_INPUTS: dict[str, frozenset[int]] = {
     "CONV_2D": _BIAS_2,
     "DEPTHWISE_CONV_2D": _BIAS_2,
@@ -26,15 +34,20 @@ OPTIONAL_INPUTS: dict[str, frozenset[int]] = {
     "TRANSPOSE_CONV": frozenset({3}),
     "CONV_3D_TRANSPOSE": frozenset({3}),
     "SVDF": frozenset({3}),
-    "LSH_PROJECTION": _BIAS_2,
-    "RESHAPE": frozenset({1}),
-    "UNIDIRECTIONAL_SEQUENCE_RNN": frozenset(range(1, 8)),
-    "BIDIRECTIONAL_SEQUENCE_RNN": frozenset(range(1, 16)),
+    "LSH_PROJECTION": _BIAS_2,  # the weight tensor
+    "PADV2": _BIAS_2,  # constant_values
+    "RESHAPE": frozenset({1}),  # the shape tensor; new_shape may come from the options instead
+    "LSTM": _LSTM_OPTIONAL,
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": _LSTM_OPTIONAL,
+    # forward 1-17, backward 18-34 (same layout shifted by 17), states 35-38, aux input and weights 39-47
+    "BIDIRECTIONAL_SEQUENCE_LSTM": _LSTM_OPTIONAL - {20, 21, 22, 23} | {i + 17 for i in _LSTM_OPTIONAL if i < 18}
+    | frozenset(range(39, 48)),
+    # aux input and the forward/backward aux weights
+    "BIDIRECTIONAL_SEQUENCE_RNN": frozenset({12, 13, 14}),
 }
-# The LSTM family takes peepholes, projections and layer norms as optional inputs: only the input is required.
-for _name in ("LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM"):
-    OPTIONAL_INPUTS[_name] = frozenset(range(1, 64))
-
+# Integer types whose per-tensor scale divides in the kernels (output multipliers): a zero scale aborts
+# LiteRT in Prepare (measured: SIGABRT on a uint8 ADD with scale 0).
+_SCALED_TYPES = frozenset({3, 9, 7})  # uint8, int8, int16
 _ZERO_POINT_RANGE = {3: (0, 255), 9: (-128, 127), 7: (-32768, 32767), 16: (0, 65535)}
 _SUB_BYTE_BITS = {17: 4, 19: 2, 20: 4}
 
@@ -46,6 +59,7 @@ def check(model: TflModel, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -> 
             _fail(f"buffer {i} claims {size} bytes at offset {start}, past the end of the {model.file_size}-byte file")
     for s, sg in enumerate(model.subgraphs):
         _check_subgraph(model, s, sg, max_tensor_bytes)
+    _check_subgraph_calls(model)
 
 
 def _fail(message: str) -> None:
@@ -73,6 +87,9 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
         custom = op.opcode_index in model.custom_opcodes
         optional = OPTIONAL_INPUTS.get(name, frozenset())
         what = f"{where} operator {o_index} ({name})"
+        wanted = CONTROL_FLOW_OPTIONS.get(name)
+        if wanted is not None and op.options_type != wanted:
+            _fail(f"{what} lacks its options (type {op.options_type}, expected {wanted}), so it names no subgraph")
         for pos, i in enumerate(op.inputs):
             if i == -1:
                 if not custom and pos not in optional:
@@ -92,6 +109,33 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
         produced.update(op.intermediates)
 
 
+def _check_subgraph_calls(model: TflModel) -> None:
+    """Subgraph indices of control-flow operators in range, and no subgraph reaching itself: LiteRT has no
+    recursion, so a cycle recurses until the stack overflows."""
+    n = len(model.subgraphs)
+    calls: dict[int, set[int]] = {}
+    for s, sg in enumerate(model.subgraphs):
+        for o, op in enumerate(sg.operators):
+            for ref in op.subgraph_refs:
+                if not 0 <= ref < n:
+                    _fail(f"subgraph {s} operator {o} runs subgraph {ref}, but there are {n} subgraphs")
+                calls.setdefault(s, set()).add(ref)
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+
+    def visit(s: int) -> None:
+        state[s] = 1
+        for t in calls.get(s, ()):
+            if state.get(t) == 1:
+                _fail(f"subgraph {s} runs subgraph {t}, which leads back to {s} (recursion)")
+            if state.get(t) is None:
+                visit(t)
+        state[s] = 2
+
+    for s in list(calls):
+        if s not in state:
+            visit(s)
+
+
 def _has_data(model: TflModel, t: TflTensor) -> bool:
     return 0 <= t.buffer < len(model.buffer_sizes) and model.buffer_sizes[t.buffer] > 0
 
@@ -99,6 +143,9 @@ def _has_data(model: TflModel, t: TflTensor) -> bool:
 def _check_tensor(model: TflModel, what: str, t: TflTensor, max_tensor_bytes: int) -> None:
     if t.type not in TENSOR_TYPES:
         _fail(f"{what} has unknown type code {t.type}")
+    if not t.name_is_utf8:
+        # LiteRT's get_input_details() and OpenVINO's get_names() raise UnicodeDecodeError on such a name
+        _fail(f"{what} has a name that is not valid UTF-8")
     if not 0 <= t.buffer < max(len(model.buffer_sizes), 1):  # buffer 0 is the empty sentinel even when absent
         _fail(f"{what} refers to buffer {t.buffer}, but there are {len(model.buffer_sizes)} buffers")
     if len(t.shape) > MAX_RANK or len(t.shape_signature) > MAX_RANK:
@@ -127,6 +174,8 @@ def _check_quantization(what: str, t: TflTensor) -> None:
     scales = np.asarray(q.scale, dtype=np.float64)
     if not np.all(np.isfinite(scales)) or np.any(scales < 0):
         _fail(f"{what} has a quantization scale that is negative, NaN or infinite")
+    if len(scales) == 1 and t.type in _SCALED_TYPES and scales[0] == 0:
+        _fail(f"{what} is {type_name(t.type)} quantized with scale 0")
     if t.zero_points_raw and len(t.zero_points_raw) not in (1, len(q.scale)):
         _fail(f"{what} has {len(q.scale)} scales but {len(t.zero_points_raw)} zero points")
     lo, hi = _ZERO_POINT_RANGE.get(t.type, (-(2**31), 2**31 - 1))

@@ -1,0 +1,327 @@
+"""IsolatedExecutor: the Executor contract, served by a real executor in a worker process.
+
+Model and its fallback logic see an ordinary executor. A signal or a hang in the worker becomes
+``WorkerCrashedError`` / ``InferenceTimeoutError`` in the caller, which keeps running; the next request
+starts a new worker (one load). The caller's input arrays are only read, so a failed request can be
+retried as it is.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+
+import numpy as np
+
+from .. import errors
+from ..errors import EdgeAccelError, InferenceTimeoutError, WorkerCrashedError
+from ..executors.base import Availability, Executor, ExecutorInfo, ExecutorOptions
+from ..modelinfo import Format, ModelInfo
+from . import wire
+from .limits import IsolationLimits
+
+log = logging.getLogger("edgeaccel.isolation")
+
+_NOISE = ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder that holds edgeaccel/
+
+
+class IsolatedExecutor(Executor):
+    """Proxies ``runtime`` on ``device`` in a worker process under ``limits``."""
+
+    runtime = "isolated"
+    formats = frozenset(Format)
+
+    def __init__(self, runtime: str, model: ModelInfo, device: str, options: ExecutorOptions,
+                 limits: IsolationLimits | None = None) -> None:
+        super().__init__(model, device, options)
+        self.inner_runtime = runtime
+        self.limits = limits or IsolationLimits()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._starts = 0
+        self._worker: _Worker | None = None
+        self._worker = self._start()  # load now: a model that fails or crashes fails here, as in-process
+        self._info = self._worker.info
+
+    @classmethod
+    def availability(cls, device: str | None = None) -> Availability:
+        return Availability(True, "runs the chosen executor in a worker process")
+
+    def _start(self) -> _Worker:
+        self._starts += 1
+        return _Worker(self.inner_runtime, self.model, self.device, self.options, self.limits)
+
+    def _current(self) -> _Worker:
+        with self._lock:
+            if self._closed:
+                raise errors.ModelClosedError(f"{self.model.path.name} was closed")
+            if self._worker is None or not self._worker.alive:
+                if self._worker is not None:
+                    self._worker.close()
+                log.info("starting a new worker for %s (the last one stopped: %s)", self.model.path.name,
+                         self._worker.death if self._worker else "none")
+                self._worker = None
+                self._worker = self._start()
+            return self._worker
+
+    @property
+    def info(self) -> ExecutorInfo:
+        base = self._info
+        worker = self._worker
+        details = dict(base.details)
+        details["isolated"] = {"pid": worker.pid if worker else None, "starts": self._starts,
+                               "memory_limit": self.limits.memory_bytes, "load_timeout": self.limits.load_timeout,
+                               "run_timeout": self.limits.run_timeout}
+        return ExecutorInfo(base.runtime, base.version, base.device, base.precision, base.threads,
+                            details=details)
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return self._current().call(list(inputs), self.limits.run_timeout)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.close()
+
+
+class _Worker:
+    """One worker process: start and load (synchronously, under the load timeout), then concurrent calls
+    matched to replies by id by a reader thread."""
+
+    def __init__(self, runtime: str, model: ModelInfo, device: str, options: ExecutorOptions,
+                 limits: IsolationLimits) -> None:
+        self.runtime, self.model, self.limits = runtime, model, limits
+        self.name = f"{runtime}:{device} worker for {model.path.name}"
+        self.death: str | None = None
+        self._pending: dict[int, Future] = {}
+        self._pending_lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._ids = itertools.count()
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=12)
+        self._timed_out = False
+        self._max_reply = max(1 << 30, 4 * sum(_nbytes(t) for t in model.outputs))
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        try:
+            self.proc = subprocess.Popen(
+                [limits.python or sys.executable, "-m", "edgeaccel.isolation.worker", str(theirs.fileno()),
+                 str(os.getpid()), str(limits.memory_bytes)],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            )
+        except OSError as exc:
+            ours.close()
+            raise errors.ModelLoadError(f"could not start a worker process: {exc}", runtime=runtime,
+                                        hint="check IsolationLimits.python, or load without isolate") from exc
+        finally:
+            theirs.close()
+        self.pid = self.proc.pid
+        self.sock = ours
+        self._drainer = threading.Thread(target=self._drain_output, name="edgeaccel-worker-output", daemon=True)
+        self._drainer.start()
+        self.info = self._load(model, device, options)
+        self._reader = threading.Thread(target=self._read_replies, name="edgeaccel-worker-reader", daemon=True)
+        self._reader.start()
+
+    @property
+    def alive(self) -> bool:
+        return self.death is None
+
+    # -- load ---------------------------------------------------------------------------------------------------
+    def _load(self, model: ModelInfo, device: str, options: ExecutorOptions) -> ExecutorInfo:
+        request = {"op": "load", "runtime": self.runtime, "model": model, "device": device, "options": options,
+                   "threads": options.runtime_options.get("max_interpreters", 8)}
+        self.sock.settimeout(self.limits.load_timeout)
+        try:
+            wire.send_pickle(self.sock, request)
+            reply, _ = wire.recv_json(self.sock, 1 << 20)
+        except (TimeoutError, socket.timeout):
+            self._kill()
+            raise InferenceTimeoutError(
+                f"{self.name} did not load within {self.limits.load_timeout:g} s; it was stopped",
+                runtime=self.runtime,
+                hint="raise IsolationLimits(load_timeout=...) for a large model on a slow device, or check the "
+                "model: a hostile file can make a runtime spin",
+            ) from None
+        except (wire.WireError, OSError) as exc:
+            raise self._crashed("loading", exc) from None
+        finally:
+            if self.death is None:
+                self.sock.settimeout(None)
+        if not reply.get("ok"):
+            self.close()
+            raise _as_error(reply, self.runtime)
+        info = reply["info"]
+        return ExecutorInfo(str(info["runtime"]), str(info["version"]), str(info["device"]), str(info["precision"]),
+                            info.get("threads"), details=dict(info.get("details") or {}))
+
+    # -- run ------------------------------------------------------------------------------------------------------
+    def call(self, arrays: list[np.ndarray], timeout: float) -> list[np.ndarray]:
+        future: Future = Future()
+        request_id = next(self._ids)
+        with self._pending_lock:
+            if self.death is not None:
+                raise self._death_error("running")
+            self._pending[request_id] = future
+        try:
+            with self._send_lock:
+                wire.send_pickle(self.sock, {"op": "run", "id": request_id, "arrays": arrays})
+        except OSError:
+            pass  # the worker is gone: the reader fails this request with the reason
+        try:
+            reply, outputs = future.result(timeout)
+        except FutureTimeout:
+            self._timed_out = True
+            self._kill()
+            raise InferenceTimeoutError(
+                f"{self.name}: run() took longer than {timeout:g} s; the worker was stopped and the next "
+                "request starts a new one",
+                runtime=self.runtime,
+                hint="raise IsolationLimits(run_timeout=...) if the model is just slow; your inputs are "
+                "unchanged and the request can be retried",
+            ) from None
+        finally:
+            with self._pending_lock:
+                self._pending.pop(request_id, None)
+        if not reply.get("ok"):
+            raise _as_error(reply, self.runtime)
+        return outputs
+
+    def _read_replies(self) -> None:
+        try:
+            while True:
+                reply, arrays = wire.recv_json(self.sock, self._max_reply)
+                with self._pending_lock:
+                    future = self._pending.get(reply.get("id"))
+                if future is not None and not future.done():
+                    future.set_result((reply, arrays))
+        except (wire.WireError, OSError) as exc:
+            self._mark_dead("running", exc)
+
+    def _mark_dead(self, stage: str, exc: BaseException | None) -> None:
+        # described outside the lock: it waits for the process, and callers must not queue behind that
+        description = self._describe_death(stage, exc) if self.death is None else None
+        with self._pending_lock:
+            if self.death is None:
+                self.death = description
+            pending = list(self._pending.values())
+        error = self._death_error(stage)
+        for future in pending:
+            if not future.done():
+                future.set_exception(error)
+
+    def _crashed(self, stage: str, exc: BaseException | None) -> WorkerCrashedError:
+        self._mark_dead(stage, exc)
+        return self._death_error(stage)
+
+    def _death_error(self, stage: str) -> WorkerCrashedError:
+        hint = ("the model crashed its runtime; this process is unharmed. Your inputs are unchanged: retry "
+                "(a new worker starts), or fall back to another executor or model")
+        if self._killed_by_signal() in (signal.SIGKILL, signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS) \
+                and self.limits.memory_bytes:
+            hint += (f". The worker's address space is limited to {self.limits.memory_bytes / 2**30:g} GiB: if "
+                     "the model is that large, raise IsolationLimits(memory_bytes=...)")
+        return WorkerCrashedError(self.death or f"{self.name} stopped while {stage}", runtime=self.runtime,
+                                  hint=hint)
+
+    def _killed_by_signal(self) -> int | None:
+        code = self.proc.returncode
+        return -code if code is not None and code < 0 else None
+
+    def _describe_death(self, stage: str, exc: BaseException | None) -> str:
+        try:
+            code = self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            code = self.proc.returncode
+        if self._timed_out:
+            how = "was stopped after a run exceeded its time limit"
+        elif code is not None and code < 0:
+            sig = signal.Signals(-code)
+            how = f"was killed by {sig.name} ({signal.strsignal(sig) or sig.name})"
+        elif code is not None:
+            how = f"exited with status {code}"
+        else:
+            how = f"stopped answering ({exc})"
+        self._drainer.join(1.0)  # its last words (an abort message) arrive just after the EOF
+        tail = " | ".join(list(self._stderr_tail)[-4:])
+        said = f"; its last output: {tail}" if tail else ""
+        return f"{self.name} (pid {self.pid}) {how} while {stage}{said}"
+
+    # -- output and lifetime ---------------------------------------------------------------------------------------
+    def _drain_output(self) -> None:
+        """Keep the worker's last lines (native crash messages like 'double free or corruption')."""
+        for raw in iter(self.proc.stdout.readline, b""):
+            line = raw.decode("utf-8", "replace").strip()
+            if line and line not in _NOISE:
+                self._stderr_tail.append(line[:300])
+                log.debug("worker %s: %s", self.pid, line)
+        self.proc.stdout.close()
+
+    def _kill(self) -> None:
+        try:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.proc.wait()
+        self._mark_dead("running", None)
+
+    def close(self) -> None:
+        if self.death is None:
+            try:
+                with self._send_lock:
+                    wire.send_pickle(self.sock, {"op": "close"})
+                self.proc.wait(5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        if self.proc.poll() is None:
+            self._kill()
+        self.proc.wait()
+        self.death = self.death or "closed"
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def _nbytes(spec) -> int:
+    count = 1
+    for d in spec.shape:
+        count *= d if d else 1
+    return count * max(spec.dtype.itemsize, 1)
+
+
+_ERROR_CLASSES = {name: cls for name, cls in vars(errors).items()
+                  if isinstance(cls, type) and issubclass(cls, EdgeAccelError)}
+
+
+def _as_error(reply: dict, runtime: str) -> EdgeAccelError:
+    """The worker's error as the same edgeaccel class; only names of that tree are honoured."""
+    cls = _ERROR_CLASSES.get(str(reply.get("error")), errors.InferenceError)
+    message = str(reply.get("message") or f"{cls.__name__} in the worker, with no message")
+    hint = reply.get("hint")
+    hint = str(hint) if hint else None
+    if issubclass(cls, errors.ExecutorError):
+        return cls(message, runtime=str(reply.get("runtime") or runtime), hint=hint)
+    if issubclass(cls, (errors.NoExecutorError, errors.ConfigError)):
+        return errors.ModelLoadError(message, runtime=runtime, hint=hint)
+    return cls(message, hint=hint)

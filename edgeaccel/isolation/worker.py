@@ -1,0 +1,125 @@
+"""The worker process: loads one model on one executor and serves run requests from its caller.
+
+Started by ``IsolatedExecutor`` as ``python -m edgeaccel.isolation.worker FD PARENT_PID MEMORY_BYTES``, with
+the socket's end as FD. Limits are set before any runtime is imported. The worker dies with its caller
+(PR_SET_PDEATHSIG), and exits when the socket closes.
+
+Requests (pickled): {"op": "load", runtime, model, device, options, threads}, then {"op": "run", id, arrays}
+or {"op": "close"}. Replies (JSON): {"ok": true, ...} or {"ok": false, "error": class name, message, hint}.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import socket
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: a hung worker must not outlive its caller
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:  # the caller died before prctl took effect
+        os._exit(0)
+
+
+def _limit_memory(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash leaves no core file behind
+    if limit > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _error_reply(exc: BaseException, default: str) -> dict:
+    from ..errors import EdgeAccelError, runtime_message
+
+    if isinstance(exc, EdgeAccelError):
+        return {"ok": False, "error": type(exc).__name__, "message": exc.message, "hint": exc.hint,
+                "runtime": getattr(exc, "runtime", None)}
+    # Not converted by the executor: keep the runtime's words and type, the caller makes it an edgeaccel error
+    return {"ok": False, "error": default, "message": f"{type(exc).__name__}: {runtime_message(exc)}",
+            "hint": None, "runtime": None}
+
+
+def main(argv: list[str]) -> int:
+    fd, parent_pid, memory = int(argv[0]), int(argv[1]), int(argv[2])
+    _die_with_parent(parent_pid)
+    _limit_memory(memory)
+    sock = socket.socket(fileno=fd)
+    from . import wire
+
+    try:
+        request = wire.recv_pickle(sock)
+    except wire.WireError:
+        return 0
+    executor = None
+    try:
+        from ..executors.registry import runtimes
+
+        cls = runtimes()[request["runtime"]].load_class()
+        executor = cls(request["model"], request["device"], request["options"])
+        info = executor.info
+        reply = {"ok": True, "pid": os.getpid(),
+                 "info": {"runtime": info.runtime, "version": info.version, "device": info.device,
+                          "precision": info.precision, "threads": info.threads,
+                          "details": _jsonable(info.details)}}
+    except BaseException as exc:  # MemoryError under the limit included: the caller must hear about it
+        reply = _error_reply(exc, "ModelLoadError")
+    wire.send_json(sock, reply)
+    if executor is None:
+        return 0
+    _serve(sock, executor, max(1, int(request.get("threads") or 8)))
+    return 0
+
+
+def _serve(sock: socket.socket, executor, threads: int) -> None:
+    from . import wire
+
+    send_lock = threading.Lock()
+
+    def handle(request: dict) -> None:
+        try:
+            outputs = executor.run(request["arrays"])
+            reply, arrays = {"ok": True, "id": request["id"]}, outputs
+        except BaseException as exc:
+            reply, arrays = {**_error_reply(exc, "InferenceError"), "id": request["id"]}, []
+        try:
+            with send_lock:
+                wire.send_json(sock, reply, arrays)
+        except OSError:
+            os._exit(0)  # the caller is gone
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="edgeaccel-worker") as pool:
+        while True:
+            try:
+                request = wire.recv_pickle(sock)
+            except (wire.WireError, OSError):
+                break
+            if request.get("op") != "run":
+                break
+            if threads == 1:
+                handle(request)
+            else:
+                pool.submit(handle, request)
+    executor.close()
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
