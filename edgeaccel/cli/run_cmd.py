@@ -29,6 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how image pixels become float inputs (default 0,1); integer inputs get raw pixels")
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
     p.add_argument("--strict", action="store_true", help="fail instead of falling back to another executor")
+    p.add_argument("--isolate", action="store_true",
+                   help="load and run the model in a worker process: a runtime crash or hang becomes an error")
     p.add_argument("--json", action="store_true", help="print one JSON document (schema edgeaccel.run/1)")
 
 
@@ -43,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
         raise InputError("--runs must be at least 1, --warmup and --top-k at least 0")
     with quiet_native_stderr():
         model = load(args.model, executor=args.executor, device=args.device, precision=args.precision,
-                     threads=args.threads, strict=args.strict)
+                     threads=args.threads, strict=args.strict, isolate=args.isolate)
     with model:
         arrays, described = _inputs(model, args, np)
         for _ in range(args.warmup):
@@ -171,14 +173,16 @@ def _latency(times: list[float], args, np) -> dict:
 
 def _executor_dict(info) -> dict:
     return {"runtime": info.runtime, "version": info.version, "device": info.device, "precision": info.precision,
-            "threads": info.threads, "reason": info.reason, "artifact": info.artifact}
+            "threads": info.threads, "reason": info.reason, "artifact": info.artifact,
+            "isolated": "isolated" in info.details}
 
 
 def _print(report: dict) -> None:
     ex = report["executor"]
     print(f"model     {report['model']['path']} ({report['model']['format']})")
     threads = f", {ex['threads']} threads" if ex["threads"] else ""
-    print(f"executor  {ex['runtime']} {ex['version']} on {ex['device']}, {ex['precision']}{threads}")
+    isolated = ", in a worker process (--isolate)" if ex["isolated"] else ""
+    print(f"executor  {ex['runtime']} {ex['version']} on {ex['device']}, {ex['precision']}{threads}{isolated}")
     print(f"          why: {ex['reason']}")
     for event in report["fallbacks"]:
         print(f"fallback  {event}")

@@ -70,8 +70,8 @@ class IsolatedExecutor(Executor):
             if self._worker is None or not self._worker.alive:
                 if self._worker is not None:
                     self._worker.close()
-                log.info("starting a new worker for %s (the last one stopped: %s)", self.model.path.name,
-                         self._worker.death if self._worker else "none")
+                log.warning("starting a new worker for %s: %s", self.model.path.name,
+                            self._worker.death if self._worker else "the last one failed to start")
                 self._worker = None
                 self._worker = self._start()
             return self._worker
@@ -165,7 +165,7 @@ class _Worker:
                 self.sock.settimeout(None)
         if not reply.get("ok"):
             self.close()
-            raise _as_error(reply, self.runtime)
+            raise _as_error(reply, self.runtime, self.limits)
         info = reply["info"]
         return ExecutorInfo(str(info["runtime"]), str(info["version"]), str(info["device"]), str(info["precision"]),
                             info.get("threads"), details=dict(info.get("details") or {}))
@@ -199,7 +199,7 @@ class _Worker:
             with self._pending_lock:
                 self._pending.pop(request_id, None)
         if not reply.get("ok"):
-            raise _as_error(reply, self.runtime)
+            raise _as_error(reply, self.runtime, self.limits)
         return outputs
 
     def _read_replies(self) -> None:
@@ -314,12 +314,20 @@ _ERROR_CLASSES = {name: cls for name, cls in vars(errors).items()
                   if isinstance(cls, type) and issubclass(cls, EdgeAccelError)}
 
 
-def _as_error(reply: dict, runtime: str) -> EdgeAccelError:
+# What runtimes say when an allocation (or a thread's stack) did not fit under RLIMIT_AS.
+_OUT_OF_MEMORY = ("memory", "bad_alloc", "allocate", "resource temporarily unavailable", "cannot create thread")
+
+
+def _as_error(reply: dict, runtime: str, limits: IsolationLimits) -> EdgeAccelError:
     """The worker's error as the same edgeaccel class; only names of that tree are honoured."""
     cls = _ERROR_CLASSES.get(str(reply.get("error")), errors.InferenceError)
     message = str(reply.get("message") or f"{cls.__name__} in the worker, with no message")
     hint = reply.get("hint")
     hint = str(hint) if hint else None
+    if limits.memory_bytes and any(word in message.lower() for word in _OUT_OF_MEMORY):
+        hint = (f"the worker's address space is limited to {limits.memory_bytes / 2**30:g} GiB and the runtime "
+                "could not get memory (or a thread) under it: raise IsolationLimits(memory_bytes=...) if the "
+                "model is that large" + (f"; otherwise: {hint}" if hint else ""))
     if issubclass(cls, errors.ExecutorError):
         return cls(message, runtime=str(reply.get("runtime") or runtime), hint=hint)
     if issubclass(cls, (errors.NoExecutorError, errors.ConfigError)):
