@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import ModelValidationError
 from .tflite import CONTROL_FLOW_OPTIONS, TENSOR_TYPES, TflModel, TflSubgraph, TflTensor, type_name
+from .tflite_ops import OPTIONS_TYPE
 
 MAX_RANK = 16
 DEFAULT_MAX_TENSOR_BYTES = 4 << 30  # a single declared tensor above 4 GiB is not an edge model
@@ -34,9 +35,9 @@ OPTIONAL_INPUTS: dict[str, frozenset[int]] = {
     "TRANSPOSE_CONV": frozenset({3}),
     "CONV_3D_TRANSPOSE": frozenset({3}),
     "SVDF": frozenset({3}),
-    "LSH_PROJECTION": _BIAS_2,  # the weight tensor
     "PADV2": _BIAS_2,  # constant_values
-    "RESHAPE": frozenset({1}),  # the shape tensor; new_shape may come from the options instead
+    # Not RESHAPE: its kernel reads a second input with GetInput, so a -1 there is dereferenced (fuzz: SIGSEGV
+    # on keras_lstm with RESHAPE input 1 = -1). A reshape without a shape tensor has one input, not a -1.
     "LSTM": _LSTM_OPTIONAL,
     "UNIDIRECTIONAL_SEQUENCE_LSTM": _LSTM_OPTIONAL,
     # forward 1-17, backward 18-34 (same layout shifted by 17), states 35-38, aux input and weights 39-47
@@ -45,6 +46,11 @@ OPTIONAL_INPUTS: dict[str, frozenset[int]] = {
     # aux input and the forward/backward aux weights
     "BIDIRECTIONAL_SEQUENCE_RNN": frozenset({12, 13, 14}),
 }
+# Operators that LiteRT runs with zeroed parameters when their options table is absent, and crashes on
+# (measured by stripping each operator's options in the shared models: SPLIT dies with SIGSEGV; CONV_2D,
+# pools, PACK, ARG_MAX and others fail cleanly; ADD, MUL, SOFTMAX, MEAN run with defaults).
+OPTIONS_REQUIRED = frozenset({"SPLIT", "SPLIT_V", *CONTROL_FLOW_OPTIONS})
+
 # Integer types whose per-tensor scale divides in the kernels (output multipliers): a zero scale aborts
 # LiteRT in Prepare (measured: SIGABRT on a uint8 ADD with scale 0).
 _SCALED_TYPES = frozenset({3, 9, 7})  # uint8, int8, int16
@@ -87,9 +93,8 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
         custom = op.opcode_index in model.custom_opcodes
         optional = OPTIONAL_INPUTS.get(name, frozenset())
         what = f"{where} operator {o_index} ({name})"
-        wanted = CONTROL_FLOW_OPTIONS.get(name)
-        if wanted is not None and op.options_type != wanted:
-            _fail(f"{what} lacks its options (type {op.options_type}, expected {wanted}), so it names no subgraph")
+        if not custom:
+            _check_options(what, name, op.options_type)
         for pos, i in enumerate(op.inputs):
             if i == -1:
                 if not custom and pos not in optional:
@@ -107,6 +112,18 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
                 _fail(f"{what} output {pos} refers to tensor {i}, but there are {n} tensors")
         produced.update(op.outputs)
         produced.update(op.intermediates)
+
+
+def _check_options(what: str, name: str, options_type: int) -> None:
+    """An options table of another operator's type is read as this operator's parameters, or as none: the
+    file was corrupted (converters write the right type, or none for all-default options). Fuzz: SPLIT given
+    CONCATENATION's options crashed LiteRT with SIGSEGV."""
+    wanted = OPTIONS_TYPE.get(name)
+    if options_type and wanted is not None and options_type != wanted:
+        _fail(f"{what} carries options of type {options_type}, but {name} takes type {wanted}")
+    if not options_type and name in OPTIONS_REQUIRED:
+        extra = ", so it names no subgraph" if name in CONTROL_FLOW_OPTIONS else ""
+        _fail(f"{what} lacks its options{extra}")
 
 
 def _check_subgraph_calls(model: TflModel) -> None:
