@@ -79,6 +79,16 @@ def maxpool_dynamic():
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, "Ho", 3])])
 
 
+def maxpool_nchwc():
+    """MaxPool k=3 s=2 on 16 channels and a dynamic H: at ORT_ENABLE_ALL ORT rewrites it to its NCHWc kernel,
+    which dies with SIGFPE when H=1 (measured with onnxruntime 1.31); ORT_ENABLE_EXTENDED returns cleanly."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2])]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, "H", 8])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, "Ho", 3])])
+
+
 def qdq_conv():
     """uint8 in -> DequantizeLinear -> Conv -> QuantizeLinear -> uint8 out, the tf2onnx pattern."""
     from onnx import TensorProto, helper
@@ -150,11 +160,37 @@ def lstm():
                    helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, 1, hidden])], inits)
 
 
+def data_dependent():
+    """Operators whose output size comes from a constant's values: Expand, Tile, Pad, Resize, TopK,
+    ConstantOfShape. A mutated value there asks a runtime for a huge or negative allocation."""
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("Expand", ["x", "expand_to"], ["e"]),
+        helper.make_node("Tile", ["e", "repeats"], ["t"]),
+        helper.make_node("Pad", ["t", "pads"], ["p"], mode="constant"),
+        helper.make_node("Resize", ["p", "", "scales"], ["r"], mode="nearest"),
+        helper.make_node("ReduceMax", ["r"], ["m"], axes=[1], keepdims=0),
+        helper.make_node("TopK", ["m", "k"], ["y", "i"], axis=-1),
+        helper.make_node("ConstantOfShape", ["cshape"], ["c"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])),
+        helper.make_node("Add", ["y", "c"], ["z"]),
+    ]
+    inits = [_const("expand_to", np.array([2, 1, 4], np.int64)), _const("repeats", np.array([1, 2, 1], np.int64)),
+             _const("pads", np.array([0, 0, 1, 0, 0, 1], np.int64)),
+             _const("scales", np.array([1.0, 2.0, 1.0], np.float32)),
+             _const("k", np.array([3], np.int64)), _const("cshape", np.array([2, 3], np.int64))]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 4])],
+                  [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3]),
+                   helper.make_tensor_value_info("i", TensorProto.INT64, [2, 3])], inits)
+
+
 BUILDERS = {
     "conv_dynamic": conv_dynamic,
     "maxpool_dynamic": maxpool_dynamic,
+    "maxpool_nchwc": maxpool_nchwc,
     "qdq_conv": qdq_conv,
     "mlp": mlp,
     "shape_ops": shape_ops,
     "lstm": lstm,
+    "data_dependent": data_dependent,
 }
