@@ -25,6 +25,7 @@ VALID = sorted(p.name for p in MODELS.glob("*.tflite")
     if MODELS.is_dir() else []
 MOBILENET_V1 = MODELS / "mobilenet_v1_0.25_128_quant.tflite"
 SPLIT_CONCAT = MODELS / "split_concat.tflite"
+LSTM = MODELS / "keras_lstm_mnist_ptq.tflite"
 
 
 @pytest.mark.parametrize("name", [*VALID, "mobilenet_v2_1.0_224_quant.onnx", "openvino/mobilenet_v2_1.0_224_quant.xml"])
@@ -143,6 +144,20 @@ def _split_without_options(model, schema):
     op.builtinOptionsType, op.builtinOptions = 0, None
 
 
+def _split_count(model, schema):
+    _, op = first_op(model, SPLIT)
+    op.builtinOptions.numSplits = 1048576  # fuzz: SIGSEGV
+
+
+def _output_variable(model, schema):
+    sg = model.subgraphs[0]
+    sg.tensors[int(sg.operators[-2].outputs[0])].isVariable = True  # fuzz: SOFTMAX output as state, SIGSEGV
+
+
+def _input_rank_changed(model, schema):
+    model.subgraphs[0].tensors[0].shape = [1, 28, 28, 2]  # fuzz: LSTM kernel asserts on the rank, SIGABRT
+
+
 # (edit, words in the refusal, the source model): what LiteRT does to these files is in FINDINGS.md
 # (SIGSEGV on -1 / out-of-range inputs and empty buffers, SIGABRT on INT32_MAX zero points) and in the
 # fuzz campaigns (SIGABRT on a zero scale, UnicodeDecodeError on names, unbounded recursion on WHILE 0).
@@ -161,6 +176,9 @@ REFUSED = {
     "RESHAPE shape input -1": (_reshape_shape_absent, "input 1 is absent", MODELS / "keras_lstm_mnist_ptq.tflite"),
     "options of another operator": (_concat_becomes_split, "carries options of type", SPLIT_CONCAT),
     "SPLIT without options": (_split_without_options, "lacks its options", SPLIT_CONCAT),
+    "SPLIT count differs from its outputs": (_split_count, "splits but has 6 outputs", SPLIT_CONCAT),
+    "operator output marked variable": (_output_variable, "marked variable", LSTM),
+    "input rank edited after conversion": (_input_rank_changed, "maps shape", LSTM),
 }
 
 

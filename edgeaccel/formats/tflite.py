@@ -68,6 +68,7 @@ class TflOperator:
     intermediates: tuple[int, ...]
     options_type: int = 0  # BuiltinOptions union type (0: none)
     subgraph_refs: tuple[int, ...] = ()  # subgraphs this operator runs (WHILE, IF, CALL_ONCE, StableHLO regions)
+    num_splits: int | None = None  # SplitOptions / SplitVOptions.num_splits, where present
 
 
 # Control flow: the options union type -> the int fields of that options table that name a subgraph.
@@ -77,6 +78,7 @@ SUBGRAPH_FIELDS = {92: (0, 1), 93: (0, 1), 103: (0,), 16: (0,)}
 # holds a vector of branch indices in field 0.
 SUBGRAPH_FIELDS_2 = {15: (0, 1), 21: (1,), 6: (1,), 14: (2,), 7: (6,), 13: (5,)}
 CASE_OPTIONS_2 = 23
+SPLIT_OPTIONS = (35, 77)  # SplitOptions, SplitVOptions: num_splits is field 0 of both
 # Builtin control-flow operators and the options type each must carry: without it LiteRT reads subgraph
 # index 0 (the main graph) and recurses into itself.
 CONTROL_FLOW_OPTIONS = {"IF": 92, "WHILE": 93, "CALL_ONCE": 103, "CALL": 16}
@@ -169,10 +171,17 @@ def _subgraph(sg: flatbuf.Table) -> TflSubgraph:
     tensors = tuple(_tensor(t) for t in sg.tables(0))
     operators = tuple(
         TflOperator(op.scalar(0, "I", 0), _ints(op, 1), _ints(op, 2), _ints(op, 8), op.scalar(3, "B", 0),
-                    _subgraph_refs(op))
+                    _subgraph_refs(op), _num_splits(op))
         for op in sg.tables(3)
     )
     return TflSubgraph(sg.string(4), tensors, _ints(sg, 1), _ints(sg, 2), operators)
+
+
+def _num_splits(op: flatbuf.Table) -> int | None:
+    if op.scalar(3, "B", 0) not in SPLIT_OPTIONS:
+        return None
+    options = op.table(4)
+    return options.scalar(0, "i", 0) if options is not None else None
 
 
 def _subgraph_refs(op: flatbuf.Table) -> tuple[int, ...]:

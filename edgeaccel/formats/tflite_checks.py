@@ -51,6 +51,16 @@ OPTIONAL_INPUTS: dict[str, frozenset[int]] = {
 # pools, PACK, ARG_MAX and others fail cleanly; ADD, MUL, SOFTMAX, MEAN run with defaults).
 OPTIONS_REQUIRED = frozenset({"SPLIT", "SPLIT_V", *CONTROL_FLOW_OPTIONS})
 
+# Operators whose output has the shape of their first input. A file whose declared shapes disagree across one
+# of them was edited after conversion, and kernels further on assert on ranks instead of failing cleanly
+# (fuzz: keras_lstm with its input declared rank 4 -> QUANTIZE -> the LSTM kernel aborts with SIGABRT).
+SHAPE_PRESERVING = frozenset({
+    "QUANTIZE", "DEQUANTIZE", "LOGISTIC", "TANH", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "ELU",
+    "LEAKY_RELU", "HARD_SWISH", "GELU", "ABS", "NEG", "EXP", "LOG", "SQRT", "RSQRT", "SQUARE", "SIN", "COS",
+    "FLOOR", "CEIL", "ROUND", "SIGN", "CAST", "SOFTMAX", "LOG_SOFTMAX", "L2_NORMALIZATION",
+    "LOCAL_RESPONSE_NORMALIZATION", "ZEROS_LIKE", "ONES_LIKE", "LOGICAL_NOT",
+})
+
 # Integer types whose per-tensor scale divides in the kernels (output multipliers): a zero scale aborts
 # LiteRT in Prepare (measured: SIGABRT on a uint8 ADD with scale 0).
 _SCALED_TYPES = frozenset({3, 9, 7})  # uint8, int8, int16
@@ -95,6 +105,9 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
         what = f"{where} operator {o_index} ({name})"
         if not custom:
             _check_options(what, name, op.options_type)
+            if op.num_splits is not None and op.num_splits != len(op.outputs):
+                # fuzz: SPLIT with num_splits 1048576 and one output -> SIGSEGV in LiteRT
+                _fail(f"{what} declares {op.num_splits} splits but has {len(op.outputs)} outputs")
         for pos, i in enumerate(op.inputs):
             if i == -1:
                 if not custom and pos not in optional:
@@ -110,8 +123,21 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
         for pos, i in enumerate((*op.outputs, *op.intermediates)):
             if not 0 <= i < n:
                 _fail(f"{what} output {pos} refers to tensor {i}, but there are {n} tensors")
+        for i in op.outputs:
+            if sg.tensors[i].is_variable:
+                # variable tensors are state that stateful ops update in place (LSTM, SVDF); as an ordinary
+                # output one crashes LiteRT (fuzz: SOFTMAX output marked variable -> SIGSEGV)
+                _fail(f"{what} writes tensor {i} ({sg.tensors[i].name!r}), which is marked variable (state)")
+        if name in SHAPE_PRESERVING and op.inputs and op.outputs and op.inputs[0] >= 0 and not custom:
+            _check_same_shape(what, sg.tensors[op.inputs[0]], sg.tensors[op.outputs[0]])
         produced.update(op.outputs)
         produced.update(op.intermediates)
+
+
+def _check_same_shape(what: str, a: TflTensor, b: TflTensor) -> None:
+    static = -1 not in a.shape_signature and -1 not in b.shape_signature
+    if static and tuple(a.shape) != tuple(b.shape):
+        _fail(f"{what} maps shape {list(a.shape)} to {list(b.shape)}, but its output has its input's shape")
 
 
 def _check_options(what: str, name: str, options_type: int) -> None:
