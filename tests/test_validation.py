@@ -158,6 +158,10 @@ def _input_rank_changed(model, schema):
     model.subgraphs[0].tensors[0].shape = [1, 28, 28, 2]  # fuzz: LSTM kernel asserts on the rank, SIGABRT
 
 
+def _constant_as_input(model, schema):
+    model.subgraphs[0].inputs = [0, 10]  # fuzz: set_tensor into a read-only weight, SIGSEGV
+
+
 # (edit, words in the refusal, the source model): what LiteRT does to these files is in FINDINGS.md
 # (SIGSEGV on -1 / out-of-range inputs and empty buffers, SIGABRT on INT32_MAX zero points) and in the
 # fuzz campaigns (SIGABRT on a zero scale, UnicodeDecodeError on names, unbounded recursion on WHILE 0).
@@ -179,6 +183,7 @@ REFUSED = {
     "SPLIT count differs from its outputs": (_split_count, "splits but has 6 outputs", SPLIT_CONCAT),
     "operator output marked variable": (_output_variable, "marked variable", LSTM),
     "input rank edited after conversion": (_input_rank_changed, "maps shape", LSTM),
+    "constant listed as a model input": (_constant_as_input, "is a constant with data", LSTM),
 }
 
 

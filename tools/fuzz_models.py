@@ -37,12 +37,14 @@ def main() -> int:
     p.add_argument("--rlimit-as", type=float, default=8.0, help="address-space limit of the trial process, GiB")
     p.add_argument("--models", type=Path, default=ROOT.parent / "shared" / "models")
     p.add_argument("--out", type=Path, default=Path("fuzz-out"))
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="print only defects, not every mutant")
+    p.add_argument("--raw", choices=("litert", "onnxruntime"),
+                   help="baseline: hand the same mutants to this runtime directly, without edgeaccel")
     args = p.parse_args()
 
     seeds = harness.corpus(args.format, args.models, args.out / "zoo")
     limits = {"load_timeout": args.load_timeout, "run_timeout": args.run_timeout} if args.isolate else None
-    mode = "isolate" if args.isolate else "default"
+    mode = f"raw-{args.raw}" if args.raw else "isolate" if args.isolate else "default"
     print(f"{args.format} {mode}: {args.count} mutants from seed {args.seed} (start {args.start}) of "
           f"{', '.join(s.name for s in seeds)}", flush=True)
 
@@ -56,7 +58,7 @@ def main() -> int:
     started = time.time()
     summary = harness.campaign(args.format, seeds, args.seed, args.count, args.out / f"{args.format}-{mode}",
                                isolate=args.isolate, limits=limits, timeout=args.timeout,
-                               rlimit_as=int(args.rlimit_as * 2**30), start=args.start, log=log)
+                               rlimit_as=int(args.rlimit_as * 2**30), start=args.start, log=log, raw=args.raw)
     report = {"format": args.format, "mode": mode, "seed": args.seed, "start": args.start, "count": args.count,
               "command": " ".join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
               **summary.as_dict()}
@@ -65,7 +67,7 @@ def main() -> int:
     print(json.dumps({k: v for k, v in report.items() if k != "defects"}, indent=2))
     for d in summary.defects:
         print("DEFECT", json.dumps(d)[:600])
-    return 0 if summary.clean else 1
+    return 0 if summary.clean or args.raw else 1
 
 
 if __name__ == "__main__":

@@ -92,6 +92,11 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
         for i in indices:
             if not 0 <= i < n:
                 _fail(f"{where} {kind} refers to tensor {i}, but there are {n} tensors")
+    for i in sg.inputs:
+        if _has_data(model, sg.tensors[i]):
+            # LiteRT maps constants read-only from the file: feeding one as an input writes into that mapping
+            # (fuzz: keras_lstm with a weight tensor listed as a model input -> SIGSEGV in set_tensor)
+            _fail(f"{where} input {i} ({sg.tensors[i].name!r}) is a constant with data, not a tensor to feed")
     for t_index, t in enumerate(sg.tensors):
         _check_tensor(model, f"{where} tensor {t_index} ({t.name!r})", t, max_tensor_bytes)
 

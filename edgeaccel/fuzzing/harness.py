@@ -191,8 +191,11 @@ class Summary:
 
 def campaign(fmt: str, seeds: list[Path], seed: int, count: int, workdir: Path, *, isolate: bool = False,
              limits: dict | None = None, timeout: float = 60.0, rlimit_as: int = 8 << 30, start: int = 0,
-             time_budget: float | None = None, confirm: bool = True, log=None) -> Summary:
-    """Run ``count`` mutants; keep the files of defects in ``workdir/kept`` with a JSON note each."""
+             time_budget: float | None = None, confirm: bool = True, log=None, raw: str | None = None) -> Summary:
+    """Run ``count`` mutants; keep the files of defects in ``workdir/kept`` with a JSON note each.
+
+    raw: instead of edgeaccel, hand each mutant to that runtime directly ("litert", "onnxruntime"): the
+    baseline that shows what the validation and isolation are worth on the same mutants."""
     workdir.mkdir(parents=True, exist_ok=True)
     kept = workdir / "kept"
     runner = ChildRunner(rlimit_as, workdir / "child-stderr.log")
@@ -202,9 +205,11 @@ def campaign(fmt: str, seeds: list[Path], seed: int, count: int, workdir: Path, 
         for m in mutants(fmt, seeds, seed, count, start):
             if time_budget is not None and time.monotonic() - began > time_budget:
                 break
-            path = workdir / f"mutant{m.suffix}"
+            # A new name per mutant, unlinked after: rewriting one file in place while a runtime still maps the
+            # previous mutant from it raises SIGBUS in the child (seen once), which is not the mutant's doing.
+            path = workdir / f"mutant-{m.index}{m.suffix}"
             path.write_bytes(m.data)
-            request = {"path": str(path), "isolate": isolate, "seed": m.index, "limits": limits}
+            request = {"path": str(path), "isolate": isolate, "seed": m.index, "limits": limits, "raw": raw}
             result = runner.run(request, timeout)
             if result["outcome"] == "died" and confirm:
                 # heap damage from an earlier mutant could kill the child later: a fresh process tells
@@ -214,7 +219,7 @@ def campaign(fmt: str, seeds: list[Path], seed: int, count: int, workdir: Path, 
                 result["reproduced"] = again["outcome"] == "died"
             result.update(index=m.index, seed_model=m.seed_model, strategy=m.strategy, mutations=m.mutations)
             summary.add(result)
-            if result["outcome"] in DEFECTS or result.get("empty"):
+            if (result["outcome"] in DEFECTS or result.get("empty")) and not raw:
                 kept.mkdir(exist_ok=True)
                 name = f"{fmt}-s{seed}-i{m.index}{m.suffix}"
                 (kept / name).write_bytes(m.data)

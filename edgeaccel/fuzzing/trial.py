@@ -70,3 +70,40 @@ def run_trial(path: str, isolate: bool = False, seed: int = 0, limits: dict | No
     result["stage"] = stage
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result
+
+
+def run_raw_trial(path: str, runtime: str, seed: int = 0) -> dict:
+    """The same file through a raw runtime, no edgeaccel in between: what validation saves a caller from.
+    LiteRT: Interpreter + allocate_tensors + invoke; ONNX Runtime: InferenceSession (default options) + run."""
+    import numpy as np
+
+    start = time.perf_counter()
+    result: dict = {"path": path, "raw": runtime}
+    try:
+        if runtime == "litert":
+            from ai_edge_litert.interpreter import Interpreter
+
+            interpreter = Interpreter(model_path=path)
+            interpreter.allocate_tensors()
+            for d in interpreter.get_input_details():
+                interpreter.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+            interpreter.invoke()
+        elif runtime == "onnxruntime":
+            import onnxruntime as ort
+
+            session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+            rng = random.Random(seed)
+            feeds = {}
+            for i in session.get_inputs():
+                shape = [d if isinstance(d, int) and d >= 0 else rng.choice(DYNAMIC_SIZES) for d in i.shape]
+                dtype = {"tensor(float)": np.float32, "tensor(uint8)": np.uint8, "tensor(int64)": np.int64,
+                         "tensor(int8)": np.int8, "tensor(int32)": np.int32}.get(i.type, np.float32)
+                feeds[i.name] = np.ones(shape, dtype)
+            session.run(None, feeds)
+        else:
+            raise ValueError(f"no raw trial for {runtime!r}")
+        result["outcome"] = "ok"
+    except Exception as exc:
+        result.update(outcome="error", error=type(exc).__name__, message=str(exc)[:400])
+    result["seconds"] = round(time.perf_counter() - start, 3)
+    return result
