@@ -151,3 +151,19 @@ def runtime_message(exc: BaseException) -> str:
     except Exception:  # a runtime exception whose __str__ fails (bad bytes in a name)
         text = ""
     return text or f"{type(exc).__module__}.{type(exc).__name__} with no message"
+
+
+# What runtimes say when an allocation failed (or, under an address-space limit, a thread's stack did):
+# measured under RLIMIT_AS with LiteRT (RuntimeError with no message), ONNX Runtime and OpenVINO.
+_OUT_OF_MEMORY = ("bad_alloc", "memoryerror", "out of memory", "cannot allocate", "failed to allocate",
+                  "resource temporarily unavailable", "cannot create thread")
+MEMORY_HINT = ("the runtime could not get memory: free memory, load fewer models at once, or raise the process's "
+               "address-space limit (ulimit -v, or IsolationLimits(memory_bytes=...) for an isolated model)")
+
+
+def looks_out_of_memory(exc: BaseException | str) -> bool:
+    """True when a runtime's exception reads like a failed allocation rather than a broken model."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = exc if isinstance(exc, str) else f"{type(exc).__name__} {runtime_message(exc)}"
+    return any(word in text.lower() for word in _OUT_OF_MEMORY)

@@ -15,7 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelLoadError, InferenceError, UnsupportedModelError, runtime_message
+from ..errors import (
+    MEMORY_HINT,
+    InferenceError,
+    ModelLoadError,
+    UnsupportedModelError,
+    looks_out_of_memory,
+    runtime_message,
+)
 from ..modelinfo import Format, ModelInfo
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions, Pool
 
@@ -109,10 +116,13 @@ class LiteRTExecutor(Executor):
                     hint=f"the model uses custom ops {list(self.model.custom_ops)} that this LiteRT build does "
                     "not register; use a runtime or build that provides them",
                 ) from exc
+            hint = "the model may be corrupted or need a newer LiteRT (pip install -U ai-edge-litert)"
+            if looks_out_of_memory(exc):
+                hint = MEMORY_HINT
+            elif not str(exc).strip():  # measured: LiteRT says nothing when an allocation fails
+                hint = f"LiteRT gave no reason; it does so when memory runs out ({MEMORY_HINT}), else {hint}"
             raise ModelLoadError(
-                f"LiteRT failed to load {self.model.path.name}: {message}",
-                runtime=self.runtime,
-                hint="the model may be corrupted or need a newer LiteRT (pip install -U ai-edge-litert)",
+                f"LiteRT failed to load {self.model.path.name}: {message}", runtime=self.runtime, hint=hint,
             ) from exc
         return _Slot(interpreter)
 

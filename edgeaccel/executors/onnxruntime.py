@@ -13,10 +13,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import (
+    MEMORY_HINT,
     DeviceUnavailableError,
     InferenceError,
     ModelLoadError,
     UnsupportedModelError,
+    looks_out_of_memory,
     runtime_message,
 )
 from ..modelinfo import Format, ModelInfo
@@ -183,7 +185,8 @@ class OnnxRuntimeExecutor(Executor):
             if self._session is None:
                 raise InferenceError("ONNX Runtime session is closed", runtime=self.runtime) from exc
             raise InferenceError(
-                f"ONNX Runtime failed to run {self.model.path.name}: {runtime_message(exc)}", runtime=self.runtime
+                f"ONNX Runtime failed to run {self.model.path.name}: {runtime_message(exc)}", runtime=self.runtime,
+                hint=MEMORY_HINT if looks_out_of_memory(exc) else None,
             ) from exc
 
     def close(self) -> None:
@@ -196,6 +199,8 @@ def _closed(*_args, **_kwargs):
 
 
 def _load_hint(message: str) -> str:
+    if looks_out_of_memory(message):
+        return MEMORY_HINT
     if "Unsupported model IR version" in message:
         return "the model was saved with a newer ONNX IR than this onnxruntime reads; upgrade onnxruntime " \
                "or re-save with an older ir_version"

@@ -9,7 +9,7 @@ import logging
 import os
 from pathlib import Path
 
-from ..errors import ModelValidationError
+from ..errors import MEMORY_HINT, ModelLoadError, ModelValidationError, looks_out_of_memory
 from .onnx import OnnxModel
 
 log = logging.getLogger("edgeaccel.formats")
@@ -90,6 +90,9 @@ def _full_check(path: Path) -> None:
     try:
         checker.check_model(os.fspath(path), full_check=True)
     except Exception as exc:  # checker raises ValidationError, InferenceError and others
+        if looks_out_of_memory(exc):  # measured under an address-space limit: std::bad_alloc, not a bad model
+            raise ModelLoadError(f"could not check {path.name}: the ONNX checker ran out of memory",
+                                 hint=MEMORY_HINT) from exc
         text = str(exc).strip().splitlines()
         raise ModelValidationError(
             f"ONNX checker refused {path.name}: {text[0] if text else type(exc).__name__}",

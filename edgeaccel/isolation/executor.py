@@ -314,17 +314,13 @@ _ERROR_CLASSES = {name: cls for name, cls in vars(errors).items()
                   if isinstance(cls, type) and issubclass(cls, EdgeAccelError)}
 
 
-# What runtimes say when an allocation (or a thread's stack) did not fit under RLIMIT_AS.
-_OUT_OF_MEMORY = ("memory", "bad_alloc", "allocate", "resource temporarily unavailable", "cannot create thread")
-
-
 def _as_error(reply: dict, runtime: str, limits: IsolationLimits) -> EdgeAccelError:
     """The worker's error as the same edgeaccel class; only names of that tree are honoured."""
     cls = _ERROR_CLASSES.get(str(reply.get("error")), errors.InferenceError)
     message = str(reply.get("message") or f"{cls.__name__} in the worker, with no message")
     hint = reply.get("hint")
     hint = str(hint) if hint else None
-    if limits.memory_bytes and any(word in message.lower() for word in _OUT_OF_MEMORY):
+    if limits.memory_bytes and (errors.looks_out_of_memory(message) or "no message" in message):
         hint = (f"the worker's address space is limited to {limits.memory_bytes / 2**30:g} GiB and the runtime "
                 "could not get memory (or a thread) under it: raise IsolationLimits(memory_bytes=...) if the "
                 "model is that large" + (f"; otherwise: {hint}" if hint else ""))
