@@ -212,3 +212,16 @@ def test_cli_isolate():
 
     report = json.loads(out.stdout)
     assert report["executor"]["isolated"] is True and report["executor"]["runtime"] == "litert"
+
+
+def test_worker_under_a_caller_with_a_lower_memory_limit(tmp_path):
+    """A caller already under RLIMIT_AS (a container, ulimit -v) below IsolationLimits' default: the worker
+    takes the inherited limit instead of failing to raise it."""
+    code = (
+        "import resource, numpy as np, edgeaccel\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))\n"
+        f"with edgeaccel.load({str(SMALL)!r}, isolate=True, strict=True) as m:\n"
+        "    print(m.run(np.zeros(m.inputs[0].shape, np.uint8))[0].shape)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "(1, 1001)" in out.stdout, out.stderr[-2000:]

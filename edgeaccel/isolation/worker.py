@@ -34,6 +34,11 @@ def _die_with_parent(parent_pid: int) -> None:
 def _limit_memory(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash leaves no core file behind
     if limit > 0:
+        # never above what this process inherited: a caller already running under a lower hard limit would
+        # otherwise make setrlimit fail and every worker die at start
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
