@@ -69,3 +69,14 @@ def test_the_harness_observes_a_death(tmp_path):
         runner.close()
     assert raw["outcome"] == "died" and raw["signal"] == "SIGABRT"
     assert ours["outcome"] == "error" and ours["error"] == "ModelValidationError"
+
+
+def test_isolation_contains_mutants_that_crash_the_runtime(tmp_path):
+    """Validation refuses every crashing mutant we know, so the isolate=True campaign above may never see a
+    crash. Here the mutants go to LiteRT in a worker without validation (mutant 5 of seed 1 kills LiteRT
+    with SIGSEGV): the caller must still see only edgeaccel errors, and the crash as WorkerCrashedError."""
+    seeds = harness.corpus("tflite", MODELS)
+    summary = harness.campaign("tflite", seeds, seed=1, count=8, workdir=tmp_path, isolate=True,
+                               unchecked="litert", limits={"load_timeout": 30, "run_timeout": 10}, timeout=90)
+    assert summary.clean, _report(summary)
+    assert summary.errors["load:WorkerCrashedError"] >= 1, summary.errors

@@ -40,11 +40,17 @@ def main() -> int:
     p.add_argument("--quiet", action="store_true", help="print only defects, not every mutant")
     p.add_argument("--raw", choices=("litert", "onnxruntime"),
                    help="baseline: hand the same mutants to this runtime directly, without edgeaccel")
+    p.add_argument("--unchecked", choices=("litert", "onnxruntime", "openvino"),
+                   help="with --isolate: hand each mutant to this runtime in a worker WITHOUT validation, so that "
+                        "the mutants that crash it reach it (isolation alone must contain them)")
     args = p.parse_args()
+    if args.unchecked and not args.isolate:
+        p.error("--unchecked needs --isolate")
 
     seeds = harness.corpus(args.format, args.models, args.out / "zoo")
     limits = {"load_timeout": args.load_timeout, "run_timeout": args.run_timeout} if args.isolate else None
-    mode = f"raw-{args.raw}" if args.raw else "isolate" if args.isolate else "default"
+    mode = f"raw-{args.raw}" if args.raw else f"isolate-unchecked-{args.unchecked}" if args.unchecked \
+        else "isolate" if args.isolate else "default"
     print(f"{args.format} {mode}: {args.count} mutants from seed {args.seed} (start {args.start}) of "
           f"{', '.join(s.name for s in seeds)}", flush=True)
 
@@ -58,7 +64,8 @@ def main() -> int:
     started = time.time()
     summary = harness.campaign(args.format, seeds, args.seed, args.count, args.out / f"{args.format}-{mode}",
                                isolate=args.isolate, limits=limits, timeout=args.timeout,
-                               rlimit_as=int(args.rlimit_as * 2**30), start=args.start, log=log, raw=args.raw)
+                               rlimit_as=int(args.rlimit_as * 2**30), start=args.start, log=log, raw=args.raw,
+                               unchecked=args.unchecked)
     report = {"format": args.format, "mode": mode, "seed": args.seed, "start": args.start, "count": args.count,
               "command": " ".join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
               **summary.as_dict()}

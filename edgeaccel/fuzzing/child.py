@@ -20,12 +20,15 @@ def main() -> None:
     limit = int(os.environ.get("EDGEACCEL_FUZZ_RLIMIT_AS", "0"))
     if limit:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    from .trial import run_raw_trial, run_trial
+    from .trial import run_raw_trial, run_trial, run_unchecked_isolated_trial
 
     for line in sys.stdin:
         request = json.loads(line)
         out.write(json.dumps({"start": request["path"]}) + "\n")
-        if request.get("raw"):
+        if request.get("unchecked"):
+            result = run_unchecked_isolated_trial(request["path"], request["seed_model"], request["unchecked"],
+                                                  request.get("seed", 0), request.get("limits"))
+        elif request.get("raw"):
             result = run_raw_trial(request["path"], request["raw"], request.get("seed", 0))
         else:
             result = run_trial(request["path"], request.get("isolate", False), request.get("seed", 0),

@@ -191,11 +191,15 @@ class Summary:
 
 def campaign(fmt: str, seeds: list[Path], seed: int, count: int, workdir: Path, *, isolate: bool = False,
              limits: dict | None = None, timeout: float = 60.0, rlimit_as: int = 8 << 30, start: int = 0,
-             time_budget: float | None = None, confirm: bool = True, log=None, raw: str | None = None) -> Summary:
+             time_budget: float | None = None, confirm: bool = True, log=None, raw: str | None = None,
+             unchecked: str | None = None) -> Summary:
     """Run ``count`` mutants; keep the files of defects in ``workdir/kept`` with a JSON note each.
 
     raw: instead of edgeaccel, hand each mutant to that runtime directly ("litert", "onnxruntime"): the
-    baseline that shows what the validation and isolation are worth on the same mutants."""
+    baseline that shows what the validation and isolation are worth on the same mutants.
+    unchecked: hand each mutant to that runtime in an isolated worker without validation, so that the
+    mutants that crash the runtime do reach it: isolation alone must turn them into edgeaccel errors."""
+    paths = {p.name: p for p in seeds}
     workdir.mkdir(parents=True, exist_ok=True)
     kept = workdir / "kept"
     runner = ChildRunner(rlimit_as, workdir / "child-stderr.log")
@@ -209,7 +213,8 @@ def campaign(fmt: str, seeds: list[Path], seed: int, count: int, workdir: Path, 
             # previous mutant from it raises SIGBUS in the child (seen once), which is not the mutant's doing.
             path = workdir / f"mutant-{m.index}{m.suffix}"
             path.write_bytes(m.data)
-            request = {"path": str(path), "isolate": isolate, "seed": m.index, "limits": limits, "raw": raw}
+            request = {"path": str(path), "isolate": isolate, "seed": m.index, "limits": limits, "raw": raw,
+                       "unchecked": unchecked, "seed_model": str(paths[m.seed_model])}
             result = runner.run(request, timeout)
             if result["outcome"] == "died" and confirm:
                 # heap damage from an earlier mutant could kill the child later: a fresh process tells

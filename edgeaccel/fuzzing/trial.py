@@ -107,3 +107,43 @@ def run_raw_trial(path: str, runtime: str, seed: int = 0) -> dict:
         result.update(outcome="error", error=type(exc).__name__, message=str(exc)[:400])
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result
+
+
+def run_unchecked_isolated_trial(path: str, seed_model: str, runtime: str, seed: int = 0,
+                                 limits: dict | None = None) -> dict:
+    """The mutant handed to ``runtime`` in an isolated worker *without* edgeaccel's validation (described as
+    its seed model): the mutants that crash the runtime reach it, and the caller must still only see
+    edgeaccel errors. Validation cannot be skipped through the public API; this is the fuzzer's way in."""
+    import dataclasses
+
+    import edgeaccel
+    from edgeaccel import formats
+    from edgeaccel.executors.base import ExecutorOptions
+    from edgeaccel.isolation import IsolationLimits
+    from edgeaccel.isolation.executor import IsolatedExecutor
+
+    start = time.perf_counter()
+    stage = "load"
+    result: dict = {"path": path, "unchecked": runtime}
+    try:
+        info = dataclasses.replace(formats.describe(seed_model), path=__import__("pathlib").Path(path))
+        executor = IsolatedExecutor(runtime, info, "CPU", ExecutorOptions(), IsolationLimits(**(limits or {})))
+        try:
+            stage = "run"
+            inputs = make_inputs(info.inputs, random.Random(seed))
+            if isinstance(inputs, str):
+                result.update(outcome="ok", note=f"loaded; not run: {inputs}")
+            else:
+                executor.run(inputs)
+                result.update(outcome="ok")
+        finally:
+            executor.close()
+    except edgeaccel.EdgeAccelError as exc:
+        result.update(outcome="error", error=type(exc).__name__, message=str(exc)[:400],
+                      empty=not (exc.message or "").strip())
+    except Exception as exc:
+        result.update(outcome="foreign", error=f"{type(exc).__module__}.{type(exc).__name__}",
+                      message=str(exc)[:400], traceback=traceback.format_exc()[-1500:])
+    result["stage"] = stage
+    result["seconds"] = round(time.perf_counter() - start, 3)
+    return result
