@@ -225,3 +225,17 @@ def test_worker_under_a_caller_with_a_lower_memory_limit(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "(1, 1001)" in out.stdout, out.stderr[-2000:]
+
+
+def test_worker_started_from_a_short_lived_thread_outlives_it():
+    """PR_SET_PDEATHSIG follows the forking thread: a worker forked by an app's loader thread used to be
+    killed when that thread ended. Workers are forked by one long-lived thread instead."""
+    box = {}
+    t = threading.Thread(target=lambda: box.update(model=edgeaccel.load(SMALL, isolate=True, strict=True)))
+    t.start()
+    t.join()
+    time.sleep(0.5)
+    with box["model"] as model:
+        assert alive(worker_pid(model))
+        model.run(np.zeros(model.inputs[0].shape, np.uint8))
+        assert model.executor.details["isolated"]["starts"] == 1

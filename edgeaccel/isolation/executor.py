@@ -12,6 +12,7 @@ import collections
 import itertools
 import logging
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -118,7 +119,7 @@ class _Worker:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         try:
-            self.proc = subprocess.Popen(
+            self.proc = _spawn(
                 [limits.python or sys.executable, "-m", "edgeaccel.isolation.worker", str(theirs.fileno()),
                  str(os.getpid()), str(limits.memory_bytes)],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -301,6 +302,33 @@ class _Worker:
             self.sock.close()
         except OSError:
             pass
+
+
+_spawn_lock = threading.Lock()
+_spawn_queue: queue.SimpleQueue | None = None
+
+
+def _spawn(*args, **kwargs) -> subprocess.Popen:
+    """Popen on one long-lived thread. The worker's PR_SET_PDEATHSIG fires when the *thread* that forked it
+    ends, not the process: a worker started from an application's short-lived loader thread was killed with
+    that thread (measured). The spawner thread lives as long as the process."""
+    global _spawn_queue
+    with _spawn_lock:
+        if _spawn_queue is None:
+            _spawn_queue = queue.SimpleQueue()
+            threading.Thread(target=_spawn_loop, args=(_spawn_queue,), name="edgeaccel-spawner", daemon=True).start()
+    future: Future = Future()
+    _spawn_queue.put((args, kwargs, future))
+    return future.result()
+
+
+def _spawn_loop(requests: queue.SimpleQueue) -> None:
+    while True:
+        args, kwargs, future = requests.get()
+        try:
+            future.set_result(subprocess.Popen(*args, **kwargs))
+        except BaseException as exc:  # handed to the caller waiting on the future
+            future.set_exception(exc)
 
 
 def _nbytes(spec) -> int:

@@ -41,7 +41,9 @@ def send_frame(sock: socket.socket, header: bytes, buffers: Sequence) -> None:
 def _send_all(sock: socket.socket, views: list[memoryview]) -> None:
     views = [v for v in views if v.nbytes]
     while views:
-        sent = sock.sendmsg(views[:512])  # IOV_MAX is 1024 on Linux
+        # MSG_NOSIGNAL: a dead peer is an EPIPE error, never a SIGPIPE that would kill an embedding process
+        # which did not ignore it (Python ignores it; a C host may not)
+        sent = sock.sendmsg(views[:512], (), socket.MSG_NOSIGNAL)  # IOV_MAX is 1024 on Linux
         while sent:
             if sent >= views[0].nbytes:
                 sent -= views[0].nbytes
@@ -57,7 +59,7 @@ def recv_frame(sock: socket.socket, max_bytes: int) -> tuple[bytes, list[bytearr
     header_len, count = _PREFIX.unpack(head)
     if header_len > MAX_HEADER or count > MAX_BUFFERS:
         raise WireError(f"frame declares a {header_len}-byte header and {count} buffers")
-    lengths = [_LEN.unpack(_recv_exact(sock, 8))[0] for _ in range(count)]
+    lengths = list(struct.unpack(f"<{count}Q", _recv_exact(sock, 8 * count))) if count else []
     if sum(lengths) > max_bytes:
         raise WireError(f"frame declares {sum(lengths)} bytes of arrays, above the {max_bytes}-byte limit")
     header = bytes(_recv_exact(sock, header_len))
