@@ -103,6 +103,13 @@ def _huge_tensor(model, schema):
     sg.tensors[int(op.outputs[0])].shape = [1, 65536, 65536, 8]
 
 
+def _many_large_tensors(model, schema):
+    sg = model.subgraphs[0]
+    convs = [op for op in sg.operators if op.opcodeIndex == first_op(model, CONV_2D)[1].opcodeIndex]
+    for op in convs[:6]:  # 6 x 3 GiB: each under the single-tensor cap, 18 GiB together
+        sg.tensors[int(op.outputs[0])].shape = [1, 1024, 1024, 3072]
+
+
 def _non_utf8_name(model, schema):
     model.subgraphs[0].tensors[int(model.subgraphs[0].outputs[0])].name = b"out\xff\xfe"
 
@@ -173,6 +180,7 @@ REFUSED = {
     "zero scale": (_zero_scale, "scale 0", MOBILENET_V1),
     "buffer shorter than the shape": (_short_buffer, "holds", MOBILENET_V1),
     "huge declared tensor": (_huge_tensor, "GiB", MOBILENET_V1),
+    "many large declared tensors": (_many_large_tensors, "in all", MOBILENET_V1),
     "non-UTF-8 tensor name": (_non_utf8_name, "UTF-8", SPLIT_CONCAT),
     "WHILE into a missing subgraph": (_while_into_missing_subgraph, "runs subgraph 7", SPLIT_CONCAT),
     "WHILE without options": (_while_without_options, "lacks its options", SPLIT_CONCAT),
@@ -279,3 +287,21 @@ def test_ir_constant_size_must_match_its_shape(tmp_path):
     shutil.copy(MODELS / "openvino/mobilenet_v2_1.0_224_quant.bin", tmp_path / "m.bin")
     with pytest.raises(ModelValidationError, match="needs .* bytes but the XML gives it|reads bytes"):
         formats.describe(tmp_path / "m.xml")
+
+
+def test_onnx_constant_that_asks_for_gigabytes_is_refused(tmp_path):
+    """ConstantOfShape([100000, 100000]) passes onnx.checker; ORT and OpenVINO then try to allocate 37 GiB at
+    load (measured under a 6 GiB RLIMIT_AS: both fail; without one the OOM killer decides)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("ConstantOfShape", ["s"], ["c"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])),
+             helper.make_node("ReduceSum", ["c"], ["r"], keepdims=0), helper.make_node("Add", ["x", "r"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+                              initializer=[numpy_helper.from_array(np.array([100000, 100000], np.int64), "s")])
+    model = helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model, full_check=True)  # the checker alone lets it through
+    onnx.save(model, str(tmp_path / "big.onnx"))
+    with pytest.raises(ModelValidationError, match="37.3 GiB"):
+        edgeaccel.load(tmp_path / "big.onnx")

@@ -15,6 +15,10 @@ from .tflite_ops import OPTIONS_TYPE
 
 MAX_RANK = 16
 DEFAULT_MAX_TENSOR_BYTES = 4 << 30  # a single declared tensor above 4 GiB is not an edge model
+# All declared tensors of a subgraph together (the shared models declare at most 31 MB): LiteRT plans one
+# arena from these, and a file that declares many tensors just under the single cap would otherwise
+# grow the process until the OOM killer ends it (FINDINGS: huge declared tensors).
+DEFAULT_MAX_TOTAL_BYTES = 16 << 30
 
 # Operator inputs that LiteRT kernels read with GetOptionalInputTensor (index -1 means "absent"), from the
 # kernels in tensorflow/lite/kernels (conv.cc, depthwise_conv.cc, fully_connected.cc, transpose_conv.cc,
@@ -97,8 +101,12 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
             # LiteRT maps constants read-only from the file: feeding one as an input writes into that mapping
             # (fuzz: keras_lstm with a weight tensor listed as a model input -> SIGSEGV in set_tensor)
             _fail(f"{where} input {i} ({sg.tensors[i].name!r}) is a constant with data, not a tensor to feed")
+    total = 0
     for t_index, t in enumerate(sg.tensors):
-        _check_tensor(model, f"{where} tensor {t_index} ({t.name!r})", t, max_tensor_bytes)
+        total += _check_tensor(model, f"{where} tensor {t_index} ({t.name!r})", t, max_tensor_bytes)
+    if total > DEFAULT_MAX_TOTAL_BYTES:
+        _fail(f"{where} declares {total / 2**30:.1f} GiB of tensors in all, above the "
+              f"{DEFAULT_MAX_TOTAL_BYTES >> 30} GiB cap")
 
     produced = set(sg.inputs) | {i for i, t in enumerate(sg.tensors) if t.is_variable}
     for o_index, op in enumerate(sg.operators):
@@ -188,7 +196,8 @@ def _has_data(model: TflModel, t: TflTensor) -> bool:
     return 0 <= t.buffer < len(model.buffer_sizes) and model.buffer_sizes[t.buffer] > 0
 
 
-def _check_tensor(model: TflModel, what: str, t: TflTensor, max_tensor_bytes: int) -> None:
+def _check_tensor(model: TflModel, what: str, t: TflTensor, max_tensor_bytes: int) -> int:
+    """Check one tensor; return its declared size in bytes."""
     if t.type not in TENSOR_TYPES:
         _fail(f"{what} has unknown type code {t.type}")
     if not t.name_is_utf8:
@@ -213,6 +222,7 @@ def _check_tensor(model: TflModel, what: str, t: TflTensor, max_tensor_bytes: in
         _fail(f"{what} is a {type_name(t.type)} constant of shape {list(t.shape)} ({nbytes} bytes) "
               f"but its buffer {t.buffer} holds {data}")
     _check_quantization(what, t)
+    return nbytes
 
 
 def _check_quantization(what: str, t: TflTensor) -> None:
