@@ -113,3 +113,29 @@ def test_wrong_dtype_is_refused_on_every_executor(name, kwargs):
         for dtype in (np.float32, np.float64, np.int8, np.uint16):
             with pytest.raises(InputDTypeError, match="expects uint8"):
                 model.run(np.zeros(shape, dtype))
+
+
+RAW_ORT_STATIC = """
+import sys, numpy as np, onnxruntime as ort
+s = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])  # default: ORT_ENABLE_ALL
+s.run(None, {"x": np.ones((1, 16, 1, 8), np.float32)})
+"""
+
+
+def test_static_window_larger_than_its_input_is_refused(tmp_path):
+    """The same crash without any dynamic dimension: a static H=1 under a 3x3 MaxPool. ORT at its default
+    level dies with SIGFPE (checked in a child process); shape inference sees the empty output first."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, None, 3])])
+    model = helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model, full_check=True)  # valid as far as the checker knows
+    path = tmp_path / "pool.onnx"
+    onnx.save(model, str(path))
+    raw = subprocess.run([sys.executable, "-c", RAW_ORT_STATIC, str(path)], capture_output=True, timeout=120)
+    assert raw.returncode == -signal.SIGFPE
+    with pytest.raises(edgeaccel.ModelValidationError, match="window larger than its input"):
+        edgeaccel.load(path)

@@ -100,6 +100,7 @@ def _check_inferred_sizes(path: Path) -> None:
         log.info("shape inference failed on %s (%s); sizes left to the runtime", path.name, exc)
         return
     graph = inferred.graph
+    _check_windows(graph)
     for value in (*graph.input, *graph.value_info, *graph.output):
         tensor_type = value.type.tensor_type
         if not tensor_type.HasField("shape"):
@@ -115,6 +116,28 @@ def _check_inferred_sizes(path: Path) -> None:
                 f"{MAX_TENSOR_BYTES >> 30} GiB cap",
                 hint="a constant in the model asks the runtime for an absurd allocation; the file is corrupted or "
                 "hostile",
+            )
+
+
+# Sliding-window operators: ORT's NCHWc kernels (ORT_ENABLE_ALL) divide by an output extent, so a window
+# larger than its input kills the process with SIGFPE (measured: MaxPool k=3 s=2 on a static H=1, 16 channels).
+_WINDOW_OPS = frozenset({"Conv", "ConvInteger", "QLinearConv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool"})
+
+
+def _check_windows(graph) -> None:
+    shapes = {}
+    for value in (*graph.value_info, *graph.output):
+        dims = value.type.tensor_type.shape.dim
+        shapes[value.name] = [d.dim_value for d in dims if d.HasField("dim_value")]
+    for node in graph.node:
+        if node.op_type not in _WINDOW_OPS or not node.output:
+            continue
+        dims = shapes.get(node.output[0], [])
+        if any(d <= 0 for d in dims[2:]):
+            raise ModelValidationError(
+                f"ONNX model refused: {node.op_type} {node.name or node.output[0]!r} has a window larger than "
+                f"its input (output {dims}): ONNX Runtime divides by that extent and dies with SIGFPE",
+                hint="the model's kernel, stride or input size is wrong for this input size; export it again",
             )
 
 
