@@ -116,8 +116,7 @@ class _Worker:
         self._timed_out = False
         self._max_reply = max(1 << 30, 4 * sum(_nbytes(t) for t in model.outputs))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        env = _worker_env()
         try:
             self.proc = _spawn(
                 [limits.python or sys.executable, "-m", "edgeaccel.isolation.worker", str(theirs.fileno()),
@@ -329,6 +328,19 @@ def _spawn_loop(requests: queue.SimpleQueue) -> None:
             future.set_result(subprocess.Popen(*args, **kwargs))
         except BaseException as exc:  # handed to the caller waiting on the future
             future.set_exception(exc)
+
+
+def _worker_env() -> dict[str, str]:
+    """The caller's environment; plus edgeaccel's own folder on PYTHONPATH when the caller found edgeaccel
+    somewhere a fresh interpreter would not (a sys.path entry added at run time). Never a site-packages
+    folder: ahead of the standard library it could shadow stdlib modules in the worker."""
+    import site
+
+    env = dict(os.environ)
+    installed = {os.path.realpath(p) for p in (*site.getsitepackages(), site.getusersitepackages())}
+    if os.path.realpath(_PACKAGE_ROOT) not in installed:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    return env
 
 
 def _nbytes(spec) -> int:
