@@ -9,7 +9,6 @@ retried as it is.
 from __future__ import annotations
 
 import collections
-import itertools
 import logging
 import os
 import queue
@@ -20,7 +19,6 @@ import sys
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 import numpy as np
@@ -100,21 +98,24 @@ class IsolatedExecutor(Executor):
 
 
 class _Worker:
-    """One worker process: start and load (synchronously, under the load timeout), then concurrent calls
-    matched to replies by id by a reader thread."""
+    """One worker process. The control socket carries the load handshake, then one end of a new socket pair
+    (SCM_RIGHTS) per concurrent caller: a channel served by its own worker thread, taken from a free list
+    by one caller at a time. A call is a send and a blocking receive on that channel, with no thread
+    handoff on either side (a reader thread plus a worker pool cost twice as much per call, measured)."""
 
     def __init__(self, runtime: str, model: ModelInfo, device: str, options: ExecutorOptions,
                  limits: IsolationLimits) -> None:
         self.runtime, self.model, self.limits = runtime, model, limits
         self.name = f"{runtime}:{device} worker for {model.path.name}"
         self.death: str | None = None
-        self._pending: dict[int, Future] = {}
-        self._pending_lock = threading.Lock()
-        self._send_lock = threading.Lock()
-        self._ids = itertools.count()
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=12)
         self._timed_out = False
         self._max_reply = max(1 << 30, 4 * sum(_nbytes(t) for t in model.outputs))
+        self._channels: list[socket.socket] = []  # idle channels
+        self._open_channels = 0
+        self._max_channels = max(1, int(options.runtime_options.get("max_interpreters", 8)))
+        self._cond = threading.Condition()
+        self._control_lock = threading.Lock()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = _worker_env()
         try:
@@ -135,11 +136,12 @@ class _Worker:
         self._drainer = threading.Thread(target=self._drain_output, name="edgeaccel-worker-output", daemon=True)
         self._drainer.start()
         self.info = self._load(model, device, options)
-        self._reader = threading.Thread(target=self._read_replies, name="edgeaccel-worker-reader", daemon=True)
-        self._reader.start()
 
     @property
     def alive(self) -> bool:
+        """False once the worker died, even while no call was in flight (checked without a thread)."""
+        if self.death is None and self.proc.poll() is not None:
+            self._mark_dead("idle", None)
         return self.death is None
 
     # -- load ---------------------------------------------------------------------------------------------------
@@ -172,20 +174,14 @@ class _Worker:
 
     # -- run ------------------------------------------------------------------------------------------------------
     def call(self, arrays: list[np.ndarray], timeout: float) -> list[np.ndarray]:
-        future: Future = Future()
-        request_id = next(self._ids)
-        with self._pending_lock:
-            if self.death is not None:
-                raise self._death_error("running")
-            self._pending[request_id] = future
+        channel = self._take_channel(timeout)
+        healthy = False
         try:
-            with self._send_lock:
-                wire.send_pickle(self.sock, {"op": "run", "id": request_id, "arrays": arrays})
-        except OSError:
-            pass  # the worker is gone: the reader fails this request with the reason
-        try:
-            reply, outputs = future.result(timeout)
-        except FutureTimeout:
+            channel.settimeout(timeout)
+            wire.send_pickle(channel, {"op": "run", "arrays": arrays})
+            reply, outputs = wire.recv_json(channel, self._max_reply)
+            healthy = True
+        except (TimeoutError, socket.timeout):
             self._timed_out = True
             self._kill()
             raise InferenceTimeoutError(
@@ -195,35 +191,61 @@ class _Worker:
                 hint="raise IsolationLimits(run_timeout=...) if the model is just slow; your inputs are "
                 "unchanged and the request can be retried",
             ) from None
+        except (wire.WireError, OSError) as exc:
+            raise self._crashed("running", exc) from None
         finally:
-            with self._pending_lock:
-                self._pending.pop(request_id, None)
+            self._give_channel(channel, healthy)
         if not reply.get("ok"):
             raise _as_error(reply, self.runtime, self.limits)
         return outputs
 
-    def _read_replies(self) -> None:
-        try:
+    def _take_channel(self, timeout: float) -> socket.socket:
+        with self._cond:
             while True:
-                reply, arrays = wire.recv_json(self.sock, self._max_reply)
-                with self._pending_lock:
-                    future = self._pending.get(reply.get("id"))
-                if future is not None and not future.done():
-                    future.set_result((reply, arrays))
-        except (wire.WireError, OSError) as exc:
-            self._mark_dead("running", exc)
+                if self.death is not None:
+                    raise self._death_error("running")
+                if self._channels:
+                    return self._channels.pop()
+                if self._open_channels < self._max_channels:
+                    self._open_channels += 1
+                    break
+                if not self._cond.wait(timeout):
+                    raise InferenceTimeoutError(
+                        f"{self.name}: waited {timeout:g} s for one of its {self._max_channels} channels",
+                        runtime=self.runtime, hint="fewer concurrent callers, or raise max_interpreters")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with self._control_lock:
+                socket.send_fds(self.sock, [b"c"], [theirs.fileno()], socket.MSG_NOSIGNAL)
+        except OSError as exc:
+            ours.close()
+            self._give_channel(None, False)
+            raise self._crashed("running", exc) from None
+        finally:
+            theirs.close()
+        return ours
+
+    def _give_channel(self, channel: socket.socket | None, healthy: bool) -> None:
+        with self._cond:
+            if healthy and channel is not None and self.death is None:
+                self._channels.append(channel)
+            else:
+                self._open_channels -= 1
+                if channel is not None:
+                    channel.close()
+            self._cond.notify()
 
     def _mark_dead(self, stage: str, exc: BaseException | None) -> None:
         # described outside the lock: it waits for the process, and callers must not queue behind that
         description = self._describe_death(stage, exc) if self.death is None else None
-        with self._pending_lock:
+        with self._cond:
             if self.death is None:
                 self.death = description
-            pending = list(self._pending.values())
-        error = self._death_error(stage)
-        for future in pending:
-            if not future.done():
-                future.set_exception(error)
+            idle, self._channels = self._channels, []
+            self._open_channels -= len(idle)
+            self._cond.notify_all()  # callers waiting for a channel learn of the death
+        for channel in idle:
+            channel.close()
 
     def _crashed(self, stage: str, exc: BaseException | None) -> WorkerCrashedError:
         self._mark_dead(stage, exc)
@@ -288,15 +310,16 @@ class _Worker:
     def close(self) -> None:
         if self.death is None:
             try:
-                with self._send_lock:
-                    wire.send_pickle(self.sock, {"op": "close"})
+                with self._control_lock:
+                    self.sock.sendall(b"q")
                 self.proc.wait(5)
             except (OSError, subprocess.TimeoutExpired):
                 pass
         if self.proc.poll() is None:
             self._kill()
         self.proc.wait()
-        self.death = self.death or "closed"
+        if self.death is None:
+            self._mark_dead("closing", None)
         try:
             self.sock.close()
         except OSError:

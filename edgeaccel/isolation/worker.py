@@ -4,8 +4,9 @@ Started by ``IsolatedExecutor`` as ``python -m edgeaccel.isolation.worker FD PAR
 the socket's end as FD. Limits are set before any runtime is imported. The worker dies with its caller
 (PR_SET_PDEATHSIG), and exits when the socket closes.
 
-Requests (pickled): {"op": "load", runtime, model, device, options, threads}, then {"op": "run", id, arrays}
-or {"op": "close"}. Replies (JSON): {"ok": true, ...} or {"ok": false, "error": class name, message, hint}.
+The control socket carries one pickled {"op": "load", runtime, model, device, options} and its JSON reply, then
+channels (see _serve). On a channel: pickled {"op": "run", arrays}, answered in JSON {"ok": true} + the output
+arrays, or {"ok": false, "error": class name, message, hint}.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import signal
 import socket
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -80,39 +80,43 @@ def main(argv: list[str]) -> int:
     wire.send_json(sock, reply)
     if executor is None:
         return 0
-    _serve(sock, executor, max(1, int(request.get("threads") or 8)))
+    _serve(sock, executor)
     return 0
 
 
-def _serve(sock: socket.socket, executor, threads: int) -> None:
+def _serve(control: socket.socket, executor) -> None:
+    """Each byte b"c" on the control socket brings one end of a new channel; a thread serves it until the
+    caller closes it. b"q", or the control socket closing, ends the worker."""
     from . import wire
 
-    send_lock = threading.Lock()
+    def serve(channel: socket.socket) -> None:
+        with channel:
+            while True:
+                try:
+                    request = wire.recv_pickle(channel)
+                except (wire.WireError, OSError):
+                    return
+                try:
+                    outputs = executor.run(request["arrays"])
+                    reply, arrays = {"ok": True}, outputs
+                except BaseException as exc:
+                    reply, arrays = _error_reply(exc, "InferenceError"), []
+                try:
+                    wire.send_json(channel, reply, arrays)
+                except OSError:
+                    return
 
-    def handle(request: dict) -> None:
+    while True:
         try:
-            outputs = executor.run(request["arrays"])
-            reply, arrays = {"ok": True, "id": request["id"]}, outputs
-        except BaseException as exc:
-            reply, arrays = {**_error_reply(exc, "InferenceError"), "id": request["id"]}, []
-        try:
-            with send_lock:
-                wire.send_json(sock, reply, arrays)
+            message, fds, _, _ = socket.recv_fds(control, 1, 1)
         except OSError:
-            os._exit(0)  # the caller is gone
-
-    with ThreadPoolExecutor(threads, thread_name_prefix="edgeaccel-worker") as pool:
-        while True:
-            try:
-                request = wire.recv_pickle(sock)
-            except (wire.WireError, OSError):
-                break
-            if request.get("op") != "run":
-                break
-            if threads == 1:
-                handle(request)
-            else:
-                pool.submit(handle, request)
+            break
+        if message != b"c" or not fds:
+            for fd in fds:
+                os.close(fd)
+            break
+        threading.Thread(target=serve, args=(socket.socket(fileno=fds[0]),), daemon=True,
+                         name="edgeaccel-worker-channel").start()
     executor.close()
 
 
