@@ -23,7 +23,7 @@ def _report(summary: harness.Summary) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("fmt, count, budget", [("tflite", 500, 60.0), ("onnx", 300, 40.0)])
+@pytest.mark.parametrize("fmt, count, budget", [("tflite", 500, 60.0), ("onnx", 300, 40.0), ("ir", 60, 30.0)])
 def test_default_path_survives_mutants(fmt, count, budget, tmp_path):
     seeds = harness.corpus(fmt, MODELS, tmp_path / "zoo")
     summary = harness.campaign(fmt, seeds, seed=9001, count=count, workdir=tmp_path / "run", time_budget=budget,

@@ -26,7 +26,7 @@ from edgeaccel.fuzzing import harness  # noqa: E402
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--format", choices=("tflite", "onnx"), required=True)
+    p.add_argument("--format", choices=("tflite", "onnx", "ir"), required=True)
     p.add_argument("--count", type=int, default=100)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--start", type=int, default=0, help="index of the first mutant (to resume or split a run)")

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import mutate_bytes, mutate_onnx, mutate_tflite
+from . import mutate_bytes, mutate_ir, mutate_onnx, mutate_tflite
 
 DEFECTS = ("foreign", "died", "hang")
 
@@ -39,6 +39,7 @@ class Mutant:
     mutations: list[str]
     data: bytes
     suffix: str
+    companion: Path | None = None  # a file the mutant needs beside it, unchanged (an IR's .bin)
 
 
 def corpus(fmt: str, shared_models: Path, zoo_folder: Path | None = None) -> list[Path]:
@@ -53,7 +54,9 @@ def corpus(fmt: str, shared_models: Path, zoo_folder: Path | None = None) -> lis
         if zoo_folder is not None:
             found += onnx_zoo.build_all(zoo_folder)
         return found
-    raise ValueError(f"unknown fuzz format {fmt!r} (tflite, onnx)")
+    if fmt == "ir":  # each .xml with its .bin beside it
+        return sorted(shared_models.glob("openvino/*.xml"))
+    raise ValueError(f"unknown fuzz format {fmt!r} (tflite, onnx, ir)")
 
 
 def mutants(fmt: str, seeds: list[Path], seed: int, count: int, start: int = 0) -> Iterator[Mutant]:
@@ -61,7 +64,7 @@ def mutants(fmt: str, seeds: list[Path], seed: int, count: int, start: int = 0) 
     (they load and run in milliseconds, so more mutants per minute reach the runtimes)."""
     blobs = {p: p.read_bytes() for p in seeds}
     weights = [1.0 / max(len(blobs[p]), 20_000) ** 0.5 for p in seeds]
-    structural = mutate_tflite.mutate if fmt == "tflite" else mutate_onnx.mutate
+    structural = {"tflite": mutate_tflite.mutate, "onnx": mutate_onnx.mutate, "ir": mutate_ir.mutate}[fmt]
     for i in range(start, start + count):
         rng = random.Random(f"{seed}:{i}")
         path = rng.choices(seeds, weights)[0]
@@ -74,7 +77,7 @@ def mutants(fmt: str, seeds: list[Path], seed: int, count: int, start: int = 0) 
             except Exception as exc:  # the mutator itself could not re-pack this combination: use bytes
                 strategy, (data, done) = "bytes", mutate_bytes.mutate(blobs[path], rng)
                 done.insert(0, f"(structure mutation failed to pack: {type(exc).__name__})")
-        yield Mutant(i, path.name, strategy, done, data, path.suffix)
+        yield Mutant(i, path.name, strategy, done, data, path.suffix, path.with_suffix(".bin") if fmt == "ir" else None)
 
 
 class ChildRunner:
@@ -213,6 +216,8 @@ def campaign(fmt: str, seeds: list[Path], seed: int, count: int, workdir: Path, 
             # previous mutant from it raises SIGBUS in the child (seen once), which is not the mutant's doing.
             path = workdir / f"mutant-{m.index}{m.suffix}"
             path.write_bytes(m.data)
+            if m.companion is not None:
+                path.with_suffix(m.companion.suffix).symlink_to(m.companion.resolve())
             request = {"path": str(path), "isolate": isolate, "seed": m.index, "limits": limits, "raw": raw,
                        "unchecked": unchecked, "seed_model": str(paths[m.seed_model])}
             result = runner.run(request, timeout)
@@ -232,6 +237,8 @@ def campaign(fmt: str, seeds: list[Path], seed: int, count: int, workdir: Path, 
             if log:
                 log(result)
             path.unlink(missing_ok=True)
+            if m.companion is not None:
+                path.with_suffix(m.companion.suffix).unlink(missing_ok=True)
     finally:
         runner.close()
         summary.seconds = time.monotonic() - began
