@@ -165,6 +165,11 @@ def _input_rank_changed(model, schema):
     model.subgraphs[0].tensors[0].shape = [1, 28, 28, 2]  # fuzz: LSTM kernel asserts on the rank, SIGABRT
 
 
+def _reshape_to_biases(model, schema):
+    _, op = first_op(model, schema.BuiltinOperator.RESHAPE)
+    op.inputs = [int(op.inputs[0]), 2]  # fuzz: a 20-value int32 bias as the target shape, SIGSEGV
+
+
 def _constant_as_input(model, schema):
     model.subgraphs[0].inputs = [0, 10]  # fuzz: set_tensor into a read-only weight, SIGSEGV
 
@@ -192,6 +197,7 @@ REFUSED = {
     "operator output marked variable": (_output_variable, "marked variable", LSTM),
     "input rank edited after conversion": (_input_rank_changed, "maps shape", LSTM),
     "constant listed as a model input": (_constant_as_input, "is a constant with data", LSTM),
+    "RESHAPE to a vector of biases": (_reshape_to_biases, "target shape", LSTM),
 }
 
 

@@ -115,7 +115,7 @@ def _what_it_looks_like(head: bytes) -> str:
 
 def _describe_tflite(path: Path, buf, digest: str) -> ModelInfo:
     model = tflite.parse(buf)
-    tflite_checks.check(model)
+    tflite_checks.check(model, data=buf)
     sg = model.primary
     custom = model.custom_ops
     fmt = Format.EDGETPU_TFLITE if tflite.EDGETPU_CUSTOM_OP in custom else Format.TFLITE

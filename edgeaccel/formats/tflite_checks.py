@@ -72,13 +72,15 @@ _ZERO_POINT_RANGE = {3: (0, 255), 9: (-128, 127), 7: (-32768, 32767), 16: (0, 65
 _SUB_BYTE_BITS = {17: 4, 19: 2, 20: 4}
 
 
-def check(model: TflModel, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -> None:
-    """Raise ModelValidationError naming the first problem found; return None for a sound model."""
+def check(model: TflModel, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES, data=None) -> None:
+    """Raise ModelValidationError naming the first problem found; return None for a sound model.
+
+    data: the file's bytes, for the checks that read constant values (a RESHAPE's target shape)."""
     for i, (start, size) in enumerate(model.buffer_ranges):
         if size and start + size > model.file_size:
             _fail(f"buffer {i} claims {size} bytes at offset {start}, past the end of the {model.file_size}-byte file")
     for s, sg in enumerate(model.subgraphs):
-        _check_subgraph(model, s, sg, max_tensor_bytes)
+        _check_subgraph(model, s, sg, max_tensor_bytes, data)
     _check_subgraph_calls(model)
 
 
@@ -89,7 +91,7 @@ def _fail(message: str) -> None:
     )
 
 
-def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: int) -> None:
+def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: int, data=None) -> None:
     n = len(sg.tensors)
     where = f"subgraph {s}"
     for kind, indices in (("input", sg.inputs), ("output", sg.outputs)):
@@ -141,10 +143,37 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
                 # variable tensors are state that stateful ops update in place (LSTM, SVDF); as an ordinary
                 # output one crashes LiteRT (fuzz: SOFTMAX output marked variable -> SIGSEGV)
                 _fail(f"{what} writes tensor {i} ({sg.tensors[i].name!r}), which is marked variable (state)")
+        if name == "RESHAPE" and len(op.inputs) > 1 and op.inputs[1] >= 0:
+            _check_reshape_target(model, what, sg.tensors[op.inputs[1]], data, max_tensor_bytes)
         if name in SHAPE_PRESERVING and op.inputs and op.outputs and op.inputs[0] >= 0 and not custom:
             _check_same_shape(what, sg.tensors[op.inputs[0]], sg.tensors[op.outputs[0]])
         produced.update(op.outputs)
         produced.update(op.intermediates)
+
+
+def _constant_ints(model: TflModel, t: TflTensor, data) -> np.ndarray | None:
+    """The values of an int32/int64 constant, copied out of the file; None when it has none."""
+    if data is None or t.type not in (2, 4) or not 0 <= t.buffer < len(model.buffer_ranges):
+        return None
+    start, size = model.buffer_ranges[t.buffer]
+    dtype = np.dtype("<i4") if t.type == 2 else np.dtype("<i8")
+    if not size or size % dtype.itemsize:
+        return None
+    return np.frombuffer(data, dtype, count=size // dtype.itemsize, offset=start).astype(np.int64)
+
+
+def _check_reshape_target(model: TflModel, what: str, t: TflTensor, data, max_tensor_bytes: int) -> None:
+    """A constant target shape must be a shape: fuzz: RESHAPE pointed at a 20-value bias vector (negative
+    and 5-digit "dimensions") -> SIGSEGV in LiteRT."""
+    values = _constant_ints(model, t, data)
+    if values is None:
+        return
+    if len(t.shape) != 1 or len(values) > MAX_RANK:
+        _fail(f"{what} takes a target shape of {len(values)} values in a tensor of shape {list(t.shape)}")
+    if (values < -1).any() or (values == -1).sum() > 1:
+        _fail(f"{what} target shape {values.tolist()} has a dimension below -1 or more than one -1")
+    if math.prod(int(v) for v in values if v > 0) > max_tensor_bytes:
+        _fail(f"{what} target shape {values.tolist()} asks for more elements than the size cap")
 
 
 def _check_same_shape(what: str, a: TflTensor, b: TflTensor) -> None:
