@@ -252,6 +252,24 @@ def buffer_data(model, rng):
     return f"buffer data resized to {0 if b.data is None else len(b.data)}"
 
 
+def constant_values(model, rng):
+    """An edge value inside a small int32/int64 constant (a reshape target, axes, paddings, perm, block sizes,
+    gather indices): structure stays valid, the kernel gets a value it may trust."""
+    small = [t for sg in model.subgraphs for t in sg.tensors
+             if t.type in (2, 4) and 0 < t.buffer < len(model.buffers) and model.buffers[t.buffer].data is not None
+             and 0 < len(model.buffers[t.buffer].data) <= 256]
+    t = rng.choice(small)
+    buffer = model.buffers[t.buffer]
+    dtype = np.int32 if t.type == 2 else np.int64
+    values = np.frombuffer(bytes(bytearray(buffer.data)), dtype).copy()
+    if not len(values):
+        raise ValueError
+    k = rng.randrange(len(values))
+    values[k] = rng.choice((-2, -1, 0, 1, 7, 65536, 2**31 - 1, -(2**31)))
+    buffer.data = np.frombuffer(values.tobytes(), np.uint8)
+    return f"constant {_name(t)}[{k}] = {values[k]}"
+
+
 def subgraph_io(model, rng):
     sg = _sg(model, rng)
     which = rng.choice(("inputs", "outputs"))
@@ -277,7 +295,7 @@ _MUTATORS = (
     op_input, op_input, op_input, op_output, op_drop_input, op_add_input, op_opcode_index, opcode_builtin,
     op_options, op_options, op_delete, op_duplicate, op_swap, tensor_buffer, tensor_buffer, tensor_shape,
     tensor_shape, tensor_signature, tensor_type, tensor_variable, quant_scale, quant_zero_point, quant_dimension,
-    buffer_data, buffer_data, subgraph_io, tensor_delete,
+    buffer_data, buffer_data, subgraph_io, tensor_delete, constant_values, constant_values, constant_values,
 )
 
 
