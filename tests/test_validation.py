@@ -170,6 +170,10 @@ def _reshape_to_biases(model, schema):
     op.inputs = [int(op.inputs[0]), 2]  # fuzz: a 20-value int32 bias as the target shape, SIGSEGV
 
 
+def _unproduced_output(model, schema):
+    del model.subgraphs[0].operators[-1]  # the last CONCATENATION: its output is still a model output
+
+
 def _constant_as_input(model, schema):
     model.subgraphs[0].inputs = [0, 10]  # fuzz: set_tensor into a read-only weight, SIGSEGV
 
@@ -198,6 +202,7 @@ REFUSED = {
     "input rank edited after conversion": (_input_rank_changed, "maps shape", LSTM),
     "constant listed as a model input": (_constant_as_input, "is a constant with data", LSTM),
     "RESHAPE to a vector of biases": (_reshape_to_biases, "target shape", LSTM),
+    "output that nothing produces": (_unproduced_output, "produced by no operator", SPLIT_CONCAT),
 }
 
 

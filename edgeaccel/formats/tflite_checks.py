@@ -149,6 +149,11 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
             _check_same_shape(what, sg.tensors[op.inputs[0]], sg.tensors[op.outputs[0]])
         produced.update(op.outputs)
         produced.update(op.intermediates)
+    for i in sg.outputs:
+        if i not in produced and not _has_data(model, sg.tensors[i]):
+            # nothing writes it: LiteRT hands back uninitialised memory, or for a string tensor no memory at all
+            # (fuzz: a model whose only operator was deleted -> SIGSEGV in get_tensor)
+            _fail(f"{where} output {i} ({sg.tensors[i].name!r}) is produced by no operator")
 
 
 def _constant_ints(model: TflModel, t: TflTensor, data) -> np.ndarray | None:
