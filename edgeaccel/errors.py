@@ -154,9 +154,10 @@ def runtime_message(exc: BaseException) -> str:
 
 
 # What runtimes say when an allocation failed (or, under an address-space limit, a thread's stack did):
-# measured under RLIMIT_AS with LiteRT (RuntimeError with no message), ONNX Runtime and OpenVINO.
+# measured under RLIMIT_AS with LiteRT (RuntimeError with no message), ONNX Runtime and OpenVINO (also "failed
+# to map segment from shared object" when a plugin library no longer fits).
 _OUT_OF_MEMORY = ("bad_alloc", "memoryerror", "out of memory", "cannot allocate", "failed to allocate",
-                  "resource temporarily unavailable", "cannot create thread")
+                  "resource temporarily unavailable", "cannot create thread", "failed to map segment")
 MEMORY_HINT = ("the runtime could not get memory: free memory, load fewer models at once, or raise the process's "
                "address-space limit (ulimit -v, or IsolationLimits(memory_bytes=...) for an isolated model)")
 

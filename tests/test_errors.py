@@ -103,8 +103,9 @@ except BaseException as e:
 @pytest.mark.parametrize("name, executor, says", [
     # LiteRT's words depend on which allocation failed (XNNPACK "failed to reshape", or nothing at all)
     ("deeplabv3_mnv2_dm05_pascal_quant.tflite", "litert", "LiteRT failed to load"),
+    # (OpenVINO's answer, or the ONNX checker's before it: both std::bad_alloc; ONNX Runtime alone loads this
+    # model within the headroom, so it has no case here)
     ("mobilenet_v2_1.0_224_quant.onnx", "openvino", "could not get memory"),
-    ("mobilenet_v2_1.0_224_quant.onnx", "onnxruntime", "could not get memory"),
 ])
 def test_running_out_of_memory_at_load_is_an_edgeaccel_error(name, executor, says):
     out = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY, str(MODELS / name), executor],
