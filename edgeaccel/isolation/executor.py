@@ -90,6 +90,9 @@ class IsolatedExecutor(Executor):
         return self._current().call(list(inputs), self.limits.run_timeout)
 
     def close(self) -> None:
+        stop_workers = getattr(self, "stop_workers", None)  # main's Executor.submit() keeps a thread pool
+        if stop_workers is not None:
+            stop_workers()
         with self._lock:
             self._closed = True
             worker, self._worker = self._worker, None
