@@ -26,6 +26,7 @@ VALID = sorted(p.name for p in MODELS.glob("*.tflite")
 MOBILENET_V1 = MODELS / "mobilenet_v1_0.25_128_quant.tflite"
 SPLIT_CONCAT = MODELS / "split_concat.tflite"
 LSTM = MODELS / "keras_lstm_mnist_ptq.tflite"
+MOVENET = MODELS / "movenet_single_pose_lightning_ptq.tflite"
 
 
 @pytest.mark.parametrize("name", [*VALID, "mobilenet_v2_1.0_224_quant.onnx", "openvino/mobilenet_v2_1.0_224_quant.xml"])
@@ -174,6 +175,18 @@ def _unproduced_output(model, schema):
     del model.subgraphs[0].operators[-1]  # the last CONCATENATION: its output is still a model output
 
 
+def _lstm_output_resource(model, schema):
+    model.subgraphs[0].tensors[24].type = schema.TensorType.RESOURCE  # fuzz: SIGSEGV
+
+
+def _scale_ratio_high(model, schema):
+    model.subgraphs[0].tensors[199].quantization.scale = np.array([1e5], np.float32)  # SIGABRT
+
+
+def _scale_ratio_low(model, schema):
+    model.subgraphs[0].tensors[199].quantization.scale = np.array([1e-7], np.float32)  # double free
+
+
 def _constant_as_input(model, schema):
     model.subgraphs[0].inputs = [0, 10]  # fuzz: set_tensor into a read-only weight, SIGSEGV
 
@@ -203,6 +216,9 @@ REFUSED = {
     "constant listed as a model input": (_constant_as_input, "is a constant with data", LSTM),
     "RESHAPE to a vector of biases": (_reshape_to_biases, "target shape", LSTM),
     "output that nothing produces": (_unproduced_output, "produced by no operator", SPLIT_CONCAT),
+    "LSTM output retyped to a resource": (_lstm_output_resource, "computes on numbers", LSTM),
+    "activation scale 1e5 among 0.04s": (_scale_ratio_high, "mixes activation scales", MOVENET),
+    "activation scale 1e-7 among 0.04s": (_scale_ratio_low, "mixes activation scales", MOVENET),
 }
 
 

@@ -65,6 +65,27 @@ SHAPE_PRESERVING = frozenset({
     "LOCAL_RESPONSE_NORMALIZATION", "ZEROS_LIKE", "ONES_LIKE", "LOGICAL_NOT",
 })
 
+# Operators that only compute on numbers: a string, resource or variant tensor among their inputs or outputs is a
+# corrupted file (fuzz: the LSTM's output retyped to RESOURCE, VARIANT or STRING -> SIGSEGV in LiteRT).
+NUMERIC_ONLY = frozenset({
+    "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_3D", "CONV_3D_TRANSPOSE", "FULLY_CONNECTED",
+    "BATCH_MATMUL", "LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "RNN",
+    "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "SVDF", "ADD", "SUB", "MUL", "DIV",
+    "SQUARED_DIFFERENCE", "AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D", "SOFTMAX", "LOG_SOFTMAX", "LOGISTIC",
+    "TANH", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "HARD_SWISH", "LEAKY_RELU", "PRELU", "ELU", "GELU",
+    "QUANTIZE", "DEQUANTIZE", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "MEAN", "SUM", "REDUCE_PROD",
+    "REDUCE_MAX", "REDUCE_MIN", "ARG_MAX", "ARG_MIN", "EXP", "LOG", "SQRT", "RSQRT", "POW", "ABS", "NEG",
+    "FLOOR_DIV", "FLOOR_MOD", "MINIMUM", "MAXIMUM", "L2_NORMALIZATION", "LOCAL_RESPONSE_NORMALIZATION",
+    "CUMSUM", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "PAD", "PADV2", "MIRROR_PAD",
+})
+_NON_NUMERIC = frozenset({5, 13, 14})  # string, resource, variant
+
+# Per-tensor scales of the integer activations around one operator: LiteRT derives fixed-point multipliers
+# from their ratios and aborts, or corrupts its heap, when a ratio is absurd (measured on movenet: one
+# activation's scale set to 1e5 -> SIGABRT, to 1e-7 -> "double free or corruption"; the shared models' largest
+# ratio is 489, this cap is 134 times that).
+MAX_SCALE_RATIO = 2.0**16
+
 # Integer types whose per-tensor scale divides in the kernels (output multipliers): a zero scale aborts
 # LiteRT in Prepare (measured: SIGABRT on a uint8 ADD with scale 0).
 _SCALED_TYPES = frozenset({3, 9, 7})  # uint8, int8, int16
@@ -143,6 +164,12 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
                 # variable tensors are state that stateful ops update in place (LSTM, SVDF); as an ordinary
                 # output one crashes LiteRT (fuzz: SOFTMAX output marked variable -> SIGSEGV)
                 _fail(f"{what} writes tensor {i} ({sg.tensors[i].name!r}), which is marked variable (state)")
+        if name in NUMERIC_ONLY:
+            for i in (*op.inputs, *op.outputs):
+                if i >= 0 and sg.tensors[i].type in _NON_NUMERIC:
+                    _fail(f"{what} computes on numbers but tensor {i} is {type_name(sg.tensors[i].type)}")
+        if not custom:
+            _check_scale_ratio(model, what, sg, op)
         if name == "RESHAPE" and len(op.inputs) > 1 and op.inputs[1] >= 0:
             _check_reshape_target(model, what, sg.tensors[op.inputs[1]], data, max_tensor_bytes)
         if name in SHAPE_PRESERVING and op.inputs and op.outputs and op.inputs[0] >= 0 and not custom:
@@ -154,6 +181,21 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
             # nothing writes it: LiteRT hands back uninitialised memory, or for a string tensor no memory at all
             # (fuzz: a model whose only operator was deleted -> SIGSEGV in get_tensor)
             _fail(f"{where} output {i} ({sg.tensors[i].name!r}) is produced by no operator")
+
+
+def _check_scale_ratio(model: TflModel, what: str, sg: TflSubgraph, op) -> None:
+    scales = []
+    for i in (*op.inputs, *op.outputs):
+        if i < 0:
+            continue
+        t = sg.tensors[i]
+        q = t.quantization
+        if t.type in _SCALED_TYPES and q is not None and len(q.scale) == 1 and q.scale[0] > 0 \
+                and not _has_data(model, t):
+            scales.append(q.scale[0])
+    if len(scales) > 1 and max(scales) / min(scales) > MAX_SCALE_RATIO:
+        _fail(f"{what} mixes activation scales {min(scales):.3g} and {max(scales):.3g}: a ratio above "
+              f"{MAX_SCALE_RATIO:.0f} is not a real quantization")
 
 
 def _constant_ints(model: TflModel, t: TflTensor, data) -> np.ndarray | None:
