@@ -164,6 +164,11 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
                 # variable tensors are state that stateful ops update in place (LSTM, SVDF); as an ordinary
                 # output one crashes LiteRT (fuzz: SOFTMAX output marked variable -> SIGSEGV)
                 _fail(f"{what} writes tensor {i} ({sg.tensors[i].name!r}), which is marked variable (state)")
+        if name == "DEPTHWISE_CONV_2D" and len(op.inputs) == 2 and op.inputs[0] >= 0 \
+                and sg.tensors[op.inputs[0]].type in _SCALED_TYPES:
+            # measured: a quantized depthwise conv with two inputs (no bias slot at all) -> SIGSEGV in LiteRT;
+            # CONV_2D says "has_bias was not true" and a -1 bias fails cleanly
+            _fail(f"{what} is quantized but has no bias input")
         if name in NUMERIC_ONLY:
             for i in (*op.inputs, *op.outputs):
                 if i >= 0 and sg.tensors[i].type in _NON_NUMERIC:
