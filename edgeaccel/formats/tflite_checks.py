@@ -1,6 +1,7 @@
 """Semantic checks on a parsed TFLite model, for what LiteRT's flatbuffer verifier lets through and then
 crashes on (../shared/FINDINGS.md): indices out of range, -1 on a required operator input, a constant pointed
-at an empty or short buffer, absurd quantization, and declared sizes that would exhaust memory.
+at an empty or short buffer, absurd quantization, declared sizes that would exhaust memory, control flow
+into missing or recursive subgraphs. Rules for particular operators live in tflite_op_rules.py.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ import math
 import numpy as np
 
 from ..errors import ModelValidationError
-from .tflite import CONTROL_FLOW_OPTIONS, TENSOR_TYPES, TflModel, TflSubgraph, TflTensor, type_name
-from .tflite_ops import OPTIONS_TYPE
+from . import tflite_op_rules
+from .tflite import TENSOR_TYPES, TflModel, TflSubgraph, TflTensor, type_name
+from .tflite_op_rules import MAX_RANK
+from .tflite_op_rules import SCALED_TYPES as _SCALED_TYPES
+from .tflite_op_rules import has_data as _has_data
 
-MAX_RANK = 16
 DEFAULT_MAX_TENSOR_BYTES = 4 << 30  # a single declared tensor above 4 GiB is not an edge model
 # All declared tensors of a subgraph together (the shared models declare at most 31 MB): LiteRT plans one
 # arena from these, and a file that declares many tensors just under the single cap would otherwise
@@ -22,7 +25,8 @@ DEFAULT_MAX_TOTAL_BYTES = 16 << 30
 
 # Operator inputs that LiteRT kernels read with GetOptionalInputTensor (index -1 means "absent"), from the
 # kernels in tensorflow/lite/kernels (conv.cc, depthwise_conv.cc, fully_connected.cc, transpose_conv.cc,
-# conv3d*.cc, svdf.cc, lsh_projection.cc, pad.cc, reshape.cc, lstm_shared.h, bidirectional_sequence_*.cc).
+# conv3d*.cc, svdf.cc, pad.cc, lstm_shared.h, bidirectional_sequence_*.cc; not reshape.cc or lsh_projection.cc,
+# which read their last input with GetInput).
 # Every other input of a builtin must be present: a kernel that reads a required -1 dereferences tensor -1
 # (FINDINGS: SIGSEGV in allocate_tensors). Too lenient here means a crash; too strict means a valid model
 # refused, so each entry follows the kernel's own "// Optional" markers.
@@ -50,45 +54,6 @@ OPTIONAL_INPUTS: dict[str, frozenset[int]] = {
     # aux input and the forward/backward aux weights
     "BIDIRECTIONAL_SEQUENCE_RNN": frozenset({12, 13, 14}),
 }
-# Operators that LiteRT runs with zeroed parameters when their options table is absent, and crashes on
-# (measured by stripping each operator's options in the shared models: SPLIT dies with SIGSEGV; CONV_2D,
-# pools, PACK, ARG_MAX and others fail cleanly; ADD, MUL, SOFTMAX, MEAN run with defaults).
-OPTIONS_REQUIRED = frozenset({"SPLIT", "SPLIT_V", *CONTROL_FLOW_OPTIONS})
-
-# Operators whose output has the shape of their first input. A file whose declared shapes disagree across one
-# of them was edited after conversion, and kernels further on assert on ranks instead of failing cleanly
-# (fuzz: keras_lstm with its input declared rank 4 -> QUANTIZE -> the LSTM kernel aborts with SIGABRT).
-SHAPE_PRESERVING = frozenset({
-    "QUANTIZE", "DEQUANTIZE", "LOGISTIC", "TANH", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "ELU",
-    "LEAKY_RELU", "HARD_SWISH", "GELU", "ABS", "NEG", "EXP", "LOG", "SQRT", "RSQRT", "SQUARE", "SIN", "COS",
-    "FLOOR", "CEIL", "ROUND", "SIGN", "CAST", "SOFTMAX", "LOG_SOFTMAX", "L2_NORMALIZATION",
-    "LOCAL_RESPONSE_NORMALIZATION", "ZEROS_LIKE", "ONES_LIKE", "LOGICAL_NOT",
-})
-
-# Operators that only compute on numbers: a string, resource or variant tensor among their inputs or outputs is a
-# corrupted file (fuzz: the LSTM's output retyped to RESOURCE, VARIANT or STRING -> SIGSEGV in LiteRT).
-NUMERIC_ONLY = frozenset({
-    "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_3D", "CONV_3D_TRANSPOSE", "FULLY_CONNECTED",
-    "BATCH_MATMUL", "LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "RNN",
-    "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "SVDF", "ADD", "SUB", "MUL", "DIV",
-    "SQUARED_DIFFERENCE", "AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D", "SOFTMAX", "LOG_SOFTMAX", "LOGISTIC",
-    "TANH", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "HARD_SWISH", "LEAKY_RELU", "PRELU", "ELU", "GELU",
-    "QUANTIZE", "DEQUANTIZE", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "MEAN", "SUM", "REDUCE_PROD",
-    "REDUCE_MAX", "REDUCE_MIN", "ARG_MAX", "ARG_MIN", "EXP", "LOG", "SQRT", "RSQRT", "POW", "ABS", "NEG",
-    "FLOOR_DIV", "FLOOR_MOD", "MINIMUM", "MAXIMUM", "L2_NORMALIZATION", "LOCAL_RESPONSE_NORMALIZATION",
-    "CUMSUM", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "PAD", "PADV2", "MIRROR_PAD",
-})
-_NON_NUMERIC = frozenset({5, 13, 14})  # string, resource, variant
-
-# Per-tensor scales of the integer activations around one operator: LiteRT derives fixed-point multipliers
-# from their ratios and aborts, or corrupts its heap, when a ratio is absurd (measured on movenet: one
-# activation's scale set to 1e5 -> SIGABRT, to 1e-7 -> "double free or corruption"; the shared models' largest
-# ratio is 489, this cap is 134 times that).
-MAX_SCALE_RATIO = 2.0**16
-
-# Integer types whose per-tensor scale divides in the kernels (output multipliers): a zero scale aborts
-# LiteRT in Prepare (measured: SIGABRT on a uint8 ADD with scale 0).
-_SCALED_TYPES = frozenset({3, 9, 7})  # uint8, int8, int16
 _ZERO_POINT_RANGE = {3: (0, 255), 9: (-128, 127), 7: (-32768, 32767), 16: (0, 65535)}
 _SUB_BYTE_BITS = {17: 4, 19: 2, 20: 4}
 
@@ -139,11 +104,6 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
         custom = op.opcode_index in model.custom_opcodes
         optional = OPTIONAL_INPUTS.get(name, frozenset())
         what = f"{where} operator {o_index} ({name})"
-        if not custom:
-            _check_options(what, name, op.options_type)
-            if op.num_splits is not None and op.num_splits != len(op.outputs):
-                # fuzz: SPLIT with num_splits 1048576 and one output -> SIGSEGV in LiteRT
-                _fail(f"{what} declares {op.num_splits} splits but has {len(op.outputs)} outputs")
         for pos, i in enumerate(op.inputs):
             if i == -1:
                 if not custom and pos not in optional:
@@ -164,21 +124,10 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
                 # variable tensors are state that stateful ops update in place (LSTM, SVDF); as an ordinary
                 # output one crashes LiteRT (fuzz: SOFTMAX output marked variable -> SIGSEGV)
                 _fail(f"{what} writes tensor {i} ({sg.tensors[i].name!r}), which is marked variable (state)")
-        if name == "DEPTHWISE_CONV_2D" and len(op.inputs) == 2 and op.inputs[0] >= 0 \
-                and sg.tensors[op.inputs[0]].type in _SCALED_TYPES:
-            # measured: a quantized depthwise conv with two inputs (no bias slot at all) -> SIGSEGV in LiteRT;
-            # CONV_2D says "has_bias was not true" and a -1 bias fails cleanly
-            _fail(f"{what} is quantized but has no bias input")
-        if name in NUMERIC_ONLY:
-            for i in (*op.inputs, *op.outputs):
-                if i >= 0 and sg.tensors[i].type in _NON_NUMERIC:
-                    _fail(f"{what} computes on numbers but tensor {i} is {type_name(sg.tensors[i].type)}")
         if not custom:
-            _check_scale_ratio(model, what, sg, op)
-        if name == "RESHAPE" and len(op.inputs) > 1 and op.inputs[1] >= 0:
-            _check_reshape_target(model, what, sg.tensors[op.inputs[1]], data, max_tensor_bytes)
-        if name in SHAPE_PRESERVING and op.inputs and op.outputs and op.inputs[0] >= 0 and not custom:
-            _check_same_shape(what, sg.tensors[op.inputs[0]], sg.tensors[op.outputs[0]])
+            problem = tflite_op_rules.check(model, sg, op, name, data, max_tensor_bytes)
+            if problem:
+                _fail(f"{what} {problem}")
         produced.update(op.outputs)
         produced.update(op.intermediates)
     for i in sg.outputs:
@@ -186,64 +135,6 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
             # nothing writes it: LiteRT hands back uninitialised memory, or for a string tensor no memory at all
             # (fuzz: a model whose only operator was deleted -> SIGSEGV in get_tensor)
             _fail(f"{where} output {i} ({sg.tensors[i].name!r}) is produced by no operator")
-
-
-def _check_scale_ratio(model: TflModel, what: str, sg: TflSubgraph, op) -> None:
-    scales = []
-    for i in (*op.inputs, *op.outputs):
-        if i < 0:
-            continue
-        t = sg.tensors[i]
-        q = t.quantization
-        if t.type in _SCALED_TYPES and q is not None and len(q.scale) == 1 and q.scale[0] > 0 \
-                and not _has_data(model, t):
-            scales.append(q.scale[0])
-    if len(scales) > 1 and max(scales) / min(scales) > MAX_SCALE_RATIO:
-        _fail(f"{what} mixes activation scales {min(scales):.3g} and {max(scales):.3g}: a ratio above "
-              f"{MAX_SCALE_RATIO:.0f} is not a real quantization")
-
-
-def _constant_ints(model: TflModel, t: TflTensor, data) -> np.ndarray | None:
-    """The values of an int32/int64 constant, copied out of the file; None when it has none."""
-    if data is None or t.type not in (2, 4) or not 0 <= t.buffer < len(model.buffer_ranges):
-        return None
-    start, size = model.buffer_ranges[t.buffer]
-    dtype = np.dtype("<i4") if t.type == 2 else np.dtype("<i8")
-    if not size or size % dtype.itemsize:
-        return None
-    return np.frombuffer(data, dtype, count=size // dtype.itemsize, offset=start).astype(np.int64)
-
-
-def _check_reshape_target(model: TflModel, what: str, t: TflTensor, data, max_tensor_bytes: int) -> None:
-    """A constant target shape must be a shape: fuzz: RESHAPE pointed at a 20-value bias vector (negative
-    and 5-digit "dimensions") -> SIGSEGV in LiteRT."""
-    values = _constant_ints(model, t, data)
-    if values is None:
-        return
-    if len(t.shape) != 1 or len(values) > MAX_RANK:
-        _fail(f"{what} takes a target shape of {len(values)} values in a tensor of shape {list(t.shape)}")
-    if (values < -1).any() or (values == -1).sum() > 1:
-        _fail(f"{what} target shape {values.tolist()} has a dimension below -1 or more than one -1")
-    if math.prod(int(v) for v in values if v > 0) > max_tensor_bytes:
-        _fail(f"{what} target shape {values.tolist()} asks for more elements than the size cap")
-
-
-def _check_same_shape(what: str, a: TflTensor, b: TflTensor) -> None:
-    static = -1 not in a.shape_signature and -1 not in b.shape_signature
-    if static and tuple(a.shape) != tuple(b.shape):
-        _fail(f"{what} maps shape {list(a.shape)} to {list(b.shape)}, but its output has its input's shape")
-
-
-def _check_options(what: str, name: str, options_type: int) -> None:
-    """An options table of another operator's type is read as this operator's parameters, or as none: the
-    file was corrupted (converters write the right type, or none for all-default options). Fuzz: SPLIT given
-    CONCATENATION's options crashed LiteRT with SIGSEGV."""
-    wanted = OPTIONS_TYPE.get(name)
-    if options_type and wanted is not None and options_type != wanted:
-        _fail(f"{what} carries options of type {options_type}, but {name} takes type {wanted}")
-    if not options_type and name in OPTIONS_REQUIRED:
-        extra = ", so it names no subgraph" if name in CONTROL_FLOW_OPTIONS else ""
-        _fail(f"{what} lacks its options{extra}")
 
 
 def _check_subgraph_calls(model: TflModel) -> None:
@@ -271,10 +162,6 @@ def _check_subgraph_calls(model: TflModel) -> None:
     for s in list(calls):
         if s not in state:
             visit(s)
-
-
-def _has_data(model: TflModel, t: TflTensor) -> bool:
-    return 0 <= t.buffer < len(model.buffer_sizes) and model.buffer_sizes[t.buffer] > 0
 
 
 def _check_tensor(model: TflModel, what: str, t: TflTensor, max_tensor_bytes: int) -> int:
