@@ -99,6 +99,11 @@ def _short_buffer(model, schema):
     buffer.data = buffer.data[: len(buffer.data) // 2]
 
 
+def _zero_dim_filter(model, schema):
+    sg, op = first_op(model, CONV_2D)
+    sg.tensors[int(op.inputs[1])].shape = [8, 3, 3, 0]  # fuzz seed 82: OpenVINO SIGFPE (LiteRT refuses)
+
+
 def _huge_tensor(model, schema):
     sg, op = first_op(model, CONV_2D)
     sg.tensors[int(op.outputs[0])].shape = [1, 65536, 65536, 8]
@@ -206,6 +211,7 @@ REFUSED = {
     "zero point INT32_MAX": (_zero_point_int32_max, "zero point outside", MOBILENET_V1),
     "zero scale": (_zero_scale, "scale 0", MOBILENET_V1),
     "buffer shorter than the shape": (_short_buffer, "holds", MOBILENET_V1),
+    "filter shape with a 0 over its data": (_zero_dim_filter, "holds", MOBILENET_V1),
     "huge declared tensor": (_huge_tensor, "GiB", MOBILENET_V1),
     "many large declared tensors": (_many_large_tensors, "in all", MOBILENET_V1),
     "non-UTF-8 tensor name": (_non_utf8_name, "UTF-8", SPLIT_CONCAT),
