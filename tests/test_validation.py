@@ -185,6 +185,11 @@ def _depthwise_two_inputs(model, schema):
     op.inputs = [int(op.inputs[0]), int(op.inputs[1])]  # fuzz seed 80: SIGSEGV
 
 
+def _quantize_to_strided_slice(model, schema):
+    code = model.operatorCodes[model.subgraphs[0].operators[0].opcodeIndex]
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.STRIDED_SLICE  # fuzz seed 83
+
+
 def _lstm_output_resource(model, schema):
     model.subgraphs[0].tensors[24].type = schema.TensorType.RESOURCE  # fuzz: SIGSEGV
 
@@ -228,6 +233,7 @@ REFUSED = {
     "RESHAPE to a vector of biases": (_reshape_to_biases, "target shape", LSTM),
     "output that nothing produces": (_unproduced_output, "produced by no operator", SPLIT_CONCAT),
     "LSTM output retyped to a resource": (_lstm_output_resource, "computes on numbers", LSTM),
+    "QUANTIZE turned STRIDED_SLICE": (_quantize_to_strided_slice, "has 1 inputs, but STRIDED_SLICE takes 4", LSTM),
     "quantized depthwise conv without a bias slot": (_depthwise_two_inputs, "no bias input", MOBILENET_V1),
     "activation scale 1e5 among 0.04s": (_scale_ratio_high, "mixes activation scales", MOVENET),
     "activation scale 1e-7 among 0.04s": (_scale_ratio_low, "mixes activation scales", MOVENET),

@@ -57,11 +57,44 @@ MAX_SCALE_RATIO = 2.0**16
 
 
 
+# Input counts (min, max) and output count of common builtins, as their kernels expect them. The kernels check
+# in Prepare, but XNNPACK and the kernels' own setup read the node's inputs before that (fuzz seed 83: a
+# QUANTIZE turned STRIDED_SLICE with one input of four -> SIGSEGV in allocate_tensors, in one process of two).
+_UNARY = ("ABS", "CEIL", "COS", "DEPTH_TO_SPACE", "DEQUANTIZE", "ELU", "EXP", "FLOOR", "GELU", "HARD_SWISH",
+          "L2_NORMALIZATION", "LEAKY_RELU", "LOCAL_RESPONSE_NORMALIZATION", "LOG", "LOG_SOFTMAX", "LOGISTIC",
+          "NEG", "QUANTIZE", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "ROUND", "RSQRT", "SIN",
+          "SOFTMAX", "SPACE_TO_DEPTH", "SQRT", "SQUARE", "TANH", "AVERAGE_POOL_2D", "MAX_POOL_2D",
+          "L2_POOL_2D", "SQUEEZE", "CAST", "ZEROS_LIKE", "ONES_LIKE", "LOGICAL_NOT", "SIGN")
+_BINARY = ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW", "FLOOR_DIV",
+           "FLOOR_MOD", "PRELU", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "PAD", "MIRROR_PAD", "MEAN", "SUM",
+           "REDUCE_PROD", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_ANY", "REDUCE_ALL", "TRANSPOSE", "BATCH_MATMUL",
+           "ARG_MAX", "ARG_MIN", "GATHER", "GATHER_ND", "EXPAND_DIMS", "TILE", "BROADCAST_TO", "FILL", "LESS",
+           "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "LOGICAL_AND", "LOGICAL_OR",
+           "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND")
+ARITY: dict[str, tuple[int, int, int | None]] = {
+    **{name: (1, 1, 1) for name in _UNARY},
+    **{name: (2, 2, 1) for name in _BINARY},
+    "CONV_2D": (2, 3, 1), "DEPTHWISE_CONV_2D": (2, 3, 1), "FULLY_CONNECTED": (2, 3, 1),
+    "TRANSPOSE_CONV": (3, 4, 1), "RESHAPE": (1, 2, 1), "PADV2": (2, 3, 1), "STRIDED_SLICE": (4, 4, 1),
+    "SLICE": (3, 3, 1), "SPLIT": (2, 2, None), "SPLIT_V": (3, 3, None), "SELECT": (3, 3, 1),
+    "SELECT_V2": (3, 3, 1), "TOPK_V2": (2, 2, 2), "UNPACK": (1, 1, None), "SHAPE": (1, 1, 1),
+    "LSTM": (20, 24, 1), "UNIDIRECTIONAL_SEQUENCE_LSTM": (20, 24, 1),
+}
+
+
 def has_data(model: TflModel, t: TflTensor) -> bool:
     return 0 <= t.buffer < len(model.buffer_sizes) and model.buffer_sizes[t.buffer] > 0
 
 
 def check(model: TflModel, sg: TflSubgraph, op: TflOperator, name: str, data, max_tensor_bytes: int) -> str | None:
+    arity = ARITY.get(name)
+    if arity is not None:
+        low, high, outputs = arity
+        if not low <= len(op.inputs) <= high:
+            wanted = str(low) if low == high else f"{low} to {high}"
+            return f"has {len(op.inputs)} inputs, but {name} takes {wanted}"
+        if outputs is not None and len(op.outputs) != outputs:
+            return f"has {len(op.outputs)} outputs, but {name} gives {outputs}"
     problem = _options(name, op.options_type)
     if problem:
         return problem
