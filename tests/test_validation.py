@@ -190,6 +190,12 @@ def _quantize_to_strided_slice(model, schema):
     code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.STRIDED_SLICE  # fuzz seed 83
 
 
+def _bias_as_state(model, schema):
+    t = model.subgraphs[0].tensors[4]  # std.constant6, a gate bias of the LSTM
+    t.isVariable = True
+    model.buffers[t.buffer].data = None  # fuzz seed 85: SIGSEGV
+
+
 def _lstm_output_resource(model, schema):
     model.subgraphs[0].tensors[24].type = schema.TensorType.RESOURCE  # fuzz: SIGSEGV
 
@@ -234,6 +240,7 @@ REFUSED = {
     "output that nothing produces": (_unproduced_output, "produced by no operator", SPLIT_CONCAT),
     "LSTM output retyped to a resource": (_lstm_output_resource, "computes on numbers", LSTM),
     "QUANTIZE turned STRIDED_SLICE": (_quantize_to_strided_slice, "has 1 inputs, but STRIDED_SLICE takes 4", LSTM),
+    "LSTM bias marked variable, buffer emptied": (_bias_as_state, "not a state input", LSTM),
     "quantized depthwise conv without a bias slot": (_depthwise_two_inputs, "no bias input", MOBILENET_V1),
     "activation scale 1e5 among 0.04s": (_scale_ratio_high, "mixes activation scales", MOVENET),
     "activation scale 1e-7 among 0.04s": (_scale_ratio_low, "mixes activation scales", MOVENET),

@@ -82,6 +82,16 @@ ARITY: dict[str, tuple[int, int, int | None]] = {
 }
 
 
+# Where a variable (state) tensor may be read: the state inputs of the stateful kernels. Elsewhere a kernel
+# takes it for a constant or an activation (fuzz seed 85: an LSTM bias marked variable with its buffer
+# emptied -> SIGSEGV in LiteRT).
+STATE_INPUTS: dict[str, frozenset[int]] = {
+    "LSTM": frozenset({18, 19}), "UNIDIRECTIONAL_SEQUENCE_LSTM": frozenset({18, 19}),
+    "BIDIRECTIONAL_SEQUENCE_LSTM": frozenset({35, 36, 37, 38}), "SVDF": frozenset({4}), "RNN": frozenset({4}),
+    "UNIDIRECTIONAL_SEQUENCE_RNN": frozenset({4}), "BIDIRECTIONAL_SEQUENCE_RNN": frozenset({5, 8}),
+}
+
+
 def has_data(model: TflModel, t: TflTensor) -> bool:
     return 0 <= t.buffer < len(model.buffer_sizes) and model.buffer_sizes[t.buffer] > 0
 
@@ -98,6 +108,10 @@ def check(model: TflModel, sg: TflSubgraph, op: TflOperator, name: str, data, ma
     problem = _options(name, op.options_type)
     if problem:
         return problem
+    states = STATE_INPUTS.get(name, frozenset())
+    for pos, i in enumerate(op.inputs):
+        if i >= 0 and sg.tensors[i].is_variable and pos not in states:
+            return f"reads variable (state) tensor {i} as its input {pos}, which is not a state input"
     if op.num_splits is not None and op.num_splits != len(op.outputs):
         # fuzz: SPLIT with num_splits 1048576 and six outputs -> SIGSEGV in LiteRT
         return f"declares {op.num_splits} splits but has {len(op.outputs)} outputs"
