@@ -69,8 +69,7 @@ _BINARY = ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE
            "FLOOR_MOD", "PRELU", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "PAD", "MIRROR_PAD", "MEAN", "SUM",
            "REDUCE_PROD", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_ANY", "REDUCE_ALL", "TRANSPOSE", "BATCH_MATMUL",
            "ARG_MAX", "ARG_MIN", "GATHER", "GATHER_ND", "EXPAND_DIMS", "TILE", "BROADCAST_TO", "FILL", "LESS",
-           "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "LOGICAL_AND", "LOGICAL_OR",
-           "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND")
+           "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "LOGICAL_AND", "LOGICAL_OR")
 ARITY: dict[str, tuple[int, int, int | None]] = {
     **{name: (1, 1, 1) for name in _UNARY},
     **{name: (2, 2, 1) for name in _BINARY},
@@ -78,7 +77,9 @@ ARITY: dict[str, tuple[int, int, int | None]] = {
     "TRANSPOSE_CONV": (3, 4, 1), "RESHAPE": (1, 2, 1), "PADV2": (2, 3, 1), "STRIDED_SLICE": (4, 4, 1),
     "SLICE": (3, 3, 1), "SPLIT": (2, 2, None), "SPLIT_V": (3, 3, None), "SELECT": (3, 3, 1),
     "SELECT_V2": (3, 3, 1), "TOPK_V2": (2, 2, 2), "UNPACK": (1, 1, None), "SHAPE": (1, 1, 1),
-    "LSTM": (20, 24, 1), "UNIDIRECTIONAL_SEQUENCE_LSTM": (20, 24, 1),
+    "SPACE_TO_BATCH_ND": (3, 3, 1), "BATCH_TO_SPACE_ND": (3, 3, 1),
+    # LSTM: the full kernel takes 20 or 24 inputs and gives 1 output, the basic kernel 5 and 4
+    "LSTM": (5, 24, None), "UNIDIRECTIONAL_SEQUENCE_LSTM": (20, 24, 1),
 }
 
 
