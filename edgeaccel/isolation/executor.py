@@ -255,8 +255,12 @@ class _Worker:
         return self._death_error(stage)
 
     def _death_error(self, stage: str) -> WorkerCrashedError:
-        hint = ("the model crashed its runtime; this process is unharmed. Your inputs are unchanged: retry "
-                "(a new worker starts), or fall back to another executor or model")
+        if stage == "loading":
+            hint = ("the model crashed its runtime while loading; this process is unharmed. Unless strict=True, "
+                    "edgeaccel tries the next executor; otherwise the file is likely corrupted or hostile")
+        else:
+            hint = ("the model crashed its runtime; this process is unharmed. Your inputs are unchanged: retry "
+                    "(a new worker starts), or fall back to another executor or model")
         if self._killed_by_signal() in (signal.SIGKILL, signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS) \
                 and self.limits.memory_bytes:
             hint += (f". The worker's address space is limited to {self.limits.memory_bytes / 2**30:g} GiB: if "
