@@ -196,6 +196,27 @@ def _bias_as_state(model, schema):
     model.buffers[t.buffer].data = None  # fuzz seed 85: SIGSEGV
 
 
+def _output_on_weights(model, schema):
+    model.subgraphs[0].tensors[25].buffer = 12  # fuzz seed 91: the RESHAPE output on a weight buffer, SIGSEGV
+
+
+def _two_writers(model, schema):
+    import copy
+
+    ops = model.subgraphs[0].operators
+    ops.insert(4, copy.deepcopy(ops[3]))  # the FULLY_CONNECTED twice
+
+
+def _assign_without_resource(model, schema):
+    import copy
+
+    code = model.operatorCodes[0]  # fuzz seed 91: the custom op turned ASSIGN_VARIABLE, duplicated: SIGSEGV
+    code.builtinCode, code.deprecatedBuiltinCode = schema.BuiltinOperator.ASSIGN_VARIABLE, 127
+    ops = model.subgraphs[0].operators
+    ops[0].inputs = [0, 0]
+    ops[0].outputs = []
+
+
 def _lstm_output_resource(model, schema):
     model.subgraphs[0].tensors[24].type = schema.TensorType.RESOURCE  # fuzz: SIGSEGV
 
@@ -241,6 +262,9 @@ REFUSED = {
     "LSTM output retyped to a resource": (_lstm_output_resource, "computes on numbers", LSTM),
     "QUANTIZE turned STRIDED_SLICE": (_quantize_to_strided_slice, "has 1 inputs, but STRIDED_SLICE takes 4", LSTM),
     "LSTM bias marked variable, buffer emptied": (_bias_as_state, "not a state input", LSTM),
+    "operator output on a weight buffer": (_output_on_weights, "is a constant with data", LSTM),
+    "tensor written by two operators": (_two_writers, "writes too", LSTM),
+    "ASSIGN_VARIABLE without a resource": (_assign_without_resource, "resource handle", MODELS / "model_invoking_error.tflite"),
     "quantized depthwise conv without a bias slot": (_depthwise_two_inputs, "no bias input", MOBILENET_V1),
     "activation scale 1e5 among 0.04s": (_scale_ratio_high, "mixes activation scales", MOVENET),
     "activation scale 1e-7 among 0.04s": (_scale_ratio_low, "mixes activation scales", MOVENET),

@@ -97,6 +97,7 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
               f"{DEFAULT_MAX_TOTAL_BYTES >> 30} GiB cap")
 
     produced = set(sg.inputs) | {i for i, t in enumerate(sg.tensors) if t.is_variable}
+    written: dict[int, int] = {}  # tensor -> the operator that writes it
     for o_index, op in enumerate(sg.operators):
         if not 0 <= op.opcode_index < len(model.opcodes):
             _fail(f"{where} operator {o_index} uses opcode {op.opcode_index} of {len(model.opcodes)}")
@@ -124,6 +125,15 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
                 # variable tensors are state that stateful ops update in place (LSTM, SVDF); as an ordinary
                 # output one crashes LiteRT (fuzz: SOFTMAX output marked variable -> SIGSEGV)
                 _fail(f"{what} writes tensor {i} ({sg.tensors[i].name!r}), which is marked variable (state)")
+            if _has_data(model, sg.tensors[i]):
+                # constants are mapped read-only from the file (fuzz seed 91: a RESHAPE output pointed at a
+                # weight buffer -> SIGSEGV when LiteRT writes it)
+                _fail(f"{what} writes tensor {i} ({sg.tensors[i].name!r}), which is a constant with data")
+            if i in written:
+                # one writer per tensor: a second one overwrites the first's result (a wrong answer) and the
+                # memory planner assumes one (fuzz seed 91: a duplicated operator in a crashing mutant)
+                _fail(f"{what} writes tensor {i} ({sg.tensors[i].name!r}), which operator {written[i]} writes too")
+            written[i] = o_index
         if not custom:
             problem = tflite_op_rules.check(model, sg, op, name, data, max_tensor_bytes)
             if problem:

@@ -80,6 +80,8 @@ ARITY: dict[str, tuple[int, int, int | None]] = {
     "SPACE_TO_BATCH_ND": (3, 3, 1), "BATCH_TO_SPACE_ND": (3, 3, 1),
     # LSTM: the full kernel takes 20 or 24 inputs and gives 1 output, the basic kernel 5 and 4
     "LSTM": (5, 24, None), "UNIDIRECTIONAL_SEQUENCE_LSTM": (20, 24, 1),
+    "VAR_HANDLE": (0, 0, 1), "READ_VARIABLE": (1, 1, 1), "ASSIGN_VARIABLE": (2, 2, 0), "HASHTABLE": (0, 0, 1),
+    "HASHTABLE_FIND": (3, 3, 1), "HASHTABLE_IMPORT": (3, 3, 0), "HASHTABLE_SIZE": (1, 1, 1),
 }
 
 
@@ -91,6 +93,12 @@ STATE_INPUTS: dict[str, frozenset[int]] = {
     "BIDIRECTIONAL_SEQUENCE_LSTM": frozenset({35, 36, 37, 38}), "SVDF": frozenset({4}), "RNN": frozenset({4}),
     "UNIDIRECTIONAL_SEQUENCE_RNN": frozenset({4}), "BIDIRECTIONAL_SEQUENCE_RNN": frozenset({5, 8}),
 }
+
+
+# Resource operators take a resource handle first (fuzz seed 91: ASSIGN_VARIABLE handed a uint8 tensor as its
+# handle -> SIGSEGV in LiteRT).
+RESOURCE_FIRST = frozenset({"READ_VARIABLE", "ASSIGN_VARIABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT",
+                            "HASHTABLE_SIZE"})
 
 
 def has_data(model: TflModel, t: TflTensor) -> bool:
@@ -106,6 +114,8 @@ def check(model: TflModel, sg: TflSubgraph, op: TflOperator, name: str, data, ma
             return f"has {len(op.inputs)} inputs, but {name} takes {wanted}"
         if outputs is not None and len(op.outputs) != outputs:
             return f"has {len(op.outputs)} outputs, but {name} gives {outputs}"
+    if name in RESOURCE_FIRST and op.inputs and (op.inputs[0] < 0 or sg.tensors[op.inputs[0]].type != 13):
+        return "takes a resource handle first, and its first input is not one"
     problem = _options(name, op.options_type)
     if problem:
         return problem
