@@ -196,6 +196,10 @@ def _bias_as_state(model, schema):
     model.buffers[t.buffer].data = None  # fuzz seed 85: SIGSEGV
 
 
+def _lstm_output_int32(model, schema):
+    model.subgraphs[0].tensors[24].type = schema.TensorType.INT32  # fuzz seed 13: free(): invalid pointer
+
+
 def _output_on_weights(model, schema):
     model.subgraphs[0].tensors[25].buffer = 12  # fuzz seed 91: the RESHAPE output on a weight buffer, SIGSEGV
 
@@ -263,6 +267,7 @@ REFUSED = {
     "QUANTIZE turned STRIDED_SLICE": (_quantize_to_strided_slice, "has 1 inputs, but STRIDED_SLICE takes 4", LSTM),
     "LSTM bias marked variable, buffer emptied": (_bias_as_state, "not a state input", LSTM),
     "operator output on a weight buffer": (_output_on_weights, "is a constant with data", LSTM),
+    "int8 LSTM with an int32 output": (_lstm_output_int32, "keeps its input's type", LSTM),
     "tensor written by two operators": (_two_writers, "writes too", LSTM),
     "ASSIGN_VARIABLE without a resource": (_assign_without_resource, "resource handle", MODELS / "model_invoking_error.tflite"),
     "quantized depthwise conv without a bias slot": (_depthwise_two_inputs, "no bias input", MOBILENET_V1),

@@ -101,6 +101,17 @@ RESOURCE_FIRST = frozenset({"READ_VARIABLE", "ASSIGN_VARIABLE", "HASHTABLE_FIND"
                             "HASHTABLE_SIZE"})
 
 
+# Operators whose output has the type of their first input: data movement copies elements by the input's
+# size, and the LSTM writes its output in its input's type (fuzz seed 13: an int8 LSTM's output retyped int32
+# -> "free(): invalid pointer", SIGABRT).
+TYPE_PRESERVING = frozenset({
+    "UNIDIRECTIONAL_SEQUENCE_LSTM", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "CONCATENATION",
+    "AVERAGE_POOL_2D", "MAX_POOL_2D", "PAD", "PADV2", "MIRROR_PAD", "SPACE_TO_DEPTH", "DEPTH_TO_SPACE", "SLICE",
+    "STRIDED_SLICE", "TILE", "BROADCAST_TO", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "RELU", "RELU6",
+    "RELU_N1_TO_1", "LEAKY_RELU", "HARD_SWISH", "ABS", "NEG",
+})
+
+
 def has_data(model: TflModel, t: TflTensor) -> bool:
     return 0 <= t.buffer < len(model.buffer_sizes) and model.buffer_sizes[t.buffer] > 0
 
@@ -136,6 +147,11 @@ def check(model: TflModel, sg: TflSubgraph, op: TflOperator, name: str, data, ma
         for i in (*op.inputs, *op.outputs):
             if i >= 0 and tensors[i].type in _NON_NUMERIC:
                 return f"computes on numbers but tensor {i} is {type_name(tensors[i].type)}"
+    if name in TYPE_PRESERVING and op.inputs and op.inputs[0] >= 0:
+        first = tensors[op.inputs[0]].type
+        for i in op.outputs:
+            if tensors[i].type != first:
+                return f"turns {type_name(first)} into {type_name(tensors[i].type)}, but keeps its input's type"
     problem = _scale_ratio(model, sg, op)
     if problem:
         return problem
