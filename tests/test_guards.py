@@ -139,3 +139,33 @@ def test_static_window_larger_than_its_input_is_refused(tmp_path):
     assert raw.returncode == -signal.SIGFPE
     with pytest.raises(edgeaccel.ModelValidationError, match="window larger than its input"):
         edgeaccel.load(path)
+
+
+RAW_OPENVINO = """
+import sys, numpy as np, openvino as ov
+core = ov.Core()
+compiled = core.compile_model(core.read_model(sys.argv[1]), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+request = compiled.create_infer_request()
+request.infer([np.zeros(compiled.inputs[0].shape, np.uint8)])
+"""
+
+
+def test_an_index_computed_out_of_range_is_not_handed_to_a_fallback(tmp_path):
+    """Fuzz seeds 92/93: a constant that movenet packs into its GATHER_ND indices, set to INT32_MAX. Validation
+    cannot see the computed index. LiteRT fails cleanly at run(); OpenVINO, the run-time fallback, segfaults on
+    the same input (checked in a child process). The error is the model's, so no fallback happens."""
+    import numpy as np
+
+    from tflite_edit import edit
+
+    def corrupt(model, schema):
+        tensor = next(t for t in model.subgraphs[0].tensors if t.name == b"Reshape_3")
+        model.buffers[tensor.buffer].data = np.frombuffer(np.array([2**31 - 1], np.int32).tobytes(), np.uint8)
+
+    path = edit(MODELS / "movenet_single_pose_lightning_ptq.tflite", tmp_path / "m.tflite", corrupt)
+    raw = subprocess.run([sys.executable, "-c", RAW_OPENVINO, str(path)], capture_output=True, timeout=120)
+    assert raw.returncode == -signal.SIGSEGV
+    with edgeaccel.load(path) as model:
+        with pytest.raises(edgeaccel.ModelValidationError, match="index out of range"):
+            model.run(np.zeros(model.inputs[0].shape, np.uint8))
+        assert model.fallbacks == () and model.executor.runtime == "litert"

@@ -157,6 +157,11 @@ def _split_without_options(model, schema):
     op.builtinOptionsType, op.builtinOptions = 0, None
 
 
+def _split_options_type_only(model, schema):
+    _, op = first_op(model, SPLIT)
+    op.builtinOptions = None  # the type stays SplitOptions (fuzz seed 93: SIGSEGV)
+
+
 def _split_count(model, schema):
     _, op = first_op(model, SPLIT)
     op.builtinOptions.numSplits = 1048576  # fuzz: SIGSEGV
@@ -257,6 +262,7 @@ REFUSED = {
     "RESHAPE shape input -1": (_reshape_shape_absent, "input 1 is absent", MODELS / "keras_lstm_mnist_ptq.tflite"),
     "options of another operator": (_concat_becomes_split, "carries options of type", SPLIT_CONCAT),
     "SPLIT without options": (_split_without_options, "lacks its options", SPLIT_CONCAT),
+    "SPLIT with an options type but no table": (_split_options_type_only, "lacks its options", SPLIT_CONCAT),
     "SPLIT count differs from its outputs": (_split_count, "splits but has 6 outputs", SPLIT_CONCAT),
     "operator output marked variable": (_output_variable, "marked variable", LSTM),
     "input rank edited after conversion": (_input_rank_changed, "maps shape", LSTM),

@@ -21,6 +21,8 @@ from ..errors import (
     ModelLoadError,
     UnsupportedModelError,
     looks_out_of_memory,
+    looks_out_of_range,
+    out_of_range_error,
     runtime_message,
 )
 from ..modelinfo import Format, ModelInfo
@@ -149,9 +151,10 @@ class LiteRTExecutor(Executor):
             interpreter.invoke()
             return [interpreter.get_tensor(index) for index in self._out_index]
         except Exception as exc:
-            raise InferenceError(
-                f"LiteRT failed to run {self.model.path.name}: {runtime_message(exc)}", runtime=self.runtime
-            ) from exc
+            message = runtime_message(exc)
+            if looks_out_of_range(message):
+                raise out_of_range_error("LiteRT", self.model.path.name, message) from exc
+            raise InferenceError(f"LiteRT failed to run {self.model.path.name}: {message}", runtime=self.runtime) from exc
         finally:
             self._pool.give(slot)
 

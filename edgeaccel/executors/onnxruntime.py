@@ -19,6 +19,8 @@ from ..errors import (
     ModelLoadError,
     UnsupportedModelError,
     looks_out_of_memory,
+    looks_out_of_range,
+    out_of_range_error,
     runtime_message,
 )
 from ..modelinfo import Format, ModelInfo
@@ -184,8 +186,11 @@ class OnnxRuntimeExecutor(Executor):
         except Exception as exc:
             if self._session is None:
                 raise InferenceError("ONNX Runtime session is closed", runtime=self.runtime) from exc
+            message = runtime_message(exc)
+            if looks_out_of_range(message):
+                raise out_of_range_error("ONNX Runtime", self.model.path.name, message) from exc
             raise InferenceError(
-                f"ONNX Runtime failed to run {self.model.path.name}: {runtime_message(exc)}", runtime=self.runtime,
+                f"ONNX Runtime failed to run {self.model.path.name}: {message}", runtime=self.runtime,
                 hint=MEMORY_HINT if looks_out_of_memory(exc) else None,
             ) from exc
 

@@ -69,6 +69,7 @@ class TflOperator:
     options_type: int = 0  # BuiltinOptions union type (0: none)
     subgraph_refs: tuple[int, ...] = ()  # subgraphs this operator runs (WHILE, IF, CALL_ONCE, StableHLO regions)
     num_splits: int | None = None  # SplitOptions / SplitVOptions.num_splits, where present
+    has_options: bool = False  # the options table itself is there (a type without a table reads as defaults)
 
 
 # Control flow: the options union type -> the int fields of that options table that name a subgraph.
@@ -171,7 +172,7 @@ def _subgraph(sg: flatbuf.Table) -> TflSubgraph:
     tensors = tuple(_tensor(t) for t in sg.tables(0))
     operators = tuple(
         TflOperator(op.scalar(0, "I", 0), _ints(op, 1), _ints(op, 2), _ints(op, 8), op.scalar(3, "B", 0),
-                    _subgraph_refs(op), _num_splits(op))
+                    _subgraph_refs(op), _num_splits(op), op.table(4) is not None)
         for op in sg.tables(3)
     )
     return TflSubgraph(sg.string(4), tensors, _ints(sg, 1), _ints(sg, 2), operators)

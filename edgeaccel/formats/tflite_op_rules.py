@@ -127,7 +127,7 @@ def check(model: TflModel, sg: TflSubgraph, op: TflOperator, name: str, data, ma
             return f"has {len(op.outputs)} outputs, but {name} gives {outputs}"
     if name in RESOURCE_FIRST and op.inputs and (op.inputs[0] < 0 or sg.tensors[op.inputs[0]].type != 13):
         return "takes a resource handle first, and its first input is not one"
-    problem = _options(name, op.options_type)
+    problem = _options(name, op.options_type if op.has_options else 0)
     if problem:
         return problem
     states = STATE_INPUTS.get(name, frozenset())
