@@ -48,6 +48,7 @@ _LAZY = {
     "Format": ("modelinfo", "Format"),
     "probe": ("probe", "callable_package"),  # the package, callable: see edgeaccel/probe/__init__.py
     "ProbeReport": ("probe", "ProbeReport"),
+    "IsolationLimits": ("isolation.limits", "IsolationLimits"),
 }
 
 __all__ = [
@@ -93,6 +94,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .formats import describe
+    from .isolation.limits import IsolationLimits
     from .loader import load
     from .model import Model
     from .scheduling.model import ScheduledModel

@@ -168,3 +168,41 @@ def runtime_message(exc: BaseException) -> str:
     except Exception:  # a runtime exception whose __str__ fails (bad bytes in a name)
         text = ""
     return text or f"{type(exc).__module__}.{type(exc).__name__} with no message"
+
+
+# What runtimes say when an allocation failed (or, under an address-space limit, a thread's stack did):
+# measured under RLIMIT_AS with LiteRT (RuntimeError with no message), ONNX Runtime and OpenVINO (also "failed
+# to map segment from shared object" when a plugin library no longer fits).
+_OUT_OF_MEMORY = ("bad_alloc", "memoryerror", "out of memory", "cannot allocate", "failed to allocate",
+                  "resource temporarily unavailable", "cannot create thread", "failed to map segment")
+MEMORY_HINT = ("the runtime could not get memory: free memory, load fewer models at once, or raise the process's "
+               "address-space limit (ulimit -v, or IsolationLimits(memory_bytes=...) for an isolated model)")
+
+
+def looks_out_of_memory(exc: BaseException | str) -> bool:
+    """True when a runtime's exception reads like a failed allocation rather than a broken model."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = exc if isinstance(exc, str) else f"{type(exc).__name__} {runtime_message(exc)}"
+    return any(word in text.lower() for word in _OUT_OF_MEMORY)
+
+
+# Kernel messages that mean the model's own computation went out of range on this input (an index it computed or
+# read from a corrupted constant). Another runtime would get the same indices, and OpenVINO does not check them:
+# measured, LiteRT's "gather_nd index out of bounds" followed by the run-time fallback to OpenVINO killed the
+# process with SIGSEGV. Such an error is the model's, so it is raised as one and not handed to a fallback.
+_OUT_OF_RANGE = ("index out of bounds", "indices_has_only_positive_elements", "out of data bounds",
+                 "indices element out of")
+
+
+def looks_out_of_range(message: str) -> bool:
+    text = message.lower()
+    return any(word in text for word in _OUT_OF_RANGE)
+
+
+def out_of_range_error(runtime: str, name: str, message: str) -> ModelValidationError:
+    return ModelValidationError(
+        f"{runtime} stopped {name}: the model computed an index out of range on this input ({message})",
+        hint="the model is corrupted, or not meant for inputs like this one; edgeaccel does not retry it on "
+        "another runtime, which would read out of bounds",
+    )

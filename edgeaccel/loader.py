@@ -16,6 +16,7 @@ from . import bundle
 from .errors import DeviceUnavailableError, EdgeAccelError, ModelError, NoExecutorError, UnsupportedModelError
 from .executors.base import Executor, ExecutorOptions
 from .executors.registry import runtimes
+from .isolation.limits import IsolationLimits
 from .model import FallbackEvent, Model
 from .modelinfo import Format, ModelInfo
 from .profiles import DeviceFacts, Profile, get_profile, load_profiles, match_profile
@@ -46,6 +47,7 @@ def load(
     cache: bool = True,
     runtime_options: dict | None = None,
     strict: bool = False,
+    isolate: bool | IsolationLimits = False,
     policy: str | None = None,
     power_budget_w: float | None = None,
     telemetry_root: str | os.PathLike = "/",
@@ -69,24 +71,28 @@ def load(
         validation results and calibration measurements in ``cache_dir`` (default $EDGEACCEL_CACHE_DIR or
         ~/.cache/edgeaccel, bounded by $EDGEACCEL_CACHE_MAX_MB, 1024 by default); ``cache=False`` keeps nothing.
     strict: a candidate that fails to load or run raises instead of falling back to the next one.
+    isolate: load and run the model in a worker process (True, or IsolationLimits for memory and time limits):
+        a runtime crash or hang becomes WorkerCrashedError / InferenceTimeoutError and the caller lives on.
+        For models from untrusted sources; it costs a process start per load and a copy per run (README).
     policy: schedule the model over every candidate that loads (up to three) instead of one: "latency",
         "efficiency", "thermal", or "power" with ``power_budget_w``; returns a ScheduledModel (the same run API,
         plus ``submit``, ``stats`` and ``trace``). ``telemetry_root`` is where its sensors are read (tests).
     """
+    isolation = (IsolationLimits() if isolate is True else isolate) or None
     chosen = select(model, executor=executor, device=device, precision=precision, threads=threads, goal=goal,
                     profile=profile, calibrate=calibrate, calibration_inputs=calibration_inputs,
                     performance_hint=performance_hint, cache_dir=cache_dir, cache=cache,
-                    runtime_options=runtime_options)
+                    runtime_options=runtime_options, isolation=isolation)
     if policy is not None:
         from .scheduling.open import open_scheduled, scheduled_options
 
         if not chosen.ranking.candidates:
             raise _nothing_can_run(chosen.ranking)
         shared = scheduled_options(chosen.options)
-        return open_scheduled(chosen.ranking, lambda c: open_candidate(c, shared), policy, power_budget_w,
+        return open_scheduled(chosen.ranking, lambda c: open_candidate(c, shared, isolation), policy, power_budget_w,
                               telemetry_root, strict=strict, all_failed=_all_failed,
                               limits=profile_limits(chosen.profile, chosen.ranking))
-    loaded = open_ranked(chosen.ranking, chosen.options, strict)
+    loaded = open_ranked(chosen.ranking, chosen.options, strict, isolation)
     if chosen.options.cache_dir:
         from .cache import trim
 
@@ -113,7 +119,8 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
            precision: str | None = None, threads: int | None = None, goal: str = "latency",
            profile: Profile | str | None = None, calibrate: bool = False, calibration_inputs=None,
            performance_hint: str = "latency", cache_dir=None, cache: bool = True,
-           runtime_options: dict | None = None, calibration_budget_s: float | None = None) -> Selection:
+           runtime_options: dict | None = None, calibration_budget_s: float | None = None,
+           isolation: IsolationLimits | None = None) -> Selection:
     from .cache import CalibrationCache, ValidationMemo, cache_root, calibration_key, hardware_fingerprint
 
     if performance_hint not in ("latency", "throughput"):
@@ -144,7 +151,8 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
         from .calibration import CalibrationPlan, calibrate as run_calibration
 
         plan = CalibrationPlan() if calibration_budget_s is None else CalibrationPlan(budget_s=calibration_budget_s)
-        measurements = run_calibration(ranking, lambda c: open_candidate(c, options), plan, calibration_inputs)
+        measurements = run_calibration(ranking, lambda c: open_candidate(c, options, isolation), plan,
+                                       calibration_inputs)
         if store is not None:
             store.put(key, measurements, {"artifacts": [str(a.path) for a in found.artifacts],
                                           "hardware": hardware_fingerprint(facts.devices_present),
@@ -213,7 +221,8 @@ def executor_class(name: str) -> type[Executor]:
     return runtimes()[name].load_class()
 
 
-def open_candidate(candidate: Candidate, options: ExecutorOptions) -> Executor:
+def open_candidate(candidate: Candidate, options: ExecutorOptions,
+                   isolation: IsolationLimits | None = None) -> Executor:
     cls = executor_class(candidate.runtime)
     if candidate.kind != "cpu":
         available = cls.availability(candidate.device)
@@ -221,6 +230,10 @@ def open_candidate(candidate: Candidate, options: ExecutorOptions) -> Executor:
             raise DeviceUnavailableError(f"{candidate.name}: {available.reason}", hint=available.fix)
     if candidate.precision != options.precision:
         options = replace(options, precision=candidate.precision)
+    if isolation is not None:  # the same executor, in a worker process
+        from .isolation.executor import IsolatedExecutor
+
+        return IsolatedExecutor(candidate.runtime, candidate.artifact, candidate.device, options, isolation)
     return cls(candidate.artifact, candidate.device, options)
 
 
@@ -229,7 +242,8 @@ def load_candidate(candidate: Candidate, options: ExecutorOptions) -> Model:
     return Model(open_candidate(candidate, options), candidate, Ranking([candidate]), [], strict=True)
 
 
-def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False) -> Model:
+def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False,
+                isolation: IsolationLimits | None = None) -> Model:
     if not ranking.candidates:
         raise _nothing_can_run(ranking)
     fallbacks: list[FallbackEvent] = []
@@ -237,7 +251,7 @@ def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False
     errors: list[tuple[Candidate, EdgeAccelError]] = []
     for candidate in ranking.candidates:
         try:
-            executor = open_candidate(candidate, options)
+            executor = open_candidate(candidate, options, isolation)
         except EdgeAccelError as exc:
             if strict:
                 raise
@@ -249,7 +263,7 @@ def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False
             fallbacks.append(event)
             log.warning("fallback: %s", event)
         return Model(executor, candidate, ranking, fallbacks,
-                     open_next=lambda c: open_candidate(c, options), strict=strict, failed=failed)
+                     open_next=lambda c: open_candidate(c, options, isolation), strict=strict, failed=failed)
     raise _all_failed(errors)
 
 

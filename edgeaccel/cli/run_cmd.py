@@ -27,6 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", choices=("f32", "bf16", "f16", "int8"), help="opt into reduced precision")
     p.add_argument("--threads", type=int, help="CPU threads (default: usable cores)")
     p.add_argument("--strict", action="store_true", help="fail instead of falling back to another executor")
+    p.add_argument("--isolate", action="store_true",
+                   help="load and run the model in a worker process: a runtime crash or hang becomes an error")
     p.add_argument("--json", action="store_true", help="print one JSON document (schema edgeaccel.run/1)")
     duration.add_arguments(p)
 
@@ -44,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
         raise InputError("--runs must be at least 1, --warmup and --top-k at least 0")
     with quiet_native_stderr():
         model = load(args.model, executor=args.executor, device=args.device, precision=args.precision,
-                     threads=args.threads, strict=args.strict)
+                     threads=args.threads, strict=args.strict, isolate=args.isolate)
     with model:
         arrays, described = prepare_inputs(model, args)
         for _ in range(args.warmup):
@@ -117,14 +119,16 @@ def _latency(times: list[float], args, np) -> dict:
 
 def _executor_dict(info) -> dict:
     return {"runtime": info.runtime, "version": info.version, "device": info.device, "precision": info.precision,
-            "threads": info.threads, "reason": info.reason, "artifact": info.artifact}
+            "threads": info.threads, "reason": info.reason, "artifact": info.artifact,
+            "isolated": "isolated" in info.details}
 
 
 def _print(report: dict) -> None:
     ex = report["executor"]
     print(f"model     {report['model']['path']} ({report['model']['format']})")
     threads = f", {ex['threads']} threads" if ex["threads"] else ""
-    print(f"executor  {ex['runtime']} {ex['version']} on {ex['device']}, {ex['precision']}{threads}")
+    isolated = ", in a worker process (--isolate)" if ex["isolated"] else ""
+    print(f"executor  {ex['runtime']} {ex['version']} on {ex['device']}, {ex['precision']}{threads}{isolated}")
     print(f"          why: {ex['reason']}")
     for event in report["fallbacks"]:
         print(f"fallback  {event}")

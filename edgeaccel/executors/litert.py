@@ -21,7 +21,17 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DeviceUnavailableError, InferenceError, ModelLoadError, UnsupportedModelError, runtime_message
+from ..errors import (
+    MEMORY_HINT,
+    DeviceUnavailableError,
+    InferenceError,
+    ModelLoadError,
+    UnsupportedModelError,
+    looks_out_of_memory,
+    looks_out_of_range,
+    out_of_range_error,
+    runtime_message,
+)
 from ..modelinfo import Format, ModelInfo
 from .. import packages
 from ..packages import installed_version
@@ -122,10 +132,15 @@ class LiteRTExecutor(Executor):
         elif device.split(":")[0] != "CPU":
             raise DeviceUnavailableError(f"LiteRT drives CPU and EdgeTPU, not {device!r}")
         first = self._new_slot()  # load once now so that a bad model fails here, not at the first run()
-        details_in = first.interpreter.get_input_details()
-        details_out = first.interpreter.get_output_details()
-        self._in_index = [d["index"] for d in details_in]
-        self._out_index = [d["index"] for d in details_out]
+        try:
+            # LiteRT decodes every tensor name here: a name that is not UTF-8 raises UnicodeDecodeError
+            self._in_index = [d["index"] for d in first.interpreter.get_input_details()]
+            self._out_index = [d["index"] for d in first.interpreter.get_output_details()]
+        except Exception as exc:
+            raise ModelLoadError(
+                f"LiteRT loaded {self.model.path.name} but cannot describe its tensors: {runtime_message(exc)}",
+                runtime=self.runtime, hint="the model's tensor names or metadata are corrupted; export it again",
+            ) from exc
         self._dynamic = model.is_dynamic
         # One Edge TPU runs one inference at a time: one interpreter per device (concurrent callers queue).
         limit = 1 if self._edgetpu else max(options.runtime_options.get("max_interpreters", 8), options.streams())
@@ -169,11 +184,13 @@ class LiteRTExecutor(Executor):
                 hint = ("it is compiled for the Edge TPU: run it with device='EdgeTPU' (needs a Coral Edge TPU and "
                         "libedgetpu), or load its CPU twin (the same model before edgetpu_compiler)")
             return UnsupportedModelError(f"LiteRT cannot run {self.model.path.name}: {message}", hint=hint)
-        return ModelLoadError(
-            f"LiteRT failed to load {self.model.path.name}: {message}",
-            runtime=self.runtime,
-            hint="the model may be corrupted or need a newer LiteRT (pip install -U ai-edge-litert)",
-        )
+        hint = "the model may be corrupted or need a newer LiteRT (pip install -U ai-edge-litert)"
+        if looks_out_of_memory(exc):
+            hint = MEMORY_HINT
+        elif not str(exc).strip():  # measured: LiteRT says nothing when an allocation fails
+            hint = f"LiteRT gave no reason; it does so when memory runs out ({MEMORY_HINT}), else {hint}"
+        return ModelLoadError(f"LiteRT failed to load {self.model.path.name}: {message}", runtime=self.runtime,
+                              hint=hint)
 
     def _load_edgetpu_delegate(self):
         """One delegate from LiteRT's own loader; checked first with dlopen so that a missing library or a
@@ -255,9 +272,10 @@ class LiteRTExecutor(Executor):
             interpreter.invoke()
             return [interpreter.get_tensor(index) for index in self._out_index]
         except Exception as exc:
-            raise InferenceError(
-                f"LiteRT failed to run {self.model.path.name}: {runtime_message(exc)}", runtime=self.runtime
-            ) from exc
+            message = runtime_message(exc)
+            if looks_out_of_range(message):
+                raise out_of_range_error("LiteRT", self.model.path.name, message) from exc
+            raise InferenceError(f"LiteRT failed to run {self.model.path.name}: {message}", runtime=self.runtime) from exc
         finally:
             self._pool.give(slot)
 

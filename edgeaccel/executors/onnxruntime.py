@@ -22,10 +22,14 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import (
+    MEMORY_HINT,
     DeviceUnavailableError,
     InferenceError,
     ModelLoadError,
     UnsupportedModelError,
+    looks_out_of_memory,
+    looks_out_of_range,
+    out_of_range_error,
     runtime_message,
 )
 from ..modelinfo import Format, ModelInfo
@@ -179,9 +183,22 @@ class OnnxRuntimeExecutor(Executor):
             if pending is not None and pending.is_file():
                 os.replace(pending, pending.with_suffix(".onnx"))
         self._from_cache = cached
+        try:  # names are decoded here: a tensor name that is not UTF-8 raises UnicodeDecodeError
+            self._describe_session(model, kind, providers)
+        except (DeviceUnavailableError, ModelLoadError):
+            self._session = None
+            raise
+        except Exception as exc:
+            self._session = None
+            raise ModelLoadError(
+                f"ONNX Runtime loaded {model.path.name} but cannot describe its tensors: {runtime_message(exc)}",
+                runtime=self.runtime, hint="the model's tensor names are corrupted; export it again",
+            ) from exc
+        self._run = self._session.run
+
+    def _describe_session(self, model: ModelInfo, kind: str, providers: list) -> None:
         got = self._session.get_providers()
         if PROVIDERS[kind][0] not in got:
-            self._session = None
             raise DeviceUnavailableError(
                 f"ONNX Runtime did not give this session {PROVIDERS[kind][0]}: it fell back to {got}",
                 hint="the provider's libraries (CUDA, cuDNN, TensorRT) were not found or failed to load; "
@@ -193,7 +210,6 @@ class OnnxRuntimeExecutor(Executor):
         self._input_names = [spec.name if spec.name in names_in else names_in[k] for k, spec in enumerate(model.inputs)] \
             if len(names_in) == len(model.inputs) else names_in
         self._output_names = [o.name for o in self._session.get_outputs()]
-        self._run = self._session.run
 
     def _cached_path(self, cache_root: str, so) -> Path:
         """The optimized model ORT saved on an earlier load: keyed by content, ORT version, optimization
@@ -224,8 +240,12 @@ class OnnxRuntimeExecutor(Executor):
         except Exception as exc:
             if self._session is None:
                 raise InferenceError("ONNX Runtime session is closed", runtime=self.runtime) from exc
+            message = runtime_message(exc)
+            if looks_out_of_range(message):
+                raise out_of_range_error("ONNX Runtime", self.model.path.name, message) from exc
             raise InferenceError(
-                f"ONNX Runtime failed to run {self.model.path.name}: {runtime_message(exc)}", runtime=self.runtime
+                f"ONNX Runtime failed to run {self.model.path.name}: {message}", runtime=self.runtime,
+                hint=MEMORY_HINT if looks_out_of_memory(exc) else None,
             ) from exc
 
     def close(self) -> None:
@@ -307,6 +327,8 @@ def _closed(*_args, **_kwargs):
 
 
 def _load_hint(message: str) -> str:
+    if looks_out_of_memory(message):
+        return MEMORY_HINT
     if "Unsupported model IR version" in message:
         return "the model was saved with a newer ONNX IR than this onnxruntime reads; upgrade onnxruntime " \
                "or re-save with an older ir_version"

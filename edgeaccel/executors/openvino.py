@@ -16,7 +16,15 @@ from concurrent.futures import Future  # openvino itself imports it; no start-up
 
 import numpy as np
 
-from ..errors import DeviceUnavailableError, InferenceError, ModelLoadError, UnsupportedModelError, runtime_message
+from ..errors import (
+    MEMORY_HINT,
+    DeviceUnavailableError,
+    InferenceError,
+    ModelLoadError,
+    UnsupportedModelError,
+    looks_out_of_memory,
+    runtime_message,
+)
 from ..modelinfo import Format, ModelInfo
 from .. import packages
 from ..packages import installed_version
@@ -161,10 +169,20 @@ class OpenVINOExecutor(Executor):
                 raise DeviceUnavailableError(f"OpenVINO could not use {device}: {message}") from exc
             raise ModelLoadError(
                 f"OpenVINO failed to load {model.path.name} on {device}: {message}", runtime=self.runtime,
-                hint="the model may be corrupted or use an operator this OpenVINO version cannot compile",
+                hint=MEMORY_HINT if looks_out_of_memory(message) else
+                "the model may be corrupted or use an operator this OpenVINO version cannot compile",
             ) from exc
-        self._in_ports = self._match(self._compiled.inputs, model.inputs)
-        self._out_ports = self._match(self._compiled.outputs, model.outputs)
+        try:  # port names are decoded here: a name that is not UTF-8 raises UnicodeDecodeError
+            self._in_ports = self._match(self._compiled.inputs, model.inputs)
+            self._out_ports = self._match(self._compiled.outputs, model.outputs)
+        except ModelLoadError:
+            raise
+        except Exception as exc:
+            raise ModelLoadError(
+                f"OpenVINO compiled {model.path.name} but cannot describe its tensors: "
+                f"{clean_message(runtime_message(exc))}", runtime=self.runtime,
+                hint="the model's tensor names are corrupted; export it again",
+            ) from exc
         self._precision = self._read_precision()
         self._optimal_requests = self._read_int("OPTIMAL_NUMBER_OF_INFER_REQUESTS", 1)
         self._dynamic = model.is_dynamic
@@ -230,7 +248,14 @@ class OpenVINOExecutor(Executor):
             return [self.device]
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        request = self._pool.take()
+        try:
+            request = self._pool.take()  # may create an InferRequest: allocation can fail here
+        except Exception as exc:
+            raise InferenceError(
+                f"OpenVINO could not create an infer request for {self.model.path.name}: "
+                f"{clean_message(runtime_message(exc))}", runtime=self.runtime,
+                hint="the device may be out of memory; close other models or lower max_requests",
+            ) from exc
         try:
             request.feed(inputs)
             request.request.infer()

@@ -86,7 +86,11 @@ class _open:
         return self._map
 
     def __exit__(self, *exc) -> None:
-        self._map.close()
+        try:
+            self._map.close()
+        except BufferError:
+            # A validation error's traceback can still hold numpy views of the map; it is unmapped when they go.
+            pass
         self._file.close()
 
 
@@ -124,7 +128,7 @@ def _what_it_looks_like(head: bytes) -> str:
 
 def _describe_tflite(path: Path, buf, digest: str) -> ModelInfo:
     model = tflite.parse(buf)
-    tflite_checks.check(model)
+    tflite_checks.check(model, data=buf)
     sg = model.primary
     custom = model.custom_ops
     fmt = Format.EDGETPU_TFLITE if tflite.EDGETPU_CUSTOM_OP in custom else Format.TFLITE

@@ -91,6 +91,10 @@ class Table:
             return np.empty(0, dt)
         return np.frombuffer(self.buf, dt, count=n, offset=start)
 
+    def raw_string(self, index: int) -> bytes:
+        start, n = self.vector_span(index, 1)
+        return bytes(self.buf[start : start + n]) if start else b""
+
     def string(self, index: int, default: str = "") -> str:
         start, n = self.vector_span(index, 1)
         if not start:

@@ -9,7 +9,7 @@ import logging
 import os
 from pathlib import Path
 
-from ..errors import ModelValidationError
+from ..errors import MEMORY_HINT, ModelLoadError, ModelValidationError, looks_out_of_memory
 from .onnx import OnnxModel
 
 log = logging.getLogger("edgeaccel.formats")
@@ -29,6 +29,9 @@ def _external_files(path: Path, model: OnnxModel) -> tuple[Path, ...]:
     folder = path.resolve().parent
     files = []
     for location in sorted(model.external_locations):
+        if not location or any(ord(c) < 32 for c in location):
+            # a NUL makes every path call raise ValueError; no real file is named like that
+            _refuse(f"external data location {location!r} is empty or holds control characters")
         candidate = Path(location)
         if candidate.is_absolute() or ".." in candidate.parts:
             _refuse(f"external data location {location!r} leaves the model's folder")
@@ -79,6 +82,67 @@ def _check_graph(model: OnnxModel) -> None:
             raise ModelValidationError(f"ONNX graph output {out.name!r} is produced by no node")
 
 
+# A single tensor above this, as shape inference sees it, is not an edge model: it is a request for gigabytes.
+MAX_TENSOR_BYTES = 4 << 30
+_ELEM_BYTES = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 14: 8, 15: 16, 16: 2,
+               17: 1, 18: 1, 19: 1, 20: 1, 21: 1, 22: 1, 23: 1}
+
+
+def _check_inferred_sizes(path: Path) -> None:
+    """Shape inference with data propagation (constants such as a ConstantOfShape's shape are followed) and a
+    cap on every tensor it sizes. Measured: ConstantOfShape([100000, 100000]) passes the checker and makes ORT
+    and OpenVINO allocate 40 GB at load; without an address-space limit that ends with the OOM killer."""
+    import onnx
+    from onnx import shape_inference
+
+    try:
+        model = onnx.load(os.fspath(path), load_external_data=False)
+        inferred = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as exc:  # inference is a second opinion here; the checker already passed the model
+        log.info("shape inference failed on %s (%s); sizes left to the runtime", path.name, exc)
+        return
+    graph = inferred.graph
+    _check_windows(graph)
+    for value in (*graph.input, *graph.value_info, *graph.output):
+        tensor_type = value.type.tensor_type
+        if not tensor_type.HasField("shape"):
+            continue
+        count = 1
+        for dim in tensor_type.shape.dim:
+            count *= dim.dim_value if dim.HasField("dim_value") and dim.dim_value > 0 else 1
+        size = count * _ELEM_BYTES.get(tensor_type.elem_type, 1)
+        if size > MAX_TENSOR_BYTES:
+            dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor_type.shape.dim]
+            raise ModelValidationError(
+                f"ONNX model refused: tensor {value.name!r} would be {dims} = {size / 2**30:.1f} GiB, above the "
+                f"{MAX_TENSOR_BYTES >> 30} GiB cap",
+                hint="a constant in the model asks the runtime for an absurd allocation; the file is corrupted or "
+                "hostile",
+            )
+
+
+# Sliding-window operators: ORT's NCHWc kernels (ORT_ENABLE_ALL) divide by an output extent, so a window
+# larger than its input kills the process with SIGFPE (measured: MaxPool k=3 s=2 on a static H=1, 16 channels).
+_WINDOW_OPS = frozenset({"Conv", "ConvInteger", "QLinearConv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool"})
+
+
+def _check_windows(graph) -> None:
+    shapes = {}
+    for value in (*graph.value_info, *graph.output):
+        dims = value.type.tensor_type.shape.dim
+        shapes[value.name] = [d.dim_value for d in dims if d.HasField("dim_value")]
+    for node in graph.node:
+        if node.op_type not in _WINDOW_OPS or not node.output:
+            continue
+        dims = shapes.get(node.output[0], [])
+        if any(d <= 0 for d in dims[2:]):
+            raise ModelValidationError(
+                f"ONNX model refused: {node.op_type} {node.name or node.output[0]!r} has a window larger than "
+                f"its input (output {dims}): ONNX Runtime divides by that extent and dies with SIGFPE",
+                hint="the model's kernel, stride or input size is wrong for this input size; export it again",
+            )
+
+
 def _full_check(path: Path) -> None:
     try:
         import onnx  # noqa: F401  (the `onnx` extra)
@@ -89,9 +153,13 @@ def _full_check(path: Path) -> None:
     try:
         checker.check_model(os.fspath(path), full_check=True)
     except Exception as exc:  # checker raises ValidationError, InferenceError and others
+        if looks_out_of_memory(exc):  # measured under an address-space limit: std::bad_alloc, not a bad model
+            raise ModelLoadError(f"could not check {path.name}: the ONNX checker ran out of memory",
+                                 hint=MEMORY_HINT) from exc
         text = str(exc).strip().splitlines()
         raise ModelValidationError(
             f"ONNX checker refused {path.name}: {text[0] if text else type(exc).__name__}",
             hint="the model is invalid ONNX; re-export it (onnx.checker.check_model(path, full_check=True) "
             "shows the full report)",
         ) from exc
+    _check_inferred_sizes(path)

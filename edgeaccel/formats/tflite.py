@@ -57,6 +57,7 @@ class TflTensor:
     zero_points_raw: tuple[int, ...]  # as stored (int64), for range checks before they are trusted
     is_variable: bool
     sparse: bool
+    name_is_utf8: bool = True
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,23 @@ class TflOperator:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     intermediates: tuple[int, ...]
+    options_type: int = 0  # BuiltinOptions union type (0: none)
+    subgraph_refs: tuple[int, ...] = ()  # subgraphs this operator runs (WHILE, IF, CALL_ONCE, StableHLO regions)
+    num_splits: int | None = None  # SplitOptions / SplitVOptions.num_splits, where present
+    has_options: bool = False  # the options table itself is there (a type without a table reads as defaults)
+
+
+# Control flow: the options union type -> the int fields of that options table that name a subgraph.
+# (schema.fbs: IfOptions 92, WhileOptions 93, CallOnceOptions 103, CallOptions 16.)
+SUBGRAPH_FIELDS = {92: (0, 1), 93: (0, 1), 103: (0,), 16: (0,)}
+# BuiltinOptions2 (StableHLO): While 15, Composite 21, Reduce 6, Sort 14, Scatter 7, ReduceWindow 13; Case 23
+# holds a vector of branch indices in field 0.
+SUBGRAPH_FIELDS_2 = {15: (0, 1), 21: (1,), 6: (1,), 14: (2,), 7: (6,), 13: (5,)}
+CASE_OPTIONS_2 = 23
+SPLIT_OPTIONS = (35, 77)  # SplitOptions, SplitVOptions: num_splits is field 0 of both
+# Builtin control-flow operators and the options type each must carry: without it LiteRT reads subgraph
+# index 0 (the main graph) and recurses into itself.
+CONTROL_FLOW_OPTIONS = {"IF": 92, "WHILE": 93, "CALL_ONCE": 103, "CALL": 16}
 
 
 @dataclass(frozen=True)
@@ -153,12 +171,43 @@ def _ints(table: flatbuf.Table, index: int) -> tuple[int, ...]:
 def _subgraph(sg: flatbuf.Table) -> TflSubgraph:
     tensors = tuple(_tensor(t) for t in sg.tables(0))
     operators = tuple(
-        TflOperator(op.scalar(0, "I", 0), _ints(op, 1), _ints(op, 2), _ints(op, 8)) for op in sg.tables(3)
+        TflOperator(op.scalar(0, "I", 0), _ints(op, 1), _ints(op, 2), _ints(op, 8), op.scalar(3, "B", 0),
+                    _subgraph_refs(op), _num_splits(op), op.table(4) is not None)
+        for op in sg.tables(3)
     )
     return TflSubgraph(sg.string(4), tensors, _ints(sg, 1), _ints(sg, 2), operators)
 
 
+def _num_splits(op: flatbuf.Table) -> int | None:
+    if op.scalar(3, "B", 0) not in SPLIT_OPTIONS:
+        return None
+    options = op.table(4)
+    return options.scalar(0, "i", 0) if options is not None else None
+
+
+def _subgraph_refs(op: flatbuf.Table) -> tuple[int, ...]:
+    refs: list[int] = []
+    fields = SUBGRAPH_FIELDS.get(op.scalar(3, "B", 0))
+    options = op.table(4) if fields else None
+    if options is not None:
+        refs.extend(options.scalar(f, "i", 0) for f in fields)
+    kind2 = op.scalar(11, "B", 0)
+    fields2 = SUBGRAPH_FIELDS_2.get(kind2)
+    options2 = op.table(12) if fields2 or kind2 == CASE_OPTIONS_2 else None
+    if options2 is not None:
+        if kind2 == CASE_OPTIONS_2:
+            refs.extend(int(v) for v in options2.numbers(0, "<i4"))
+        else:
+            refs.extend(options2.scalar(f, "i", 0) for f in fields2)
+    return tuple(refs)
+
+
 def _tensor(t: flatbuf.Table) -> TflTensor:
+    try:
+        t.raw_string(3).decode("utf-8")
+        utf8 = True
+    except UnicodeDecodeError:
+        utf8 = False
     shape = _ints(t, 0)
     signature = _ints(t, 7) if t.has(7) else shape
     quant, zps = None, ()
@@ -180,6 +229,7 @@ def _tensor(t: flatbuf.Table) -> TflTensor:
         zero_points_raw=zps,
         is_variable=bool(t.scalar(5, "B", 0)),
         sparse=t.has(6),
+        name_is_utf8=utf8,
     )
 
 

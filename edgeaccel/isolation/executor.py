@@ -1,0 +1,401 @@
+"""IsolatedExecutor: the Executor contract, served by a real executor in a worker process.
+
+Model and its fallback logic see an ordinary executor. A signal or a hang in the worker becomes
+``WorkerCrashedError`` / ``InferenceTimeoutError`` in the caller, which keeps running; the next request
+starts a new worker (one load). The caller's input arrays are only read, so a failed request can be
+retried as it is.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from pathlib import Path
+
+import numpy as np
+
+from .. import errors
+from ..errors import EdgeAccelError, InferenceTimeoutError, WorkerCrashedError
+from ..executors.base import Availability, Executor, ExecutorInfo, ExecutorOptions
+from ..modelinfo import Format, ModelInfo
+from . import wire
+from .limits import IsolationLimits
+
+log = logging.getLogger("edgeaccel.isolation")
+
+_NOISE = ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder that holds edgeaccel/
+
+
+class IsolatedExecutor(Executor):
+    """Proxies ``runtime`` on ``device`` in a worker process under ``limits``."""
+
+    runtime = "isolated"
+    formats = frozenset(Format)
+
+    def __init__(self, runtime: str, model: ModelInfo, device: str, options: ExecutorOptions,
+                 limits: IsolationLimits | None = None) -> None:
+        super().__init__(model, device, options)
+        self.inner_runtime = runtime
+        self.limits = limits or IsolationLimits()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._starts = 0
+        self._worker: _Worker | None = None
+        self._worker = self._start()  # load now: a model that fails or crashes fails here, as in-process
+        self._info = self._worker.info
+
+    @classmethod
+    def availability(cls, device: str | None = None) -> Availability:
+        return Availability(True, "runs the chosen executor in a worker process")
+
+    def _start(self) -> _Worker:
+        self._starts += 1
+        return _Worker(self.inner_runtime, self.model, self.device, self.options, self.limits)
+
+    def _current(self) -> _Worker:
+        with self._lock:
+            if self._closed:
+                raise errors.ModelClosedError(f"{self.model.path.name} was closed")
+            if self._worker is None or not self._worker.alive:
+                if self._worker is not None:
+                    self._worker.close()
+                log.warning("starting a new worker for %s: %s", self.model.path.name,
+                            self._worker.death if self._worker else "the last one failed to start")
+                self._worker = None
+                self._worker = self._start()
+            return self._worker
+
+    @property
+    def info(self) -> ExecutorInfo:
+        base = self._info
+        worker = self._worker
+        details = dict(base.details)
+        details["isolated"] = {"pid": worker.pid if worker else None, "starts": self._starts,
+                               "memory_limit": self.limits.memory_bytes, "load_timeout": self.limits.load_timeout,
+                               "run_timeout": self.limits.run_timeout}
+        return ExecutorInfo(base.runtime, base.version, base.device, base.precision, base.threads,
+                            details=details)
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return self._current().call(list(inputs), self.limits.run_timeout)
+
+    def close(self) -> None:
+        stop_workers = getattr(self, "stop_workers", None)  # main's Executor.submit() keeps a thread pool
+        if stop_workers is not None:
+            stop_workers()
+        with self._lock:
+            self._closed = True
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.close()
+
+
+class _Worker:
+    """One worker process. The control socket carries the load handshake, then one end of a new socket pair
+    (SCM_RIGHTS) per concurrent caller: a channel served by its own worker thread, taken from a free list
+    by one caller at a time. A call is a send and a blocking receive on that channel, with no thread
+    handoff on either side (a reader thread plus a worker pool cost twice as much per call, measured)."""
+
+    def __init__(self, runtime: str, model: ModelInfo, device: str, options: ExecutorOptions,
+                 limits: IsolationLimits) -> None:
+        self.runtime, self.model, self.limits = runtime, model, limits
+        self.name = f"{runtime}:{device} worker for {model.path.name}"
+        self.death: str | None = None
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=12)
+        self._timed_out = False
+        self._max_reply = max(1 << 30, 4 * sum(_nbytes(t) for t in model.outputs))
+        self._channels: list[socket.socket] = []  # idle channels
+        self._open_channels = 0
+        self._max_channels = max(1, int(options.runtime_options.get("max_interpreters", 8)))
+        self._cond = threading.Condition()
+        self._control_lock = threading.Lock()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = _worker_env()
+        try:
+            self.proc = _spawn(
+                [limits.python or sys.executable, "-m", "edgeaccel.isolation.worker", str(theirs.fileno()),
+                 str(os.getpid()), str(limits.memory_bytes)],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            )
+        except OSError as exc:
+            ours.close()
+            raise errors.ModelLoadError(f"could not start a worker process: {exc}", runtime=runtime,
+                                        hint="check IsolationLimits.python, or load without isolate") from exc
+        finally:
+            theirs.close()
+        self.pid = self.proc.pid
+        self.sock = ours
+        self._drainer = threading.Thread(target=self._drain_output, name="edgeaccel-worker-output", daemon=True)
+        self._drainer.start()
+        self.info = self._load(model, device, options)
+
+    @property
+    def alive(self) -> bool:
+        """False once the worker died, even while no call was in flight (checked without a thread)."""
+        if self.death is None and self.proc.poll() is not None:
+            self._mark_dead("idle", None)
+        return self.death is None
+
+    # -- load ---------------------------------------------------------------------------------------------------
+    def _load(self, model: ModelInfo, device: str, options: ExecutorOptions) -> ExecutorInfo:
+        request = {"op": "load", "runtime": self.runtime, "model": model, "device": device, "options": options,
+                   "threads": options.runtime_options.get("max_interpreters", 8)}
+        self.sock.settimeout(self.limits.load_timeout)
+        try:
+            wire.send_pickle(self.sock, request)
+            reply, _ = wire.recv_json(self.sock, 1 << 20)
+        except (TimeoutError, socket.timeout):
+            self._kill()
+            raise InferenceTimeoutError(
+                f"{self.name} did not load within {self.limits.load_timeout:g} s; it was stopped",
+                runtime=self.runtime,
+                hint="raise IsolationLimits(load_timeout=...) for a large model on a slow device, or check the "
+                "model: a hostile file can make a runtime spin",
+            ) from None
+        except (wire.WireError, OSError) as exc:
+            raise self._crashed("loading", exc) from None
+        finally:
+            if self.death is None:
+                self.sock.settimeout(None)
+        if not reply.get("ok"):
+            self.close()
+            raise _as_error(reply, self.runtime, self.limits)
+        info = reply["info"]
+        return ExecutorInfo(str(info["runtime"]), str(info["version"]), str(info["device"]), str(info["precision"]),
+                            info.get("threads"), details=dict(info.get("details") or {}))
+
+    # -- run ------------------------------------------------------------------------------------------------------
+    def call(self, arrays: list[np.ndarray], timeout: float) -> list[np.ndarray]:
+        channel = self._take_channel(timeout)
+        healthy = False
+        try:
+            channel.settimeout(timeout)
+            wire.send_pickle(channel, {"op": "run", "arrays": arrays})
+            reply, outputs = wire.recv_json(channel, self._max_reply)
+            healthy = True
+        except (TimeoutError, socket.timeout):
+            self._timed_out = True
+            self._kill()
+            raise InferenceTimeoutError(
+                f"{self.name}: run() took longer than {timeout:g} s; the worker was stopped and the next "
+                "request starts a new one",
+                runtime=self.runtime,
+                hint="raise IsolationLimits(run_timeout=...) if the model is just slow; your inputs are "
+                "unchanged and the request can be retried",
+            ) from None
+        except (wire.WireError, OSError) as exc:
+            raise self._crashed("running", exc) from None
+        finally:
+            self._give_channel(channel, healthy)
+        if not reply.get("ok"):
+            raise _as_error(reply, self.runtime, self.limits)
+        return outputs
+
+    def _take_channel(self, timeout: float) -> socket.socket:
+        with self._cond:
+            while True:
+                if self.death is not None:
+                    raise self._death_error("running")
+                if self._channels:
+                    return self._channels.pop()
+                if self._open_channels < self._max_channels:
+                    self._open_channels += 1
+                    break
+                if not self._cond.wait(timeout):
+                    raise InferenceTimeoutError(
+                        f"{self.name}: waited {timeout:g} s for one of its {self._max_channels} channels",
+                        runtime=self.runtime, hint="fewer concurrent callers, or raise max_interpreters")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with self._control_lock:
+                socket.send_fds(self.sock, [b"c"], [theirs.fileno()], socket.MSG_NOSIGNAL)
+        except OSError as exc:
+            ours.close()
+            self._give_channel(None, False)
+            raise self._crashed("running", exc) from None
+        finally:
+            theirs.close()
+        return ours
+
+    def _give_channel(self, channel: socket.socket | None, healthy: bool) -> None:
+        with self._cond:
+            if healthy and channel is not None and self.death is None:
+                self._channels.append(channel)
+            else:
+                self._open_channels -= 1
+                if channel is not None:
+                    channel.close()
+            self._cond.notify()
+
+    def _mark_dead(self, stage: str, exc: BaseException | None) -> None:
+        # described outside the lock: it waits for the process, and callers must not queue behind that
+        description = self._describe_death(stage, exc) if self.death is None else None
+        with self._cond:
+            if self.death is None:
+                self.death = description
+            idle, self._channels = self._channels, []
+            self._open_channels -= len(idle)
+            self._cond.notify_all()  # callers waiting for a channel learn of the death
+        for channel in idle:
+            channel.close()
+
+    def _crashed(self, stage: str, exc: BaseException | None) -> WorkerCrashedError:
+        self._mark_dead(stage, exc)
+        return self._death_error(stage)
+
+    def _death_error(self, stage: str) -> WorkerCrashedError:
+        if stage == "loading":
+            hint = ("the model crashed its runtime while loading; this process is unharmed. Unless strict=True, "
+                    "edgeaccel tries the next executor; otherwise the file is likely corrupted or hostile")
+        else:
+            hint = ("the model crashed its runtime; this process is unharmed. Your inputs are unchanged: retry "
+                    "(a new worker starts), or fall back to another executor or model")
+        if self._killed_by_signal() in (signal.SIGKILL, signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS) \
+                and self.limits.memory_bytes:
+            hint += (f". The worker's address space is limited to {self.limits.memory_bytes / 2**30:g} GiB: if "
+                     "the model is that large, raise IsolationLimits(memory_bytes=...)")
+        return WorkerCrashedError(self.death or f"{self.name} stopped while {stage}", runtime=self.runtime,
+                                  hint=hint)
+
+    def _killed_by_signal(self) -> int | None:
+        code = self.proc.returncode
+        return -code if code is not None and code < 0 else None
+
+    def _describe_death(self, stage: str, exc: BaseException | None) -> str:
+        try:
+            code = self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            code = self.proc.returncode
+        if self._timed_out:
+            how = "was stopped after a run exceeded its time limit"
+        elif code is not None and code < 0:
+            sig = signal.Signals(-code)
+            how = f"was killed by {sig.name} ({signal.strsignal(sig) or sig.name})"
+        elif code is not None:
+            how = f"exited with status {code}"
+        else:
+            how = f"stopped answering ({exc})"
+        self._drainer.join(1.0)  # its last words (an abort message) arrive just after the EOF
+        tail = " | ".join(list(self._stderr_tail)[-4:])
+        said = f"; its last output: {tail}" if tail else ""
+        return f"{self.name} (pid {self.pid}) {how} while {stage}{said}"
+
+    # -- output and lifetime ---------------------------------------------------------------------------------------
+    def _drain_output(self) -> None:
+        """Keep the worker's last lines (native crash messages like 'double free or corruption')."""
+        for raw in iter(self.proc.stdout.readline, b""):
+            line = raw.decode("utf-8", "replace").strip()
+            if line and line not in _NOISE:
+                self._stderr_tail.append(line[:300])
+                log.debug("worker %s: %s", self.pid, line)
+        self.proc.stdout.close()
+
+    def _kill(self) -> None:
+        try:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.proc.wait()
+        self._mark_dead("running", None)
+
+    def close(self) -> None:
+        if self.death is None:
+            try:
+                with self._control_lock:
+                    self.sock.sendall(b"q")
+                self.proc.wait(5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        if self.proc.poll() is None:
+            self._kill()
+        self.proc.wait()
+        if self.death is None:
+            self._mark_dead("closing", None)
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+_spawn_lock = threading.Lock()
+_spawn_queue: queue.SimpleQueue | None = None
+
+
+def _spawn(*args, **kwargs) -> subprocess.Popen:
+    """Popen on one long-lived thread. The worker's PR_SET_PDEATHSIG fires when the *thread* that forked it
+    ends, not the process: a worker started from an application's short-lived loader thread was killed with
+    that thread (measured). The spawner thread lives as long as the process."""
+    global _spawn_queue
+    with _spawn_lock:
+        if _spawn_queue is None:
+            _spawn_queue = queue.SimpleQueue()
+            threading.Thread(target=_spawn_loop, args=(_spawn_queue,), name="edgeaccel-spawner", daemon=True).start()
+    future: Future = Future()
+    _spawn_queue.put((args, kwargs, future))
+    return future.result()
+
+
+def _spawn_loop(requests: queue.SimpleQueue) -> None:
+    while True:
+        args, kwargs, future = requests.get()
+        try:
+            future.set_result(subprocess.Popen(*args, **kwargs))
+        except BaseException as exc:  # handed to the caller waiting on the future
+            future.set_exception(exc)
+
+
+def _worker_env() -> dict[str, str]:
+    """The caller's environment; plus edgeaccel's own folder on PYTHONPATH when the caller found edgeaccel
+    somewhere a fresh interpreter would not (a sys.path entry added at run time). Never a site-packages
+    folder: ahead of the standard library it could shadow stdlib modules in the worker."""
+    import site
+
+    env = dict(os.environ)
+    installed = {os.path.realpath(p) for p in (*site.getsitepackages(), site.getusersitepackages())}
+    if os.path.realpath(_PACKAGE_ROOT) not in installed:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _nbytes(spec) -> int:
+    count = 1
+    for d in spec.shape:
+        count *= d if d else 1
+    return count * max(spec.dtype.itemsize, 1)
+
+
+_ERROR_CLASSES = {name: cls for name, cls in vars(errors).items()
+                  if isinstance(cls, type) and issubclass(cls, EdgeAccelError)}
+
+
+def _as_error(reply: dict, runtime: str, limits: IsolationLimits) -> EdgeAccelError:
+    """The worker's error as the same edgeaccel class; only names of that tree are honoured."""
+    cls = _ERROR_CLASSES.get(str(reply.get("error")), errors.InferenceError)
+    message = str(reply.get("message") or f"{cls.__name__} in the worker, with no message")
+    hint = reply.get("hint")
+    hint = str(hint) if hint else None
+    if limits.memory_bytes and (errors.looks_out_of_memory(message) or "no message" in message):
+        hint = (f"the worker's address space is limited to {limits.memory_bytes / 2**30:g} GiB and the runtime "
+                "could not get memory (or a thread) under it: raise IsolationLimits(memory_bytes=...) if the "
+                "model is that large" + (f"; otherwise: {hint}" if hint else ""))
+    if issubclass(cls, errors.ExecutorError):
+        return cls(message, runtime=str(reply.get("runtime") or runtime), hint=hint)
+    if issubclass(cls, (errors.NoExecutorError, errors.ConfigError)):
+        return errors.ModelLoadError(message, runtime=runtime, hint=hint)
+    return cls(message, hint=hint)

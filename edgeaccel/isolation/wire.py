@@ -1,0 +1,124 @@
+"""Frames over a Unix stream socket between the caller and its worker, arrays sent without extra copies.
+
+A frame is a small prefix (header length, buffer count, each buffer's length), a header, then raw buffers,
+written with one ``sendmsg`` (scatter-gather: an input array goes from the caller's memory to the socket
+without being pickled into a bytes object first) and read with ``recv_into`` preallocated, writable buffers.
+
+The two directions differ on purpose:
+- caller -> worker: the header is a pickle (protocol 5, arrays as out-of-band buffers). The worker trusts
+  its caller.
+- worker -> caller: the header is JSON and arrays are described by dtype and shape, checked before use.
+  The worker runs an untrusted model; a runtime bug that let the model take the worker over must not
+  become code execution in the caller, which unpickling would allow.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import socket
+import struct
+from collections.abc import Sequence
+
+import numpy as np
+
+_PREFIX = struct.Struct("<II")
+_LEN = struct.Struct("<Q")
+MAX_HEADER = 16 << 20
+MAX_BUFFERS = 4096
+
+
+class WireError(Exception):
+    """The peer closed the connection or sent a frame that breaks the protocol."""
+
+
+def send_frame(sock: socket.socket, header: bytes, buffers: Sequence) -> None:
+    views = [memoryview(b).cast("B") for b in buffers]
+    prefix = _PREFIX.pack(len(header), len(views)) + b"".join(_LEN.pack(v.nbytes) for v in views)
+    _send_all(sock, [memoryview(prefix), memoryview(header), *views])
+
+
+def _send_all(sock: socket.socket, views: list[memoryview]) -> None:
+    views = [v for v in views if v.nbytes]
+    while views:
+        # MSG_NOSIGNAL: a dead peer is an EPIPE error, never a SIGPIPE that would kill an embedding process
+        # which did not ignore it (Python ignores it; a C host may not)
+        sent = sock.sendmsg(views[:512], (), socket.MSG_NOSIGNAL)  # IOV_MAX is 1024 on Linux
+        while sent:
+            if sent >= views[0].nbytes:
+                sent -= views[0].nbytes
+                views.pop(0)
+            else:
+                views[0] = views[0][sent:]
+                sent = 0
+
+
+def recv_frame(sock: socket.socket, max_bytes: int) -> tuple[bytes, list[bytearray]]:
+    """One frame; raises WireError on EOF or on sizes past the limits (a confused or hostile peer)."""
+    head = _recv_exact(sock, _PREFIX.size)
+    header_len, count = _PREFIX.unpack(head)
+    if header_len > MAX_HEADER or count > MAX_BUFFERS:
+        raise WireError(f"frame declares a {header_len}-byte header and {count} buffers")
+    lengths = list(struct.unpack(f"<{count}Q", _recv_exact(sock, 8 * count))) if count else []
+    if sum(lengths) > max_bytes:
+        raise WireError(f"frame declares {sum(lengths)} bytes of arrays, above the {max_bytes}-byte limit")
+    header = bytes(_recv_exact(sock, header_len))
+    buffers = [_recv_exact(sock, n) for n in lengths]
+    return header, buffers
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise WireError("the peer closed the connection")
+        got += k
+    return buf
+
+
+# -- caller -> worker: pickle with out-of-band buffers ------------------------------------------------------
+def send_pickle(sock: socket.socket, message: object) -> None:
+    buffers: list[pickle.PickleBuffer] = []
+    header = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
+    send_frame(sock, header, [b.raw() for b in buffers])
+
+
+def recv_pickle(sock: socket.socket, max_bytes: int = 1 << 62) -> object:
+    header, buffers = recv_frame(sock, max_bytes)
+    return pickle.loads(header, buffers=buffers)
+
+
+# -- worker -> caller: JSON and described arrays ------------------------------------------------------------
+_ARRAY_KINDS = frozenset("biufc")
+
+
+def send_json(sock: socket.socket, message: dict, arrays: Sequence[np.ndarray] = ()) -> None:
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    message = dict(message, arrays=[{"dtype": a.dtype.str, "shape": list(a.shape)} for a in arrays])
+    send_frame(sock, json.dumps(message).encode(), arrays)
+
+
+def recv_json(sock: socket.socket, max_bytes: int) -> tuple[dict, list[np.ndarray]]:
+    header, buffers = recv_frame(sock, max_bytes)
+    try:
+        message = json.loads(header)
+        described = message["arrays"]
+        if not isinstance(message, dict) or len(described) != len(buffers):
+            raise ValueError("array count differs from buffer count")
+        arrays = [_array(d, b) for d, b in zip(described, buffers)]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise WireError(f"malformed reply from the worker: {exc}") from exc
+    return message, arrays
+
+
+def _array(described: dict, buffer: bytearray) -> np.ndarray:
+    dtype = np.dtype(str(described["dtype"]))
+    shape = tuple(int(d) for d in described["shape"])
+    if dtype.kind not in _ARRAY_KINDS or dtype.hasobject or any(d < 0 for d in shape):
+        raise ValueError(f"refused array {dtype} {shape}")
+    if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != len(buffer):
+        raise ValueError(f"array {dtype} {shape} does not match its {len(buffer)}-byte buffer")
+    return np.frombuffer(buffer, dtype).reshape(shape)

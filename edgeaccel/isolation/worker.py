@@ -1,0 +1,134 @@
+"""The worker process: loads one model on one executor and serves run requests from its caller.
+
+Started by ``IsolatedExecutor`` as ``python -m edgeaccel.isolation.worker FD PARENT_PID MEMORY_BYTES``, with
+the socket's end as FD. Limits are set before any runtime is imported. The worker dies with its caller
+(PR_SET_PDEATHSIG), and exits when the socket closes.
+
+The control socket carries one pickled {"op": "load", runtime, model, device, options} and its JSON reply, then
+channels (see _serve). On a channel: pickled {"op": "run", arrays}, answered in JSON {"ok": true} + the output
+arrays, or {"ok": false, "error": class name, message, hint}.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import socket
+import sys
+import threading
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: a hung worker must not outlive its caller
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:  # the caller died before prctl took effect
+        os._exit(0)
+
+
+def _limit_memory(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash leaves no core file behind
+    if limit > 0:
+        # never above what this process inherited: a caller already running under a lower hard limit would
+        # otherwise make setrlimit fail and every worker die at start
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _error_reply(exc: BaseException, default: str) -> dict:
+    from ..errors import EdgeAccelError, runtime_message
+
+    if isinstance(exc, EdgeAccelError):
+        return {"ok": False, "error": type(exc).__name__, "message": exc.message, "hint": exc.hint,
+                "runtime": getattr(exc, "runtime", None)}
+    # Not converted by the executor: keep the runtime's words and type, the caller makes it an edgeaccel error
+    return {"ok": False, "error": default, "message": f"{type(exc).__name__}: {runtime_message(exc)}",
+            "hint": None, "runtime": None}
+
+
+def main(argv: list[str]) -> int:
+    fd, parent_pid, memory = int(argv[0]), int(argv[1]), int(argv[2])
+    _die_with_parent(parent_pid)
+    _limit_memory(memory)
+    sock = socket.socket(fileno=fd)
+    from . import wire
+
+    try:
+        request = wire.recv_pickle(sock)
+    except wire.WireError:
+        return 0
+    executor = None
+    try:
+        from ..executors.registry import runtimes
+
+        cls = runtimes()[request["runtime"]].load_class()
+        executor = cls(request["model"], request["device"], request["options"])
+        info = executor.info
+        reply = {"ok": True, "pid": os.getpid(),
+                 "info": {"runtime": info.runtime, "version": info.version, "device": info.device,
+                          "precision": info.precision, "threads": info.threads,
+                          "details": _jsonable(info.details)}}
+    except BaseException as exc:  # MemoryError under the limit included: the caller must hear about it
+        reply = _error_reply(exc, "ModelLoadError")
+    wire.send_json(sock, reply)
+    if executor is None:
+        return 0
+    _serve(sock, executor)
+    return 0
+
+
+def _serve(control: socket.socket, executor) -> None:
+    """Each byte b"c" on the control socket brings one end of a new channel; a thread serves it until the
+    caller closes it. b"q", or the control socket closing, ends the worker."""
+    from . import wire
+
+    def serve(channel: socket.socket) -> None:
+        with channel:
+            while True:
+                try:
+                    request = wire.recv_pickle(channel)
+                except (wire.WireError, OSError):
+                    return
+                try:
+                    outputs = executor.run(request["arrays"])
+                    reply, arrays = {"ok": True}, outputs
+                except BaseException as exc:
+                    reply, arrays = _error_reply(exc, "InferenceError"), []
+                try:
+                    wire.send_json(channel, reply, arrays)
+                except OSError:
+                    return
+
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 1, 1)
+        except OSError:
+            break
+        if message != b"c" or not fds:
+            for fd in fds:
+                os.close(fd)
+            break
+        threading.Thread(target=serve, args=(socket.socket(fileno=fds[0]),), daemon=True,
+                         name="edgeaccel-worker-channel").start()
+    executor.close()
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
