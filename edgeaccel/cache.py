@@ -7,6 +7,7 @@ without measuring again, and any change to what was measured invalidates them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .digest import short
+from .modelinfo import Format, ModelInfo
 from .selector import Measurement
 
 log = logging.getLogger("edgeaccel.cache")
@@ -102,20 +104,54 @@ def trim(root: str | os.PathLike, limit: int | None = None) -> int:
 
 
 class ValidationMemo:
-    """formats.ValidationMemo kept as empty marker files named by content hash under <cache>/validated."""
+    """formats.ValidationMemo as JSON descriptions named by content hash under <cache>/validated.
+
+    A description is reused only for the same bytes, found at any path; what lives beside the model file is
+    checked again: an OpenVINO IR's .bin must still have the size the checks saw, and an ONNX model with
+    external data is never remembered (its data files are outside the hash)."""
 
     def __init__(self, root: str | os.PathLike) -> None:
         self.folder = Path(root) / "validated"
 
-    def seen(self, digest: str) -> bool:
-        return (self.folder / digest).is_file()
+    def recall(self, digest: str, path: Path) -> ModelInfo | None:
+        try:
+            data = json.loads((self.folder / f"{digest}.json").read_text())
+            info = ModelInfo.from_dict(data)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, TypeError, KeyError) as exc:  # damaged: validate again
+            log.debug("ignoring the damaged validation memo %s: %s", digest, exc)
+            return None
+        extra = []
+        for old in info.extra_files:
+            beside = path.with_name(Path(old).name)
+            try:
+                if beside.stat().st_size != info.details.get("extra_sizes", {}).get(Path(old).name):
+                    return None
+            except OSError:
+                return None
+            extra.append(beside)
+        return dataclasses.replace(info, path=path, extra_files=tuple(extra))
 
-    def remember(self, digest: str) -> None:
+    def remember(self, info: ModelInfo) -> None:
+        if info.format is Format.ONNX and info.extra_files:
+            return
+        sizes = {}
+        for extra in info.extra_files:
+            try:
+                sizes[extra.name] = extra.stat().st_size
+            except OSError:
+                return
+        data = info.to_dict()
+        data["details"] = {**data["details"], "extra_sizes": sizes}
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            (self.folder / digest).touch()
-        except OSError as exc:  # a read-only cache only costs the check next time
-            log.debug("cannot remember a validated model in %s: %s", self.folder, exc)
+            target = self.folder / f"{info.digest}.json"
+            tmp = target.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, target)
+        except (OSError, TypeError, ValueError) as exc:  # a read-only cache only costs validating next time
+            log.debug("cannot remember %s in %s: %s", info.path, self.folder, exc)
 
 
 class CalibrationCache:

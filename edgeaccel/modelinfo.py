@@ -76,6 +76,21 @@ class ModelInfo:
     extra_files: tuple[Path, ...] = ()  # weights (.bin), ONNX external data
     details: dict = field(default_factory=dict, compare=False)  # format-specific facts (opset, producer, ...)
 
+    def to_dict(self) -> dict:
+        """JSON-ready; ``from_dict`` restores it (the validation memo keeps descriptions this way)."""
+        return {"path": str(self.path), "format": self.format.value,
+                "inputs": [_spec_dict(t) for t in self.inputs], "outputs": [_spec_dict(t) for t in self.outputs],
+                "operators": list(self.operators), "custom_ops": list(self.custom_ops),
+                "size_bytes": self.size_bytes, "digest": self.digest,
+                "extra_files": [str(p) for p in self.extra_files], "details": self.details}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ModelInfo:
+        return cls(Path(data["path"]), Format(data["format"]), tuple(_spec(t) for t in data["inputs"]),
+                   tuple(_spec(t) for t in data["outputs"]), tuple(data["operators"]), tuple(data["custom_ops"]),
+                   int(data["size_bytes"]), data["digest"], tuple(Path(p) for p in data["extra_files"]),
+                   dict(data["details"]))
+
     @property
     def quantized(self) -> bool:
         """True when the model's tensors carry integer quantization (its I/O or its body)."""
@@ -88,3 +103,16 @@ class ModelInfo:
     @property
     def needs_edgetpu(self) -> bool:
         return self.format is Format.EDGETPU_TFLITE
+
+
+def _spec_dict(t: TensorSpec) -> dict:
+    q = t.quantization
+    return {"name": t.name, "shape": list(t.shape), "dtype": str(t.dtype),
+            "quantization": None if q is None else {"scale": list(q.scale), "zero_point": list(q.zero_point),
+                                                    "axis": q.axis}}
+
+
+def _spec(d: dict) -> TensorSpec:
+    q = d["quantization"]
+    quant = None if q is None else Quantization(tuple(q["scale"]), tuple(q["zero_point"]), q["axis"])
+    return TensorSpec(d["name"], tuple(d["shape"]), np.dtype(d["dtype"]), quant)

@@ -31,6 +31,7 @@ def installed(pairs: Sequence[tuple[str, str]]) -> tuple[str | None, str | None]
     """(distribution, version) of the first installed pair. The module is looked for first (cheap), then
     the version is read from the ``<dist>-<version>.dist-info`` folder beside it; importlib.metadata (6 MB of
     imports: email, zipfile, csv) only where that folder is not there (editable or egg installs)."""
+    present = []
     for module, dist in pairs:
         try:
             spec = importlib.util.find_spec(module)
@@ -39,7 +40,12 @@ def installed(pairs: Sequence[tuple[str, str]]) -> tuple[str | None, str | None]
         if spec is None:
             continue
         locations = list(spec.submodule_search_locations or ()) or ([spec.origin] if spec.origin else [])
-        version = _dist_info_version(dist, [os.path.dirname(p) for p in locations]) or _metadata_version(dist)
+        version = _dist_info_version(dist, [os.path.dirname(p) for p in locations])
+        if version is not None:
+            return dist, version
+        present.append(dist)
+    for dist in present:  # the module is there but no dist-info folder beside it names a version
+        version = _metadata_version(dist)
         if version is not None:
             return dist, version
     return None, None

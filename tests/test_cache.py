@@ -44,3 +44,37 @@ def test_trim_keeps_the_cache_within_its_bound(tmp_path):
     freed = trim(tmp_path, limit=2500)
     assert freed == 3000
     assert sum(p.stat().st_size for p in folder.iterdir()) <= 2500
+
+
+def test_validation_memo_recalls_the_same_bytes_at_any_path(tmp_path):
+    import shutil
+
+    from edgeaccel import formats
+    from edgeaccel.cache import ValidationMemo
+
+    memo = ValidationMemo(tmp_path / "cache")
+    first = formats.describe(MODELS / "split_concat.tflite", memo)
+    copy = tmp_path / "elsewhere.tflite"
+    shutil.copy(MODELS / "split_concat.tflite", copy)
+    again = formats.describe(copy, memo)
+    assert again == first.__class__(**{**first.__dict__, "path": copy}) and again.path == copy
+    (tmp_path / "cache" / "validated" / f"{first.digest}.json").write_text("{not json")
+    assert formats.describe(copy, memo).inputs == first.inputs  # a damaged memo is validated again
+
+
+def test_validation_memo_checks_the_ir_weights_again(tmp_path):
+    import shutil
+
+    from edgeaccel import formats
+    from edgeaccel.cache import ValidationMemo
+    from edgeaccel.errors import ModelValidationError
+
+    src = MODELS / "openvino"
+    shutil.copy(src / "mobilenet_v2_1.0_224_quant.xml", tmp_path / "m.xml")
+    shutil.copy(src / "mobilenet_v2_1.0_224_quant.bin", tmp_path / "m.bin")
+    memo = ValidationMemo(tmp_path / "cache")
+    formats.describe(tmp_path / "m.xml", memo)
+    data = (tmp_path / "m.bin").read_bytes()
+    (tmp_path / "m.bin").write_bytes(data[: len(data) // 2])  # the .bin changed beside a remembered .xml
+    with pytest.raises(ModelValidationError):
+        formats.describe(tmp_path / "m.xml", memo)

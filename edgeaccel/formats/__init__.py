@@ -37,12 +37,13 @@ def detect_format(path: str | os.PathLike) -> Format:
 
 
 class ValidationMemo(Protocol):
-    """Remembers the content hashes of models that passed the expensive checks (the ONNX full checker),
-    so that loading the same bytes again skips them. The hash covers every byte, so nothing else can pass."""
+    """Remembers the description of models that passed validation, by content hash, so that loading the
+    same bytes again skips parsing and checking them (the ONNX full checker alone costs ~0.1 s). The hash
+    covers every byte of the model file, so no other file can pass as one remembered."""
 
-    def seen(self, digest: str) -> bool: ...
+    def recall(self, digest: str, path: Path) -> ModelInfo | None: ...
 
-    def remember(self, digest: str) -> None: ...
+    def remember(self, info: ModelInfo) -> None: ...
 
 
 def describe(path: str | os.PathLike, memo: ValidationMemo | None = None) -> ModelInfo:
@@ -53,14 +54,18 @@ def describe(path: str | os.PathLike, memo: ValidationMemo | None = None) -> Mod
         return ModelInfo(path=path, format=fmt, inputs=(), outputs=(), details={"note": "read by TensorFlow"})
     with _open(path) as buf:
         digest = content_digest(buf)
+        known = memo.recall(digest, path) if memo else None
+        if known is not None:
+            return known
         if fmt in (Format.TFLITE, Format.EDGETPU_TFLITE):
-            return _describe_tflite(path, buf, digest)
-        if fmt is Format.ONNX:
-            info = _describe_onnx(path, buf, digest, full_check=not (memo and memo.seen(digest)))
-            if memo:
-                memo.remember(digest)
-            return info
-        return _describe_ir(path, buf, digest)
+            info = _describe_tflite(path, buf, digest)
+        elif fmt is Format.ONNX:
+            info = _describe_onnx(path, buf, digest)
+        else:
+            info = _describe_ir(path, buf, digest)
+    if memo:
+        memo.remember(info)
+    return info
 
 
 class _open:
@@ -146,11 +151,11 @@ def _describe_tflite(path: Path, buf, digest: str) -> ModelInfo:
     )
 
 
-def _describe_onnx(path: Path, buf, digest: str, full_check: bool = True) -> ModelInfo:
+def _describe_onnx(path: Path, buf, digest: str) -> ModelInfo:
     from . import onnx_checks
 
     model = onnx_format.parse(buf)
-    extra = onnx_checks.check(path, model, full_check)
+    extra = onnx_checks.check(path, model)
     inputs, outputs = onnx_format.tensor_specs(buf, model)
     ops = sorted({n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}" for n in model.nodes})
     quantized = any(n.op_type in ("QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul")

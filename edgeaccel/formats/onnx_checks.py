@@ -15,13 +15,11 @@ from .onnx import OnnxModel
 log = logging.getLogger("edgeaccel.formats")
 
 
-def check(path: Path, model: OnnxModel, full_check: bool = True) -> tuple[Path, ...]:
-    """Validate; return the external data files the model reads (all inside its folder).
-    ``full_check`` False skips onnx.checker for bytes that passed it before (it costs ~0.1 s a load)."""
+def check(path: Path, model: OnnxModel) -> tuple[Path, ...]:
+    """Validate; return the external data files the model reads (all inside its folder)."""
     extra = _external_files(path, model)
     _check_graph(model)
-    if full_check:
-        _full_check(path)
+    _full_check(path)
     return extra
 
 

@@ -48,13 +48,15 @@ def _guarded(what: str, problems: list[Problem], fallback: T, call: Callable[[],
         return fallback
 
 
-def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None,
+def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None, telemetry: bool = True,
           identity: Identity | None = None) -> ProbeReport:
     """Survey the device below ``root``: machine, accelerators, runtimes, telemetry sources, problems.
 
     ``runtimes``: import the runtimes to see what each reaches (False skips it; never done for a root
     other than "/", whose Python environment is not this one). ``identity``: whose access to device nodes
-    to judge (default: this process). Never raises: what cannot be read is reported with a reason.
+    to judge (default: this process). ``telemetry``: False skips the telemetry section (what load() does:
+    choosing an executor needs the accelerators, not the sensors). Never raises: what cannot be read is
+    reported with a reason.
     """
     started = time.perf_counter()
     timings: dict[str, float] = {}
@@ -108,12 +110,15 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None,
     timings["runtimes"] = _ms(mark)
 
     mark = time.perf_counter()
-    telemetry = _guarded("telemetry sources", problems, TelemetrySources(reasons={"all": "survey failed"}),
-                         lambda: telemetry_sources(tree, identity))
-    problems.extend(telemetry_problems(telemetry))
+    if telemetry:
+        sources = _guarded("telemetry sources", problems, TelemetrySources(reasons={"all": "survey failed"}),
+                           lambda: telemetry_sources(tree, identity))
+        problems.extend(telemetry_problems(sources))
+    else:
+        sources = TelemetrySources(reasons={"all": "not surveyed: turned off"})
     timings["telemetry"] = _ms(mark)
     timings["total"] = _ms(started)
-    return ProbeReport(str(root), machine, tuple(accelerators), runtime_section, telemetry, tuple(problems), timings)
+    return ProbeReport(str(root), machine, tuple(accelerators), runtime_section, sources, tuple(problems), timings)
 
 
 def _ms(start: float) -> float:

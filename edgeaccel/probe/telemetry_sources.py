@@ -17,17 +17,19 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..telemetry.discover import Source, read_inventory
-from ..telemetry.hwmon import HwmonChip
-from ..telemetry.rapl import RaplZone
-from ..telemetry.reading import Reading
-from ..telemetry.rpi import ThrottleFlags
-from ..telemetry.thermal import ThermalZone, TripPoint
 from .access import Access, Identity
 from .common import Problem
 from .fs import Root, Tree, as_tree
+
+if TYPE_CHECKING:  # the telemetry readers are imported when a survey reads telemetry, not with the probe
+    from ..telemetry.discover import Source
+    from ..telemetry.hwmon import HwmonChip
+    from ..telemetry.rapl import RaplZone
+    from ..telemetry.reading import Reading
+    from ..telemetry.rpi import ThrottleFlags
+    from ..telemetry.thermal import ThermalZone, TripPoint
 
 RAPL_FIX = ("energy_uj is readable by root only since Linux 5.10: run as root, or allow a group with a udev rule "
             "or systemd-tmpfiles, e.g. 'z /sys/class/powercap/intel-rapl:0/energy_uj 0440 root power'")
@@ -73,6 +75,8 @@ def _files_by_kind(chip: HwmonChip) -> dict[str, list[str]]:
 
 def telemetry_sources(root: Root = Path("/"), identity: Identity | None = None) -> TelemetrySources:
     """The telemetry sources present below ``root`` and whether this process (or ``identity``) may read them."""
+    from ..telemetry.discover import read_inventory
+
     tree = as_tree(root)
     found = read_inventory(tree.root)
     if identity is not None:
@@ -97,6 +101,9 @@ def _absence(tree: Tree, base: str, what: str) -> str:
 def _as_seen_by(value: Any, tree: Tree, access: Access) -> Any:
     """``value`` (the inventory, or a part of it) with each reading whose file ``access``'s identity may not
     read made a missing one. Readings are found wherever they sit, so a reader added to the inventory is covered."""
+    from ..telemetry.reading import Reading
+    from ..telemetry.rpi import ThrottleFlags
+
     if isinstance(value, (Reading, ThrottleFlags)) and value.reason is None and value.path:
         target = tree.on_device(value.path)
         if access.can(target, os.R_OK):

@@ -7,11 +7,34 @@ sensors of each device at a bounded rate for the scheduler.
 
 from __future__ import annotations
 
-from .discover import Source, discover
-from .reading import Reading
-from .sampler import DeviceLimits, DeviceSample, TelemetrySampler
-from .sensors import SensorSpec, auto_spec
-from .status import ThermalStatus, Thresholds, thresholds_from_trips
+import importlib
+from typing import TYPE_CHECKING
 
-__all__ = ["DeviceLimits", "DeviceSample", "Reading", "SensorSpec", "Source", "TelemetrySampler", "ThermalStatus",
-           "Thresholds", "auto_spec", "discover", "thresholds_from_trips"]
+# ``discover`` is imported here: the function has its module's name, and a module imported later would
+# otherwise replace it as this package's attribute. The rest is resolved on first use, so that the readers
+# do not bring in the sampler and the status maths.
+from .discover import Source, discover
+
+_LAZY = {
+    "Reading": "reading", "DeviceLimits": "sampler",
+    "DeviceSample": "sampler", "TelemetrySampler": "sampler", "SensorSpec": "sensors", "auto_spec": "sensors",
+    "ThermalStatus": "status", "Thresholds": "status", "thresholds_from_trips": "status",
+}
+__all__ = sorted([*_LAZY, "Source", "discover"])
+
+
+def __getattr__(name: str):
+    try:
+        module = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'edgeaccel.telemetry' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from .reading import Reading
+    from .sampler import DeviceLimits, DeviceSample, TelemetrySampler
+    from .sensors import SensorSpec, auto_spec
+    from .status import ThermalStatus, Thresholds, thresholds_from_trips
