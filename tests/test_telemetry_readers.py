@@ -277,7 +277,7 @@ def test_a_folder_this_user_may_not_enter_is_a_reason_not_an_exception():
 
 def test_an_absolute_symlink_cannot_lead_a_survey_out_of_its_root(tmp_path):
     """A mounted device image whose sysfs holds an absolute link must not be read from this machine."""
-    from edgeaccel.telemetry.discover import read_inventory
+    from edgeaccel.telemetry.inventory import read_inventory
 
     outside = tmp_path / "host"
     (outside / "zone").mkdir(parents=True)

@@ -3,7 +3,7 @@ absent, and the problems that follow. Nothing is parsed here: every sysfs layout
 trips, hwmon, RAPL, Coral apex, Jetson INA3221 rails, Raspberry Pi throttling, NVML) has one reader, in that
 package, which the scheduler uses too.
 
-Readable, for the running process, is what the reader's real read gave (see ``telemetry.discover``): mode
+Readable, for the running process, is what the reader's real read gave (see ``telemetry.inventory``): mode
 bits lie for root and for sysfs attributes whose driver decides or fails (EIO from an I2C sensor), and the
 scheduler will bind only to sources that answer. The probe used to judge without reading, because an ACPI
 zone's read can take milliseconds; one read per sensor costs a few milliseconds on such a machine, well
@@ -24,7 +24,7 @@ from .common import Problem
 from .fs import Root, Tree, as_tree
 
 if TYPE_CHECKING:  # the telemetry readers are imported when a survey reads telemetry, not with the probe
-    from ..telemetry.discover import Source
+    from ..telemetry.inventory import Source
     from ..telemetry.hwmon import HwmonChip
     from ..telemetry.rapl import RaplZone
     from ..telemetry.reading import Reading
@@ -75,7 +75,7 @@ def _files_by_kind(chip: HwmonChip) -> dict[str, list[str]]:
 
 def telemetry_sources(root: Root = Path("/"), identity: Identity | None = None) -> TelemetrySources:
     """The telemetry sources present below ``root`` and whether this process (or ``identity``) may read them."""
-    from ..telemetry.discover import read_inventory
+    from ..telemetry.inventory import read_inventory
 
     tree = as_tree(root)
     found = read_inventory(tree.root)

@@ -10,17 +10,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-# ``discover`` is imported here: the function has its module's name, and a module imported later would
-# otherwise replace it as this package's attribute. The rest is resolved on first use, so that the readers
-# do not bring in the sampler and the status maths.
-from .discover import Source, discover
-
+# Resolved on first use: importing one reader (the probe's Edge TPU survey reads the Coral temperature) must
+# not import the sampler, the status maths and every other reader with it.
 _LAZY = {
-    "Reading": "reading", "DeviceLimits": "sampler",
+    "Source": "inventory", "discover": "inventory", "Reading": "reading", "DeviceLimits": "sampler",
     "DeviceSample": "sampler", "TelemetrySampler": "sampler", "SensorSpec": "sensors", "auto_spec": "sensors",
     "ThermalStatus": "status", "Thresholds": "status", "thresholds_from_trips": "status",
 }
-__all__ = sorted([*_LAZY, "Source", "discover"])
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str):
@@ -34,6 +31,7 @@ def __getattr__(name: str):
 
 
 if TYPE_CHECKING:
+    from .inventory import Source, discover
     from .reading import Reading
     from .sampler import DeviceLimits, DeviceSample, TelemetrySampler
     from .sensors import SensorSpec, auto_spec
