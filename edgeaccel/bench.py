@@ -54,59 +54,63 @@ class Result:
 
 
 def latency(models: Sequence[tuple[str, object, list]], runs: int, warmup: int = 5, block: int = 0,
-            progress: Progress | None = None) -> list[Result]:
-    """``runs`` timed ``run`` calls per model, interleaved in blocks when there are several models."""
+            progress: Progress | None = None, min_seconds: float = 0.0) -> list[Result]:
+    """At least ``runs`` timed ``run`` calls per model, and at least ``min_seconds`` of them (MLPerf's
+    min_count and min_duration); interleaved in blocks when there are several models."""
     results = [Result(name, "latency") for name, _, _ in models]
     for _, model, arrays in models:
         for _ in range(warmup):
             model.run(arrays)
     block = block or (runs if len(models) == 1 else max(1, runs // 10))
-    done, total = 0, runs * len(models)
-    while done < total:
+
+    def more(result: Result) -> bool:
+        return result.count < runs or result.wall_s < min_seconds
+
+    while any(more(r) for r in results):
         for result, (_, model, arrays) in zip(results, models):
-            n = min(block, runs - result.count)
-            if n <= 0:
+            if not more(result):
                 continue
             if len(models) > 1:
                 time.sleep(PAUSE_S)
             times = result.latencies_ms
-            for _ in range(n):
+            first = len(times)
+            for _ in range(min(block, runs - result.count) if result.count < runs else block):
                 start = time.perf_counter()
                 model.run(arrays)
                 times.append((time.perf_counter() - start) * 1e3)
-            done += n
+            result.wall_s += sum(times[first:]) / 1e3
             if progress:
-                progress(done, total)
-    for result in results:
-        result.wall_s = sum(result.latencies_ms) / 1e3
+                progress(sum(min(r.count, runs) for r in results), runs * len(results))
     return results
 
 
 def throughput(name: str, model, arrays: list, requests: int, warmup: int = 10,
-               progress: Progress | None = None) -> Result:
-    """Keep ``2 x model concurrency`` requests in flight until ``requests`` have completed."""
+               progress: Progress | None = None, min_seconds: float = 0.0) -> Result:
+    """Keep ``2 x model concurrency`` requests in flight until at least ``requests`` have been submitted and
+    ``min_seconds`` have passed (MLPerf's min_count and min_duration), then wait for all of them."""
     concurrency = max(1, getattr(model, "concurrency", 1))
     for out in model.stream([arrays] * warmup):
         pass
     result = Result(name, "throughput", concurrency=concurrency)
     in_flight = 2 * concurrency
-    started: dict[int, float] = {}
     pending: list[Future] = []
     start = time.perf_counter()
-    for i in range(requests):
-        started[i] = time.perf_counter()
+    i = 0
+    while i < requests or time.perf_counter() - start < min_seconds:
+        submitted = time.perf_counter()
         future = model.submit(arrays)
-        future.add_done_callback(_stamp(result.latencies_ms, started[i]))
+        future.add_done_callback(_stamp(result.latencies_ms, submitted))
         pending.append(future)
         if len(pending) >= in_flight:
             pending.pop(0).result()
             if progress and i % 10 == 0:
-                progress(i, requests)
+                progress(i, max(i, requests))
+        i += 1
     for future in pending:
         future.result()
     result.wall_s = time.perf_counter() - start
     if progress:
-        progress(requests, requests)
+        progress(i, i)
     return result
 
 

@@ -122,3 +122,12 @@ def test_bench_side_by_side_json_and_plot(tmp_path):
         assert r["count"] == (20 if r["mode"] == "latency" else 30)
         assert 0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] and r["fps"] > 0
     assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_bench_min_seconds_extends_both_modes_past_the_counts():
+    out = cli("bench", str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--runs", "1", "--requests", "1", "--warmup", "1",
+              "--min-seconds", "0.3", "--json")
+    assert out.returncode == 0, out.stderr
+    for r in json.loads(out.stdout)["results"]:
+        assert r["count"] > 1, r
+        assert r["wall_s"] >= 0.3, r  # latency: the summed call times

@@ -20,6 +20,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="every candidate executor side by side")
     p.add_argument("--runs", type=int, default=200, help="timed calls per executor in latency mode (default 200)")
     p.add_argument("--requests", type=int, default=500, help="requests per executor in throughput mode (default 500)")
+    p.add_argument("--min-seconds", type=float, default=0.0, metavar="S",
+                   help="keep measuring each executor for at least S seconds, past --runs/--requests "
+                        "(LoadGen's min_duration; use the same S to compare with an MLPerf run)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--executor")
     p.add_argument("--device")
@@ -37,8 +40,8 @@ def main(args: argparse.Namespace) -> int:
     from ..loader import load_candidate, select
     from . import quiet_native_stderr
 
-    if args.runs < 1 or args.requests < 1 or args.warmup < 0:
-        raise InputError("--runs and --requests must be at least 1, --warmup at least 0")
+    if args.runs < 1 or args.requests < 1 or args.warmup < 0 or not 0 <= args.min_seconds < 86400:
+        raise InputError("--runs and --requests must be at least 1, --warmup and --min-seconds at least 0")
     source = args.model[0] if len(args.model) == 1 else args.model
     with quiet_native_stderr():
         selection = select(source, executor=args.executor, device=args.device, precision=args.precision,
@@ -57,7 +60,8 @@ def main(args: argparse.Namespace) -> int:
                 for cand in candidates:
                     models.append((cand.name, load_candidate(cand, selection.options)))
             arrays, _ = prepare_inputs(models[0][1], args)
-            results += bench.latency([(n, m, arrays) for n, m in models], args.runs, args.warmup, progress=progress)
+            results += bench.latency([(n, m, arrays) for n, m in models], args.runs, args.warmup, progress=progress,
+                                     min_seconds=args.min_seconds)
         finally:
             for _, m in models:
                 m.close()
@@ -68,14 +72,16 @@ def main(args: argparse.Namespace) -> int:
                 model = load_candidate(cand, options)
             with model:
                 arrays, _ = prepare_inputs(model, args)
-                results.append(bench.throughput(cand.name, model, arrays, args.requests, args.warmup, progress))
+                results.append(bench.throughput(cand.name, model, arrays, args.requests, args.warmup, progress,
+                                                args.min_seconds))
     if progress:
         print(file=sys.stderr)
     if args.plot:
         bench.plot(results, args.plot)
     report = {"schema": "edgeaccel.bench/1", "model": [str(a.path) for a in selection.artifacts.artifacts],
               "how": {"latency": "synchronous model.run loop (one request at a time)",
-                      "throughput": "load(performance_hint='throughput') + submit(), 2 x concurrency in flight"},
+                      "throughput": "load(performance_hint='throughput') + submit(), 2 x concurrency in flight",
+                      "runs": args.runs, "requests": args.requests, "min_seconds": args.min_seconds},
               "results": [r.as_dict() for r in results]}
     if args.json:
         print(json.dumps(report, indent=2))
