@@ -344,4 +344,5 @@ class _Request:
             return
         ov = _ov()
         for port, array in zip(self.ports, inputs):
-            self.request.set_input_tensor(port, ov.Tensor(np.ascontiguousarray(array)))
+            # not np.ascontiguousarray: it makes a 0-d (scalar) input 1-d, which OpenVINO refuses
+            self.request.set_input_tensor(port, ov.Tensor(np.asarray(array, order="C")))

@@ -96,7 +96,8 @@ _ARRAY_KINDS = frozenset("biufc")
 
 
 def send_json(sock: socket.socket, message: dict, arrays: Sequence[np.ndarray] = ()) -> None:
-    arrays = [np.ascontiguousarray(a) for a in arrays]
+    # not np.ascontiguousarray: it turns a 0-d array (a scalar output) into shape (1,)
+    arrays = [np.asarray(a, order="C") for a in arrays]
     message = dict(message, arrays=[{"dtype": a.dtype.str, "shape": list(a.shape)} for a in arrays])
     send_frame(sock, json.dumps(message).encode(), arrays)
 
