@@ -35,6 +35,7 @@ class InputBinder:
         self._dtypes = tuple(s.dtype for s in specs)
         self._shapes = tuple(s.shape for s in specs)
         self._static = tuple(not s.is_dynamic for s in specs)
+        self._unranked = tuple(s.unranked for s in specs)
         self._min_dims = tuple(min_dynamic_dims or [DEFAULT_MIN_DYNAMIC_DIM] * len(specs))
 
     def bind(self, inputs: Any, quantize: bool = False, check_finite: bool = False) -> list[np.ndarray]:
@@ -94,14 +95,18 @@ class InputBinder:
 
     def _fits(self, i: int, shape: tuple[int, ...]) -> bool:
         want = self._shapes[i]
+        low = self._min_dims[i]
+        if self._unranked[i]:  # the model declares no shape: any rank, every dimension dynamic
+            return all(d >= low for d in shape)
         if len(shape) != len(want):
             return False
-        low = self._min_dims[i]
         return all(d == w if w is not None else d >= low for d, w in zip(shape, want))
 
     def _shape_error(self, i: int, shape: tuple[int, ...]) -> InputShapeError:
         want = self._shapes[i]
         dims = "x".join("?" if d is None else str(d) for d in want)
+        if self._unranked[i]:
+            dims = "of any rank"
         hint = None
         if len(shape) + 1 == len(want) and want[0] in (1, None) and tuple(shape) == tuple(want[1:]):
             hint = "add the batch dimension: x[np.newaxis]"

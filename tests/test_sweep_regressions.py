@@ -39,3 +39,51 @@ def test_scalar_inputs_and_outputs_stay_scalars(tmp_path, kwargs):
         (got,) = model.run([x, s])
     assert got.shape == () and got.dtype == np.float32
     np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def _shapeless(path, nodes, inits=None, external=False):
+    """A graph whose input x and output y declare a type but no shape (unknown rank), as ONNX GraphSurgeon
+    writes them; onnx.checker refuses those, ONNX Runtime runs them."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(nodes, "shapeless", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    if external:
+        onnx.save(model, path, save_as_external_data=True, location=path.name + ".data", size_threshold=16)
+    else:
+        onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("external", [False, True])
+def test_graph_io_without_shape_loads_and_accepts_any_rank(tmp_path, external):
+    from onnx import helper
+
+    bias = np.linspace(-1, 1, 64, dtype=np.float32)
+    path = _shapeless(tmp_path / "m.onnx", [helper.make_node("Add", ["x", "b"], ["s"]),
+                                            helper.make_node("Relu", ["s"], ["y"])], {"b": bias}, external)
+    assert (tmp_path / "m.onnx.data").is_file() == external
+    with edgeaccel.load(path) as model:
+        assert model.inputs[0].unranked and model.inputs[0].is_dynamic
+        for shape in ((64,), (3, 64), (2, 1, 64)):
+            x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+            (expected,) = _raw_ort(path, {"x": x})
+            np.testing.assert_array_equal(model.run(x)[0], expected)
+
+
+def test_graph_io_without_shape_is_still_checked(tmp_path):
+    """The checker's refusals other than the missing shape still hold: a one-input Conv (which crashes OpenVINO's
+    reader) and a type error found by strict shape inference."""
+    from onnx import helper
+
+    from edgeaccel.errors import ModelValidationError
+
+    conv = _shapeless(tmp_path / "conv.onnx", [helper.make_node("Conv", ["x"], ["y"])])
+    with pytest.raises(ModelValidationError, match="checker refused"):
+        edgeaccel.load(conv)
+    mixed = _shapeless(tmp_path / "mixed.onnx", [helper.make_node("Add", ["x", "i"], ["y"])],
+                       {"i": np.arange(3, dtype=np.int64)})
+    with pytest.raises(ModelValidationError, match="checker refused"):
+        edgeaccel.load(mixed)

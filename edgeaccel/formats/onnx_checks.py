@@ -19,7 +19,7 @@ def check(path: Path, model: OnnxModel) -> tuple[Path, ...]:
     """Validate; return the external data files the model reads (all inside its folder)."""
     extra = _external_files(path, model)
     _check_graph(model)
-    _full_check(path)
+    _full_check(path, shapeless_io=any(v.dims is None for v in (*model.inputs, *model.outputs)))
     return extra
 
 
@@ -141,7 +141,7 @@ def _check_windows(graph) -> None:
             )
 
 
-def _full_check(path: Path) -> None:
+def _full_check(path: Path, shapeless_io: bool = False) -> None:
     try:
         import onnx  # noqa: F401  (the `onnx` extra)
         from onnx import checker
@@ -149,7 +149,10 @@ def _full_check(path: Path) -> None:
         log.info("onnx is not installed: %s validated structurally only (install edgeaccel[onnx])", path.name)
         return
     try:
-        checker.check_model(os.fspath(path), full_check=True)
+        if shapeless_io:
+            _check_with_shapeless_io(path)
+        else:
+            checker.check_model(os.fspath(path), full_check=True)
     except Exception as exc:  # checker raises ValidationError, InferenceError and others
         if looks_out_of_memory(exc):  # measured under an address-space limit: std::bad_alloc, not a bad model
             raise ModelLoadError(f"could not check {path.name}: the ONNX checker ran out of memory",
@@ -161,3 +164,31 @@ def _full_check(path: Path) -> None:
             "shows the full report)",
         ) from exc
     _check_inferred_sizes(path)
+
+
+def _check_with_shapeless_io(path: Path) -> None:
+    """What ``check_model(path, full_check=True)`` does, for a model whose graph inputs or outputs declare no
+    shape. The checker insists on a shape there ("Field 'shape' of 'type' is required but missing"), but an
+    unknown rank is valid ONNX that ONNX Runtime and OpenVINO load (ONNX GraphSurgeon writes such graphs). So
+    the structural check runs on a copy given empty shapes there, and the full check's second half, strict
+    shape inference with type checks, on the model as it is."""
+    import onnx
+    from onnx import checker, helper, shape_inference
+
+    model = onnx.load(os.fspath(path), load_external_data=False)
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for value in (*copy.graph.input, *copy.graph.output):
+        if value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape"):
+            value.type.tensor_type.shape.SetInParent()
+    for tensor in copy.graph.initializer:
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            # Checked from bytes, the checker would look for external data in the working directory; its
+            # files were checked by _external_files (relative, inside the model's folder, regular files). The
+            # structural check reads no values, so a one-element stand-in keeps its name and type.
+            tensor.ClearField("external_data")
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            del tensor.dims[:]
+            tensor.raw_data = b"\0" * helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    checker.check_model(copy, full_check=False)
+    shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
