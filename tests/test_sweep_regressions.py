@@ -87,3 +87,36 @@ def test_graph_io_without_shape_is_still_checked(tmp_path):
                        {"i": np.arange(3, dtype=np.int64)})
     with pytest.raises(ModelValidationError, match="checker refused"):
         edgeaccel.load(mixed)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("scale, refused", [(4e-7, False), (3.6e-7, True)])
+def test_tiny_activation_scales_refused_only_where_litert_crashes(tmp_path, scale, refused):
+    """Random-weight MobileNetV3Small and EfficientNetB0 quantized to int8 have activation scales 1e5 apart
+    around one operator, and LiteRT runs them: a cap on that ratio refused them. What crashes is narrower: a
+    conv whose requantization scale input x filter / output reaches 256 (XNNPACK's limit; movenet's conv 25 ->
+    its output tensor 199 at scale 3.6e-7 is 263 and dies with 'double free'; at 4e-7, 237, it runs, with a
+    ratio of 1.7e5 to the next ADD's output scale)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from conftest import MODELS
+    from edgeaccel.errors import ModelValidationError
+    from tflite_edit import edit
+
+    def change(model, schema):
+        model.subgraphs[0].tensors[199].quantization.scale = np.array([scale], np.float32)
+
+    path = edit(MODELS / "movenet_single_pose_lightning_ptq.tflite", tmp_path / "movenet.tflite", change)
+    if refused:
+        with pytest.raises(ModelValidationError, match="requantization scale"):
+            edgeaccel.load(path)
+        return
+    raw = Interpreter(model_path=str(path))
+    raw.allocate_tensors()
+    d = raw.get_input_details()[0]
+    x = np.random.default_rng(0).integers(0, 256, d["shape"]).astype(d["dtype"])
+    raw.set_tensor(d["index"], x)
+    raw.invoke()
+    expected = raw.get_tensor(raw.get_output_details()[0]["index"])
+    with edgeaccel.load(path, executor="litert") as model:
+        np.testing.assert_array_equal(model.run(x)[0], expected)
