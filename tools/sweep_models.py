@@ -159,8 +159,7 @@ def build_tflite(out: Path) -> None:
 
     with _section("x = keras.Input((6, 8, 8, 2))"):
         x = keras.Input((6, 8, 8, 2))
-        h = L.Conv3D(4, 3, activation="relu")(x)
-        h = L.MaxPooling3D()(h)
+        h = L.Conv3D(4, 3, activation="relu")(x)  # no MaxPooling3D: the converter has no TFLite op for it
         quant_variants("tfl_conv3d", keras.Model(x, L.Flatten()(h)), kinds=("dynrange",))
 
     with _section("for rnn_name, layer in (('lstm', lambda: L.LSTM(8)), ('gru',"):
@@ -169,7 +168,7 @@ def build_tflite(out: Path) -> None:
                                 ("simplernn", lambda: L.SimpleRNN(5))):
             x = keras.Input((7, 3), batch_size=1)
             quant_variants(f"tfl_{rnn_name}", keras.Model(x, layer()(x)),
-                           kinds=("dynrange", "int8_float_io") if rnn_name == "lstm" else ("dynrange",))
+                           kinds=("dynrange",))  # int8 LSTM: the converter itself dies with SIGSEGV
 
     with _section("x = keras.Input((6, 16))"):
         x = keras.Input((6, 16))
