@@ -120,3 +120,53 @@ def test_tiny_activation_scales_refused_only_where_litert_crashes(tmp_path, scal
     expected = raw.get_tensor(raw.get_output_details()[0]["index"])
     with edgeaccel.load(path, executor="litert") as model:
         np.testing.assert_array_equal(model.run(x)[0], expected)
+
+
+def _mirror_pad_model(path):
+    """x [1, 4] float -> MIRROR_PAD (REFLECT, paddings [[0, 0], [1, 2]]) -> y [1, 7], written with LiteRT's
+    schema object API."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    def tensor(name, shape, type_, buffer):
+        t = schema.TensorT()
+        t.name, t.shape, t.type, t.buffer = name.encode(), shape, type_, buffer
+        return t
+
+    def buffer(data=None):
+        b = schema.BufferT()
+        b.data = None if data is None else np.frombuffer(data.tobytes(), np.uint8)
+        return b
+
+    model = schema.ModelT()
+    model.version = 3
+    code = schema.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.MIRROR_PAD
+    code.version = 1
+    model.operatorCodes = [code]
+    model.buffers = [buffer(), buffer(), buffer(np.array([[0, 0], [1, 2]], np.int32)), buffer()]
+    sg = schema.SubGraphT()
+    sg.tensors = [tensor("x", [1, 4], schema.TensorType.FLOAT32, 1),
+                  tensor("paddings", [2, 2], schema.TensorType.INT32, 2),
+                  tensor("y", [1, 7], schema.TensorType.FLOAT32, 3)]
+    sg.inputs, sg.outputs = [0], [2]
+    op = schema.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
+    op.builtinOptionsType = schema.BuiltinOptions.MirrorPadOptions
+    op.builtinOptions = schema.MirrorPadOptionsT()
+    op.builtinOptions.mode = schema.MirrorPadMode.REFLECT
+    sg.operators = [op]
+    model.subgraphs = [sg]
+    builder = flatbuffers.Builder(0)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    path.write_bytes(bytes(builder.Output()))
+    return path
+
+
+def test_mirror_pad_is_not_read_as_a_split(tmp_path):
+    """MirrorPadOptions (union type 77) was taken for SplitVOptions (79): its mode read as num_splits, and every
+    MIRROR_PAD (tf.pad with mode REFLECT/SYMMETRIC) was refused as 'declares 0 splits but has 1 outputs'."""
+    path = _mirror_pad_model(tmp_path / "mirror_pad.tflite")
+    x = np.arange(4, dtype=np.float32)[None]
+    with edgeaccel.load(path, executor="litert") as model:
+        np.testing.assert_array_equal(model.run(x)[0], [[1, 0, 1, 2, 3, 2, 1]])

@@ -79,7 +79,7 @@ SUBGRAPH_FIELDS = {92: (0, 1), 93: (0, 1), 103: (0,), 16: (0,)}
 # holds a vector of branch indices in field 0.
 SUBGRAPH_FIELDS_2 = {15: (0, 1), 21: (1,), 6: (1,), 14: (2,), 7: (6,), 13: (5,)}
 CASE_OPTIONS_2 = 23
-SPLIT_OPTIONS = (35, 77)  # SplitOptions, SplitVOptions: num_splits is field 0 of both
+SPLIT_OPTIONS = (35, 79)  # SplitOptions, SplitVOptions: num_splits is field 0 of both (77 is MirrorPadOptions)
 # Builtin control-flow operators and the options type each must carry: without it LiteRT reads subgraph
 # index 0 (the main graph) and recurses into itself.
 CONTROL_FLOW_OPTIONS = {"IF": 92, "WHILE": 93, "CALL_ONCE": 103, "CALL": 16}
