@@ -170,3 +170,39 @@ def test_mirror_pad_is_not_read_as_a_split(tmp_path):
     x = np.arange(4, dtype=np.float32)[None]
     with edgeaccel.load(path, executor="litert") as model:
         np.testing.assert_array_equal(model.run(x)[0], [[1, 0, 1, 2, 3, 2, 1]])
+
+
+def test_string_outputs_come_back_from_the_isolated_worker(tmp_path):
+    """A string output is an object array, which the worker's reply could not carry: the worker's reply thread
+    died and the caller saw 'killed by SIGKILL'. Strings now travel as bytes with their lengths."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Gather", ["words", "i"], ["picked"]), helper.make_node("Identity", ["words"], ["same"])]
+    path = save(nodes, [helper.make_tensor_value_info("words", TensorProto.STRING, [3]),
+                        helper.make_tensor_value_info("i", TensorProto.INT64, [2])],
+                [helper.make_tensor_value_info("picked", TensorProto.STRING, [2]),
+                 helper.make_tensor_value_info("same", TensorProto.STRING, [3])], {}, tmp_path / "strings.onnx")
+    words, i = np.array(["alpha", "", "gämma"], dtype=object), np.array([2, 0], np.int64)
+    expected = _raw_ort(path, {"words": words, "i": i})
+    with edgeaccel.load(path, isolate=True) as model:
+        got = model.run([words, i])
+    for g, e in zip(got, expected):
+        assert g.dtype == object and g.shape == e.shape and g.tolist() == e.tolist()
+
+
+def test_wire_carries_bytes_strings_and_refuses_other_objects():
+    import socket
+
+    from edgeaccel.isolation import wire
+
+    a, b = socket.socketpair()
+    with a, b:
+        arrays = [np.array([b"x", b"", b"\xff\x00"], dtype=object).reshape(1, 3), np.array(b"ab"),
+                  np.array(["u", "v"]), np.array(7, np.int64)]
+        wire.send_json(a, {"ok": True}, arrays)
+        _, got = wire.recv_json(b, 1 << 20)
+        assert got[0].dtype == object and got[0].tolist() == [[b"x", b"", b"\xff\x00"]]
+        for g, e in zip(got[1:], arrays[1:]):
+            assert g.dtype == e.dtype and g.shape == e.shape and (g == e).all()
+        with pytest.raises(TypeError, match="only strings"):
+            wire.send_json(a, {"ok": True}, [np.array([1, "x"], dtype=object)])

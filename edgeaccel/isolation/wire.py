@@ -92,14 +92,36 @@ def recv_pickle(sock: socket.socket, max_bytes: int = 1 << 62) -> object:
 
 
 # -- worker -> caller: JSON and described arrays ------------------------------------------------------------
-_ARRAY_KINDS = frozenset("biufc")
+# Fixed-width kinds only; no object dtype: the caller never builds an array whose elements the worker chose.
+_ARRAY_KINDS = frozenset("biufcSU")
+# String tensors (LiteRT: bytes, ONNX Runtime: str) come back from the runtimes as object arrays: they travel as
+# their elements' bytes, concatenated, with each element's length in the header, and are rebuilt as bytes or str.
+_STRINGS = {"bytes": bytes, "str": str}
 
 
 def send_json(sock: socket.socket, message: dict, arrays: Sequence[np.ndarray] = ()) -> None:
-    # not np.ascontiguousarray: it turns a 0-d array (a scalar output) into shape (1,)
-    arrays = [np.asarray(a, order="C") for a in arrays]
-    message = dict(message, arrays=[{"dtype": a.dtype.str, "shape": list(a.shape)} for a in arrays])
-    send_frame(sock, json.dumps(message).encode(), arrays)
+    described, buffers = [], []
+    for a in arrays:
+        # not np.ascontiguousarray: it turns a 0-d array (a scalar output) into shape (1,)
+        a = np.asarray(a, order="C")
+        if a.dtype.hasobject:
+            kind, data, lengths = _encode_strings(a)
+            described.append({"dtype": "object", "strings": kind, "shape": list(a.shape), "lengths": lengths})
+            buffers.append(data)
+        else:
+            described.append({"dtype": a.dtype.str, "shape": list(a.shape)})
+            buffers.append(a)
+    send_frame(sock, json.dumps(dict(message, arrays=described)).encode(), buffers)
+
+
+def _encode_strings(a: np.ndarray) -> tuple[str, bytes, list[int]]:
+    items = a.ravel().tolist()
+    kind = "str" if items and all(isinstance(v, str) for v in items) else "bytes"
+    if kind == "bytes" and not all(isinstance(v, bytes) for v in items):
+        raise TypeError(f"an output array holds {type(next(v for v in items if not isinstance(v, (bytes, str))))} "
+                        "objects; only strings can be sent back")
+    encoded = [v.encode("utf-8") if isinstance(v, str) else v for v in items]
+    return kind, b"".join(encoded), [len(v) for v in encoded]
 
 
 def recv_json(sock: socket.socket, max_bytes: int) -> tuple[dict, list[np.ndarray]]:
@@ -116,10 +138,29 @@ def recv_json(sock: socket.socket, max_bytes: int) -> tuple[dict, list[np.ndarra
 
 
 def _array(described: dict, buffer: bytearray) -> np.ndarray:
-    dtype = np.dtype(str(described["dtype"]))
     shape = tuple(int(d) for d in described["shape"])
-    if dtype.kind not in _ARRAY_KINDS or dtype.hasobject or any(d < 0 for d in shape):
+    if any(d < 0 for d in shape):
+        raise ValueError(f"refused array shape {shape}")
+    if described["dtype"] == "object":
+        return _strings(described, buffer, shape)
+    dtype = np.dtype(str(described["dtype"]))
+    if dtype.kind not in _ARRAY_KINDS or dtype.hasobject:
         raise ValueError(f"refused array {dtype} {shape}")
     if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != len(buffer):
         raise ValueError(f"array {dtype} {shape} does not match its {len(buffer)}-byte buffer")
     return np.frombuffer(buffer, dtype).reshape(shape)
+
+
+def _strings(described: dict, buffer: bytearray, shape: tuple[int, ...]) -> np.ndarray:
+    make = _STRINGS[str(described["strings"])]
+    lengths = [int(n) for n in described["lengths"]]
+    if len(lengths) != int(np.prod(shape, dtype=np.int64)) or any(n < 0 for n in lengths) \
+            or sum(lengths) != len(buffer):
+        raise ValueError(f"string array {shape} does not match its lengths and {len(buffer)}-byte buffer")
+    out = np.empty(len(lengths), dtype=object)
+    view, start = bytes(buffer), 0
+    for k, n in enumerate(lengths):
+        chunk = view[start:start + n]
+        out[k] = chunk.decode("utf-8") if make is str else chunk
+        start += n
+    return out.reshape(shape)
