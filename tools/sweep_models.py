@@ -217,7 +217,7 @@ def build_tflite(out: Path) -> None:
             top_v, top_i = tf.math.top_k(v, k=3)
             return g, s, top_v, top_i, tf.argmax(v, axis=1), tf.cumsum(v, axis=1), tf.gather_nd(v, [[0, 1], [1, 3]])
 
-        save("tfl_gather_ops.tflite", from_fn(gathers), int_high=[None, 12])
+        save("tfl_gather_ops.tflite", from_fn(gathers), int_high={"idx": 12})
 
     with _section("@tf.function(input_signature=[tf.TensorSpec([1, 6, 6, 4], tf"):
         @tf.function(input_signature=[tf.TensorSpec([1, 6, 6, 4], tf.float32)])
@@ -248,7 +248,7 @@ def build_tflite(out: Path) -> None:
         def scalars(a, n):
             return a * 2.0 + tf.cast(n, tf.float32), tf.range(n) * 2, tf.reduce_sum(tf.range(n))
 
-        save("tfl_scalars.tflite", from_fn(scalars), int_high=[None, 7], int_low=[None, 1])
+        save("tfl_scalars.tflite", from_fn(scalars), int_high={"n": 7}, int_low={"n": 1})
 
     with _section("@tf.function(input_signature=[tf.TensorSpec([1, 4], tf.float"):
         @tf.function(input_signature=[tf.TensorSpec([1, 4], tf.float32), tf.TensorSpec([], tf.bool)])
@@ -296,7 +296,7 @@ def build_tflite(out: Path) -> None:
             return tf.gather(words, idx), tf.reshape(words, [3, 1])
 
         try:
-            save("tfl_string_io.tflite", from_fn(strings), int_high=[None, 3])
+            save("tfl_string_io.tflite", from_fn(strings), int_high={"idx": 3})
         except Exception as exc:
             print("skip tfl_string_io:", str(exc).splitlines()[0][:200])
 
@@ -306,7 +306,7 @@ def build_tflite(out: Path) -> None:
             return tf.cast(tf.reduce_sum(v, 1), tf.float16), n * 3, tf.cast(v > 0.5, tf.uint8)
 
         try:
-            save("tfl_mixed_dtypes.tflite", from_fn(mixed), dyn={"0": [[1, 4], [3, 4]], "1": [[1], [3]]})
+            save("tfl_mixed_dtypes.tflite", from_fn(mixed), dyn={"v": [[1, 4], [3, 4]], "n": [[1], [3]]})
         except Exception as exc:
             print("skip tfl_mixed_dtypes:", str(exc).splitlines()[0][:200])
 
@@ -716,39 +716,53 @@ class RawOV:
 RAW = {"litert": RawLiteRT, "onnxruntime": RawORT, "openvino": RawOV}
 
 
+def _hint(meta: dict, key: str, pos: int, name: str):
+    """A per-input hint from the model's meta file: a list by input position, or a dict by position or name."""
+    value = meta.get(key)
+    if isinstance(value, list):
+        return value[pos] if pos < len(value) else None
+    if isinstance(value, dict):
+        return value.get(name, value.get(str(pos)))
+    return None
+
+
 def _input_sets(specs, meta, rng):
     """Two input sets: dynamic dims at two sizes (meta 'dyn' overrides), integers in the model's range."""
     sets = []
     for variant in range(2):
         arrays = []
         for pos, (name, shape, dtype) in enumerate(specs):
-            key = str(pos)
-            if key in meta.get("fixed", {}):
-                arrays.append(np.asarray(meta["fixed"][key], dtype=dtype))
+            fixed = _hint(meta, "fixed", pos, name)
+            if fixed is not None:
+                arrays.append(np.asarray(fixed, dtype=dtype))
                 continue
-            if key in meta.get("dyn", {}):
-                dims = meta["dyn"][key][variant]
+            dyn = _hint(meta, "dyn", pos, name)
+            if dyn is not None:
+                dims = dyn[variant]
             elif shape is None:
                 dims = [2, 3]
             else:
                 dims = [d if d is not None else ((1, 3)[variant] if i == 0 else (4, 6)[variant])
                         for i, d in enumerate(shape)]
-            lo = (meta.get("int_low") or [None] * len(specs))[pos]
-            hi = (meta.get("int_high") or [None] * len(specs))[pos]
+            lo, hi = _hint(meta, "int_low", pos, name), _hint(meta, "int_high", pos, name)
+            if hi is not None and lo is None:
+                lo = 0
             if dtype == np.bool_:
                 a = rng.integers(0, 2, dims).astype(bool)
                 if not dims:
                     a = np.array(bool(variant == 0))
-            elif dtype == object:
+            elif dtype == object or dtype.kind in "SU":
                 words = np.array([b"alpha", b"Beta", b"gamma x", b"", b"delta"], dtype=object)
                 a = words[rng.integers(0, len(words), dims)] if dims else np.array(b"alpha", dtype=object)
+                arrays.append(a)
+                continue
             elif dtype.kind in "iu":
                 info = np.iinfo(dtype)
                 a = rng.integers(lo if lo is not None else max(info.min, -100),
                                  hi if hi is not None else min(info.max, 200), dims).astype(dtype)
             else:
                 a = (rng.random(dims) * 2 - 1).astype(dtype)
-            arrays.append(np.asarray(a, dtype=dtype) if dtype != object else a)
+            arrays.append(np.asarray(a, dtype=dtype))
         sets.append(arrays)
     return sets
 
