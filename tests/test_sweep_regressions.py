@@ -206,3 +206,25 @@ def test_wire_carries_bytes_strings_and_refuses_other_objects():
             assert g.dtype == e.dtype and g.shape == e.shape and (g == e).all()
         with pytest.raises(TypeError, match="only strings"):
             wire.send_json(a, {"ok": True}, [np.array([1, "x"], dtype=object)])
+
+
+def test_openvino_ports_renamed_by_openvino_take_the_ports_no_name_claimed():
+    """A spec OpenVINO renamed fell back to its own position, which another spec may have claimed by name:
+    two outputs read from one port. And where OpenVINO drops an output (a TFLite model's constant output),
+    the error names it."""
+    from edgeaccel.errors import ModelLoadError
+    from edgeaccel.executors.openvino import OpenVINOExecutor
+    from edgeaccel.modelinfo import TensorSpec
+
+    class Port:
+        def __init__(self, *names):
+            self.names = set(names)
+
+        def get_names(self):
+            return self.names
+
+    specs = [TensorSpec(n, (1,), np.dtype(np.float32)) for n in ("a", "b", "c")]
+    assert OpenVINOExecutor._match([Port("renamed"), Port("a"), Port("b")], specs) == [1, 2, 0]
+    assert OpenVINOExecutor._match([Port("c"), Port("b"), Port("a", "a:0")], specs) == [2, 1, 0]
+    with pytest.raises(ModelLoadError, match=r"none for \['c'\]"):
+        OpenVINOExecutor._match([Port("a"), Port("b")], specs)

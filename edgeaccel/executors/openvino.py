@@ -193,16 +193,22 @@ class OpenVINOExecutor(Executor):
 
     @staticmethod
     def _match(ports, specs) -> list[int]:
-        """Port index for each spec, by tensor name; by position where OpenVINO renamed it."""
+        """Port index for each spec, by tensor name; where OpenVINO renamed one, the next port no name claimed."""
         by_name = {}
         for i, port in enumerate(ports):
             for name in port.get_names():
                 by_name.setdefault(name, i)
         if len(ports) != len(specs):
+            missing = [spec.name for spec in specs if spec.name not in by_name]
             raise ModelLoadError(
-                f"OpenVINO sees {len(ports)} tensors where the model declares {len(specs)}", runtime="openvino"
+                f"OpenVINO gives {len(ports)} tensors where the model declares {len(specs)}"
+                + (f"; it has none for {missing}" if missing else ""), runtime="openvino",
+                hint="OpenVINO drops outputs it computes nothing for (a constant output of a TFLite model); run "
+                "the model with its own runtime (LiteRT, ONNX Runtime)",
             )
-        return [by_name.get(spec.name, k) for k, spec in enumerate(specs)]
+        found = [by_name.get(spec.name) for spec in specs]
+        unclaimed = iter(i for i in range(len(ports)) if i not in found)
+        return [i if i is not None else next(unclaimed) for i in found]
 
     def _read_precision(self) -> str:
         """What the compiled model really runs at (the plugin may not honour a hint on every CPU)."""
