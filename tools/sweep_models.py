@@ -845,7 +845,7 @@ def check_one(path: Path, cache_dir: Path) -> list[dict]:
         return _input_sets(raw.input_specs(), meta, np.random.default_rng(0))
 
     def check(label, load_kwargs, pinned):
-        row = {"model": path.name, "executor": label}
+        row = {"model": path.name, "executor": label, "path": str(path)}
         t0 = time.time()
         model = None
         try:
@@ -941,11 +941,25 @@ def _judge_failure(row, runtime, raw_for, run_raw, input_sets, exc):
             raw_ok = True
         except Exception as raw_exc:
             row["raw_error"] = _error_text(raw_exc)
-    if raw_ok:
+    declared = _declared_outputs(row)
+    if raw_ok and runtime == "openvino" and declared is not None and len(raw.compiled.outputs) != declared:
+        # the raw runtime "runs" but without some of the model's outputs: refusing it is the right answer
+        row["result"] = "OK-REFUSED" if row["clear"] else "UNCLEAR-ERROR"
+        row["raw_error"] = f"raw OpenVINO gives {len(raw.compiled.outputs)} of the {declared} declared outputs"
+    elif raw_ok:
         row["result"] = "FALSE-REJECT"
     else:
         row["result"] = "OK-REFUSED" if isinstance(exc, EdgeAccelError) and row["clear"] else "UNCLEAR-ERROR"
     row["note"] = row.pop("ea_error")
+
+
+def _declared_outputs(row) -> int | None:
+    from edgeaccel.formats import describe
+
+    try:
+        return len(describe(row["path"]).outputs)
+    except Exception:
+        return None
 
 
 def models_in(folder: Path) -> list[Path]:
