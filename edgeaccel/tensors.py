@@ -36,6 +36,8 @@ class InputBinder:
         self._shapes = tuple(s.shape for s in specs)
         self._static = tuple(not s.is_dynamic for s in specs)
         self._unranked = tuple(s.unranked for s in specs)
+        # string inputs are object arrays to edgeaccel; the runtimes also take numpy's str_ and bytes_ arrays
+        self._strings = tuple(s.dtype == np.dtype(object) for s in specs)
         self._min_dims = tuple(min_dynamic_dims or [DEFAULT_MIN_DYNAMIC_DIM] * len(specs))
 
     def bind(self, inputs: Any, quantize: bool = False, check_finite: bool = False) -> list[np.ndarray]:
@@ -43,7 +45,7 @@ class InputBinder:
         for i, array in enumerate(arrays):
             if type(array) is not np.ndarray:
                 array = arrays[i] = _as_array(array, self.names[i])
-            if array.dtype != self._dtypes[i]:
+            if array.dtype != self._dtypes[i] and not (self._strings[i] and array.dtype.kind in "SU"):
                 array = arrays[i] = self._convert(i, array, quantize)
             if array.shape != self._shapes[i] and (self._static[i] or not self._fits(i, array.shape)):
                 raise self._shape_error(i, array.shape)

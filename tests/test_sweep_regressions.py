@@ -228,3 +228,16 @@ def test_openvino_ports_renamed_by_openvino_take_the_ports_no_name_claimed():
     assert OpenVINOExecutor._match([Port("c"), Port("b"), Port("a", "a:0")], specs) == [2, 1, 0]
     with pytest.raises(ModelLoadError, match=r"none for \['c'\]"):
         OpenVINOExecutor._match([Port("a"), Port("b")], specs)
+
+
+def test_string_inputs_accept_numpy_str_arrays(tmp_path):
+    """np.array(["a", "b"]) is how strings are written in numpy (dtype <U1): ONNX Runtime and LiteRT take it,
+    edgeaccel refused it ('expects object, got <U1')."""
+    from onnx import TensorProto, helper
+
+    path = save([helper.make_node("Identity", ["s"], ["y"])], [helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
+                [helper.make_tensor_value_info("y", TensorProto.STRING, [2])], {}, tmp_path / "sid.onnx")
+    words = np.array(["a", "bé"])
+    (expected,) = _raw_ort(path, {"s": words})
+    with edgeaccel.load(path) as model:
+        assert model.run(words)[0].tolist() == expected.tolist() == ["a", "bé"]
