@@ -144,9 +144,13 @@ class OnnxRuntimeExecutor(Executor):
         so.intra_op_num_threads = self._threads
         so.inter_op_num_threads = 1
         # FINDINGS: at ORT_ENABLE_ALL a valid model with a dynamic spatial dimension smaller than a kernel
-        # kills the process with SIGFPE; ORT_ENABLE_EXTENDED reports InvalidArgument instead.
+        # kills the process with SIGFPE; ORT_ENABLE_EXTENDED reports InvalidArgument instead. Where shape inference
+        # found every window operator's spatial input static (a dynamic batch only), that cannot happen, and
+        # ORT's own default level keeps the answers equal to a plain InferenceSession's (the levels differ in
+        # the last bits).
+        safe = not model.is_dynamic or model.details.get("static_windows", False)
         so.graph_optimization_level = (
-            ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED if model.is_dynamic else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            ort.GraphOptimizationLevel.ORT_ENABLE_ALL if safe else ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         )
         self._optimization = str(so.graph_optimization_level).split(".")[-1]
         for key, value in options.runtime_options.get("session_config", {}).items():

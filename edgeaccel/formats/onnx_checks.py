@@ -15,12 +15,14 @@ from .onnx import OnnxModel
 log = logging.getLogger("edgeaccel.formats")
 
 
-def check(path: Path, model: OnnxModel) -> tuple[Path, ...]:
-    """Validate; return the external data files the model reads (all inside its folder)."""
+def check(path: Path, model: OnnxModel) -> tuple[tuple[Path, ...], bool]:
+    """Validate; return the external data files the model reads (all inside its folder), and whether shape
+    inference found every sliding-window operator's input with static spatial dimensions (see
+    ``static_windows``)."""
     extra = _external_files(path, model)
     _check_graph(model)
-    _full_check(path, shapeless_io=any(v.dims is None for v in (*model.inputs, *model.outputs)))
-    return extra
+    static_windows = _full_check(path, shapeless_io=any(v.dims is None for v in (*model.inputs, *model.outputs)))
+    return extra, static_windows
 
 
 def _external_files(path: Path, model: OnnxModel) -> tuple[Path, ...]:
@@ -86,7 +88,7 @@ _ELEM_BYTES = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12:
                17: 1, 18: 1, 19: 1, 20: 1, 21: 1, 22: 1, 23: 1}
 
 
-def _check_inferred_sizes(path: Path) -> None:
+def _check_inferred_sizes(path: Path) -> bool:
     """Shape inference with data propagation (constants such as a ConstantOfShape's shape are followed) and a
     cap on every tensor it sizes. Measured: ConstantOfShape([100000, 100000]) passes the checker and makes ORT
     and OpenVINO allocate 40 GB at load; without an address-space limit that ends with the OOM killer."""
@@ -98,9 +100,9 @@ def _check_inferred_sizes(path: Path) -> None:
         inferred = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as exc:  # inference is a second opinion here; the checker already passed the model
         log.info("shape inference failed on %s (%s); sizes left to the runtime", path.name, exc)
-        return
+        return False
     graph = inferred.graph
-    _check_windows(graph)
+    static_windows = _check_windows(graph) and not any(_window_ops(f.node) for f in inferred.functions)
     for value in (*graph.input, *graph.value_info, *graph.output):
         tensor_type = value.type.tensor_type
         if not tensor_type.HasField("shape"):
@@ -117,6 +119,7 @@ def _check_inferred_sizes(path: Path) -> None:
                 hint="a constant in the model asks the runtime for an absurd allocation; the file is corrupted or "
                 "hostile",
             )
+    return static_windows
 
 
 # Sliding-window operators: ORT's NCHWc kernels (ORT_ENABLE_ALL) divide by an output extent, so a window
@@ -124,30 +127,58 @@ def _check_inferred_sizes(path: Path) -> None:
 _WINDOW_OPS = frozenset({"Conv", "ConvInteger", "QLinearConv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool"})
 
 
-def _check_windows(graph) -> None:
-    shapes = {}
-    for value in (*graph.value_info, *graph.output):
-        dims = value.type.tensor_type.shape.dim
-        shapes[value.name] = [d.dim_value for d in dims if d.HasField("dim_value")]
+def _dims(value) -> list[int | None] | None:
+    """A value's inferred dimensions (None where symbolic or unknown), or None when its rank is unknown."""
+    tensor_type = value.type.tensor_type
+    if not tensor_type.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim]
+
+
+def _window_ops(nodes) -> bool:
+    """True when these nodes, or graphs nested in them (If, Loop, Scan bodies), hold a sliding-window operator."""
+    for node in nodes:
+        if node.op_type in _WINDOW_OPS:
+            return True
+        for attribute in node.attribute:
+            for graph in (*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs):
+                if _window_ops(graph.node):
+                    return True
+    return False
+
+
+def _check_windows(graph) -> bool:
+    """Refuse a window larger than its input; return whether every window operator's input has static
+    spatial dimensions (ONNX Runtime may then run at ORT_ENABLE_ALL, as it does by default: FINDINGS, the
+    SIGFPE needs a spatial input smaller than the window, which a static input checked here cannot become)."""
+    shapes = {value.name: _dims(value) for value in (*graph.input, *graph.value_info, *graph.output)}
+    static = True
     for node in graph.node:
         if node.op_type not in _WINDOW_OPS or not node.output:
+            if any(attribute.HasField("g") or attribute.graphs for attribute in node.attribute) \
+                    and _window_ops([node]):
+                static = False  # inside a subgraph: not followed here
             continue
-        dims = shapes.get(node.output[0], [])
-        if any(d <= 0 for d in dims[2:]):
+        dims = shapes.get(node.output[0]) or []
+        if any(d is not None and d <= 0 for d in dims[2:]):
             raise ModelValidationError(
                 f"ONNX model refused: {node.op_type} {node.name or node.output[0]!r} has a window larger than "
                 f"its input (output {dims}): ONNX Runtime divides by that extent and dies with SIGFPE",
                 hint="the model's kernel, stride or input size is wrong for this input size; export it again",
             )
+        inputs = shapes.get(node.input[0]) if node.input else None
+        if inputs is None or len(inputs) < 3 or any(d is None for d in inputs[2:]):
+            static = False
+    return static
 
 
-def _full_check(path: Path, shapeless_io: bool = False) -> None:
+def _full_check(path: Path, shapeless_io: bool = False) -> bool:
     try:
         import onnx  # noqa: F401  (the `onnx` extra)
         from onnx import checker
     except ImportError:
         log.info("onnx is not installed: %s validated structurally only (install edgeaccel[onnx])", path.name)
-        return
+        return False
     try:
         if shapeless_io:
             _check_with_shapeless_io(path)
@@ -163,7 +194,7 @@ def _full_check(path: Path, shapeless_io: bool = False) -> None:
             hint="the model is invalid ONNX; re-export it (onnx.checker.check_model(path, full_check=True) "
             "shows the full report)",
         ) from exc
-    _check_inferred_sizes(path)
+    return _check_inferred_sizes(path)
 
 
 def _check_with_shapeless_io(path: Path) -> None:
