@@ -272,3 +272,16 @@ def test_dynamic_batch_runs_at_ort_default_level(tmp_path, spatial, level):
                 x = np.random.default_rng(batch).standard_normal((batch, 8, 12, 12)).astype(np.float32)
                 (expected,) = _raw_ort(path, {"x": x})
                 np.testing.assert_array_equal(model.run(x)[0], expected)
+
+
+def test_openvino_on_a_tflite_file_named_otherwise_says_why(tmp_path):
+    """edgeaccel reads the format from the bytes and LiteRT runs the file under any name; OpenVINO picks its
+    TFLite reader by the extension, and refused such a file with only its frontend list."""
+    from edgeaccel.errors import ModelLoadError
+
+    path = _mirror_pad_model(tmp_path / "model.bin")
+    with edgeaccel.load(path) as model:
+        assert model.executor.runtime == "litert"
+    with pytest.raises(ModelLoadError) as caught:
+        edgeaccel.load(path, executor="openvino", strict=True)
+    assert "*.tflite" in caught.value.hint

@@ -167,6 +167,12 @@ class OpenVINOExecutor(Executor):
                 ) from exc
             if "device" in message.lower() and device.split(".")[0] not in ("CPU", "AUTO"):
                 raise DeviceUnavailableError(f"OpenVINO could not use {device}: {message}") from exc
+            if model.format is Format.TFLITE and model.path.suffix.lower() != ".tflite":
+                raise ModelLoadError(
+                    f"OpenVINO failed to load {model.path.name} on {device}: {message}", runtime=self.runtime,
+                    hint="OpenVINO chooses its TFLite reader by the file name: name the file *.tflite (edgeaccel "
+                    "reads the format from the bytes, and LiteRT runs it under any name)",
+                ) from exc
             raise ModelLoadError(
                 f"OpenVINO failed to load {model.path.name} on {device}: {message}", runtime=self.runtime,
                 hint=MEMORY_HINT if looks_out_of_memory(message) else
