@@ -33,7 +33,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-MODEL_SUFFIXES = (".tflite", ".onnx", ".xml")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -547,6 +546,215 @@ def build_onnx(out: Path) -> None:
          [T("s", TP.STRING, [3])], [T("y", TP.STRING, [3])], opset=13)
 
 
+def build_tflite_extra(out: Path) -> None:
+    """Converter modes and TFLite features the first set lacks: sparse weights, buffers after the flatbuffer,
+    per-tensor int8, a static hash table (CALL_ONCE + HASHTABLE ops), resource variables."""
+    import tensorflow as tf
+
+    keras = tf.keras
+    L = keras.layers
+    keras.utils.set_random_seed(1)
+
+    def save(name, data, **meta):
+        (out / name).write_bytes(data)
+        if meta:
+            _meta(out / name, **meta)
+        print("built", name, flush=True)
+
+    def rep():
+        r = np.random.default_rng(2)
+        for _ in range(16):
+            yield [r.random((1, 16, 16, 3), np.float32)]
+
+    x = keras.Input((16, 16, 3))
+    h = L.Conv2D(16, 3, activation="relu")(x)
+    h = L.Flatten()(h)
+    dense = L.Dense(32, activation="relu")
+    h = dense(h)
+    model = keras.Model(x, L.Dense(4)(h))
+    w, b = dense.get_weights()
+    w[np.abs(w) < np.quantile(np.abs(w), 0.9)] = 0.0  # 90% zeros: the converter stores it sparse
+    dense.set_weights([w, b])
+    with _section("sparse"):
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
+        conv.optimizations = [tf.lite.Optimize.EXPERIMENTAL_SPARSITY]
+        save("tfl_sparse_float.tflite", conv.convert())
+    with _section("sparse int8"):
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
+        conv.optimizations = [tf.lite.Optimize.EXPERIMENTAL_SPARSITY, tf.lite.Optimize.DEFAULT]
+        conv.representative_dataset = rep
+        save("tfl_sparse_int8.tflite", conv.convert())
+    with _section("buffer offset"):
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
+        conv._experimental_use_buffer_offset = True
+        save("tfl_buffer_offset.tflite", conv.convert())
+    with _section("per-tensor int8"):
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.representative_dataset = rep
+        conv._experimental_disable_per_channel = True
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        conv.inference_input_type = conv.inference_output_type = tf.uint8
+        save("tfl_per_tensor_int8.tflite", conv.convert())
+
+    with _section("hashtable"):
+        table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant([b"alpha", b"Beta", b"gamma x", b"delta"]),
+                                                tf.constant([1, 2, 3, 4], tf.int64)), default_value=-1)
+
+        class Lookup(tf.Module):
+            def __init__(self):
+                self.table = table
+
+            @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+            def __call__(self, words):
+                return self.table.lookup(words)
+
+        mod = Lookup()
+        sm = out / "_hashtable_savedmodel"
+        tf.saved_model.save(mod, str(sm), signatures=mod.__call__.get_concrete_function())
+        conv = tf.lite.TFLiteConverter.from_saved_model(str(sm))
+        save("tfl_hashtable.tflite", conv.convert(), dyn={"0": [[3], [5]]})
+
+    with _section("resource variables"):
+        class Counter(tf.Module):
+            def __init__(self):
+                self.scale = tf.Variable(2.0)
+
+            @tf.function(input_signature=[tf.TensorSpec([1, 3], tf.float32)])
+            def __call__(self, v):
+                return v * self.scale.read_value()
+
+        mod = Counter()
+        sm = out / "_variables_savedmodel"
+        tf.saved_model.save(mod, str(sm), signatures=mod.__call__.get_concrete_function())
+        conv = tf.lite.TFLiteConverter.from_saved_model(str(sm))
+        conv.experimental_enable_resource_variables = True
+        save("tfl_resource_variable.tflite", conv.convert())
+
+
+def build_onnx_extra(out: Path) -> None:
+    """ONNX features the first set lacks: no inputs at all, ai.onnx.ml, an old opset/IR, int4 weights,
+    per-channel QDQ, odd input names."""
+    import onnx
+    from onnx import TensorProto as TP
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    T = helper.make_tensor_value_info
+
+    def save(name, nodes, inputs, outputs, inits=(), opsets=(("", 17),), ir=9, **meta):
+        graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets], ir_version=ir)
+        onnx.checker.check_model(model, full_check=True)
+        onnx.save(model, out / f"{name}.onnx")
+        if meta:
+            _meta(out / f"{name}.onnx", **meta)
+        print("built", name, flush=True)
+        return out / f"{name}.onnx"
+
+    with _section("no inputs"):
+        save("onnx_no_inputs", [helper.make_node("ConstantOfShape", ["shape"], ["y"],
+                                                 value=numpy_helper.from_array(np.array([1.5], np.float32))),
+                                helper.make_node("Range", ["a", "b", "c"], ["r"])],
+             [], [T("y", TP.FLOAT, [2, 3]), T("r", TP.INT64, [4])],
+             [numpy_helper.from_array(np.array([2, 3], np.int64), "shape"),
+              numpy_helper.from_array(np.int64(0), "a"), numpy_helper.from_array(np.int64(8), "b"),
+              numpy_helper.from_array(np.int64(2), "c")])
+    with _section("ai.onnx.ml"):
+        save("onnx_ml_scaler_linear", [
+            helper.make_node("Scaler", ["x"], ["s"], domain="ai.onnx.ml", offset=[0.5, 0.1, 0.0],
+                             scale=[2.0, 1.0, 0.5]),
+            helper.make_node("LinearRegressor", ["s"], ["y"], domain="ai.onnx.ml",
+                             coefficients=[0.3, -0.2, 1.0, 0.1, 0.4, -0.5], intercepts=[0.1, -0.1], targets=2)],
+            [T("x", TP.FLOAT, ["n", 3])], [T("y", TP.FLOAT, ["n", 2])],
+            opsets=(("", 17), ("ai.onnx.ml", 3)), dyn={"0": [[1, 3], [4, 3]]})
+    with _section("old opset"):
+        save("onnx_opset8_ir3", [helper.make_node("Upsample", ["x"], ["y"], scales=[1.0, 1.0, 2.0, 2.0], mode="nearest"),
+                                 helper.make_node("Sigmoid", ["y"], ["z"])],
+             [T("x", TP.FLOAT, [1, 2, 3, 3])], [T("z", TP.FLOAT, [1, 2, 6, 6])], opsets=(("", 8),), ir=3)
+    with _section("int4 weights"):
+        w = rng.integers(-8, 8, (8, 4)).astype(np.int8)
+        w4 = helper.make_tensor("w4", TP.INT4, [8, 4], w.flatten().tolist())
+        save("onnx_int4_weights_op21", [
+            helper.make_node("DequantizeLinear", ["w4", "ws"], ["w"], axis=0),
+            helper.make_node("MatMul", ["x", "w"], ["y"])],
+            [T("x", TP.FLOAT, [2, 8])], [T("y", TP.FLOAT, [2, 4])],
+            [w4, numpy_helper.from_array(np.float32(0.05), "ws")], opsets=(("", 21),), ir=10)
+    with _section("odd names"):
+        save("onnx_odd_names", [helper.make_node("Add", ["input:0", "x/y é"], ["out put:0"]),
+                                helper.make_node("Neg", ["out put:0"], ["Ω"])],
+             [T("input:0", TP.FLOAT, [3]), T("x/y é", TP.FLOAT, [3])],
+             [T("out put:0", TP.FLOAT, [3]), T("Ω", TP.FLOAT, [3])])
+    with _section("per-channel QDQ"):
+        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+        class Reader(CalibrationDataReader):
+            def __init__(self):
+                r = np.random.default_rng(3)
+                self.items = iter([{"x": r.random((1, 3, 16, 16), np.float32)} for _ in range(8)])
+
+            def get_next(self):
+                return next(self.items, None)
+
+        if (out / "onnx_conv_float.onnx").is_file():
+            quantize_static(str(out / "onnx_conv_float.onnx"), str(out / "onnx_qdq_per_channel.onnx"), Reader(),
+                            quant_format=QuantFormat.QDQ, per_channel=True, activation_type=QuantType.QInt8,
+                            weight_type=QuantType.QInt8)
+            print("built onnx_qdq_per_channel", flush=True)
+
+
+def build_ir_extra(out: Path) -> None:
+    """An IR with OpenVINO pre-processing baked in (u8 NHWC input), and one whose ports have no names."""
+    import openvino as ov
+
+    (out / "ir").mkdir(exist_ok=True)
+    with _section("ppp"):
+        model = ov.convert_model(str(out / "onnx_conv_float.onnx"))
+        ppp = ov.preprocess.PrePostProcessor(model)
+        ppp.input().tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC"))
+        ppp.input().model().set_layout(ov.Layout("NCHW"))
+        ppp.input().preprocess().convert_element_type(ov.Type.f32).scale(255.0)
+        ov.save_model(ppp.build(), str(out / "ir" / "ir_ppp_u8_nhwc.xml"))
+        print("built ir_ppp_u8_nhwc", flush=True)
+    with _section("unnamed"):
+        from openvino import opset13 as ops
+
+        a = ops.parameter([2, 3], ov.Type.f32)
+        b = ops.parameter([2, 3], ov.Type.i32)
+        y = ops.add(a, ops.convert(b, ov.Type.f32))
+        z = ops.multiply(a, ops.constant(np.float32(3.0)))
+        model = ov.Model([y, z], [a, b], "unnamed")
+        ov.save_model(model, str(out / "ir" / "ir_unnamed_ports.xml"))
+        print("built ir_unnamed_ports", flush=True)
+
+
+def build_renamed(out: Path) -> None:
+    """Copies under names that say nothing (no or a wrong extension; spaces and non-ASCII in the folder): the
+    format comes from the bytes."""
+    import shutil
+
+    folder = out / "renamed dir é"
+    folder.mkdir(exist_ok=True)
+    for src, name in (("onnx_conv_float.onnx", "conv_onnx_model"), ("tfl_conv2d_int8_int8io.tflite", "tfl_model.bin"),
+                      ("onnx_symbolic_multi_out.onnx", "model.tflite"), ("tfl_dynbatch_float.tflite", "model.onnx")):
+        if (out / src).is_file():
+            shutil.copy(out / src, folder / name)
+            meta = out / (src + ".meta.json")
+            if meta.is_file():
+                shutil.copy(meta, folder / (name + ".meta.json"))
+    ir = out / "ir" / "ir_conv_fp32.xml"
+    if ir.is_file():
+        shutil.copy(ir, folder / "ir model.xml")
+        shutil.copy(ir.with_suffix(".bin"), folder / "ir model.bin")
+    ext = out / "onnx_external"
+    if ext.is_dir():
+        target = folder / "external copy"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(ext, target)
+    print("built renamed copies", flush=True)
+
+
 def build_tf2onnx(out: Path) -> None:
     import subprocess
 
@@ -963,11 +1171,20 @@ def _declared_outputs(row) -> int | None:
 
 
 def models_in(folder: Path) -> list[Path]:
+    """Every model file below ``folder`` (by content, as edgeaccel reads it: names may say nothing), except in
+    folders whose name starts with '_' (build sources)."""
+    from edgeaccel.formats import detect_format
+
     found = []
     for p in sorted(folder.rglob("*")):
-        if p.suffix in MODEL_SUFFIXES and p.is_file() and not any(part.startswith("_") for part in
-                                                                  p.relative_to(folder).parts):
-            found.append(p)
+        if not p.is_file() or p.name.endswith(".meta.json") or any(
+                part.startswith("_") for part in p.relative_to(folder).parts):
+            continue
+        try:
+            detect_format(p)
+        except Exception:
+            continue
+        found.append(p)
     return found
 
 
@@ -980,7 +1197,7 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--json", type=Path, help="write every row here too")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
-    ap.add_argument("--build-step", choices=("tflite", "onnx", "tf2onnx", "ir"), help=argparse.SUPPRESS)
+    ap.add_argument("--build-step", choices=("tflite", "onnx", "tf2onnx", "ir", "tflite_extra", "onnx_extra", "ir_extra", "renamed"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.build_step:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -994,7 +1211,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     marker = out / "_built"
     if args.rebuild or not marker.exists():
-        for step in ("tflite", "onnx", "tf2onnx", "ir"):
+        for step in ("tflite", "onnx", "tf2onnx", "ir", "tflite_extra", "onnx_extra", "ir_extra", "renamed"):
             r = subprocess.run([sys.executable, __file__, "--out", str(out), "--build-step", step])
             if r.returncode:
                 print(f"build step {step} failed (rc {r.returncode})", flush=True)
@@ -1007,7 +1224,7 @@ def main(argv=None) -> int:
     rows = []
     counts: dict[str, int] = {}
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    models = [p for p in models_in(out) if args.only in p.name]
+    models = [p for p in models_in(out) if args.only in str(p.relative_to(out))]
     for path in models:
         cmd = [sys.executable, __file__, "--out", str(out), "--child", str(path)]
         try:
