@@ -285,3 +285,53 @@ def test_openvino_on_a_tflite_file_named_otherwise_says_why(tmp_path):
     with pytest.raises(ModelLoadError) as caught:
         edgeaccel.load(path, executor="openvino", strict=True)
     assert "*.tflite" in caught.value.hint
+
+
+def _string_gather_model(path):
+    """words (string, dynamic length) -> GATHER [0, 0] -> first (string [2])."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    def tensor(name, shape, type_, buffer, signature=None):
+        t = schema.TensorT()
+        t.name, t.shape, t.type, t.buffer = name.encode(), shape, type_, buffer
+        t.shapeSignature = signature
+        return t
+
+    def buffer(data=None):
+        b = schema.BufferT()
+        b.data = None if data is None else np.frombuffer(data.tobytes(), np.uint8)
+        return b
+
+    model = schema.ModelT()
+    model.version = 3
+    code = schema.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.GATHER
+    code.version = 1
+    model.operatorCodes = [code]
+    model.buffers = [buffer(), buffer(), buffer(np.array([0, 0], np.int32)), buffer()]
+    sg = schema.SubGraphT()
+    sg.tensors = [tensor("words", [1], schema.TensorType.STRING, 1, [-1]),
+                  tensor("idx", [2], schema.TensorType.INT32, 2), tensor("first", [2], schema.TensorType.STRING, 3)]
+    sg.inputs, sg.outputs = [0], [2]
+    op = schema.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
+    op.builtinOptionsType = schema.BuiltinOptions.GatherOptions
+    op.builtinOptions = schema.GatherOptionsT()
+    sg.operators = [op]
+    model.subgraphs = [sg]
+    builder = flatbuffers.Builder(0)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    path.write_bytes(bytes(builder.Output()))
+    return path
+
+
+def test_dynamic_string_input_takes_a_new_length_on_each_run(tmp_path):
+    """LiteRT forgets a string input's shape signature once it is set, so the strict resize edgeaccel used
+    refused the second length ('ResizeInputTensorStrict only allows mutating unknown dimensions'), where a
+    plain interpreter resizes (a tf.lookup table model: string keys of any count)."""
+    path = _string_gather_model(tmp_path / "strings.tflite")
+    with edgeaccel.load(path, executor="litert") as model:
+        for n in (3, 5, 2):
+            words = np.array([b"a", b"b", b"c", b"d", b"e"][:n], dtype=object)
+            assert model.run(words)[0].tolist() == [b"a", b"a"]

@@ -317,7 +317,10 @@ class _Slot:
         shapes = tuple(a.shape for a in inputs)
         if shapes == self.shapes:
             return
+        # Not strict: LiteRT forgets a string input's dynamic dimensions (its shape signature) once the tensor
+        # has been set, and a strict resize then refuses the next size (measured: a [-1] string input set at 3
+        # cannot take 5). run() checked already that only the model's dynamic dimensions differ.
         for index, shape in zip(indices, shapes):
-            self.interpreter.resize_tensor_input(index, list(shape), strict=True)
+            self.interpreter.resize_tensor_input(index, list(shape))
         self.interpreter.allocate_tensors()
         self.shapes = shapes
