@@ -335,3 +335,16 @@ def test_dynamic_string_input_takes_a_new_length_on_each_run(tmp_path):
         for n in (3, 5, 2):
             words = np.array([b"a", b"b", b"c", b"d", b"e"][:n], dtype=object)
             assert model.run(words)[0].tolist() == [b"a", b"a"]
+
+
+def test_ir_parameter_of_dynamic_rank_is_unranked(tmp_path):
+    """An IR Parameter with shape="..." has a dynamic rank; it was read as one dynamic dimension (rank 1)."""
+    ov = pytest.importorskip("openvino")
+    from openvino import opset13 as ops
+
+    from edgeaccel.formats import describe
+
+    a = ops.parameter(ov.PartialShape.dynamic(), ov.Type.f32, name="a")
+    ov.save_model(ov.Model([ops.relu(a)], [a], "dynamic_rank"), str(tmp_path / "m.xml"))
+    (spec,) = describe(tmp_path / "m.xml").inputs
+    assert spec.unranked and spec.is_dynamic and spec.shape == ()
