@@ -348,3 +348,37 @@ def test_ir_parameter_of_dynamic_rank_is_unranked(tmp_path):
     ov.save_model(ov.Model([ops.relu(a)], [a], "dynamic_rank"), str(tmp_path / "m.xml"))
     (spec,) = describe(tmp_path / "m.xml").inputs
     assert spec.unranked and spec.is_dynamic and spec.shape == ()
+
+
+def test_flex_model_says_it_needs_the_flex_delegate(tmp_path):
+    """A model converted with SELECT_TF_OPS holds Flex custom ops that ai-edge-litert cannot run; the refusal
+    said 'the model may be corrupted or need a newer LiteRT'."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    from edgeaccel.errors import UnsupportedModelError
+
+    model = schema.ModelT()
+    model.version = 3
+    code = schema.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.CUSTOM
+    code.customCode = b"FlexMatrixDeterminant"
+    model.operatorCodes = [code]
+    model.buffers = [schema.BufferT(), schema.BufferT(), schema.BufferT()]
+    sg = schema.SubGraphT()
+    for name, buffer in (("x", 1), ("det", 2)):
+        t = schema.TensorT()
+        t.name, t.shape, t.type, t.buffer = name.encode(), [3, 3] if name == "x" else [], 0, buffer
+        sg.tensors = [*(sg.tensors or []), t]
+    sg.inputs, sg.outputs = [0], [1]
+    op = schema.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, [0], [1]
+    sg.operators = [op]
+    model.subgraphs = [sg]
+    builder = flatbuffers.Builder(0)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    path = tmp_path / "flex.tflite"
+    path.write_bytes(bytes(builder.Output()))
+    with pytest.raises(UnsupportedModelError, match="Flex delegate") as caught:
+        edgeaccel.load(path, executor="litert")
+    assert "SELECT_TF_OPS" in caught.value.hint

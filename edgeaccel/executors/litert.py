@@ -177,6 +177,13 @@ class LiteRTExecutor(Executor):
                     f"the delegate {self._edgetpu.library} loaded but did not take the edgetpu-custom-op of "
                     f"{self.model.path.name}: {message}",
                     hint=f"it is not Coral's libedgetpu; unset ${edgetpu.LIBRARY_ENV} or point it at libedgetpu")
+        flex = [op for op in self.model.custom_ops if op.startswith("Flex")]
+        if flex or "Select TensorFlow op" in message:
+            return UnsupportedModelError(
+                f"LiteRT cannot run {self.model.path.name}: it holds TensorFlow operators "
+                f"({', '.join(flex) or 'Flex'}) that need the Flex delegate, which ai-edge-litert does not have",
+                hint="the model was converted with SELECT_TF_OPS: convert it again with TFLITE_BUILTINS only, or run "
+                "it with TensorFlow's own tf.lite.Interpreter (pip install tensorflow), which links the Flex delegate")
         if is_unresolved_custom_op(message):
             hint = (f"the model uses custom ops {list(self.model.custom_ops)} that this LiteRT build does not "
                     "register; use a runtime or build that provides them")
