@@ -382,3 +382,26 @@ def test_flex_model_says_it_needs_the_flex_delegate(tmp_path):
     with pytest.raises(UnsupportedModelError, match="Flex delegate") as caught:
         edgeaccel.load(path, executor="litert")
     assert "SELECT_TF_OPS" in caught.value.hint
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "ir"])
+def test_openvino_cache_follows_a_model_rewritten_at_the_same_path(tmp_path, fmt):
+    """OpenVINO keys a blob compiled from a path by the path and the second of its modification time: a model
+    rewritten at the same path within a second (a script writing models one after another) was answered by
+    the previous model's blob."""
+    ov = pytest.importorskip("openvino")
+    from onnx_models import small_conv
+
+    x = np.ones((1, 3, 16, 16), np.float32)
+    source = tmp_path / "m.onnx"
+    path = source if fmt == "onnx" else tmp_path / "m.xml"
+    answers = []
+    for seed in (0, 1):
+        small_conv(source, seed=seed)
+        if fmt == "ir":
+            ov.save_model(ov.convert_model(str(source)), str(path), compress_to_fp16=False)
+        (expected,) = _raw_ort(source, {"x": x})
+        with edgeaccel.load(path, executor="openvino", cache_dir=tmp_path / "cache") as model:
+            answers.append(model.run(x)[0])
+        np.testing.assert_allclose(answers[-1], expected, rtol=1e-4, atol=1e-5)
+    assert not np.allclose(answers[0], answers[1])

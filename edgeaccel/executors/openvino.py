@@ -80,6 +80,24 @@ def clean_message(text: str) -> str:
     return " ".join(lines) or text.strip()
 
 
+def content_key(model: ModelInfo) -> str:
+    """The cache folder of one model's compiled blobs. OpenVINO keys a blob compiled from a path by the path and
+    the file's modification time in seconds, so a model rewritten at the same path within a second (or copied
+    with its time kept) was answered by the old model's blob (measured). The key is the model file's content
+    hash, and the size and nanosecond modification time of its .bin or external data (hashing those on every
+    load would cost what the cache saves)."""
+    from ..digest import short
+
+    parts = [model.digest]
+    for extra in model.extra_files:
+        try:
+            st = extra.stat()
+            parts.append(f"{extra.name}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            parts.append(f"{extra.name}:?")
+    return short("|".join(parts), 24)
+
+
 class OpenVINOExecutor(Executor):
     runtime = "openvino"
     formats = frozenset({Format.TFLITE, Format.ONNX, Format.OPENVINO_IR})
@@ -149,7 +167,7 @@ class OpenVINOExecutor(Executor):
         if options.cache_dir:
             from ..cache import compiled_dir
 
-            config["CACHE_DIR"] = str(compiled_dir(options.cache_dir, "openvino"))
+            config["CACHE_DIR"] = str(compiled_dir(options.cache_dir, "openvino") / content_key(model))
         config.update(options.runtime_options.get("config", {}))
         try:
             if "CACHE_DIR" in config:  # from a path OpenVINO can import a cached blob without reading the model
