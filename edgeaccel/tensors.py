@@ -28,10 +28,13 @@ DEFAULT_MIN_DYNAMIC_DIM = 1
 class InputBinder:
     """Turns what the caller passed to run() into the list of arrays an executor takes."""
 
-    def __init__(self, specs: Sequence[TensorSpec], min_dynamic_dims: Sequence[int] | None = None) -> None:
+    def __init__(self, specs: Sequence[TensorSpec], min_dynamic_dims: Sequence[int] | None = None,
+                 aliases: Mapping[str, int] | None = None) -> None:
         self.specs = tuple(specs)
         self.names = tuple(s.name for s in specs)
         self._index = {name: i for i, name in enumerate(self.names)}
+        # other names of the same inputs (a TFLite signature's); a tensor's own name wins over an alias
+        self._lookup = {**{a: i for a, i in (aliases or {}).items() if 0 <= i < len(self.names)}, **self._index}
         self._dtypes = tuple(s.dtype for s in specs)
         self._shapes = tuple(s.shape for s in specs)
         self._static = tuple(not s.is_dynamic for s in specs)
@@ -61,16 +64,30 @@ class InputBinder:
     def _arrange(self, inputs: Any) -> list:
         n = len(self.specs)
         if isinstance(inputs, Mapping):
-            unknown = [k for k in inputs if k not in self._index]
+            lookup = self._lookup
+            unknown = [k for k in inputs if k not in lookup]
             if unknown:
+                also = sorted(set(lookup) - set(self.names))
                 raise InputNameError(
-                    f"no input named {unknown[0]!r}; the model's inputs are {list(self.names)}",
+                    f"no input named {unknown[0]!r}; the model's inputs are {list(self.names)}"
+                    + (f" (or by signature name {also})" if also else ""),
                     hint="pass a dict keyed by the names in model.inputs, or a list in that order",
                 )
-            missing = [name for name in self.names if name not in inputs]
+            if len(lookup) == n:  # no aliases: the common case
+                missing = [name for name in self.names if name not in inputs]
+                if missing:
+                    raise InputCountError(f"missing input {missing[0]!r}; the model needs {list(self.names)}")
+                return [inputs[name] for name in self.names]
+            arranged: list = [_MISSING] * n
+            for key, value in inputs.items():
+                i = lookup[key]
+                if arranged[i] is not _MISSING:
+                    raise InputNameError(f"input {self.names[i]!r} is given twice (by its name and an alias)")
+                arranged[i] = value
+            missing = [self.names[i] for i, value in enumerate(arranged) if value is _MISSING]
             if missing:
                 raise InputCountError(f"missing input {missing[0]!r}; the model needs {list(self.names)}")
-            return [inputs[name] for name in self.names]
+            return arranged
         if isinstance(inputs, (list, tuple)) and not (n == 1 and _is_number_list(inputs)):
             if len(inputs) != n:
                 raise InputCountError(
@@ -121,6 +138,17 @@ class InputBinder:
 
     def _label(self, i: int) -> str:
         return repr(self.names[i]) if self.names[i] else f"#{i}"
+
+
+_MISSING = object()
+
+
+def aliases(details: Mapping, role: str) -> dict[str, int]:
+    """Other names of a model's inputs or outputs (role "inputs"/"outputs") by position: the names a TFLite
+    signature runner uses, from ModelInfo.details["signature"]."""
+    signature = details.get("signature") if details else None
+    found = signature.get(role) if isinstance(signature, Mapping) else None
+    return {str(k): int(v) for k, v in found.items()} if isinstance(found, Mapping) else {}
 
 
 def _is_number_list(value: Sequence) -> bool:
@@ -189,9 +217,11 @@ class Outputs(tuple):
     _index: dict[str, int] = {}
 
     @classmethod
-    def for_names(cls, names: Sequence[str]) -> type[Outputs]:
-        return type("Outputs", (cls,), {"__slots__": (), "_names": tuple(names),
-                                         "_index": {n: i for i, n in enumerate(names)}})
+    def for_names(cls, names: Sequence[str], aliases: Mapping[str, int] | None = None) -> type[Outputs]:
+        """``aliases``: other names by position (a TFLite signature's 'output_0'); the outputs' own names win."""
+        index = {a: i for a, i in (aliases or {}).items() if 0 <= i < len(names)}
+        index.update((n, i) for i, n in enumerate(names))
+        return type("Outputs", (cls,), {"__slots__": (), "_names": tuple(names), "_index": index})
 
     def __getitem__(self, key):
         if isinstance(key, str):

@@ -122,9 +122,9 @@ def test_tiny_activation_scales_refused_only_where_litert_crashes(tmp_path, scal
         np.testing.assert_array_equal(model.run(x)[0], expected)
 
 
-def _mirror_pad_model(path):
+def _mirror_pad_model(path, signature=False):
     """x [1, 4] float -> MIRROR_PAD (REFLECT, paddings [[0, 0], [1, 2]]) -> y [1, 7], written with LiteRT's
-    schema object API."""
+    schema object API; with ``signature``, a SignatureDef names them 'values' and 'output_0'."""
     import flatbuffers
     from ai_edge_litert import schema_py_generated as schema
 
@@ -157,6 +157,16 @@ def _mirror_pad_model(path):
     op.builtinOptions.mode = schema.MirrorPadMode.REFLECT
     sg.operators = [op]
     model.subgraphs = [sg]
+    if signature:
+        def tensor_map(name, index):
+            m = schema.TensorMapT()
+            m.name, m.tensorIndex = name.encode(), index
+            return m
+
+        sig = schema.SignatureDefT()
+        sig.signatureKey, sig.subgraphIndex = b"serving_default", 0
+        sig.inputs, sig.outputs = [tensor_map("values", 0)], [tensor_map("output_0", 2)]
+        model.signatureDefs = [sig]
     builder = flatbuffers.Builder(0)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     path.write_bytes(bytes(builder.Output()))
@@ -405,3 +415,28 @@ def test_openvino_cache_follows_a_model_rewritten_at_the_same_path(tmp_path, fmt
             answers.append(model.run(x)[0])
         np.testing.assert_allclose(answers[-1], expected, rtol=1e-4, atol=1e-5)
     assert not np.allclose(answers[0], answers[1])
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_tflite_signature_names_reach_inputs_and_outputs(tmp_path, isolate):
+    """LiteRT's signature runner names a Keras model's tensors 'keras_tensor' and 'output_0'; the tensors
+    themselves are 'serving_default_keras_tensor:0' and 'StatefulPartitionedCall_1:0'. run() took only the
+    latter, so a dict keyed as the signature runner keys it, or out['output_0'], failed."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from edgeaccel.errors import InputNameError
+
+    path = _mirror_pad_model(tmp_path / "sig.tflite", signature=True)
+    x = np.arange(4, dtype=np.float32)[None]
+    expected = Interpreter(model_path=str(path)).get_signature_runner()(values=x)
+    with edgeaccel.load(path, executor="litert", isolate=isolate) as model:
+        assert [t.name for t in model.inputs] == ["x"] and model.outputs[0].name == "y"
+        out = model.run({"values": x})
+        np.testing.assert_array_equal(out["output_0"], expected["output_0"])
+        np.testing.assert_array_equal(out["y"], out["output_0"])
+        assert list(out.as_dict()) == ["y"]
+        np.testing.assert_array_equal(model.run({"x": x})[0], expected["output_0"])
+        with pytest.raises(InputNameError, match="twice"):
+            model.run({"x": x, "values": x})
+        with pytest.raises(InputNameError, match="signature name"):
+            model.run({"nope": x})

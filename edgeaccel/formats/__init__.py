@@ -147,7 +147,8 @@ def _describe_tflite(path: Path, buf, digest: str) -> ModelInfo:
         custom_ops=custom,
         size_bytes=len(buf),
         digest=digest,
-        details={"tflite_version": model.version, "subgraphs": len(model.subgraphs), "quantized": quantized},
+        details={"tflite_version": model.version, "subgraphs": len(model.subgraphs), "quantized": quantized,
+                 "signature": tflite.signature_aliases(model)},
     )
 
 

@@ -95,6 +95,16 @@ class TflSubgraph:
 
 
 @dataclass(frozen=True)
+class TflSignature:
+    """A SignatureDef: the names a signature runner gives a subgraph's tensors (tensor indices of that subgraph)."""
+
+    key: str
+    subgraph: int
+    inputs: tuple[tuple[str, int], ...]
+    outputs: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
 class TflModel:
     version: int
     opcodes: tuple[str, ...]  # builtin name, or the custom op's own name
@@ -103,6 +113,7 @@ class TflModel:
     buffer_sizes: tuple[int, ...]  # bytes of data each buffer holds (inline or by offset)
     buffer_ranges: tuple[tuple[int, int], ...]  # (start, size) of each buffer's data within the file
     file_size: int
+    signatures: tuple[TflSignature, ...] = ()
 
     @property
     def primary(self) -> TflSubgraph:
@@ -161,7 +172,32 @@ def _parse(buf: bytes) -> TflModel:
         buffer_sizes=tuple(sizes),
         buffer_ranges=tuple(ranges),
         file_size=len(buf),
+        signatures=tuple(_signature(sig) for sig in model.tables(7)),
     )
+
+
+def _signature(sig: flatbuf.Table) -> TflSignature:
+    def maps(index: int) -> tuple[tuple[str, int], ...]:
+        return tuple((m.string(0), m.scalar(1, "I", 0)) for m in sig.tables(index))
+
+    return TflSignature(sig.string(2), sig.scalar(4, "I", 0), maps(0), maps(1))
+
+
+def signature_aliases(model: TflModel) -> dict | None:
+    """The primary subgraph's signature names, by input and output position: what LiteRT's signature runner
+    calls them ('x', 'output_0'), where the tensors are named 'serving_default_x:0', 'StatefulPartitionedCall:0'.
+    None without a signature for subgraph 0."""
+    sig = next((s for s in model.signatures if s.subgraph == 0), None)
+    if sig is None:
+        return None
+    sg = model.primary
+
+    def by_position(maps, indices) -> dict[str, int]:
+        where = {t: k for k, t in enumerate(indices)}
+        return {name: where[t] for name, t in maps if name and t in where}
+
+    return {"key": sig.key, "inputs": by_position(sig.inputs, sg.inputs),
+            "outputs": by_position(sig.outputs, sg.outputs)}
 
 
 def _ints(table: flatbuf.Table, index: int) -> tuple[int, ...]:
