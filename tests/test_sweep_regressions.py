@@ -440,3 +440,42 @@ def test_tflite_signature_names_reach_inputs_and_outputs(tmp_path, isolate):
             model.run({"x": x, "values": x})
         with pytest.raises(InputNameError, match="signature name"):
             model.run({"nope": x})
+
+
+def _declared(path, nodes, output_shape, value_info=(), inits=None):
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(nodes, "declared", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, output_shape)],
+                              [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()],
+                              value_info=list(value_info))
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
+    return path
+
+
+@pytest.mark.parametrize("case", ["output", "value_info", "output rank"])
+def test_declared_shapes_that_inference_contradicts_are_hints(tmp_path, case):
+    """A stale declared shape (an output declared [2, 4] for a [2, 3] result, an intermediate declared [2, 5])
+    made the strict checker refuse models that ONNX Runtime and OpenVINO run: they take declarations as hints."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Abs", ["h"], ["y"])]
+    output, value_info = {"output": ([2, 4], ()), "output rank": ([6], ()),
+                          "value_info": ([2, 3], [helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 5])])}[case]
+    path = _declared(tmp_path / "m.onnx", nodes, output, value_info)
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    (expected,) = _raw_ort(path, {"x": x})
+    for executor in ("onnxruntime", "openvino"):
+        with edgeaccel.load(path, executor=executor) as model:
+            np.testing.assert_allclose(model.run(x)[0], expected, rtol=0, atol=1e-7)
+
+
+def test_other_errors_still_refuse_beside_a_contradicted_declaration(tmp_path):
+    from onnx import helper
+
+    from edgeaccel.errors import ModelValidationError
+
+    path = _declared(tmp_path / "m.onnx", [helper.make_node("Add", ["x", "i"], ["y"])], [2, 4],
+                     inits={"i": np.ones(3, np.int64)})
+    with pytest.raises(ModelValidationError, match="checker refused"):
+        edgeaccel.load(path)
