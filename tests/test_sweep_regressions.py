@@ -479,3 +479,59 @@ def test_other_errors_still_refuse_beside_a_contradicted_declaration(tmp_path):
                      inits={"i": np.ones(3, np.int64)})
     with pytest.raises(ModelValidationError, match="checker refused"):
         edgeaccel.load(path)
+
+
+def _reshape_to_scalar_model(path):
+    """x [1] float -> RESHAPE with a [0]-shaped int32 target (an empty buffer: no elements) -> y, a scalar:
+    what the converter writes for tf.reshape(x, [])."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    def tensor(name, shape, type_, buffer):
+        t = schema.TensorT()
+        t.name, t.shape, t.type, t.buffer = name.encode(), shape, type_, buffer
+        return t
+
+    model = schema.ModelT()
+    model.version = 3
+    code = schema.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.RESHAPE
+    code.version = 1
+    model.operatorCodes = [code]
+    model.buffers = [schema.BufferT() for _ in range(4)]
+    sg = schema.SubGraphT()
+    sg.tensors = [tensor("x", [1], schema.TensorType.FLOAT32, 1), tensor("shape", [0], schema.TensorType.INT32, 2),
+                  tensor("y", [], schema.TensorType.FLOAT32, 3)]
+    sg.inputs, sg.outputs = [0], [2]
+    op = schema.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
+    sg.operators = [op]
+    model.subgraphs = [sg]
+    builder = flatbuffers.Builder(0)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    path.write_bytes(bytes(builder.Output()))
+    return path
+
+
+def test_constant_without_elements_is_a_constant(tmp_path):
+    """A [0]-shaped constant has an empty buffer because it has no data (tf.reshape(x, []), tf.zeros([0]) as a
+    while loop's start): it was refused as 'neither a model input, a constant with data, nor produced'."""
+    path = _reshape_to_scalar_model(tmp_path / "to_scalar.tflite")
+    with edgeaccel.load(path, executor="litert") as model:
+        got = model.run(np.array([2.5], np.float32))[0]
+    assert got.shape == () and got == 2.5
+
+
+def test_empty_filter_is_still_refused(tmp_path):
+    """The allowance above must not let an emptied filter through (fuzz seed 82: OpenVINO SIGFPE)."""
+    from tflite_edit import edit, float_fc
+
+    from edgeaccel.errors import ModelValidationError
+
+    def empty_weights(model, schema):
+        model.subgraphs[0].tensors[1].shape = [3, 0]
+        model.buffers[1].data = None
+
+    path = edit(float_fc(tmp_path / "fc.tflite"), tmp_path / "fc_empty.tflite", empty_weights)
+    with pytest.raises(ModelValidationError, match="empty filter"):
+        edgeaccel.load(path)

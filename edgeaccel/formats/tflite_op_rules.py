@@ -120,6 +120,11 @@ TYPE_PRESERVING = frozenset({
 })
 
 
+# The filter (weights) input of the operators that slide or multiply by one.
+_FILTERED = {"CONV_2D": 1, "DEPTHWISE_CONV_2D": 1, "CONV_3D": 1, "FULLY_CONNECTED": 1, "TRANSPOSE_CONV": 1,
+             "CONV_3D_TRANSPOSE": 1}
+
+
 def has_data(model: TflModel, t: TflTensor) -> bool:
     return 0 <= t.buffer < len(model.buffer_sizes) and model.buffer_sizes[t.buffer] > 0
 
@@ -163,6 +168,10 @@ def check(model: TflModel, sg: TflSubgraph, op: TflOperator, name: str, data, ma
     problem = _requantization(sg, op, name)
     if problem:
         return problem
+    if name in _FILTERED and len(op.inputs) > _FILTERED[name] and op.inputs[_FILTERED[name]] >= 0 \
+            and 0 in tensors[op.inputs[_FILTERED[name]]].shape:
+        # fuzz seed 82: a conv filter's shape set to [96, 1, 1, 0] -> OpenVINO dies with SIGFPE
+        return f"has an empty filter of shape {list(tensors[op.inputs[_FILTERED[name]]].shape)}"
     if name == "RESHAPE" and len(op.inputs) > 1 and op.inputs[1] >= 0:
         problem = _reshape_target(model, tensors[op.inputs[1]], data, max_tensor_bytes)
         if problem:
