@@ -633,6 +633,45 @@ def build_tflite_extra(out: Path) -> None:
         save("tfl_resource_variable.tflite", conv.convert())
 
 
+def build_tflite_edges(out: Path) -> None:
+    """Constants without elements, data-dependent shapes, loops that grow a tensor."""
+    import tensorflow as tf
+
+    def conv(fn, name, **meta):
+        with _section(name):
+            c = tf.lite.TFLiteConverter.from_concrete_functions([fn.get_concrete_function()], fn)
+            (out / f"{name}.tflite").write_bytes(c.convert())
+            if meta:
+                _meta(out / f"{name}.tflite", **meta)
+            print("built", name, flush=True)
+
+    @tf.function(input_signature=[tf.TensorSpec([1], tf.float32)])
+    def to_scalar(v):
+        return tf.reshape(v, []) * 2.0
+
+    @tf.function(input_signature=[tf.TensorSpec([3], tf.float32)])
+    def empty_concat(v):
+        return tf.concat([v, tf.zeros([0])], 0) + 1.0, tf.reduce_sum(v, axis=[])
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
+    def unique(v):
+        y, idx = tf.unique(v)
+        return tf.cast(y, tf.float32) * 0.5, idx
+
+    @tf.function(input_signature=[tf.TensorSpec([2], tf.float32), tf.TensorSpec([], tf.int32)])
+    def grow(v, n):
+        def body(i, acc):
+            return i + 1, tf.concat([acc, v], 0)
+        _, acc = tf.while_loop(lambda i, acc: i < n, body, [tf.constant(0), tf.zeros([0])],
+                               shape_invariants=[tf.TensorShape([]), tf.TensorShape([None])])
+        return tf.nn.softmax(acc)
+
+    conv(to_scalar, "tfl_reshape_to_scalar")
+    conv(empty_concat, "tfl_empty_const")
+    conv(unique, "tfl_unique_cast", int_low={"v": 0}, int_high={"v": 5}, dyn={"v": [[6], [3]]})
+    conv(grow, "tfl_while_grow", int_low={"n": 1}, int_high={"n": 4})
+
+
 def build_onnx_extra(out: Path) -> None:
     """ONNX features the first set lacks: no inputs at all, ai.onnx.ml, an old opset/IR, int4 weights,
     per-channel QDQ, odd input names."""
@@ -686,6 +725,13 @@ def build_onnx_extra(out: Path) -> None:
                                 helper.make_node("Neg", ["out put:0"], ["Ω"])],
              [T("input:0", TP.FLOAT, [3]), T("x/y é", TP.FLOAT, [3])],
              [T("out put:0", TP.FLOAT, [3]), T("Ω", TP.FLOAT, [3])])
+    with _section("declared shapes inference contradicts"):
+        graph = helper.make_graph([helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Abs", ["h"], ["y"])],
+                                  "stale", [T("x", TP.FLOAT, [2, 3])], [T("y", TP.FLOAT, [2, 4])],
+                                  value_info=[T("h", TP.FLOAT, [2, 5])])
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9),
+                  out / "onnx_stale_declared_shapes.onnx")  # the checker refuses it; the runtimes run it
+        print("built onnx_stale_declared_shapes", flush=True)
     with _section("per-channel QDQ"):
         from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -1219,7 +1265,7 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--json", type=Path, help="write every row here too")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
-    ap.add_argument("--build-step", choices=("tflite", "onnx", "tf2onnx", "ir", "tflite_extra", "onnx_extra", "ir_extra", "renamed"), help=argparse.SUPPRESS)
+    ap.add_argument("--build-step", choices=("tflite", "onnx", "tf2onnx", "ir", "tflite_extra", "tflite_edges", "onnx_extra", "ir_extra", "renamed"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.build_step:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -1233,7 +1279,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     marker = out / "_built"
     if args.rebuild or not marker.exists():
-        for step in ("tflite", "onnx", "tf2onnx", "ir", "tflite_extra", "onnx_extra", "ir_extra", "renamed"):
+        for step in ("tflite", "onnx", "tf2onnx", "ir", "tflite_extra", "tflite_edges", "onnx_extra", "ir_extra", "renamed"):
             r = subprocess.run([sys.executable, __file__, "--out", str(out), "--build-step", step])
             if r.returncode:
                 print(f"build step {step} failed (rc {r.returncode})", flush=True)
