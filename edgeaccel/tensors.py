@@ -201,6 +201,9 @@ def random_array(spec: TensorSpec, rng: np.random.Generator, shape: Sequence[int
 
 def check_outputs_finite(arrays: Sequence[np.ndarray], names: Sequence[str]) -> None:
     for array, name in zip(arrays, names):
+        if isinstance(array, (list, tuple)):  # an ONNX sequence output: its arrays
+            check_outputs_finite(array, [name] * len(array))
+            continue
         if array.dtype.kind in "fc" and not np.isfinite(array).all():
             raise OutputValueError(f"output {name!r} holds NaN or Inf",
                                    hint="check the input range and preprocessing; the model diverged")
@@ -239,5 +242,7 @@ class Outputs(tuple):
         return dict(zip(self._names, self))
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{n!r}: {a.dtype}{list(a.shape)}" for n, a in zip(self._names, self))
+        parts = ", ".join(f"{n!r}: {a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray)
+                          else f"{n!r}: {type(a).__name__} of {len(a)}" if isinstance(a, (list, tuple))
+                          else f"{n!r}: {type(a).__name__}" for n, a in zip(self._names, self))
         return f"Outputs({parts})"

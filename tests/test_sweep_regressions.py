@@ -535,3 +535,23 @@ def test_empty_filter_is_still_refused(tmp_path):
     path = edit(float_fc(tmp_path / "fc.tflite"), tmp_path / "fc_empty.tflite", empty_weights)
     with pytest.raises(ModelValidationError, match="empty filter"):
         edgeaccel.load(path)
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_sequence_output_stays_a_list(tmp_path, isolate):
+    """An ONNX sequence output is a list of arrays from ONNX Runtime; the isolated worker sent it as one stacked
+    array (shape (3, 1, 2) for three (1, 2) items), and repr() of the outputs raised AttributeError."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("SplitToSequence", ["x"], ["seq"], axis=0)], "seq",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+                              [helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, None)])
+    path = tmp_path / "seq.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9), path)
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    (expected,) = _raw_ort(path, {"x": x})
+    with edgeaccel.load(path, isolate=isolate) as model:
+        out = model.run(x, check_finite=True)
+    assert isinstance(out[0], list) and "list of 3" in repr(out)
+    for g, e in zip(out[0], expected):
+        np.testing.assert_array_equal(g, e)

@@ -100,18 +100,33 @@ _STRINGS = {"bytes": bytes, "str": str}
 
 
 def send_json(sock: socket.socket, message: dict, arrays: Sequence[np.ndarray] = ()) -> None:
+    """``arrays``: the outputs; an output may also be a list of arrays (an ONNX sequence), sent as a
+    'sequence' entry with an empty buffer followed by its items."""
     described, buffers = [], []
     for a in arrays:
-        # not np.ascontiguousarray: it turns a 0-d array (a scalar output) into shape (1,)
-        a = np.asarray(a, order="C")
-        if a.dtype.hasobject:
-            kind, data, lengths = _encode_strings(a)
-            described.append({"dtype": "object", "strings": kind, "shape": list(a.shape), "lengths": lengths})
-            buffers.append(data)
+        if isinstance(a, (list, tuple)):
+            described.append({"dtype": "sequence", "shape": [], "length": len(a)})
+            buffers.append(b"")
+            items = a
         else:
-            described.append({"dtype": a.dtype.str, "shape": list(a.shape)})
-            buffers.append(a)
+            items = [a]
+        for item in items:
+            if not isinstance(item, np.ndarray) and not np.isscalar(item):
+                raise TypeError(f"an output holds a {type(item).__name__}; only arrays, strings and lists of "
+                                "arrays can be sent back")
+            entry, buffer = _describe(item)
+            described.append(entry)
+            buffers.append(buffer)
     send_frame(sock, json.dumps(dict(message, arrays=described)).encode(), buffers)
+
+
+def _describe(a) -> tuple[dict, object]:
+    # not np.ascontiguousarray: it turns a 0-d array (a scalar output) into shape (1,)
+    a = np.asarray(a, order="C")
+    if a.dtype.hasobject:
+        kind, data, lengths = _encode_strings(a)
+        return {"dtype": "object", "strings": kind, "shape": list(a.shape), "lengths": lengths}, data
+    return {"dtype": a.dtype.str, "shape": list(a.shape)}, a
 
 
 def _encode_strings(a: np.ndarray) -> tuple[str, bytes, list[int]]:
@@ -131,7 +146,25 @@ def recv_json(sock: socket.socket, max_bytes: int) -> tuple[dict, list[np.ndarra
         described = message["arrays"]
         if not isinstance(message, dict) or len(described) != len(buffers):
             raise ValueError("array count differs from buffer count")
-        arrays = [_array(d, b) for d, b in zip(described, buffers)]
+        arrays: list = []
+        pending = 0  # items still to go into the last sequence
+        for d, b in zip(described, buffers):
+            if d["dtype"] == "sequence":
+                if pending or len(b):
+                    raise ValueError("a sequence inside a sequence, or with data of its own")
+                pending = int(d["length"])
+                if pending < 0:
+                    raise ValueError("a sequence of negative length")
+                arrays.append([])
+                continue
+            item = _array(d, b)
+            if pending:
+                arrays[-1].append(item)
+                pending -= 1
+            else:
+                arrays.append(item)
+        if pending:
+            raise ValueError("a sequence shorter than it declared")
     except (ValueError, KeyError, TypeError) as exc:
         raise WireError(f"malformed reply from the worker: {exc}") from exc
     return message, arrays
