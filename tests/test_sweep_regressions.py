@@ -555,3 +555,17 @@ def test_sequence_output_stays_a_list(tmp_path, isolate):
     assert isinstance(out[0], list) and "list of 3" in repr(out)
     for g, e in zip(out[0], expected):
         np.testing.assert_array_equal(g, e)
+
+
+def test_shapeless_input_and_a_contradicted_declaration_together(tmp_path):
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Abs", ["h"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              value_info=[helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 5])])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    with edgeaccel.load(path) as model:
+        np.testing.assert_array_equal(model.run(x)[0], _raw_ort(path, {"x": x})[0])

@@ -183,21 +183,21 @@ def _full_check(path: Path, shapeless_io: bool = False) -> bool:
         return False
     inferred_on = None
     try:
-        if shapeless_io:
-            _check_in_two_parts(path)
-        else:
-            try:
+        try:
+            if shapeless_io:
+                _check_in_two_parts(path)
+            else:
                 checker.check_model(os.fspath(path), full_check=True)
-            except Exception as exc:
-                if "existing shape differ" not in str(exc):
-                    raise
-                # A shape the file declares for an intermediate or output tensor contradicts what inference
-                # computes. ONNX Runtime and OpenVINO treat such declarations as hints and run the model
-                # (measured: a Relu output declared [2, 5] or [6] for a [2, 3] input); stale declarations are
-                # what graph edits leave behind. Checked again without them: every other error still refuses.
-                log.info("%s declares shapes that inference contradicts (%s); checked without them", path.name,
-                         str(exc).strip().splitlines()[-1][:200])
-                inferred_on = _check_in_two_parts(path, drop_declared_shapes=True)
+        except Exception as exc:
+            if "existing shape differ" not in str(exc):
+                raise
+            # A shape the file declares for an intermediate or output tensor contradicts what inference
+            # computes. ONNX Runtime and OpenVINO treat such declarations as hints and run the model
+            # (measured: a Relu output declared [2, 5] or [6] for a [2, 3] input); stale declarations are
+            # what graph edits leave behind. Checked again without them: every other error still refuses.
+            log.info("%s declares shapes that inference contradicts (%s); checked without them", path.name,
+                     str(exc).strip().splitlines()[-1][:200])
+            inferred_on = _check_in_two_parts(path, drop_declared_shapes=True)
     except Exception as exc:  # checker raises ValidationError, InferenceError and others
         if looks_out_of_memory(exc):  # measured under an address-space limit: std::bad_alloc, not a bad model
             raise ModelLoadError(f"could not check {path.name}: the ONNX checker ran out of memory",
