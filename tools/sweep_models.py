@@ -616,6 +616,15 @@ def build_tflite_extra(out: Path) -> None:
         conv = tf.lite.TFLiteConverter.from_saved_model(str(sm))
         save("tfl_hashtable.tflite", conv.convert(), dyn={"0": [[3], [5]]})
 
+    with _section("int16 I/O"):
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.representative_dataset = rep
+        conv.target_spec.supported_ops = [
+            tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+        conv.inference_input_type = conv.inference_output_type = tf.int16
+        save("tfl_int16_io.tflite", conv.convert())
+
     with _section("resource variables"):
         class Counter(tf.Module):
             def __init__(self):
@@ -732,6 +741,23 @@ def build_onnx_extra(out: Path) -> None:
         onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9),
                   out / "onnx_stale_declared_shapes.onnx")  # the checker refuses it; the runtimes run it
         print("built onnx_stale_declared_shapes", flush=True)
+    with _section("dynamic quantization"):
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        mlp = save("onnx_mlp_float", [helper.make_node("MatMul", ["x", "W1"], ["h"]),
+                                      helper.make_node("Add", ["h", "b1"], ["hb"]), helper.make_node("Relu", ["hb"], ["r"]),
+                                      helper.make_node("MatMul", ["r", "W2"], ["y"])],
+                   [T("x", TP.FLOAT, ["batch", 32])], [T("y", TP.FLOAT, ["batch", 8])],
+                   [numpy_helper.from_array(rng.standard_normal((32, 64)).astype(np.float32), "W1"),
+                    numpy_helper.from_array(rng.standard_normal(64).astype(np.float32), "b1"),
+                    numpy_helper.from_array(rng.standard_normal((64, 8)).astype(np.float32), "W2")],
+                   opsets=(("", 13),), dyn={"0": [[1, 32], [3, 32]]})
+        for src, name in ((mlp, "onnx_dynamic_quant_mlp"), (out / "onnx_conv_float.onnx", "onnx_dynamic_quant_conv")):
+            if src.is_file():
+                quantize_dynamic(str(src), str(out / f"{name}.onnx"), weight_type=QuantType.QUInt8)
+                if "mlp" in name:
+                    _meta(out / f"{name}.onnx", dyn={"0": [[1, 32], [3, 32]]})
+                print("built", name, flush=True)
     with _section("per-channel QDQ"):
         from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
