@@ -174,6 +174,77 @@ def _check_windows(graph) -> bool:
     return static
 
 
+def _windows_proven(graph) -> bool:
+    """Every window operator of the graph has known spatial input dimensions and a positive output extent, and
+    none hides in a subgraph or function."""
+    shapes = {value.name: _dims(value) for value in (*graph.input, *graph.value_info, *graph.output)}
+    for node in graph.node:
+        if node.op_type not in _WINDOW_OPS:
+            if _window_ops([node]):
+                return False
+            continue
+        inputs = shapes.get(node.input[0]) if node.input else None
+        outputs = shapes.get(node.output[0]) if node.output else None
+        for dims in (inputs, outputs):
+            if dims is None or len(dims) < 3 or any(d is None or d <= 0 for d in dims[2:]):
+                return False
+    return True
+
+
+class WindowGuard:
+    """For a model whose window operators see dynamic spatial sizes: whether ORT_ENABLE_ALL is safe for one
+    set of input shapes. FINDINGS: at that level a spatial input smaller than a window kills the process with
+    SIGFPE. Shape inference with the inputs' real shapes proves it safe (every window's input size known, every
+    output extent positive) or does not; the verdict is kept per shape set."""
+
+    MAX_VERDICTS = 256
+
+    def __init__(self, path: Path, input_names) -> None:
+        import threading
+
+        import onnx
+
+        self._onnx = onnx
+        self._path = path
+        self._names = list(input_names)
+        self._proto = None
+        self._verdicts: dict[tuple, bool] = {}
+        self._lock = threading.Lock()
+
+    def safe(self, shapes: tuple) -> bool:
+        verdict = self._verdicts.get(shapes)
+        if verdict is None:
+            with self._lock:
+                verdict = self._verdicts.get(shapes)
+                if verdict is None:
+                    verdict = self._judge(shapes)
+                    if len(self._verdicts) >= self.MAX_VERDICTS:
+                        self._verdicts.clear()
+                    self._verdicts[shapes] = verdict
+        return verdict
+
+    def _judge(self, shapes: tuple) -> bool:
+        from onnx import shape_inference
+
+        try:
+            if self._proto is None:
+                self._proto = self._onnx.load(os.fspath(self._path), load_external_data=False)
+            model = self._onnx.ModelProto()
+            model.CopyFrom(self._proto)
+            given = dict(zip(self._names, shapes))
+            for value in model.graph.input:
+                if value.name in given and value.type.HasField("tensor_type"):
+                    shape = value.type.tensor_type.shape
+                    shape.ClearField("dim")
+                    for d in given[value.name]:
+                        shape.dim.add().dim_value = int(d)
+            inferred = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+            return _windows_proven(inferred.graph) and not any(_window_ops(f.node) for f in inferred.functions)
+        except Exception as exc:  # not proven: the caller takes the safe path
+            log.info("window sizes of %s not proven for %s: %s", self._path.name, shapes, exc)
+            return False
+
+
 def _full_check(path: Path, shapeless_io: bool = False) -> bool:
     try:
         import onnx  # noqa: F401  (the `onnx` extra)
