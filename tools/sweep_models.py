@@ -758,6 +758,15 @@ def build_onnx_extra(out: Path) -> None:
                 if "mlp" in name:
                     _meta(out / f"{name}.onnx", dyn={"0": [[1, 32], [3, 32]]})
                 print("built", name, flush=True)
+    with _section("dynamic H/W conv"):
+        nodes = [helper.make_node("Conv", ["x", "W1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                 helper.make_node("Relu", ["c1"], ["r"]), helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2],
+                                                                          strides=[2, 2]),
+                 helper.make_node("Conv", ["p", "W2"], ["y"], kernel_shape=[3, 3])]
+        save("onnx_conv_dynamic_hw", nodes, [T("x", TP.FLOAT, ["N", 8, "H", "W"])], [T("y", TP.FLOAT, ["N", 16, None, None])],
+             [numpy_helper.from_array(rng.standard_normal((16, 8, 3, 3)).astype(np.float32), "W1"),
+              numpy_helper.from_array(rng.standard_normal((16, 16, 3, 3)).astype(np.float32), "W2")],
+             dyn={"0": [[1, 8, 16, 16], [2, 8, 11, 17]]})
     with _section("per-channel QDQ"):
         from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
