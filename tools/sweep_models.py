@@ -3,7 +3,7 @@ edgeaccel.load with the raw runtime's outputs (or fails clearly where the raw ru
 
     python tools/sweep_models.py --out /tmp/sweep            # build (if missing) and check every model
     python tools/sweep_models.py --out /tmp/sweep --rebuild  # build again
-    python tools/sweep_models.py --out /tmp/sweep --only onnx_   # check the models whose name has 'onnx_'
+    python tools/sweep_models.py --out /tmp/sweep --only onnx_   # check the models whose path has 'onnx_'
 
 For every model, in a child process (a runtime crash is reported, not fatal), it compares
 ``edgeaccel.load(path)`` (the default choice, loaded twice: the second load reads edgeaccel's caches; and once
@@ -18,6 +18,11 @@ compared within a tolerance. Dynamic dimensions are run at two sizes. One line p
     FALSE-REJECT  edgeaccel raises where the raw runtime runs
     UNCLEAR-ERROR both fail, but edgeaccel's error is not an EdgeAccelError or says nothing
     CRASH         the child process died or hung
+    NO-RAW        edgeaccel loads the model but the raw runtime does not
+
+``--only TEXT`` checks the models whose path below --out contains TEXT. Models are found by content (the names
+of some copies say nothing); a file NAME.meta.json beside a model gives input hints (integer ranges, sizes for
+dynamic dimensions).
 """
 
 from __future__ import annotations
@@ -1150,7 +1155,9 @@ def check_one(path: Path, cache_dir: Path) -> list[dict]:
         try:
             model = edgeaccel.load(path, cache_dir=str(cache_dir), **load_kwargs)
         except Exception as exc:
-            runtime = pinned or (claims[0] if claims else None)
+            # pinned: that runtime's raw call is the reference; the default choice is fair only if no runtime
+            # that reads the format runs the model raw
+            runtime = pinned or next((c for c in claims if raw_runs(c)), claims[0] if claims else None)
             row["ea_error"] = _error_text(exc)
             row["clear"] = isinstance(exc, EdgeAccelError) and bool(str(exc).strip())
             _judge_failure(row, runtime, raw_for, run_raw, input_sets, exc)
