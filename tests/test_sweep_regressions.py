@@ -245,7 +245,8 @@ def test_string_inputs_accept_numpy_str_arrays(tmp_path):
     edgeaccel refused it ('expects object, got <U1')."""
     from onnx import TensorProto, helper
 
-    path = save([helper.make_node("Identity", ["s"], ["y"])], [helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
+    path = save([helper.make_node("Identity", ["s"], ["y"])],
+                [helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
                 [helper.make_tensor_value_info("y", TensorProto.STRING, [2])], {}, tmp_path / "sid.onnx")
     words = np.array(["a", "bé"])
     (expected,) = _raw_ort(path, {"s": words})

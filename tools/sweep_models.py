@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+BUILD_STEPS = ("tflite", "onnx", "tf2onnx", "ir", "tflite_extra", "tflite_edges", "onnx_extra", "ir_extra", "renamed")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -405,7 +406,8 @@ def build_onnx(out: Path) -> None:
                                   [T("s_in", TP.FLOAT, [2]), T("xi", TP.FLOAT, [2])],
                                   [T("s_out", TP.FLOAT, [2]), T("y_i", TP.FLOAT, [2])])
     save("onnx_scan_op11", [helper.make_node("Scan", ["s0", "xs"], ["s", "ys"], body=scan_body, num_scan_inputs=1)],
-         [T("s0", TP.FLOAT, [2]), T("xs", TP.FLOAT, ["steps", 2])], [T("s", TP.FLOAT, [2]), T("ys", TP.FLOAT, ["steps", 2])],
+         [T("s0", TP.FLOAT, [2]), T("xs", TP.FLOAT, ["steps", 2])],
+         [T("s", TP.FLOAT, [2]), T("ys", TP.FLOAT, ["steps", 2])],
          opset=11, dyn={"1": [[1, 2], [5, 2]]})
     save("onnx_topk_nonzero_range", [
         helper.make_node("TopK", ["x", "k"], ["tv", "ti"], axis=-1, largest=1, sorted=1),
@@ -439,8 +441,7 @@ def build_onnx(out: Path) -> None:
          [T("x", TP.FLOAT, ["batch", "seq", 6])],
          [T("p", TP.FLOAT, ["batch", "seq", 4]), T("a", TP.INT64, ["batch", "seq"]), T("sh", TP.INT64, [3])],
          {"W": f(6, 4)}, opset=18, dyn={"0": [[1, 2, 6], [3, 7, 6]]})
-    save("onnx_opset21_ir10", [helper.make_node("Gelu", ["x"], ["g"]) if False else
-                               helper.make_node("Relu", ["x"], ["g"]),
+    save("onnx_opset21_ir10", [helper.make_node("Relu", ["x"], ["g"]),
                                helper.make_node("ReduceMean", ["g", "axes"], ["y"], keepdims=1)],
          [T("x", TP.FLOAT, [1, 4, 4])], [T("y", TP.FLOAT, [1, 1, 4])], {"axes": np.array([1], np.int64)},
          opset=21, ir=10)
@@ -467,7 +468,8 @@ def build_onnx(out: Path) -> None:
     onnx.save(m, out / "onnx_initializer_as_input_ir6.onnx")
     # a model-local function
     fn = helper.make_function("custom.fn", "Scale2", ["a"], ["b"],
-                              [helper.make_node("Constant", [], ["two"], value=numpy_helper.from_array(np.float32(2.0))),
+                              [helper.make_node("Constant", [], ["two"],
+                                                value=numpy_helper.from_array(np.float32(2.0))),
                                helper.make_node("Mul", ["a", "two"], ["b"])],
                               [helper.make_opsetid("", 17)])
     save("onnx_local_function", [helper.make_node("Scale2", ["x"], ["y"], domain="custom.fn")],
@@ -723,7 +725,8 @@ def build_onnx_extra(out: Path) -> None:
             [T("x", TP.FLOAT, ["n", 3])], [T("y", TP.FLOAT, ["n", 2])],
             opsets=(("", 17), ("ai.onnx.ml", 3)), dyn={"0": [[1, 3], [4, 3]]})
     with _section("old opset"):
-        save("onnx_opset8_ir3", [helper.make_node("Upsample", ["x"], ["y"], scales=[1.0, 1.0, 2.0, 2.0], mode="nearest"),
+        save("onnx_opset8_ir3", [helper.make_node("Upsample", ["x"], ["y"], scales=[1.0, 1.0, 2.0, 2.0],
+                                                  mode="nearest"),
                                  helper.make_node("Sigmoid", ["y"], ["z"])],
              [T("x", TP.FLOAT, [1, 2, 3, 3])], [T("z", TP.FLOAT, [1, 2, 6, 6])], opsets=(("", 8),), ir=3)
     with _section("int4 weights"):
@@ -750,7 +753,8 @@ def build_onnx_extra(out: Path) -> None:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         mlp = save("onnx_mlp_float", [helper.make_node("MatMul", ["x", "W1"], ["h"]),
-                                      helper.make_node("Add", ["h", "b1"], ["hb"]), helper.make_node("Relu", ["hb"], ["r"]),
+                                      helper.make_node("Add", ["h", "b1"], ["hb"]),
+                                      helper.make_node("Relu", ["hb"], ["r"]),
                                       helper.make_node("MatMul", ["r", "W2"], ["y"])],
                    [T("x", TP.FLOAT, ["batch", 32])], [T("y", TP.FLOAT, ["batch", 8])],
                    [numpy_helper.from_array(rng.standard_normal((32, 64)).astype(np.float32), "W1"),
@@ -768,7 +772,8 @@ def build_onnx_extra(out: Path) -> None:
                  helper.make_node("Relu", ["c1"], ["r"]), helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2],
                                                                           strides=[2, 2]),
                  helper.make_node("Conv", ["p", "W2"], ["y"], kernel_shape=[3, 3])]
-        save("onnx_conv_dynamic_hw", nodes, [T("x", TP.FLOAT, ["N", 8, "H", "W"])], [T("y", TP.FLOAT, ["N", 16, None, None])],
+        save("onnx_conv_dynamic_hw", nodes, [T("x", TP.FLOAT, ["N", 8, "H", "W"])],
+             [T("y", TP.FLOAT, ["N", 16, None, None])],
              [numpy_helper.from_array(rng.standard_normal((16, 8, 3, 3)).astype(np.float32), "W1"),
               numpy_helper.from_array(rng.standard_normal((16, 16, 3, 3)).astype(np.float32), "W2")],
              dyn={"0": [[1, 8, 16, 16], [2, 8, 11, 17]]})
@@ -1307,7 +1312,7 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--json", type=Path, help="write every row here too")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
-    ap.add_argument("--build-step", choices=("tflite", "onnx", "tf2onnx", "ir", "tflite_extra", "tflite_edges", "onnx_extra", "ir_extra", "renamed"), help=argparse.SUPPRESS)
+    ap.add_argument("--build-step", choices=BUILD_STEPS, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.build_step:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -1321,7 +1326,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     marker = out / "_built"
     if args.rebuild or not marker.exists():
-        for step in ("tflite", "onnx", "tf2onnx", "ir", "tflite_extra", "tflite_edges", "onnx_extra", "ir_extra", "renamed"):
+        for step in BUILD_STEPS:
             r = subprocess.run([sys.executable, __file__, "--out", str(out), "--build-step", step])
             if r.returncode:
                 print(f"build step {step} failed (rc {r.returncode})", flush=True)
