@@ -14,7 +14,7 @@ from .errors import EdgeAccelError, ExecutorError, ModelClosedError
 from .executors.base import Executor, ExecutorInfo
 from .modelinfo import ModelInfo, TensorSpec
 from .selector import Candidate, Ranking
-from .tensors import InputBinder, Outputs, check_outputs_finite, dequantize_array
+from .tensors import InputBinder, Outputs, aliases, check_outputs_finite, dequantize_array
 
 if TYPE_CHECKING:  # concurrent.futures is imported by the asynchronous path only (start-up memory)
     from concurrent.futures import Future
@@ -68,9 +68,10 @@ class Model:
     def _set_io(self, executor: Executor) -> None:
         self._inputs = executor.inputs
         self._outputs = executor.outputs
-        self._binder = InputBinder(self._inputs)
+        details = getattr(getattr(executor, "model", None), "details", None) or {}
+        self._binder = InputBinder(self._inputs, aliases=aliases(details, "inputs"))
         self._output_names = tuple(t.name for t in self._outputs)
-        self._outputs_cls = Outputs.for_names(self._output_names)
+        self._outputs_cls = Outputs.for_names(self._output_names, aliases(details, "outputs"))
 
     # -- what the caller inspects -------------------------------------------------------------------
     @property

@@ -44,19 +44,21 @@ class Quantization:
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """One model input or output. A ``None`` dimension is dynamic."""
+    """One model input or output. A ``None`` dimension is dynamic; ``unranked``: the model declares no shape at
+    all (an ONNX graph input or output without one), so any rank is accepted and ``shape`` is ()."""
 
     name: str
     shape: tuple[int | None, ...]
     dtype: np.dtype
     quantization: Quantization | None = None
+    unranked: bool = False
 
     @property
     def is_dynamic(self) -> bool:
-        return any(d is None for d in self.shape)
+        return self.unranked or any(d is None for d in self.shape)
 
     def __str__(self) -> str:
-        dims = "x".join("?" if d is None else str(d) for d in self.shape) or "scalar"
+        dims = "any shape" if self.unranked else "x".join("?" if d is None else str(d) for d in self.shape) or "scalar"
         q = f" ({self.quantization})" if self.quantization else ""
         return f"{self.name}: {self.dtype} {dims}{q}"
 
@@ -107,7 +109,7 @@ class ModelInfo:
 
 def _spec_dict(t: TensorSpec) -> dict:
     q = t.quantization
-    return {"name": t.name, "shape": list(t.shape), "dtype": str(t.dtype),
+    return {"name": t.name, "shape": list(t.shape), "dtype": str(t.dtype), "unranked": t.unranked,
             "quantization": None if q is None else {"scale": list(q.scale), "zero_point": list(q.zero_point),
                                                     "axis": q.axis}}
 
@@ -115,4 +117,4 @@ def _spec_dict(t: TensorSpec) -> dict:
 def _spec(d: dict) -> TensorSpec:
     q = d["quantization"]
     quant = None if q is None else Quantization(tuple(q["scale"]), tuple(q["zero_point"]), q["axis"])
-    return TensorSpec(d["name"], tuple(d["shape"]), np.dtype(d["dtype"]), quant)
+    return TensorSpec(d["name"], tuple(d["shape"]), np.dtype(d["dtype"]), quant, bool(d.get("unranked", False)))

@@ -28,13 +28,19 @@ DEFAULT_MIN_DYNAMIC_DIM = 1
 class InputBinder:
     """Turns what the caller passed to run() into the list of arrays an executor takes."""
 
-    def __init__(self, specs: Sequence[TensorSpec], min_dynamic_dims: Sequence[int] | None = None) -> None:
+    def __init__(self, specs: Sequence[TensorSpec], min_dynamic_dims: Sequence[int] | None = None,
+                 aliases: Mapping[str, int] | None = None) -> None:
         self.specs = tuple(specs)
         self.names = tuple(s.name for s in specs)
         self._index = {name: i for i, name in enumerate(self.names)}
+        # other names of the same inputs (a TFLite signature's); a tensor's own name wins over an alias
+        self._lookup = {**{a: i for a, i in (aliases or {}).items() if 0 <= i < len(self.names)}, **self._index}
         self._dtypes = tuple(s.dtype for s in specs)
         self._shapes = tuple(s.shape for s in specs)
         self._static = tuple(not s.is_dynamic for s in specs)
+        self._unranked = tuple(s.unranked for s in specs)
+        # string inputs are object arrays to edgeaccel; the runtimes also take numpy's str_ and bytes_ arrays
+        self._strings = tuple(s.dtype == np.dtype(object) for s in specs)
         self._min_dims = tuple(min_dynamic_dims or [DEFAULT_MIN_DYNAMIC_DIM] * len(specs))
 
     def bind(self, inputs: Any, quantize: bool = False, check_finite: bool = False) -> list[np.ndarray]:
@@ -42,7 +48,7 @@ class InputBinder:
         for i, array in enumerate(arrays):
             if type(array) is not np.ndarray:
                 array = arrays[i] = _as_array(array, self.names[i])
-            if array.dtype != self._dtypes[i]:
+            if array.dtype != self._dtypes[i] and not (self._strings[i] and array.dtype.kind in "SU"):
                 array = arrays[i] = self._convert(i, array, quantize)
             if array.shape != self._shapes[i] and (self._static[i] or not self._fits(i, array.shape)):
                 raise self._shape_error(i, array.shape)
@@ -58,16 +64,30 @@ class InputBinder:
     def _arrange(self, inputs: Any) -> list:
         n = len(self.specs)
         if isinstance(inputs, Mapping):
-            unknown = [k for k in inputs if k not in self._index]
+            lookup = self._lookup
+            unknown = [k for k in inputs if k not in lookup]
             if unknown:
+                also = sorted(set(lookup) - set(self.names))
                 raise InputNameError(
-                    f"no input named {unknown[0]!r}; the model's inputs are {list(self.names)}",
+                    f"no input named {unknown[0]!r}; the model's inputs are {list(self.names)}"
+                    + (f" (or by signature name {also})" if also else ""),
                     hint="pass a dict keyed by the names in model.inputs, or a list in that order",
                 )
-            missing = [name for name in self.names if name not in inputs]
+            if len(lookup) == n:  # no aliases: the common case
+                missing = [name for name in self.names if name not in inputs]
+                if missing:
+                    raise InputCountError(f"missing input {missing[0]!r}; the model needs {list(self.names)}")
+                return [inputs[name] for name in self.names]
+            arranged: list = [_MISSING] * n
+            for key, value in inputs.items():
+                i = lookup[key]
+                if arranged[i] is not _MISSING:
+                    raise InputNameError(f"input {self.names[i]!r} is given twice (by its name and an alias)")
+                arranged[i] = value
+            missing = [self.names[i] for i, value in enumerate(arranged) if value is _MISSING]
             if missing:
                 raise InputCountError(f"missing input {missing[0]!r}; the model needs {list(self.names)}")
-            return [inputs[name] for name in self.names]
+            return arranged
         if isinstance(inputs, (list, tuple)) and not (n == 1 and _is_number_list(inputs)):
             if len(inputs) != n:
                 raise InputCountError(
@@ -94,14 +114,18 @@ class InputBinder:
 
     def _fits(self, i: int, shape: tuple[int, ...]) -> bool:
         want = self._shapes[i]
+        low = self._min_dims[i]
+        if self._unranked[i]:  # the model declares no shape: any rank, every dimension dynamic
+            return all(d >= low for d in shape)
         if len(shape) != len(want):
             return False
-        low = self._min_dims[i]
         return all(d == w if w is not None else d >= low for d, w in zip(shape, want))
 
     def _shape_error(self, i: int, shape: tuple[int, ...]) -> InputShapeError:
         want = self._shapes[i]
         dims = "x".join("?" if d is None else str(d) for d in want)
+        if self._unranked[i]:
+            dims = "of any rank"
         hint = None
         if len(shape) + 1 == len(want) and want[0] in (1, None) and tuple(shape) == tuple(want[1:]):
             hint = "add the batch dimension: x[np.newaxis]"
@@ -114,6 +138,17 @@ class InputBinder:
 
     def _label(self, i: int) -> str:
         return repr(self.names[i]) if self.names[i] else f"#{i}"
+
+
+_MISSING = object()
+
+
+def aliases(details: Mapping, role: str) -> dict[str, int]:
+    """Other names of a model's inputs or outputs (role "inputs"/"outputs") by position: the names a TFLite
+    signature runner uses, from ModelInfo.details["signature"]."""
+    signature = details.get("signature") if details else None
+    found = signature.get(role) if isinstance(signature, Mapping) else None
+    return {str(k): int(v) for k, v in found.items()} if isinstance(found, Mapping) else {}
 
 
 def _is_number_list(value: Sequence) -> bool:
@@ -166,6 +201,9 @@ def random_array(spec: TensorSpec, rng: np.random.Generator, shape: Sequence[int
 
 def check_outputs_finite(arrays: Sequence[np.ndarray], names: Sequence[str]) -> None:
     for array, name in zip(arrays, names):
+        if isinstance(array, (list, tuple)):  # an ONNX sequence output: its arrays
+            check_outputs_finite(array, [name] * len(array))
+            continue
         if array.dtype.kind in "fc" and not np.isfinite(array).all():
             raise OutputValueError(f"output {name!r} holds NaN or Inf",
                                    hint="check the input range and preprocessing; the model diverged")
@@ -182,9 +220,11 @@ class Outputs(tuple):
     _index: dict[str, int] = {}
 
     @classmethod
-    def for_names(cls, names: Sequence[str]) -> type[Outputs]:
-        return type("Outputs", (cls,), {"__slots__": (), "_names": tuple(names),
-                                         "_index": {n: i for i, n in enumerate(names)}})
+    def for_names(cls, names: Sequence[str], aliases: Mapping[str, int] | None = None) -> type[Outputs]:
+        """``aliases``: other names by position (a TFLite signature's 'output_0'); the outputs' own names win."""
+        index = {a: i for a, i in (aliases or {}).items() if 0 <= i < len(names)}
+        index.update((n, i) for i, n in enumerate(names))
+        return type("Outputs", (cls,), {"__slots__": (), "_names": tuple(names), "_index": index})
 
     def __getitem__(self, key):
         if isinstance(key, str):
@@ -202,5 +242,7 @@ class Outputs(tuple):
         return dict(zip(self._names, self))
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{n!r}: {a.dtype}{list(a.shape)}" for n, a in zip(self._names, self))
+        parts = ", ".join(f"{n!r}: {a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray)
+                          else f"{n!r}: {type(a).__name__} of {len(a)}" if isinstance(a, (list, tuple))
+                          else f"{n!r}: {type(a).__name__}" for n, a in zip(self._names, self))
         return f"Outputs({parts})"

@@ -277,8 +277,8 @@ REFUSED = {
     "tensor written by two operators": (_two_writers, "writes too", LSTM),
     "ASSIGN_VARIABLE without a resource": (_assign_without_resource, "resource handle", MODELS / "model_invoking_error.tflite"),
     "quantized depthwise conv without a bias slot": (_depthwise_two_inputs, "no bias input", MOBILENET_V1),
-    "activation scale 1e5 among 0.04s": (_scale_ratio_high, "mixes activation scales", MOVENET),
-    "activation scale 1e-7 among 0.04s": (_scale_ratio_low, "mixes activation scales", MOVENET),
+    "activation scale 1e5 among 0.04s": (_scale_ratio_high, "output multiplier below 1", MOVENET),
+    "activation scale 1e-7 among 0.04s": (_scale_ratio_low, "requantization scale", MOVENET),
 }
 
 

@@ -177,6 +177,13 @@ class LiteRTExecutor(Executor):
                     f"the delegate {self._edgetpu.library} loaded but did not take the edgetpu-custom-op of "
                     f"{self.model.path.name}: {message}",
                     hint=f"it is not Coral's libedgetpu; unset ${edgetpu.LIBRARY_ENV} or point it at libedgetpu")
+        flex = [op for op in self.model.custom_ops if op.startswith("Flex")]
+        if flex or "Select TensorFlow op" in message:
+            return UnsupportedModelError(
+                f"LiteRT cannot run {self.model.path.name}: it holds TensorFlow operators "
+                f"({', '.join(flex) or 'Flex'}) that need the Flex delegate, which ai-edge-litert does not have",
+                hint="the model was converted with SELECT_TF_OPS: convert it again with TFLITE_BUILTINS only, or run "
+                "it with TensorFlow's own tf.lite.Interpreter (pip install tensorflow), which links the Flex delegate")
         if is_unresolved_custom_op(message):
             hint = (f"the model uses custom ops {list(self.model.custom_ops)} that this LiteRT build does not "
                     "register; use a runtime or build that provides them")
@@ -317,7 +324,10 @@ class _Slot:
         shapes = tuple(a.shape for a in inputs)
         if shapes == self.shapes:
             return
+        # Not strict: LiteRT forgets a string input's dynamic dimensions (its shape signature) once the tensor
+        # has been set, and a strict resize then refuses the next size (measured: a [-1] string input set at 3
+        # cannot take 5). run() checked already that only the model's dynamic dimensions differ.
         for index, shape in zip(indices, shapes):
-            self.interpreter.resize_tensor_input(index, list(shape), strict=True)
+            self.interpreter.resize_tensor_input(index, list(shape))
         self.interpreter.allocate_tensors()
         self.shapes = shapes

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -143,18 +144,35 @@ class OnnxRuntimeExecutor(Executor):
         so = ort.SessionOptions()
         so.intra_op_num_threads = self._threads
         so.inter_op_num_threads = 1
+        kind = _device_kind(device)
+        if kind not in PROVIDERS:
+            raise DeviceUnavailableError(f"unknown ONNX Runtime device {device!r}; known: {', '.join(PROVIDERS)}")
         # FINDINGS: at ORT_ENABLE_ALL a valid model with a dynamic spatial dimension smaller than a kernel
-        # kills the process with SIGFPE; ORT_ENABLE_EXTENDED reports InvalidArgument instead.
+        # kills the process with SIGFPE; ORT_ENABLE_EXTENDED reports InvalidArgument instead. ORT's default,
+        # ALL, is what a plain InferenceSession runs, and the levels' answers differ in the last bits (2e-5 on
+        # a small conv stack). So: ALL where validation found every window operator's spatial input static (a
+        # dynamic batch only); on the CPU, ALL for the input shapes a WindowGuard proves safe, with an EXTENDED
+        # session, made when first needed, for the others; EXTENDED where neither is possible.
+        self._guard = None
+        safe = not model.is_dynamic or model.details.get("static_windows", False)
+        if not safe and kind == "CPU":
+            try:
+                from ..formats.onnx_checks import WindowGuard
+
+                self._guard = WindowGuard(model.path, [t.name for t in model.inputs])
+                safe = True
+            except ImportError:  # no onnx package: nothing to prove it with
+                pass
+        self._extended = None
+        self._extended_lock = threading.Lock()
         so.graph_optimization_level = (
-            ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED if model.is_dynamic else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            ort.GraphOptimizationLevel.ORT_ENABLE_ALL if safe else ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         )
         self._optimization = str(so.graph_optimization_level).split(".")[-1]
         for key, value in options.runtime_options.get("session_config", {}).items():
             so.add_session_config_entry(key, str(value))
-        kind = _device_kind(device)
-        if kind not in PROVIDERS:
-            raise DeviceUnavailableError(f"unknown ONNX Runtime device {device!r}; known: {', '.join(PROVIDERS)}")
         providers = [(p, provider_options(p, device, options)) for p in PROVIDERS[kind]]
+        self._providers_asked = providers
         source, cached, pending = str(model.path), False, None
         if options.cache_dir and kind == "CPU" and not model.extra_files:
             cached_path = self._cached_path(options.cache_dir, so)
@@ -230,13 +248,35 @@ class OnnxRuntimeExecutor(Executor):
             precision="int8 (QDQ)" if self.model.quantized else (self.options.precision or "f32"),
             threads=self._threads,
             details={"providers": list(self._providers), "provider_options": dict(self._provider_options),
-                     "graph_optimization": self._optimization,
+                     "graph_optimization": self._optimization, "window_guard": self._guard is not None,
                      "optimized_model_from_cache": self._from_cache},
         )
 
+    def _extended_run(self):
+        """The run of an ORT_ENABLE_EXTENDED session of the same model, for input shapes the WindowGuard could
+        not prove safe at ORT_ENABLE_ALL."""
+        with self._extended_lock:
+            if self._session is None:
+                raise RuntimeError("session closed")
+            if self._extended is None:
+                ort = _ort()
+                so = ort.SessionOptions()
+                so.intra_op_num_threads = self._threads
+                so.inter_op_num_threads = 1
+                so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+                for key, value in self.options.runtime_options.get("session_config", {}).items():
+                    so.add_session_config_entry(key, str(value))
+                self._extended = ort.InferenceSession(
+                    str(self.model.path), sess_options=so, providers=[p for p, _ in self._providers_asked],
+                    provider_options=[o for _, o in self._providers_asked])
+            return self._extended.run
+
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         try:
-            return self._run(self._output_names, dict(zip(self._input_names, inputs)))
+            run = self._run
+            if self._guard is not None and not self._guard.safe(tuple(a.shape for a in inputs)):
+                run = self._extended_run()
+            return run(self._output_names, dict(zip(self._input_names, inputs)))
         except Exception as exc:
             if self._session is None:
                 raise InferenceError("ONNX Runtime session is closed", runtime=self.runtime) from exc
@@ -251,6 +291,7 @@ class OnnxRuntimeExecutor(Executor):
     def close(self) -> None:
         self.stop_workers()
         self._session = None
+        self._extended = None
         self._run = _closed
 
 

@@ -80,6 +80,24 @@ def clean_message(text: str) -> str:
     return " ".join(lines) or text.strip()
 
 
+def content_key(model: ModelInfo) -> str:
+    """The cache folder of one model's compiled blobs. OpenVINO keys a blob compiled from a path by the path and
+    the file's modification time in seconds, so a model rewritten at the same path within a second (or copied
+    with its time kept) was answered by the old model's blob (measured). The key is the model file's content
+    hash, and the size and nanosecond modification time of its .bin or external data (hashing those on every
+    load would cost what the cache saves)."""
+    from ..digest import short
+
+    parts = [model.digest]
+    for extra in model.extra_files:
+        try:
+            st = extra.stat()
+            parts.append(f"{extra.name}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            parts.append(f"{extra.name}:?")
+    return short("|".join(parts), 24)
+
+
 class OpenVINOExecutor(Executor):
     runtime = "openvino"
     formats = frozenset({Format.TFLITE, Format.ONNX, Format.OPENVINO_IR})
@@ -149,7 +167,7 @@ class OpenVINOExecutor(Executor):
         if options.cache_dir:
             from ..cache import compiled_dir
 
-            config["CACHE_DIR"] = str(compiled_dir(options.cache_dir, "openvino"))
+            config["CACHE_DIR"] = str(compiled_dir(options.cache_dir, "openvino") / content_key(model))
         config.update(options.runtime_options.get("config", {}))
         try:
             if "CACHE_DIR" in config:  # from a path OpenVINO can import a cached blob without reading the model
@@ -167,6 +185,12 @@ class OpenVINOExecutor(Executor):
                 ) from exc
             if "device" in message.lower() and device.split(".")[0] not in ("CPU", "AUTO"):
                 raise DeviceUnavailableError(f"OpenVINO could not use {device}: {message}") from exc
+            if model.format is Format.TFLITE and model.path.suffix.lower() != ".tflite":
+                raise ModelLoadError(
+                    f"OpenVINO failed to load {model.path.name} on {device}: {message}", runtime=self.runtime,
+                    hint="OpenVINO chooses its TFLite reader by the file name: name the file *.tflite (edgeaccel "
+                    "reads the format from the bytes, and LiteRT runs it under any name)",
+                ) from exc
             raise ModelLoadError(
                 f"OpenVINO failed to load {model.path.name} on {device}: {message}", runtime=self.runtime,
                 hint=MEMORY_HINT if looks_out_of_memory(message) else
@@ -193,16 +217,22 @@ class OpenVINOExecutor(Executor):
 
     @staticmethod
     def _match(ports, specs) -> list[int]:
-        """Port index for each spec, by tensor name; by position where OpenVINO renamed it."""
+        """Port index for each spec, by tensor name; where OpenVINO renamed one, the next port no name claimed."""
         by_name = {}
         for i, port in enumerate(ports):
             for name in port.get_names():
                 by_name.setdefault(name, i)
         if len(ports) != len(specs):
+            missing = [spec.name for spec in specs if spec.name not in by_name]
             raise ModelLoadError(
-                f"OpenVINO sees {len(ports)} tensors where the model declares {len(specs)}", runtime="openvino"
+                f"OpenVINO gives {len(ports)} tensors where the model declares {len(specs)}"
+                + (f"; it has none for {missing}" if missing else ""), runtime="openvino",
+                hint="OpenVINO drops outputs it computes nothing for (a constant output of a TFLite model); run "
+                "the model with its own runtime (LiteRT, ONNX Runtime)",
             )
-        return [by_name.get(spec.name, k) for k, spec in enumerate(specs)]
+        found = [by_name.get(spec.name) for spec in specs]
+        unclaimed = iter(i for i in range(len(ports)) if i not in found)
+        return [i if i is not None else next(unclaimed) for i in found]
 
     def _read_precision(self) -> str:
         """What the compiled model really runs at (the plugin may not honour a hint on every CPU)."""
@@ -344,4 +374,5 @@ class _Request:
             return
         ov = _ov()
         for port, array in zip(self.ports, inputs):
-            self.request.set_input_tensor(port, ov.Tensor(np.ascontiguousarray(array)))
+            # not np.ascontiguousarray: it makes a 0-d (scalar) input 1-d, which OpenVINO refuses
+            self.request.set_input_tensor(port, ov.Tensor(np.asarray(array, order="C")))

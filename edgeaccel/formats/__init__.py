@@ -147,7 +147,8 @@ def _describe_tflite(path: Path, buf, digest: str) -> ModelInfo:
         custom_ops=custom,
         size_bytes=len(buf),
         digest=digest,
-        details={"tflite_version": model.version, "subgraphs": len(model.subgraphs), "quantized": quantized},
+        details={"tflite_version": model.version, "subgraphs": len(model.subgraphs), "quantized": quantized,
+                 "signature": tflite.signature_aliases(model)},
     )
 
 
@@ -155,7 +156,7 @@ def _describe_onnx(path: Path, buf, digest: str) -> ModelInfo:
     from . import onnx_checks
 
     model = onnx_format.parse(buf)
-    extra = onnx_checks.check(path, model)
+    extra, static_windows = onnx_checks.check(path, model)
     inputs, outputs = onnx_format.tensor_specs(buf, model)
     ops = sorted({n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}" for n in model.nodes})
     quantized = any(n.op_type in ("QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul")
@@ -172,7 +173,7 @@ def _describe_onnx(path: Path, buf, digest: str) -> ModelInfo:
         digest=digest,
         extra_files=extra,
         details={"ir_version": model.ir_version, "opsets": model.opsets, "producer": model.producer,
-                 "quantized": quantized},
+                 "quantized": quantized, "static_windows": static_windows},
     )
 
 

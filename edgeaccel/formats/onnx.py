@@ -254,7 +254,10 @@ def tensor_specs(buf, model: OnnxModel) -> tuple[tuple[TensorSpec, ...], tuple[T
         quant = None
         if node is not None and node.op_type == role and len(node.inputs) >= 2:
             quant = _qparams(buf, model, node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else "")
-        return TensorSpec(value.name, dims, dtype if dtype is not None else np.dtype(object), quant)
+        # no shape field at all: the rank is unknown (ONNX GraphSurgeon and hand-made graphs leave it out), not
+        # a scalar, which is an empty shape
+        return TensorSpec(value.name, dims, dtype if dtype is not None else np.dtype(object), quant,
+                          unranked=value.dims is None)
 
     ins = tuple(spec(v, through_layout(v.name, consumers, True), "DequantizeLinear") for v in model.inputs)
     outs = tuple(spec(v, through_layout(v.name, producers, False), "QuantizeLinear") for v in model.outputs)

@@ -113,7 +113,10 @@ def _parse_net(root: ET.Element) -> IrModel:
         if kind == "Parameter":
             etype = data.get("element_type", "") if data is not None else ""
             name = port_names.get((layer.get("id"), "0"), layer.get("name", ""))
-            inputs.append(TensorSpec(name, _shape(data.get("shape", "") if data is not None else ""), _dtype(etype)))
+            shape = (data.get("shape", "") if data is not None else "").strip()
+            # "..." is a dynamic rank (any shape), not one dynamic dimension
+            inputs.append(TensorSpec(name, () if shape == "..." else _shape(shape), _dtype(etype),
+                                     unranked=shape == "..."))
         elif kind == "Result":
             port = layer.find("input/port")
             src = sources.get((layer.get("id"), port.get("id") if port is not None else "0"))

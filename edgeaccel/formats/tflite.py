@@ -79,7 +79,7 @@ SUBGRAPH_FIELDS = {92: (0, 1), 93: (0, 1), 103: (0,), 16: (0,)}
 # holds a vector of branch indices in field 0.
 SUBGRAPH_FIELDS_2 = {15: (0, 1), 21: (1,), 6: (1,), 14: (2,), 7: (6,), 13: (5,)}
 CASE_OPTIONS_2 = 23
-SPLIT_OPTIONS = (35, 77)  # SplitOptions, SplitVOptions: num_splits is field 0 of both
+SPLIT_OPTIONS = (35, 79)  # SplitOptions, SplitVOptions: num_splits is field 0 of both (77 is MirrorPadOptions)
 # Builtin control-flow operators and the options type each must carry: without it LiteRT reads subgraph
 # index 0 (the main graph) and recurses into itself.
 CONTROL_FLOW_OPTIONS = {"IF": 92, "WHILE": 93, "CALL_ONCE": 103, "CALL": 16}
@@ -95,6 +95,16 @@ class TflSubgraph:
 
 
 @dataclass(frozen=True)
+class TflSignature:
+    """A SignatureDef: the names a signature runner gives a subgraph's tensors (tensor indices of that subgraph)."""
+
+    key: str
+    subgraph: int
+    inputs: tuple[tuple[str, int], ...]
+    outputs: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
 class TflModel:
     version: int
     opcodes: tuple[str, ...]  # builtin name, or the custom op's own name
@@ -103,6 +113,7 @@ class TflModel:
     buffer_sizes: tuple[int, ...]  # bytes of data each buffer holds (inline or by offset)
     buffer_ranges: tuple[tuple[int, int], ...]  # (start, size) of each buffer's data within the file
     file_size: int
+    signatures: tuple[TflSignature, ...] = ()
 
     @property
     def primary(self) -> TflSubgraph:
@@ -161,7 +172,32 @@ def _parse(buf: bytes) -> TflModel:
         buffer_sizes=tuple(sizes),
         buffer_ranges=tuple(ranges),
         file_size=len(buf),
+        signatures=tuple(_signature(sig) for sig in model.tables(7)),
     )
+
+
+def _signature(sig: flatbuf.Table) -> TflSignature:
+    def maps(index: int) -> tuple[tuple[str, int], ...]:
+        return tuple((m.string(0), m.scalar(1, "I", 0)) for m in sig.tables(index))
+
+    return TflSignature(sig.string(2), sig.scalar(4, "I", 0), maps(0), maps(1))
+
+
+def signature_aliases(model: TflModel) -> dict | None:
+    """The primary subgraph's signature names, by input and output position: what LiteRT's signature runner
+    calls them ('x', 'output_0'), where the tensors are named 'serving_default_x:0', 'StatefulPartitionedCall:0'.
+    None without a signature for subgraph 0."""
+    sig = next((s for s in model.signatures if s.subgraph == 0), None)
+    if sig is None:
+        return None
+    sg = model.primary
+
+    def by_position(maps, indices) -> dict[str, int]:
+        where = {t: k for k, t in enumerate(indices)}
+        return {name: where[t] for name, t in maps if name and t in where}
+
+    return {"key": sig.key, "inputs": by_position(sig.inputs, sg.inputs),
+            "outputs": by_position(sig.outputs, sg.outputs)}
 
 
 def _ints(table: flatbuf.Table, index: int) -> tuple[int, ...]:

@@ -112,7 +112,8 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
                 continue
             if not 0 <= i < n:
                 _fail(f"{what} input {pos} refers to tensor {i}, but there are {n} tensors")
-            if i not in produced and not custom and not _has_data(model, sg.tensors[i]):
+            if i not in produced and not custom and not _has_data(model, sg.tensors[i]) \
+                    and not _zero_elements(sg.tensors[i]):
                 _fail(
                     f"{what} input {pos} reads tensor {i} ({sg.tensors[i].name!r}), which is neither a model "
                     "input, a constant with data, nor produced by an earlier operator"
@@ -145,6 +146,12 @@ def _check_subgraph(model: TflModel, s: int, sg: TflSubgraph, max_tensor_bytes: 
             # nothing writes it: LiteRT hands back uninitialised memory, or for a string tensor no memory at all
             # (fuzz: a model whose only operator was deleted -> SIGSEGV in get_tensor)
             _fail(f"{where} output {i} ({sg.tensors[i].name!r}) is produced by no operator")
+
+
+def _zero_elements(t: TflTensor) -> bool:
+    """A constant with no elements (a [0]-shaped reshape target for a scalar, tf.zeros([0]) as a WHILE loop's
+    initial value) has an empty buffer because it has no data: the converter writes it so and LiteRT runs it."""
+    return 0 in t.shape and -1 not in t.shape_signature and not t.is_variable
 
 
 def _check_subgraph_calls(model: TflModel) -> None:

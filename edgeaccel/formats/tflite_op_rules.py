@@ -49,11 +49,19 @@ NUMERIC_ONLY = frozenset({
 })
 _NON_NUMERIC = frozenset({5, 13, 14})  # string, resource, variant
 
-# Per-tensor scales of the integer activations around one operator: LiteRT derives fixed-point multipliers
-# from their ratios and aborts, or corrupts its heap, when a ratio is absurd (measured on movenet: one
-# activation's scale set to 1e5 -> SIGABRT, to 1e-7 -> "double free or corruption"; the shared models' largest
-# ratio is 489, this cap is 134 times that).
-MAX_SCALE_RATIO = 2.0**16
+# Fixed-point multipliers LiteRT derives from quantization scales, where a value out of range kills the process
+# (measured on movenet by setting one activation's scale, and on small int8 models built for the purpose):
+# - quantized ADD checks in Prepare that its output multiplier 2 * max(input scales) / (2**left_shift * output
+#   scale) is below 1, and aborts the process when it is not (measured on int8 and int16 ADDs: SIGABRT at 1.1,
+#   runs at 0.9; left_shift 20 for int8 and uint8, which share that code, 15 for int16). SUB computes its
+#   multipliers otherwise and ran at every ratio tried (1e-6 to 1e8).
+# - XNNPACK refuses a quantized CONV_2D / DEPTHWISE_CONV_2D whose requantization scale input * filter / output
+#   is 256 or more, and its error path corrupts the heap ("double free or corruption", SIGABRT; measured on
+#   movenet at 260-950, runs at 253). No model runs there: LiteRT fails cleanly at best.
+# A plain cap on the ratio of scales around an operator refused valid models: random-weight MobileNetV3Small
+# and EfficientNetB0 quantized to int8 have activations with scale ~1e-7 next to ~1e-2, and LiteRT runs them.
+ADD_LEFT_SHIFT = {3: 20, 9: 20, 7: 15}
+MAX_CONV_REQUANTIZATION = 256.0
 
 
 
@@ -112,6 +120,11 @@ TYPE_PRESERVING = frozenset({
 })
 
 
+# The filter (weights) input of the operators that slide or multiply by one.
+_FILTERED = {"CONV_2D": 1, "DEPTHWISE_CONV_2D": 1, "CONV_3D": 1, "FULLY_CONNECTED": 1, "TRANSPOSE_CONV": 1,
+             "CONV_3D_TRANSPOSE": 1}
+
+
 def has_data(model: TflModel, t: TflTensor) -> bool:
     return 0 <= t.buffer < len(model.buffer_sizes) and model.buffer_sizes[t.buffer] > 0
 
@@ -152,9 +165,13 @@ def check(model: TflModel, sg: TflSubgraph, op: TflOperator, name: str, data, ma
         for i in op.outputs:
             if tensors[i].type != first:
                 return f"turns {type_name(first)} into {type_name(tensors[i].type)}, but keeps its input's type"
-    problem = _scale_ratio(model, sg, op)
+    problem = _requantization(sg, op, name)
     if problem:
         return problem
+    if name in _FILTERED and len(op.inputs) > _FILTERED[name] and op.inputs[_FILTERED[name]] >= 0 \
+            and 0 in tensors[op.inputs[_FILTERED[name]]].shape:
+        # fuzz seed 82: a conv filter's shape set to [96, 1, 1, 0] -> OpenVINO dies with SIGFPE
+        return f"has an empty filter of shape {list(tensors[op.inputs[_FILTERED[name]]].shape)}"
     if name == "RESHAPE" and len(op.inputs) > 1 and op.inputs[1] >= 0:
         problem = _reshape_target(model, tensors[op.inputs[1]], data, max_tensor_bytes)
         if problem:
@@ -177,19 +194,38 @@ def _options(name: str, options_type: int) -> str | None:
     return None
 
 
-def _scale_ratio(model: TflModel, sg: TflSubgraph, op) -> str | None:
-    scales = []
-    for i in (*op.inputs, *op.outputs):
-        if i < 0:
-            continue
-        t = sg.tensors[i]
-        q = t.quantization
-        if t.type in SCALED_TYPES and q is not None and len(q.scale) == 1 and q.scale[0] > 0 \
-                and not has_data(model, t):
-            scales.append(q.scale[0])
-    if len(scales) > 1 and max(scales) / min(scales) > MAX_SCALE_RATIO:
-        return (f"mixes activation scales {min(scales):.3g} and {max(scales):.3g}: a ratio above "
-                f"{MAX_SCALE_RATIO:.0f} is not a real quantization")
+def _activation_scale(sg: TflSubgraph, i: int, types=SCALED_TYPES) -> float | None:
+    """The per-tensor scale of quantized tensor ``i``, else None."""
+    if i < 0:
+        return None
+    t = sg.tensors[i]
+    q = t.quantization
+    if t.type in types and q is not None and len(q.scale) == 1 and q.scale[0] > 0:
+        return q.scale[0]
+    return None
+
+
+def _requantization(sg: TflSubgraph, op: TflOperator, name: str) -> str | None:
+    if name == "ADD" and len(op.inputs) == 2 and len(op.outputs) == 1:
+        out = sg.tensors[op.outputs[0]]
+        shift = ADD_LEFT_SHIFT.get(out.type)
+        scales = [_activation_scale(sg, i) for i in (*op.inputs, op.outputs[0])]
+        if shift is not None and None not in scales:
+            multiplier = 2 * max(scales[:2]) / (2**shift * scales[2])
+            if multiplier >= 1:
+                return (f"has input scales {scales[0]:.3g} and {scales[1]:.3g} for output scale {scales[2]:.3g}: "
+                        f"LiteRT's quantized ADD needs an output multiplier below 1 (this one is {multiplier:.3g}) "
+                        "and aborts the process otherwise")
+    if name in ("CONV_2D", "DEPTHWISE_CONV_2D") and len(op.inputs) >= 2 and op.outputs:
+        x, out = (_activation_scale(sg, i, frozenset({3, 9})) for i in (op.inputs[0], op.outputs[0]))
+        w = sg.tensors[op.inputs[1]] if op.inputs[1] >= 0 else None
+        if x is not None and out is not None and w is not None and w.quantization is not None \
+                and len(w.quantization.scale):
+            requantization = x * max(w.quantization.scale) / out
+            if requantization >= MAX_CONV_REQUANTIZATION:
+                return (f"has a requantization scale of {requantization:.3g} (input {x:.3g} x filter "
+                        f"{max(w.quantization.scale):.3g} / output {out:.3g}): XNNPACK refuses {name} at "
+                        f"{MAX_CONV_REQUANTIZATION:.0f} or more, and LiteRT has crashed on that path")
     return None
 
 

@@ -92,13 +92,51 @@ def recv_pickle(sock: socket.socket, max_bytes: int = 1 << 62) -> object:
 
 
 # -- worker -> caller: JSON and described arrays ------------------------------------------------------------
-_ARRAY_KINDS = frozenset("biufc")
+# Fixed-width kinds only; no object dtype: the caller never builds an array whose elements the worker chose.
+_ARRAY_KINDS = frozenset("biufcSU")
+# String tensors (LiteRT: bytes, ONNX Runtime: str) come back from the runtimes as object arrays: they travel as
+# their elements' bytes, concatenated, with each element's length in the header, and are rebuilt as bytes or str.
+_STRINGS = {"bytes": bytes, "str": str}
 
 
 def send_json(sock: socket.socket, message: dict, arrays: Sequence[np.ndarray] = ()) -> None:
-    arrays = [np.ascontiguousarray(a) for a in arrays]
-    message = dict(message, arrays=[{"dtype": a.dtype.str, "shape": list(a.shape)} for a in arrays])
-    send_frame(sock, json.dumps(message).encode(), arrays)
+    """``arrays``: the outputs; an output may also be a list of arrays (an ONNX sequence), sent as a
+    'sequence' entry with an empty buffer followed by its items."""
+    described, buffers = [], []
+    for a in arrays:
+        if isinstance(a, (list, tuple)):
+            described.append({"dtype": "sequence", "shape": [], "length": len(a)})
+            buffers.append(b"")
+            items = a
+        else:
+            items = [a]
+        for item in items:
+            if not isinstance(item, np.ndarray) and not np.isscalar(item):
+                raise TypeError(f"an output holds a {type(item).__name__}; only arrays, strings and lists of "
+                                "arrays can be sent back")
+            entry, buffer = _describe(item)
+            described.append(entry)
+            buffers.append(buffer)
+    send_frame(sock, json.dumps(dict(message, arrays=described)).encode(), buffers)
+
+
+def _describe(a) -> tuple[dict, object]:
+    # not np.ascontiguousarray: it turns a 0-d array (a scalar output) into shape (1,)
+    a = np.asarray(a, order="C")
+    if a.dtype.hasobject:
+        kind, data, lengths = _encode_strings(a)
+        return {"dtype": "object", "strings": kind, "shape": list(a.shape), "lengths": lengths}, data
+    return {"dtype": a.dtype.str, "shape": list(a.shape)}, a
+
+
+def _encode_strings(a: np.ndarray) -> tuple[str, bytes, list[int]]:
+    items = a.ravel().tolist()
+    kind = "str" if items and all(isinstance(v, str) for v in items) else "bytes"
+    if kind == "bytes" and not all(isinstance(v, bytes) for v in items):
+        raise TypeError(f"an output array holds {type(next(v for v in items if not isinstance(v, (bytes, str))))} "
+                        "objects; only strings can be sent back")
+    encoded = [v.encode("utf-8") if isinstance(v, str) else v for v in items]
+    return kind, b"".join(encoded), [len(v) for v in encoded]
 
 
 def recv_json(sock: socket.socket, max_bytes: int) -> tuple[dict, list[np.ndarray]]:
@@ -108,17 +146,54 @@ def recv_json(sock: socket.socket, max_bytes: int) -> tuple[dict, list[np.ndarra
         described = message["arrays"]
         if not isinstance(message, dict) or len(described) != len(buffers):
             raise ValueError("array count differs from buffer count")
-        arrays = [_array(d, b) for d, b in zip(described, buffers)]
+        arrays: list = []
+        pending = 0  # items still to go into the last sequence
+        for d, b in zip(described, buffers):
+            if d["dtype"] == "sequence":
+                if pending or len(b):
+                    raise ValueError("a sequence inside a sequence, or with data of its own")
+                pending = int(d["length"])
+                if pending < 0:
+                    raise ValueError("a sequence of negative length")
+                arrays.append([])
+                continue
+            item = _array(d, b)
+            if pending:
+                arrays[-1].append(item)
+                pending -= 1
+            else:
+                arrays.append(item)
+        if pending:
+            raise ValueError("a sequence shorter than it declared")
     except (ValueError, KeyError, TypeError) as exc:
         raise WireError(f"malformed reply from the worker: {exc}") from exc
     return message, arrays
 
 
 def _array(described: dict, buffer: bytearray) -> np.ndarray:
-    dtype = np.dtype(str(described["dtype"]))
     shape = tuple(int(d) for d in described["shape"])
-    if dtype.kind not in _ARRAY_KINDS or dtype.hasobject or any(d < 0 for d in shape):
+    if any(d < 0 for d in shape):
+        raise ValueError(f"refused array shape {shape}")
+    if described["dtype"] == "object":
+        return _strings(described, buffer, shape)
+    dtype = np.dtype(str(described["dtype"]))
+    if dtype.kind not in _ARRAY_KINDS or dtype.hasobject:
         raise ValueError(f"refused array {dtype} {shape}")
     if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != len(buffer):
         raise ValueError(f"array {dtype} {shape} does not match its {len(buffer)}-byte buffer")
     return np.frombuffer(buffer, dtype).reshape(shape)
+
+
+def _strings(described: dict, buffer: bytearray, shape: tuple[int, ...]) -> np.ndarray:
+    make = _STRINGS[str(described["strings"])]
+    lengths = [int(n) for n in described["lengths"]]
+    if len(lengths) != int(np.prod(shape, dtype=np.int64)) or any(n < 0 for n in lengths) \
+            or sum(lengths) != len(buffer):
+        raise ValueError(f"string array {shape} does not match its lengths and {len(buffer)}-byte buffer")
+    out = np.empty(len(lengths), dtype=object)
+    view, start = bytes(buffer), 0
+    for k, n in enumerate(lengths):
+        chunk = view[start:start + n]
+        out[k] = chunk.decode("utf-8") if make is str else chunk
+        start += n
+    return out.reshape(shape)

@@ -105,6 +105,11 @@ def _serve(control: socket.socket, executor) -> None:
                     wire.send_json(channel, reply, arrays)
                 except OSError:
                     return
+                except Exception as exc:  # an output the wire cannot carry: say so, never leave the caller waiting
+                    try:
+                        wire.send_json(channel, _error_reply(exc, "InferenceError"))
+                    except OSError:
+                        return
 
     while True:
         try:

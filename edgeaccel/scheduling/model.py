@@ -25,7 +25,7 @@ from ..model import FallbackEvent
 from ..modelinfo import TensorSpec
 from ..telemetry.sampler import DeviceLimits, DeviceSample, TelemetrySampler
 from ..telemetry.sensors import SensorSpec
-from ..tensors import InputBinder, Outputs, check_outputs_finite, dequantize_array
+from ..tensors import InputBinder, Outputs, aliases, check_outputs_finite, dequantize_array
 from .clock import Clock, MonotonicClock
 from .core import ExecutorSlot, Request, Scheduler
 from .devices import device_of, sensors_for
@@ -80,8 +80,9 @@ class ScheduledModel:
         first = self._executors[0]
         self._inputs: tuple[TensorSpec, ...] = first.inputs
         self._outputs: tuple[TensorSpec, ...] = first.outputs
-        self._binder = InputBinder(self._inputs)
-        self._outputs_cls = Outputs.for_names(tuple(t.name for t in self._outputs))
+        details = getattr(getattr(first, "model", None), "details", None) or {}
+        self._binder = InputBinder(self._inputs, aliases=aliases(details, "inputs"))
+        self._outputs_cls = Outputs.for_names(tuple(t.name for t in self._outputs), aliases(details, "outputs"))
         self._cond = threading.Condition()
         self._dirty = False
         self._closed = False
