@@ -8,6 +8,7 @@ without measuring again, and any change to what was measured invalidates them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -16,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 
-from .digest import short
+from .digest import blake2b, short
 from .modelinfo import Format, ModelInfo
 from .selector import Measurement
 
@@ -103,15 +104,32 @@ def trim(root: str | os.PathLike, limit: int | None = None) -> int:
     return freed
 
 
-class ValidationMemo:
-    """formats.ValidationMemo as JSON descriptions named by content hash under <cache>/validated.
+@functools.lru_cache(maxsize=1)
+def validation_rules_key() -> str:
+    """A key for the checks of this edgeaccel: the hash of the format readers' sources. A memo made under
+    other rules is not trusted: a rule added because a model crashed a runtime must see that model again
+    after an upgrade, not a memo saying it passed."""
+    from . import __version__, formats
 
-    A description is reused only for the same bytes, found at any path; what lives beside the model file is
-    checked again: an OpenVINO IR's .bin must still have the size the checks saw, and an ONNX model with
-    external data is never remembered (its data files are outside the hash)."""
+    h = blake2b(__version__.encode(), digest_size=8)
+    for source in sorted(Path(formats.__file__).parent.glob("*.py")):
+        try:
+            h.update(source.name.encode() + source.read_bytes())
+        except OSError:
+            h.update(source.name.encode())
+    return h.hexdigest()
+
+
+class ValidationMemo:
+    """formats.ValidationMemo as JSON descriptions named by content hash under
+    <cache>/validated/<validation_rules_key()>.
+
+    A description is reused only for the same bytes, found at any path, checked by the same rules; what lives
+    beside the model file is checked again: an OpenVINO IR's .bin must still have the size the checks saw, and
+    an ONNX model with external data is never remembered (its data files are outside the hash)."""
 
     def __init__(self, root: str | os.PathLike) -> None:
-        self.folder = Path(root) / "validated"
+        self.folder = Path(root) / "validated" / validation_rules_key()
 
     def recall(self, digest: str, path: Path) -> ModelInfo | None:
         try:

@@ -23,7 +23,7 @@ def test_openvino_and_onnxruntime_fill_the_cache_and_reuse_it(tmp_path):
     assert from_cache is True
     np.testing.assert_array_equal(outputs[0], outputs[1])
     assert list((tmp_path / "onnxruntime").glob("*.onnx"))
-    assert list((tmp_path / "validated").iterdir())  # the onnx checker ran once for these bytes
+    assert list((tmp_path / "validated").rglob("*.json"))  # the onnx checker ran once for these bytes
     with edgeaccel.load(MODELS / "openvino" / "mobilenet_v2_1.0_224_quant.xml", cache_dir=tmp_path) as model:
         model.run(x)
     assert any((tmp_path / "openvino").iterdir())
@@ -58,8 +58,22 @@ def test_validation_memo_recalls_the_same_bytes_at_any_path(tmp_path):
     shutil.copy(MODELS / "split_concat.tflite", copy)
     again = formats.describe(copy, memo)
     assert again == first.__class__(**{**first.__dict__, "path": copy}) and again.path == copy
-    (tmp_path / "cache" / "validated" / f"{first.digest}.json").write_text("{not json")
+    (memo.folder / f"{first.digest}.json").write_text("{not json")
     assert formats.describe(copy, memo).inputs == first.inputs  # a damaged memo is validated again
+
+
+def test_a_memo_made_under_other_rules_is_not_trusted(tmp_path, monkeypatch):
+    """A rule added after a model crashed a runtime must see that model again after an upgrade."""
+    from edgeaccel import cache, formats
+
+    model = MODELS / "split_concat.tflite"
+    with monkeypatch.context() as older:
+        older.setattr(cache, "validation_rules_key", lambda: "older-rules")
+        old = cache.ValidationMemo(tmp_path)
+        info = formats.describe(model, old)
+        assert old.recall(info.digest, model) is not None
+    now = cache.ValidationMemo(tmp_path)
+    assert now.folder != old.folder and now.recall(info.digest, model) is None
 
 
 def test_validation_memo_checks_the_ir_weights_again(tmp_path):

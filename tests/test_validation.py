@@ -230,6 +230,11 @@ def _lstm_output_resource(model, schema):
     model.subgraphs[0].tensors[24].type = schema.TensorType.RESOURCE  # fuzz: SIGSEGV
 
 
+def _lstm_input_gate_bias_absent(model, schema):
+    _, op = first_op(model, schema.BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM)
+    op.inputs = np.array([*op.inputs[:12], -1, *op.inputs[13:]], np.int32)  # fuzz seed 99: with input-to-input weights present, SIGSEGV in LiteRT
+
+
 def _scale_ratio_high(model, schema):
     model.subgraphs[0].tensors[199].quantization.scale = np.array([1e5], np.float32)  # SIGABRT
 
@@ -274,6 +279,7 @@ REFUSED = {
     "LSTM bias marked variable, buffer emptied": (_bias_as_state, "not a state input", LSTM),
     "operator output on a weight buffer": (_output_on_weights, "is a constant with data", LSTM),
     "int8 LSTM with an int32 output": (_lstm_output_int32, "keeps its input's type", LSTM),
+    "LSTM input gate bias -1 beside input weights": (_lstm_input_gate_bias_absent, "no input gate bias", LSTM),
     "tensor written by two operators": (_two_writers, "writes too", LSTM),
     "ASSIGN_VARIABLE without a resource": (_assign_without_resource, "resource handle", MODELS / "model_invoking_error.tflite"),
     "quantized depthwise conv without a bias slot": (_depthwise_two_inputs, "no bias input", MOBILENET_V1),

@@ -103,6 +103,15 @@ STATE_INPUTS: dict[str, frozenset[int]] = {
 }
 
 
+# LSTM gates: with input-to-input weights present (not CIFG) the kernels read the input gate bias without
+# checking it exists (lstm.cc CheckInputTensorDimensions: input_gate_bias->dims). Fuzz seed 99: keras_lstm
+# with input 12 = -1 -> SIGSEGV in LiteRT. (input-to-input weights, input gate bias) per direction.
+INPUT_GATE: dict[str, tuple[tuple[int, int], ...]] = {
+    "LSTM": ((1, 12),), "UNIDIRECTIONAL_SEQUENCE_LSTM": ((1, 12),),
+    "BIDIRECTIONAL_SEQUENCE_LSTM": ((1, 12), (18, 29)),
+}
+
+
 # Resource operators take a resource handle first (fuzz seed 91: ASSIGN_VARIABLE handed a uint8 tensor as its
 # handle -> SIGSEGV in LiteRT).
 RESOURCE_FIRST = frozenset({"READ_VARIABLE", "ASSIGN_VARIABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT",
@@ -147,6 +156,9 @@ def check(model: TflModel, sg: TflSubgraph, op: TflOperator, name: str, data, ma
     for pos, i in enumerate(op.inputs):
         if i >= 0 and sg.tensors[i].is_variable and pos not in states:
             return f"reads variable (state) tensor {i} as its input {pos}, which is not a state input"
+    for weights, bias in INPUT_GATE.get(name, ()):
+        if len(op.inputs) > bias and op.inputs[weights] >= 0 and op.inputs[bias] < 0:
+            return f"has input-to-input weights (input {weights}) but no input gate bias (input {bias})"
     if op.num_splits is not None and op.num_splits != len(op.outputs):
         # fuzz: SPLIT with num_splits 1048576 and six outputs -> SIGSEGV in LiteRT
         return f"declares {op.num_splits} splits but has {len(op.outputs)} outputs"
