@@ -8,6 +8,7 @@ import pytest
 
 import edgeaccel
 from onnx_models import save
+from tflite_edit import one_op_model
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -123,54 +124,17 @@ def test_tiny_activation_scales_refused_only_where_litert_crashes(tmp_path, scal
 
 
 def _mirror_pad_model(path, signature=False):
-    """x [1, 4] float -> MIRROR_PAD (REFLECT, paddings [[0, 0], [1, 2]]) -> y [1, 7], written with LiteRT's
-    schema object API; with ``signature``, a SignatureDef names them 'values' and 'output_0'."""
-    import flatbuffers
-    from ai_edge_litert import schema_py_generated as schema
+    """x [1, 4] float -> MIRROR_PAD (REFLECT, paddings [[0, 0], [1, 2]]) -> y [1, 7]; with ``signature``, a
+    SignatureDef names them 'values' and 'output_0'."""
+    def options(schema):
+        o = schema.MirrorPadOptionsT()
+        o.mode = schema.MirrorPadMode.REFLECT
+        return "MirrorPadOptions", o
 
-    def tensor(name, shape, type_, buffer):
-        t = schema.TensorT()
-        t.name, t.shape, t.type, t.buffer = name.encode(), shape, type_, buffer
-        return t
-
-    def buffer(data=None):
-        b = schema.BufferT()
-        b.data = None if data is None else np.frombuffer(data.tobytes(), np.uint8)
-        return b
-
-    model = schema.ModelT()
-    model.version = 3
-    code = schema.OperatorCodeT()
-    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.MIRROR_PAD
-    code.version = 1
-    model.operatorCodes = [code]
-    model.buffers = [buffer(), buffer(), buffer(np.array([[0, 0], [1, 2]], np.int32)), buffer()]
-    sg = schema.SubGraphT()
-    sg.tensors = [tensor("x", [1, 4], schema.TensorType.FLOAT32, 1),
-                  tensor("paddings", [2, 2], schema.TensorType.INT32, 2),
-                  tensor("y", [1, 7], schema.TensorType.FLOAT32, 3)]
-    sg.inputs, sg.outputs = [0], [2]
-    op = schema.OperatorT()
-    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
-    op.builtinOptionsType = schema.BuiltinOptions.MirrorPadOptions
-    op.builtinOptions = schema.MirrorPadOptionsT()
-    op.builtinOptions.mode = schema.MirrorPadMode.REFLECT
-    sg.operators = [op]
-    model.subgraphs = [sg]
-    if signature:
-        def tensor_map(name, index):
-            m = schema.TensorMapT()
-            m.name, m.tensorIndex = name.encode(), index
-            return m
-
-        sig = schema.SignatureDefT()
-        sig.signatureKey, sig.subgraphIndex = b"serving_default", 0
-        sig.inputs, sig.outputs = [tensor_map("values", 0)], [tensor_map("output_0", 2)]
-        model.signatureDefs = [sig]
-    builder = flatbuffers.Builder(0)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    path.write_bytes(bytes(builder.Output()))
-    return path
+    tensors = [("x", [1, 4], "FLOAT32", None), ("paddings", [2, 2], "INT32", np.array([[0, 0], [1, 2]], np.int32)),
+               ("y", [1, 7], "FLOAT32", None)]
+    return one_op_model(path, "MIRROR_PAD", tensors, [0, 1], [2], [0], [2], options,
+                        ({"values": 0}, {"output_0": 2}) if signature else None)
 
 
 def test_mirror_pad_is_not_read_as_a_split(tmp_path):
@@ -303,41 +267,10 @@ def test_openvino_on_a_tflite_file_named_otherwise_says_why(tmp_path):
 
 def _string_gather_model(path):
     """words (string, dynamic length) -> GATHER [0, 0] -> first (string [2])."""
-    import flatbuffers
-    from ai_edge_litert import schema_py_generated as schema
-
-    def tensor(name, shape, type_, buffer, signature=None):
-        t = schema.TensorT()
-        t.name, t.shape, t.type, t.buffer = name.encode(), shape, type_, buffer
-        t.shapeSignature = signature
-        return t
-
-    def buffer(data=None):
-        b = schema.BufferT()
-        b.data = None if data is None else np.frombuffer(data.tobytes(), np.uint8)
-        return b
-
-    model = schema.ModelT()
-    model.version = 3
-    code = schema.OperatorCodeT()
-    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.GATHER
-    code.version = 1
-    model.operatorCodes = [code]
-    model.buffers = [buffer(), buffer(), buffer(np.array([0, 0], np.int32)), buffer()]
-    sg = schema.SubGraphT()
-    sg.tensors = [tensor("words", [1], schema.TensorType.STRING, 1, [-1]),
-                  tensor("idx", [2], schema.TensorType.INT32, 2), tensor("first", [2], schema.TensorType.STRING, 3)]
-    sg.inputs, sg.outputs = [0], [2]
-    op = schema.OperatorT()
-    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
-    op.builtinOptionsType = schema.BuiltinOptions.GatherOptions
-    op.builtinOptions = schema.GatherOptionsT()
-    sg.operators = [op]
-    model.subgraphs = [sg]
-    builder = flatbuffers.Builder(0)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    path.write_bytes(bytes(builder.Output()))
-    return path
+    tensors = [("words", [1], "STRING", None, [-1]), ("idx", [2], "INT32", np.array([0, 0], np.int32)),
+               ("first", [2], "STRING", None)]
+    return one_op_model(path, "GATHER", tensors, [0, 1], [2], [0], [2],
+                        lambda schema: ("GatherOptions", schema.GatherOptionsT()))
 
 
 def test_dynamic_string_input_takes_a_new_length_on_each_run(tmp_path):
@@ -488,33 +421,8 @@ def test_other_errors_still_refuse_beside_a_contradicted_declaration(tmp_path):
 def _reshape_to_scalar_model(path):
     """x [1] float -> RESHAPE with a [0]-shaped int32 target (an empty buffer: no elements) -> y, a scalar:
     what the converter writes for tf.reshape(x, [])."""
-    import flatbuffers
-    from ai_edge_litert import schema_py_generated as schema
-
-    def tensor(name, shape, type_, buffer):
-        t = schema.TensorT()
-        t.name, t.shape, t.type, t.buffer = name.encode(), shape, type_, buffer
-        return t
-
-    model = schema.ModelT()
-    model.version = 3
-    code = schema.OperatorCodeT()
-    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.RESHAPE
-    code.version = 1
-    model.operatorCodes = [code]
-    model.buffers = [schema.BufferT() for _ in range(4)]
-    sg = schema.SubGraphT()
-    sg.tensors = [tensor("x", [1], schema.TensorType.FLOAT32, 1), tensor("shape", [0], schema.TensorType.INT32, 2),
-                  tensor("y", [], schema.TensorType.FLOAT32, 3)]
-    sg.inputs, sg.outputs = [0], [2]
-    op = schema.OperatorT()
-    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
-    sg.operators = [op]
-    model.subgraphs = [sg]
-    builder = flatbuffers.Builder(0)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    path.write_bytes(bytes(builder.Output()))
-    return path
+    tensors = [("x", [1], "FLOAT32", None), ("shape", [0], "INT32", None), ("y", [], "FLOAT32", None)]
+    return one_op_model(path, "RESHAPE", tensors, [0, 1], [2], [0], [2])
 
 
 def test_constant_without_elements_is_a_constant(tmp_path):
@@ -533,8 +441,9 @@ def test_empty_filter_is_still_refused(tmp_path):
     from edgeaccel.errors import ModelValidationError
 
     def empty_weights(model, schema):
-        model.subgraphs[0].tensors[1].shape = [3, 0]
-        model.buffers[1].data = None
+        weights = model.subgraphs[0].tensors[1]
+        weights.shape = [3, 0]
+        model.buffers[weights.buffer].data = None
 
     path = edit(float_fc(tmp_path / "fc.tflite"), tmp_path / "fc_empty.tflite", empty_weights)
     with pytest.raises(ModelValidationError, match="empty filter"):
