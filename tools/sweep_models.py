@@ -45,6 +45,21 @@ BUILD_STEPS = ("tflite", "onnx", "tf2onnx", "ir", "tflite_extra", "tflite_edges"
 # Building
 # ---------------------------------------------------------------------------------------------------------
 
+
+def _conv_calibration():
+    """ONNX Runtime's static quantization reader: 8 seeded [1, 3, 16, 16] inputs named x."""
+    from onnxruntime.quantization import CalibrationDataReader
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            r = np.random.default_rng(3)
+            self.items = iter([{"x": r.random((1, 3, 16, 16), np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.items, None)
+
+    return Reader()
+
 def _meta(path: Path, **meta) -> None:
     """Input hints for the checker: int ranges by input position, shapes to try for dynamic inputs."""
     path.with_name(path.name + ".meta.json").write_text(json.dumps(meta))
@@ -524,20 +539,12 @@ def build_onnx(out: Path) -> None:
         [T("x", TP.FLOAT, [1, 3, 16, 16])], [T("y", TP.FLOAT, [1, 10])],
         {"W1": f(8, 3, 3, 3) * 0.3, "b1": f(8) * 0.1, "W2": f(16, 8, 3, 3) * 0.2, "b2": f(16) * 0.1,
          "Wd": f(10, 16), "bd": f(10)}, opset=13)
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            r = np.random.default_rng(3)
-            self.items = iter([{"x": r.random((1, 3, 16, 16), np.float32)} for _ in range(8)])
-
-        def get_next(self):
-            return next(self.items, None)
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
     for fmt, name, act in ((QuantFormat.QDQ, "onnx_qdq_static", QuantType.QUInt8),
                            (QuantFormat.QDQ, "onnx_qdq_int8_s8s8", QuantType.QInt8),
                            (QuantFormat.QOperator, "onnx_qoperator_qlinearconv", QuantType.QUInt8)):
-        quantize_static(str(conv_path), str(out / f"{name}.onnx"), Reader(), quant_format=fmt,
+        quantize_static(str(conv_path), str(out / f"{name}.onnx"), _conv_calibration(), quant_format=fmt,
                         activation_type=act, weight_type=QuantType.QInt8)
         print("built", name, flush=True)
     # QDQ with uint8 graph input (quantized I/O)
@@ -778,19 +785,11 @@ def build_onnx_extra(out: Path) -> None:
               numpy_helper.from_array(rng.standard_normal((16, 16, 3, 3)).astype(np.float32), "W2")],
              dyn={"0": [[1, 8, 16, 16], [2, 8, 11, 17]]})
     with _section("per-channel QDQ"):
-        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-        class Reader(CalibrationDataReader):
-            def __init__(self):
-                r = np.random.default_rng(3)
-                self.items = iter([{"x": r.random((1, 3, 16, 16), np.float32)} for _ in range(8)])
-
-            def get_next(self):
-                return next(self.items, None)
+        from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
         if (out / "onnx_conv_float.onnx").is_file():
-            quantize_static(str(out / "onnx_conv_float.onnx"), str(out / "onnx_qdq_per_channel.onnx"), Reader(),
-                            quant_format=QuantFormat.QDQ, per_channel=True, activation_type=QuantType.QInt8,
+            quantize_static(str(out / "onnx_conv_float.onnx"), str(out / "onnx_qdq_per_channel.onnx"),
+                            _conv_calibration(), quant_format=QuantFormat.QDQ, per_channel=True, activation_type=QuantType.QInt8,
                             weight_type=QuantType.QInt8)
             print("built onnx_qdq_per_channel", flush=True)
 
