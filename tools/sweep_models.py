@@ -789,8 +789,8 @@ def build_onnx_extra(out: Path) -> None:
 
         if (out / "onnx_conv_float.onnx").is_file():
             quantize_static(str(out / "onnx_conv_float.onnx"), str(out / "onnx_qdq_per_channel.onnx"),
-                            _conv_calibration(), quant_format=QuantFormat.QDQ, per_channel=True, activation_type=QuantType.QInt8,
-                            weight_type=QuantType.QInt8)
+                            _conv_calibration(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
             print("built onnx_qdq_per_channel", flush=True)
 
 
