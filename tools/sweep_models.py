@@ -46,6 +46,24 @@ BUILD_STEPS = ("tflite", "onnx", "tf2onnx", "ir", "tflite_extra", "tflite_edges"
 # ---------------------------------------------------------------------------------------------------------
 
 
+def _save_onnx(out: Path, name, nodes, inputs, outputs, inits, opsets, ir, functions=(), check=True, **meta) -> Path:
+    """Write one hand-built ONNX model. inits: TensorProtos, or (name, array) pairs; opsets: (domain, version)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    inits = [i if isinstance(i, onnx.TensorProto) else numpy_helper.from_array(np.asarray(i[1]), i[0]) for i in inits]
+    graph = helper.make_graph(nodes, name, inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets], ir_version=ir,
+                              functions=list(functions))
+    if check:  # some valid-for-ORT models fail the checker (a graph input without a shape): kept on purpose
+        onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, out / f"{name}.onnx")
+    if meta:
+        _meta(out / f"{name}.onnx", **meta)
+    print("built", name, flush=True)
+    return out / f"{name}.onnx"
+
+
 def _conv_calibration():
     """ONNX Runtime's static quantization reader: 8 seeded [1, 3, 16, 16] inputs named x."""
     from onnxruntime.quantization import CalibrationDataReader
@@ -362,19 +380,9 @@ def build_onnx(out: Path) -> None:
     rng = np.random.default_rng(0)
     T = helper.make_tensor_value_info
 
-    def save(name, nodes, inputs, outputs, inits=None, opset=17, ir=9, extra_opsets=(), functions=(), check=True,
-             **meta):
-        graph = helper.make_graph(nodes, name, inputs, outputs,
-                                  [numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), *extra_opsets],
-                                  ir_version=ir, functions=list(functions))
-        if check:  # some valid-for-ORT models fail the checker (a graph input without a shape): kept on purpose
-            onnx.checker.check_model(model, full_check=True)
-        onnx.save(model, out / f"{name}.onnx")
-        if meta:
-            _meta(out / f"{name}.onnx", **meta)
-        print("built", name, flush=True)
-        return out / f"{name}.onnx"
+    def save(name, nodes, inputs, outputs, inits=None, opset=17, ir=9, extra_opsets=(), **kwargs):
+        return _save_onnx(out, name, nodes, inputs, outputs, (inits or {}).items(), (("", opset), *extra_opsets),
+                          ir, **kwargs)
 
     f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
 
@@ -489,13 +497,13 @@ def build_onnx(out: Path) -> None:
                               [helper.make_opsetid("", 17)])
     save("onnx_local_function", [helper.make_node("Scale2", ["x"], ["y"], domain="custom.fn")],
          [T("x", TP.FLOAT, [3])], [T("y", TP.FLOAT, [3])], opset=17,
-         extra_opsets=[helper.make_opsetid("custom.fn", 1)], functions=[fn])
+         extra_opsets=[("custom.fn", 1)], functions=[fn])
     # com.microsoft contrib ops
     save("onnx_contrib_ms", [helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain="com.microsoft", alpha=0.5,
                                               transB=1),
                              helper.make_node("Gelu", ["y"], ["g"], domain="com.microsoft")],
          [T("a", TP.FLOAT, [2, 4]), T("b", TP.FLOAT, [3, 4])], [T("g", TP.FLOAT, [2, 3])], opset=17,
-         extra_opsets=[helper.make_opsetid("com.microsoft", 1)])
+         extra_opsets=[("com.microsoft", 1)])
     # sequence output: not a tensor
     save("onnx_sequence_out", [helper.make_node("SplitToSequence", ["x"], ["seq"], axis=0),
                                helper.make_node("SequenceLength", ["seq"], ["n"])],
@@ -706,14 +714,7 @@ def build_onnx_extra(out: Path) -> None:
     T = helper.make_tensor_value_info
 
     def save(name, nodes, inputs, outputs, inits=(), opsets=(("", 17),), ir=9, **meta):
-        graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets], ir_version=ir)
-        onnx.checker.check_model(model, full_check=True)
-        onnx.save(model, out / f"{name}.onnx")
-        if meta:
-            _meta(out / f"{name}.onnx", **meta)
-        print("built", name, flush=True)
-        return out / f"{name}.onnx"
+        return _save_onnx(out, name, nodes, inputs, outputs, inits, opsets, ir, **meta)
 
     with _section("no inputs"):
         save("onnx_no_inputs", [helper.make_node("ConstantOfShape", ["shape"], ["y"],
