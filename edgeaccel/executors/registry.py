@@ -21,7 +21,14 @@ from .base import Executor
 log = logging.getLogger("edgeaccel.registry")
 ENTRY_POINT_GROUP = "edgeaccel.executors"
 
-DEVICE_KINDS = ("cpu", "gpu", "npu", "tpu", "edgetpu", "auto")
+DEVICE_KINDS = ("cpu", "gpu", "npu", "tpu", "edgetpu", "dsp", "auto")
+# The runtimes edgeaccel ships and trusts: calibration's accuracy reference is always computed by one of
+# these on the CPU, never by a plug-in that happens to rank first.
+BUILTIN_RUNTIMES = frozenset({"litert", "onnxruntime", "openvino", "tensorflow"})
+
+
+def is_builtin(runtime: str) -> bool:
+    return runtime in BUILTIN_RUNTIMES
 FORMATS = tuple(f.value for f in Format)
 # How one runtime reaches one device. ``via`` is free text for people; the other keys are what code needs:
 # the ONNX Runtime execution provider, the LiteRT delegate library, the runtime's own device string, and
