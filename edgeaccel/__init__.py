@@ -35,7 +35,7 @@ from .errors import (
     WorkerCrashedError,
 )
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 _LAZY = {
     "load": ("loader", "load"),
@@ -46,7 +46,8 @@ _LAZY = {
     "ModelInfo": ("modelinfo", "ModelInfo"),
     "TensorSpec": ("modelinfo", "TensorSpec"),
     "Format": ("modelinfo", "Format"),
-    "probe": ("probe", "callable_package"),  # the package, callable: see edgeaccel/probe/__init__.py
+    # the package, callable (edgeaccel/probe/__init__.py), with the runtime survey registered by inventory
+    "probe": ("inventory", "probe_package"),
     "ProbeReport": ("probe", "ProbeReport"),
     "IsolationLimits": ("isolation.limits", "IsolationLimits"),
 }

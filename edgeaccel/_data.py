@@ -1,4 +1,4 @@
-"""Where the YAML data (runtimes/, profiles/) and the bundled samples live.
+"""Where the YAML data (profiles/) and the bundled samples live.
 
 In a checkout they are at the repository root; an installed wheel carries copies under edgeaccel/data/
 (pyproject.toml force-includes them), so both layouts are looked up.

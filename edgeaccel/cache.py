@@ -51,7 +51,7 @@ def hardware_fingerprint(devices: Iterable[str] = ()) -> str:
 
 def calibration_key(artifact_hashes: Iterable[str], fingerprint: str, versions: Mapping[str, str | None],
                     threads: int, goal_independent: str = "") -> str:
-    from . import __version__
+    from ._version import __version__
 
     payload = json.dumps({"artifacts": sorted(artifact_hashes), "hardware": fingerprint,
                           "runtimes": dict(sorted(versions.items())), "edgeaccel": __version__,
@@ -109,7 +109,8 @@ def validation_rules_key() -> str:
     """A key for the checks of this edgeaccel: the hash of the format readers' sources. A memo made under
     other rules is not trusted: a rule added because a model crashed a runtime must see that model again
     after an upgrade, not a memo saying it passed."""
-    from . import __version__, formats
+    from . import formats
+    from ._version import __version__
 
     h = blake2b(__version__.encode(), digest_size=8)
     for source in sorted(Path(formats.__file__).parent.glob("*.py")):

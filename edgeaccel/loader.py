@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from . import bundle
 from .errors import DeviceUnavailableError, EdgeAccelError, ModelError, NoExecutorError, UnsupportedModelError
+from .executors import registry
 from .executors.base import Executor, ExecutorOptions
 from .executors.registry import runtimes
 from .isolation.limits import IsolationLimits
@@ -88,8 +89,10 @@ def load(
 
         if not chosen.ranking.candidates:
             raise _nothing_can_run(chosen.ranking)
-        shared = scheduled_options(chosen.options)
-        return open_scheduled(chosen.ranking, lambda c: open_candidate(c, shared, isolation), policy, power_budget_w,
+        def open_beside_others(c: Candidate) -> Executor:
+            return open_candidate(c, scheduled_options(chosen.options, executor_class(c.runtime)), isolation)
+
+        return open_scheduled(chosen.ranking, open_beside_others, policy, power_budget_w,
                               telemetry_root, strict=strict, all_failed=_all_failed,
                               limits=profile_limits(chosen.profile, chosen.ranking))
     loaded = open_ranked(chosen.ranking, chosen.options, strict, isolation)
@@ -135,6 +138,10 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
     )
     if executor and executor not in runtimes():
         raise ValueError(f"unknown executor {executor!r}; known: {', '.join(runtimes())}")
+    if device:
+        from .executors.device import DeviceRef
+
+        DeviceRef.parse(device)  # a malformed device string is the caller's error, said before anything loads
     found = bundle.resolve(model, ValidationMemo(root) if root else None)
     for path, exc in found.invalid:
         log.warning("artifact %s is unusable: %s", path, exc.message)
@@ -176,19 +183,44 @@ def profile_limits(profile: Profile | None, ranking: Ranking) -> dict | None:
 
 
 def _rank(artifacts, facts, options, executor, device, profile, goal, measurements) -> Ranking:
-    def rejects(runtime: str, artifact: ModelInfo, dev: str, opts: ExecutorOptions) -> str | None:
-        return executor_class(runtime).rejects(artifact, dev, opts)
-
-    return rank(artifacts, runtimes(), facts, rejects, options, executor, device, profile, goal, measurements)
+    return rank(artifacts, runtimes(), facts, None, options, executor, device, profile, goal, measurements)
 
 
 def machine_facts() -> tuple[MachineFacts, DeviceFacts]:
     """Installed runtimes (from package metadata, no import), the devices present and the CPU's flags;
-    and the same facts in the form profile matching takes."""
+    and the same facts in the form profile matching takes. A plug-in's devices are present when its
+    ``availability(device)`` says so (the probe does not know its hardware)."""
     device = facts_from_probe(_probe_here())
-    installed = {name: executor_class(name).installed() for name in runtimes()}
-    facts = MachineFacts(installed=installed, devices_present=device.devices, cpu_flags=device.cpu_flags)
+    classes = runtimes()
+    installed = {name: cls.installed() for name, cls in classes.items()}
+    plugin_devices, absent = _plugin_presence(classes)
+    facts = MachineFacts(installed=installed, devices_present=device.devices, cpu_flags=device.cpu_flags,
+                         plugin_devices=plugin_devices, absent_reasons=absent)
     return facts, device
+
+
+def _plugin_presence(classes: dict[str, type[Executor]]) -> tuple[dict[str, frozenset[str]], dict[str, str]]:
+    present: dict[str, frozenset[str]] = {}
+    absent: dict[str, str] = {}
+    for name, cls in classes.items():
+        if cls.presence == "probe":
+            continue
+        found = set()
+        for dev, kind in cls.device_kinds.items():
+            if kind == "cpu":
+                continue
+            try:
+                available = cls.availability(dev)
+            except Exception as exc:  # a plug-in's bug: its device is absent, with the reason
+                log.warning("executor plug-in %s: availability(%r) raised %s: %s", name, dev, type(exc).__name__, exc)
+                absent[f"{name}:{dev}"] = f"{name}.availability({dev!r}) raised {type(exc).__name__}: {exc}"
+                continue
+            if available:
+                found.add(dev)
+            else:
+                absent[f"{name}:{dev}"] = f"{dev} is not available: {available.reason}"
+        present[name] = frozenset(found)
+    return present, absent
 
 
 _PROBE_TTL_S = 30.0
@@ -218,7 +250,7 @@ def resolve_profile(profile: Profile | str | None, facts: DeviceFacts) -> tuple[
 
 
 def executor_class(name: str) -> type[Executor]:
-    return runtimes()[name].load_class()
+    return registry.get(name)
 
 
 def open_candidate(candidate: Candidate, options: ExecutorOptions,

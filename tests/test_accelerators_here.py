@@ -13,10 +13,10 @@ ACCELERATOR_KINDS = ("gpu", "npu", "tpu", "edgetpu")
 
 
 def accelerator_devices():
-    for desc in runtimes().values():
-        for target in desc.targets:
+    for cls in runtimes().values():
+        for target in cls.targets:
             if target.kind in ACCELERATOR_KINDS:
-                yield pytest.param(desc.name, target.name, id=f"{desc.name}:{target.name}")
+                yield pytest.param(cls.runtime, target.name, id=f"{cls.runtime}:{target.name}")
 
 
 @pytest.mark.parametrize("runtime, device", list(accelerator_devices()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -21,8 +22,12 @@ def test_json_of_this_machine():
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert validate(report) == []
+    # every registered runtime appears (installed tensorflow-cpu too, which the survey once left out)
     assert report["runtimes"]["surveyed"] and {r["name"] for r in report["runtimes"]["items"]} == {
-        "litert", "onnxruntime", "openvino"}
+        "litert", "onnxruntime", "openvino", "tensorflow"}
+    tensorflow = next(r for r in report["runtimes"]["items"] if r["name"] == "tensorflow")
+    assert tensorflow["installed"] == (importlib.util.find_spec("tensorflow") is not None)
+    assert not tensorflow["installed"] or "CPU" in tensorflow["reaches"]
 
 
 def test_readable_survey_of_a_fake_board(tmp_path):

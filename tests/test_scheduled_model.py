@@ -138,11 +138,12 @@ def test_real_executors_on_this_machine_keep_serving_without_sensors(tmp_path):
 
 def test_scheduled_onnx_sessions_do_not_spin_unless_asked():
     from edgeaccel.executors.base import ExecutorOptions
+    from edgeaccel.executors.onnxruntime import OnnxRuntimeExecutor
     from edgeaccel.scheduling.open import scheduled_options
 
-    quiet = scheduled_options(ExecutorOptions())
+    quiet = scheduled_options(ExecutorOptions(), OnnxRuntimeExecutor)
     assert quiet.runtime_options["session_config"]["session.intra_op.allow_spinning"] == "0"
     mine = scheduled_options(ExecutorOptions(runtime_options={"session_config": {
-        "session.intra_op.allow_spinning": "1"}, "max_interpreters": 2}))
+        "session.intra_op.allow_spinning": "1"}, "max_interpreters": 2}), OnnxRuntimeExecutor)
     assert mine.runtime_options["session_config"]["session.intra_op.allow_spinning"] == "1"
     assert mine.runtime_options["max_interpreters"] == 2

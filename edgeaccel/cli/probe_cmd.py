@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..errors import InputError
-    from ..probe import probe
+    from ..inventory import probe_package as probe
 
     root = Path(args.root)
     if not root.is_dir():

@@ -23,7 +23,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__, bundle, formats
+from .. import bundle, formats
+from .._version import __version__
 from ..errors import ConversionError, ModelError
 from ..modelinfo import ModelInfo
 from . import calibration as calib_mod

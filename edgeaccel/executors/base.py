@@ -21,7 +21,9 @@ if TYPE_CHECKING:  # concurrent.futures costs start-up memory; only the asynchro
     from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..modelinfo import Format, ModelInfo, TensorSpec
-from ..packages import installed_version
+from ..packages import installed, installed_version
+from .device import DeviceRef, base_of
+from .facts import DeviceTarget, RuntimeSurvey
 
 
 @dataclass(frozen=True)
@@ -105,16 +107,52 @@ class ExecutorInfo:
 
 
 class Executor(ABC):
-    """Base class. Subclasses set ``runtime``, ``formats`` and ``devices`` and implement the four methods."""
+    """Base class of every executor, built-in or plug-in. The class declares its runtime's facts; the rest of
+    edgeaccel (selector, probe report, scheduler, CLI) reads them through the registry and names no runtime.
+
+    A subclass sets ``runtime`` and ``formats``, and its devices either as ``targets`` (DeviceTarget: kind,
+    how reached, precisions, what installs it) or, the short form for plug-ins, as ``device_kinds``
+    ({"Hailo8": "npu"}); the other form is derived. It implements ``availability``, ``info``, ``run`` and
+    ``close``; ``survey``, ``rejects``, ``error_rules`` and ``options_beside_others`` have defaults.
+    """
 
     runtime: ClassVar[str]
+    label: ClassVar[str] = ""  # the runtime's name for people ("ONNX Runtime"); ``runtime`` when not given
     formats: ClassVar[frozenset[Format]]
-    devices: ClassVar[tuple[str, ...]] = ("CPU",)
+    # formats the runtime reads without converting them (None: all of ``formats``): ranked first
+    native_formats: ClassVar[frozenset[Format] | None] = None
+    targets: ClassVar[tuple[DeviceTarget, ...]] = (DeviceTarget("CPU", "cpu"),)
+    device_kinds: ClassVar[dict[str, str]] = {"CPU": "cpu"}  # derived from targets when not given
+    devices: ClassVar[tuple[str, ...]] = ("CPU",)  # the devices driven today (planned targets left out)
     # precisions the caller may ask for; None is "the model's own" (f32 math for float models)
     precisions: ClassVar[tuple[str | None, ...]] = (None, "f32")
     # (top-level module, pip distribution) pairs that provide the runtime, any one suffices (checked
     # without importing it)
     distributions: ClassVar[tuple[tuple[str, str], ...]] = ()
+    extra: ClassVar[str | None] = None  # the edgeaccel extra that installs the runtime
+    preference: ClassVar[int] = 50  # among runtimes reaching one device, lower is tried first
+    # "probe": the hardware survey says whether a device is here (built-ins: CUDA, EdgeTPU, ...);
+    # "availability": ``availability(device)`` says so (plug-ins, whose hardware the probe does not know)
+    presence: ClassVar[str] = "availability"
+    # how the runtime's exceptions become edgeaccel errors (``translate.translate``): ErrorRule, first match
+    error_rules: ClassVar[tuple] = ()
+    load_hint: ClassVar[str | None] = None  # the hint of a load failure no rule explains
+    kindless_devices: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        if "targets" in own:
+            cls.device_kinds = {t.name: t.kind for t in cls.targets if not t.planned}
+        elif "device_kinds" in own:
+            cls.targets = tuple(DeviceTarget(name, kind) for name, kind in cls.device_kinds.items())
+        elif "devices" in own:  # the older plug-in form: devices without kinds; only the CPU's kind is known
+            cls.device_kinds = {d: "cpu" for d in cls.devices if d == "CPU"}
+            cls.targets = tuple(DeviceTarget(d, "cpu") for d in cls.device_kinds)
+            cls.kindless_devices = tuple(d for d in own["devices"] if d != "CPU")  # the registry refuses these
+        cls.devices = tuple(cls.device_kinds)
+        if not cls.__dict__.get("label") and "runtime" in own:
+            cls.label = cls.runtime
 
     def __init__(self, model: ModelInfo, device: str, options: ExecutorOptions) -> None:
         self.model = model
@@ -123,10 +161,89 @@ class Executor(ABC):
         self._workers: ThreadPoolExecutor | None = None
         self._workers_lock = threading.Lock()
 
+    # -- facts, read from the class ------------------------------------------------------------------------
+    @classmethod
+    def target(cls, device: str | DeviceRef) -> DeviceTarget | None:
+        """The declared device behind a device string ("CUDA:1" -> the CUDA target), planned ones included."""
+        base = device.base if isinstance(device, DeviceRef) else base_of(device)
+        return next((t for t in cls.targets if t.name == base), None)
+
+    @classmethod
+    def kind_of(cls, device: str) -> str | None:
+        target = cls.target(device)
+        return target.kind if target is not None else None
+
+    @classmethod
+    def reads(cls, fmt: Format, device: str | None = None) -> bool:
+        """Whether the runtime reads ``fmt`` (on ``device``, which may read other formats than the runtime)."""
+        target = cls.target(device) if device else None
+        formats = target.formats if target is not None and target.formats is not None else cls.formats
+        return fmt in formats
+
+    @classmethod
+    def is_native(cls, fmt: Format) -> bool:
+        return fmt in (cls.native_formats if cls.native_formats is not None else cls.formats)
+
+    @classmethod
+    def default_precision(cls, device: str) -> str | None:
+        target = cls.target(device)
+        return target.default_precision if target is not None else None
+
+    @classmethod
+    def offered_precisions(cls, device: str, cpu_flags: frozenset[str] = frozenset()) -> tuple[str | None, ...]:
+        """The device's default precision first, then the opt-ins it offers that this CPU makes worth it."""
+        target = cls.target(device)
+        if target is None:
+            return (None,)
+        extra = tuple(p for p in target.precisions if p != target.default_precision
+                      and (p not in target.needs_cpu_flags or cpu_flags & set(target.needs_cpu_flags[p])))
+        return (target.default_precision, *extra)
+
     @classmethod
     def installed(cls) -> str | None:
         """The installed version of the runtime's package, from metadata alone (no import: cheap)."""
         return installed_version(cls.distributions)
+
+    @classmethod
+    def install_hint(cls, device: str | None = None) -> str:
+        """What installs the runtime, or its build for ``device`` (CUDA needs onnxruntime-gpu, not onnxruntime)."""
+        target = cls.target(device) if device else None
+        extra = cls.extra
+        packages: tuple[str, ...] = tuple(dict.fromkeys(d for _, d in cls.distributions[:1]))
+        if target is not None and (target.extra or target.packages):
+            extra, packages = target.extra, target.packages
+        hint = f"pip install 'edgeaccel[{extra}]'" if extra else (f"pip install {' '.join(packages)}" if packages
+                                                                   else "")
+        if target is not None and target.requires:
+            hint = f"{hint}; also {target.requires}" if hint else target.requires
+        return hint
+
+    @classmethod
+    def survey(cls) -> RuntimeSurvey:
+        """What this runtime reaches here, for ``edgeaccel probe``: the default asks ``availability`` of each
+        device. Built-ins override it to say more (providers, delegate libraries). Never raises."""
+        dist, version = installed(cls.distributions) if cls.distributions else (None, None)
+        if cls.distributions and dist is None:
+            return RuntimeSurvey(cls.runtime, False, None, None, False, (), f"{cls.runtime} is not installed",
+                                 cls.install_hint())
+        reaches, reasons = [], []
+        for device in cls.devices:
+            try:
+                found = cls.availability(device)
+            except Exception as exc:  # a plug-in's bug is its reason, never ours
+                found = Availability(False, f"availability() raised {type(exc).__name__}: {exc}")
+            if found:
+                reaches.append(device)
+            else:
+                reasons.append(f"{device}: {found.reason}")
+        reason = f"reaches {', '.join(reaches)}" if reaches else "reaches no device here"
+        return RuntimeSurvey(cls.runtime, True, version, dist, bool(reaches), tuple(reaches),
+                             "; ".join([reason, *reasons]))
+
+    @classmethod
+    def options_beside_others(cls, options: ExecutorOptions) -> ExecutorOptions:
+        """The options to use when this executor shares the machine with others under a scheduler."""
+        return options
 
     @classmethod
     @abstractmethod
@@ -135,13 +252,16 @@ class Executor(ABC):
 
     @classmethod
     def rejects(cls, model: ModelInfo, device: str, options: ExecutorOptions) -> str | None:
-        """Why this executor cannot run ``model`` on ``device``, from the description alone; None if it may.
-        Pure: no runtime import, no device access."""
-        if model.format not in cls.formats:
+        """Why this executor cannot run ``model`` on ``device`` at ``options.precision``, from the description
+        alone; None if it may. Pure: no runtime import, no device access."""
+        if not cls.reads(model.format, device):
             readable = ", ".join(sorted(f.value for f in cls.formats))
             return f"{cls.runtime} reads {readable}, not {model.format.value}"
-        if options.precision not in cls.precisions:
-            allowed = ", ".join(p for p in cls.precisions if p)
+        target = cls.target(device)
+        offered = (*cls.precisions, *(target.precisions if target else ()),
+                   target.default_precision if target else None)
+        if options.precision not in offered:
+            allowed = ", ".join(dict.fromkeys(p for p in offered if p))
             return f"{cls.runtime} on {device} cannot run at precision {options.precision} (it offers {allowed})"
         return None
 

@@ -24,12 +24,9 @@ import numpy as np
 from ..errors import (
     MEMORY_HINT,
     DeviceUnavailableError,
-    InferenceError,
     ModelLoadError,
     UnsupportedModelError,
     looks_out_of_memory,
-    looks_out_of_range,
-    out_of_range_error,
     runtime_message,
 )
 from ..modelinfo import Format, ModelInfo
@@ -37,6 +34,9 @@ from .. import packages
 from ..packages import installed_version
 from . import edgetpu
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions, Pool
+from .device import base_of
+from .facts import DeviceTarget, RuntimeSurvey
+from .translate import ErrorRule, Failure, translate
 
 log = logging.getLogger("edgeaccel.litert")
 
@@ -71,11 +71,84 @@ def is_unresolved_custom_op(message: str) -> bool:
     return "unresolved custom op" in message or "failed to prepare" in message and "custom" in message
 
 
+def _on_edgetpu(f: Failure) -> bool:
+    return base_of(f.device) == "EdgeTPU"
+
+
+def _flex_ops(f: Failure) -> list[str]:
+    return [op for op in (f.model.custom_ops if f.model else ()) if op.startswith("Flex")]
+
+
+def _too_new_for_libedgetpu(f: Failure) -> str:
+    needed = edgetpu.required_runtime_versions(f.message)
+    return (f"{f.name} was compiled for Edge TPU runtime version {needed[0]}; this libedgetpu is version "
+            f"{needed[1]}: {f.message}")
+
+
+def _custom_op_hint(f: Failure) -> str:
+    if f.model is not None and f.model.needs_edgetpu:
+        return ("it is compiled for the Edge TPU: run it with device='EdgeTPU' (needs a Coral Edge TPU and "
+                "libedgetpu), or load its CPU twin (the same model before edgetpu_compiler)")
+    ops = list(f.model.custom_ops) if f.model else []
+    return f"the model uses custom ops {ops} that this LiteRT build does not register; use a runtime or build " \
+           "that provides them"
+
+
+def _silent_failure_hint(f: Failure) -> str:
+    hint = "the model may be corrupted or need a newer LiteRT (pip install -U ai-edge-litert)"
+    if f.message.endswith("with no message"):  # measured: LiteRT says nothing when an allocation fails
+        return f"LiteRT gave no reason; it does so when memory runs out ({MEMORY_HINT}), else {hint}"
+    return hint
+
+
+ERROR_RULES = (
+    ErrorRule(DeviceUnavailableError, when=lambda f: _on_edgetpu(f) and edgetpu.required_runtime_versions(f.message),
+              message=_too_new_for_libedgetpu,
+              hint="recompile it with edgetpu_compiler -m <this runtime's version>, or install a newer libedgetpu"),
+    ErrorRule(DeviceUnavailableError, when=lambda f: _on_edgetpu(f) and is_unresolved_custom_op(f.message)
+              and "edgetpu-custom-op" in f.message,
+              message="the delegate loaded but did not take the edgetpu-custom-op of {name}: {message}",
+              hint=f"it is not Coral's libedgetpu; unset ${edgetpu.LIBRARY_ENV} or point it at libedgetpu"),
+    ErrorRule(UnsupportedModelError, when=lambda f: bool(_flex_ops(f)) or "Select TensorFlow op" in f.message,
+              message=lambda f: f"LiteRT cannot run {f.name}: it holds TensorFlow operators "
+                                f"({', '.join(_flex_ops(f)) or 'Flex'}) that need the Flex delegate, which "
+                                "ai-edge-litert does not have",
+              hint="the model was converted with SELECT_TF_OPS: convert it again with TFLITE_BUILTINS only, or run "
+              "it with TensorFlow's own tf.lite.Interpreter (pip install tensorflow), which links the Flex delegate"),
+    ErrorRule(UnsupportedModelError, when=lambda f: is_unresolved_custom_op(f.message),
+              message="LiteRT cannot run {name}: {message}", hint=_custom_op_hint),
+    ErrorRule(ModelLoadError, when=lambda f: not looks_out_of_memory(f.exc), message="LiteRT failed to load {name}: "
+              "{message}", hint=_silent_failure_hint),
+    ErrorRule(ModelLoadError, stages=("describe",), message="LiteRT loaded {name} but cannot describe its tensors: "
+              "{message}", hint="the model's tensor names or metadata are corrupted; export it again"),
+)
+
+
 class LiteRTExecutor(Executor):
+    """LiteRT's Interpreter on the CPU (XNNPACK) or on a Coral Edge TPU through libedgetpu."""
+
     runtime = "litert"
+    label = "LiteRT"
     formats = frozenset({Format.TFLITE, Format.EDGETPU_TFLITE})
-    devices = ("CPU", "EdgeTPU")
+    targets = (
+        DeviceTarget("CPU", "cpu", delegate="XNNPACK", via="Interpreter with the XNNPACK delegate (num_threads = "
+                     "usable cores)"),
+        # The compiled model is one edgetpu-custom-op; the CPU twin stays on the CPU. Device strings in edgetpu.py.
+        DeviceTarget("EdgeTPU", "edgetpu", delegate="libedgetpu.so.1", formats=frozenset({Format.EDGETPU_TFLITE}),
+                     requires="libedgetpu.so.1 from Coral's apt repository (libedgetpu1-std, or libedgetpu1-max for "
+                     "the faster clock); not on PyPI, and the PyPI name `pycoral` is an unrelated project",
+                     via='Interpreter(experimental_delegates=[load_delegate(libedgetpu, {"device": "usb:0"})]), one '
+                     "interpreter per Edge TPU; USB (1a6e:089a / 18d1:9302) or PCIe (/dev/apex_N)"),
+        # Not driven yet: see litert_npu.py for what it takes (ai-edge-litert 2.3.0's Intel OpenVINO dispatch
+        # links OpenVINO 2026.3 exactly, and with no compiler plugin NPU|CPU runs silently on the CPU).
+        DeviceTarget("NPU", "npu", planned=True, via="CompiledModel.from_file(path, options=Options("
+                     "hardware_accelerators=NPU|CPU, ...)), checking is_fully_accelerated()",
+                     requires="a vendor dispatch library that loads and the NPU's driver"),
+    )
     distributions = packages.LITERT
+    preference = 10  # fastest CPU path for quantized .tflite here (FINDINGS: mobilenet_v2 quant 3.8 vs 5.0 ms)
+    presence = "probe"
+    error_rules = ERROR_RULES
 
     @classmethod
     def availability(cls, device: str | None = None, *, root: str | Path = Path("/"),
@@ -85,7 +158,7 @@ class LiteRTExecutor(Executor):
         if isinstance(found, str):
             return Availability(False, f"no TFLite interpreter: {found}", fix="pip install ai-edge-litert")
         _, dist, version = found
-        base = (device or "CPU").split(":")[0]
+        base = base_of(device or "CPU")
         if base == "CPU":
             return Availability(True, f"{dist} installed", version=version)
         if base == "EdgeTPU":
@@ -103,8 +176,45 @@ class LiteRTExecutor(Executor):
         return Availability(False, f"LiteRT drives CPU and EdgeTPU, not {device!r}", version=version)
 
     @classmethod
+    def survey(cls) -> RuntimeSurvey:
+        """The interpreter found, and whether the Edge TPU delegate library is findable and loads."""
+        import time
+
+        from ..probe.libraries import find_edgetpu_library
+
+        library = find_edgetpu_library()
+        details: dict[str, Any] = {"edgetpu_delegate": library.path, "edgetpu_delegate_loads": None}
+        dist, version = packages.installed(cls.distributions)
+        if dist is None:
+            return RuntimeSurvey(cls.runtime, False, None, None, False, (), "no TFLite interpreter is installed",
+                                 "pip install ai-edge-litert", details=details)
+        start = time.perf_counter()
+        found = interpreter_module()
+        took = round((time.perf_counter() - start) * 1000, 1)
+        if isinstance(found, str):
+            return RuntimeSurvey(cls.runtime, True, version, dist, False, (), f"no usable TFLite interpreter: "
+                                 f"{found}", "pip install -U ai-edge-litert", took, details)
+        _, used_dist, used_version = found
+        reaches, reason, fix = ["CPU"], f"{used_dist} interpreter with XNNPACK", None
+        if library.found:
+            check = edgetpu.check_library(library.path)
+            details["edgetpu_delegate_loads"] = check.loaded
+            if check.loaded:
+                reaches.append("EdgeTPU")
+                reason += f"; Edge TPU delegate {library.path}"
+            else:
+                details["edgetpu_delegate_error"] = check.error
+                reason += f"; Edge TPU delegate {library.path} does not load: {check.error}"
+                fix = "reinstall libedgetpu1-std and its dependency libusb-1.0-0 (sudo apt-get install --reinstall " \
+                      "libedgetpu1-std libusb-1.0-0)"
+        else:
+            reason += f"; no Edge TPU delegate ({library.filename} not found)"
+        return RuntimeSurvey(cls.runtime, True, used_version, used_dist, True, tuple(reaches), reason, fix, took,
+                             details)
+
+    @classmethod
     def rejects(cls, model: ModelInfo, device: str, options: ExecutorOptions) -> str | None:
-        on_edgetpu = device.split(":")[0] == "EdgeTPU"
+        on_edgetpu = base_of(device) == "EdgeTPU"
         if model.format is Format.EDGETPU_TFLITE and not on_edgetpu:
             return ("compiled for the Edge TPU: its body is one edgetpu-custom-op that only the Edge TPU delegate "
                     f"runs, not LiteRT on {device}; load its CPU twin (the model before edgetpu_compiler)")
@@ -122,14 +232,14 @@ class LiteRTExecutor(Executor):
         self._delegates = list(delegates)
         self._threads = options.stream_threads()
         self._edgetpu: _EdgeTpu | None = None
-        if device.split(":")[0] == "EdgeTPU":
+        if base_of(device) == "EdgeTPU":
             try:
                 spec = edgetpu.parse_device(device)
                 delegate_options = edgetpu.delegate_options(spec, options.runtime_options.get("edgetpu_options"))
             except ValueError as exc:
                 raise ValueError(str(exc)) from None
             self._edgetpu = _EdgeTpu(spec, edgetpu.library_name(), delegate_options)
-        elif device.split(":")[0] != "CPU":
+        elif base_of(device) != "CPU":
             raise DeviceUnavailableError(f"LiteRT drives CPU and EdgeTPU, not {device!r}")
         first = self._new_slot()  # load once now so that a bad model fails here, not at the first run()
         try:
@@ -137,10 +247,7 @@ class LiteRTExecutor(Executor):
             self._in_index = [d["index"] for d in first.interpreter.get_input_details()]
             self._out_index = [d["index"] for d in first.interpreter.get_output_details()]
         except Exception as exc:
-            raise ModelLoadError(
-                f"LiteRT loaded {self.model.path.name} but cannot describe its tensors: {runtime_message(exc)}",
-                runtime=self.runtime, hint="the model's tensor names or metadata are corrupted; export it again",
-            ) from exc
+            raise translate(type(self), exc, "describe", model, device) from exc
         self._dynamic = model.is_dynamic
         # One Edge TPU runs one inference at a time: one interpreter per device (concurrent callers queue).
         limit = 1 if self._edgetpu else max(options.runtime_options.get("max_interpreters", 8), options.streams())
@@ -160,44 +267,8 @@ class LiteRTExecutor(Executor):
             interpreter = self._module.Interpreter(**kwargs)
             interpreter.allocate_tensors()
         except Exception as exc:
-            raise self._load_error(exc) from exc
+            raise translate(type(self), exc, "load", self.model, self.device) from exc
         return _Slot(interpreter, delegates)
-
-    def _load_error(self, exc: Exception) -> Exception:
-        message = runtime_message(exc)
-        if self._edgetpu:
-            needed = edgetpu.required_runtime_versions(message)
-            if needed:
-                return DeviceUnavailableError(
-                    f"{self.model.path.name} was compiled for Edge TPU runtime version {needed[0]}; this "
-                    f"libedgetpu is version {needed[1]}: {message}",
-                    hint=f"recompile it with edgetpu_compiler -m {needed[1]}, or install a newer libedgetpu")
-            if is_unresolved_custom_op(message) and "edgetpu-custom-op" in message:
-                return DeviceUnavailableError(
-                    f"the delegate {self._edgetpu.library} loaded but did not take the edgetpu-custom-op of "
-                    f"{self.model.path.name}: {message}",
-                    hint=f"it is not Coral's libedgetpu; unset ${edgetpu.LIBRARY_ENV} or point it at libedgetpu")
-        flex = [op for op in self.model.custom_ops if op.startswith("Flex")]
-        if flex or "Select TensorFlow op" in message:
-            return UnsupportedModelError(
-                f"LiteRT cannot run {self.model.path.name}: it holds TensorFlow operators "
-                f"({', '.join(flex) or 'Flex'}) that need the Flex delegate, which ai-edge-litert does not have",
-                hint="the model was converted with SELECT_TF_OPS: convert it again with TFLITE_BUILTINS only, or run "
-                "it with TensorFlow's own tf.lite.Interpreter (pip install tensorflow), which links the Flex delegate")
-        if is_unresolved_custom_op(message):
-            hint = (f"the model uses custom ops {list(self.model.custom_ops)} that this LiteRT build does not "
-                    "register; use a runtime or build that provides them")
-            if self.model.needs_edgetpu:
-                hint = ("it is compiled for the Edge TPU: run it with device='EdgeTPU' (needs a Coral Edge TPU and "
-                        "libedgetpu), or load its CPU twin (the same model before edgetpu_compiler)")
-            return UnsupportedModelError(f"LiteRT cannot run {self.model.path.name}: {message}", hint=hint)
-        hint = "the model may be corrupted or need a newer LiteRT (pip install -U ai-edge-litert)"
-        if looks_out_of_memory(exc):
-            hint = MEMORY_HINT
-        elif not str(exc).strip():  # measured: LiteRT says nothing when an allocation fails
-            hint = f"LiteRT gave no reason; it does so when memory runs out ({MEMORY_HINT}), else {hint}"
-        return ModelLoadError(f"LiteRT failed to load {self.model.path.name}: {message}", runtime=self.runtime,
-                              hint=hint)
 
     def _load_edgetpu_delegate(self):
         """One delegate from LiteRT's own loader; checked first with dlopen so that a missing library or a
@@ -279,10 +350,7 @@ class LiteRTExecutor(Executor):
             interpreter.invoke()
             return [interpreter.get_tensor(index) for index in self._out_index]
         except Exception as exc:
-            message = runtime_message(exc)
-            if looks_out_of_range(message):
-                raise out_of_range_error("LiteRT", self.model.path.name, message) from exc
-            raise InferenceError(f"LiteRT failed to run {self.model.path.name}: {message}", runtime=self.runtime) from exc
+            raise translate(type(self), exc, "run", self.model, self.device) from exc
         finally:
             self._pool.give(slot)
 

@@ -29,14 +29,15 @@ from ..errors import (
     ModelLoadError,
     UnsupportedModelError,
     looks_out_of_memory,
-    looks_out_of_range,
-    out_of_range_error,
     runtime_message,
 )
 from ..modelinfo import Format, ModelInfo
 from .. import packages
 from ..packages import installed, installed_version
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions
+from .device import DeviceRef, base_of
+from .facts import DeviceTarget, RuntimeSurvey
+from .translate import ErrorRule, Failure, translate
 
 # device name -> the providers to ask for, best first; CPU always last so that ORT can place
 # the nodes a GPU provider does not take (that partial placement is reported in info.details).
@@ -77,25 +78,105 @@ def ort_version() -> str | None:
     return installed_version(packages.ONNXRUNTIME)
 
 
-def _device_kind(device: str) -> str:
-    return device.split(":")[0]
+_device_kind = base_of
+
+
+def _load_hint(f: Failure) -> str:
+    message = f.message
+    if looks_out_of_memory(message):
+        return MEMORY_HINT
+    if "Unsupported model IR version" in message:
+        return "the model was saved with a newer ONNX IR than this onnxruntime reads; upgrade onnxruntime " \
+               "or re-save with an older ir_version"
+    if "opset" in message.lower():
+        return "the model's opset is newer than this onnxruntime supports; upgrade onnxruntime"
+    return "check the model with onnx.checker.check_model(path, full_check=True); it may be corrupted"
+
+
+ERROR_RULES = (
+    ErrorRule(UnsupportedModelError, contains=("NOT_IMPLEMENTED", "Could not find an implementation"),
+              message="ONNX Runtime failed to load {name}: {message}", hint=_load_hint),
+    ErrorRule(ModelLoadError, message="ONNX Runtime failed to load {name}: {message}", hint=_load_hint),
+)
+_GPU_BUILD = "the NVIDIA driver and the CUDA/cuDNN libraries that the onnxruntime-gpu build names"
 
 
 class OnnxRuntimeExecutor(Executor):
+    """ONNX Runtime with one explicit execution provider per device, never its silent CPU fallback."""
+
     runtime = "onnxruntime"
+    label = "ONNX Runtime"
     formats = frozenset({Format.ONNX})
-    devices = tuple(PROVIDERS)
+    targets = (
+        DeviceTarget("CPU", "cpu", provider="CPUExecutionProvider"),
+        # CUDA:N / TensorRT:N pick GPU N (provider option device_id). CUDA runs the model's own precision: the
+        # CUDA provider has no f16 switch, so f16 is offered through TensorRT only.
+        DeviceTarget("CUDA", "gpu", provider="CUDAExecutionProvider", extra="gpu", packages=("onnxruntime-gpu",),
+                     requires=_GPU_BUILD, via="CUDAExecutionProvider (device_id), then CPU for unplaced nodes"),
+        DeviceTarget("TensorRT", "gpu", provider="TensorrtExecutionProvider", extra="gpu",
+                     packages=("onnxruntime-gpu",), requires="TensorRT libraries matching the onnxruntime-gpu build",
+                     precisions=("f16", "int8"),
+                     via="TensorrtExecutionProvider, then CUDA, then CPU for unplaced nodes; engine and timing caches "
+                     "in <edgeaccel cache>/onnxruntime/tensorrt; f16 -> trt_fp16_enable, int8 -> trt_int8_enable"),
+        DeviceTarget("NPU", "npu", provider="OpenVINOExecutionProvider", packages=("onnxruntime-openvino",),
+                     requires="an Intel NPU with the intel_vpu driver and Intel's user-space NPU driver",
+                     via="OpenVINOExecutionProvider with device_type NPU (its default is CPU)"),
+        DeviceTarget("QNN", "npu", provider="QNNExecutionProvider", packages=("onnxruntime-qnn",),
+                     requires="a Qualcomm SoC with the FastRPC compute DSP (/dev/fastrpc-cdsp)",
+                     via="Qualcomm Hexagon NPU through QNN's HTP backend (libQnnHtp.so / QnnHtp.dll)"),
+        DeviceTarget("DirectML", "gpu", provider="DmlExecutionProvider", packages=("onnxruntime-directml",),
+                     planned=True, via="DmlExecutionProvider (Windows); not verified"),
+        DeviceTarget("CoreML", "npu", provider="CoreMLExecutionProvider", planned=True,
+                     via="CoreMLExecutionProvider (macOS); not verified"),
+    )
     distributions = packages.ONNXRUNTIME
-    precisions = (None, "f32", "f16", "int8")  # f16/int8 only through TensorRT
+    extra = "onnx"
+    preference = 10
+    presence = "probe"
+    precisions = (None, "f32")
+    error_rules = ERROR_RULES
+
+    @classmethod
+    def options_beside_others(cls, options: ExecutorOptions) -> ExecutorOptions:
+        """Intra-op threads keep spinning after a run and slow whatever runs next on the same cores 2x
+        (FINDINGS; here ORT beside OpenVINO on mobilenet_v2: 76/s spinning, 110/s not): off unless set."""
+        import dataclasses
+
+        runtime = dict(options.runtime_options)
+        config = dict(runtime.get("session_config", {}))
+        config.setdefault("session.intra_op.allow_spinning", "0")
+        runtime["session_config"] = config
+        return dataclasses.replace(options, runtime_options=runtime)
+
+    @classmethod
+    def survey(cls) -> RuntimeSurvey:
+        import time
+
+        dist, version = installed(packages.ONNXRUNTIME)
+        if dist is None:
+            return RuntimeSurvey(cls.runtime, False, None, None, False, (), "onnxruntime is not installed",
+                                 cls.install_hint())
+        start = time.perf_counter()
+        try:
+            providers = list(_ort().get_available_providers())
+        except Exception as exc:
+            return RuntimeSurvey(cls.runtime, True, version, dist, False, (), f"onnxruntime failed to import: "
+                                 f"{runtime_message(exc)}", f"pip install --force-reinstall {dist}",
+                                 round((time.perf_counter() - start) * 1000, 1))
+        took = round((time.perf_counter() - start) * 1000, 1)
+        by_provider = {names[0]: device for device, names in PROVIDERS.items()}
+        reaches = tuple(by_provider[p] for p in providers if p in by_provider)
+        return RuntimeSurvey(cls.runtime, True, version, dist, True, reaches, f"providers: {', '.join(providers)}",
+                             None, took, {"providers": providers})
 
     @classmethod
     def rejects(cls, model: ModelInfo, device: str, options: ExecutorOptions) -> str | None:
+        kind = _device_kind(device)
+        if options.precision in ("f16", "int8") and kind != "TensorRT":  # the CUDA provider has no such switch
+            return f"ONNX Runtime offers {options.precision} through TensorRT only, not {device}"
         why = super().rejects(model, device, options)
         if why:
             return why
-        kind = _device_kind(device)
-        if options.precision in ("f16", "int8") and kind != "TensorRT":
-            return f"ONNX Runtime offers {options.precision} through TensorRT only, not {device}"
         trt = options.runtime_options.get("provider_options", {}).get("TensorrtExecutionProvider", {})
         if options.precision == "int8" and not model.quantized and "trt_int8_calibration_table_name" not in trt:
             return ("TensorRT int8 needs a QDQ-quantized model (edgeaccel convert --to onnx-int8) or a calibration "
@@ -189,14 +270,7 @@ class OnnxRuntimeExecutor(Executor):
                 provider_options=[o for _, o in providers],
             )
         except Exception as exc:
-            message = runtime_message(exc)
-            cls = UnsupportedModelError if "NOT_IMPLEMENTED" in message or "Could not find an implementation" in message else ModelLoadError
-            kwargs = {} if cls is UnsupportedModelError else {"runtime": self.runtime}
-            raise cls(
-                f"ONNX Runtime failed to load {model.path.name}: {message}",
-                hint=_load_hint(message),
-                **kwargs,
-            ) from exc
+            raise translate(type(self), exc, "load", model, device) from exc
         finally:
             if pending is not None and pending.is_file():
                 os.replace(pending, pending.with_suffix(".onnx"))
@@ -208,10 +282,7 @@ class OnnxRuntimeExecutor(Executor):
             raise
         except Exception as exc:
             self._session = None
-            raise ModelLoadError(
-                f"ONNX Runtime loaded {model.path.name} but cannot describe its tensors: {runtime_message(exc)}",
-                runtime=self.runtime, hint="the model's tensor names are corrupted; export it again",
-            ) from exc
+            raise translate(type(self), exc, "describe", model, device) from exc
         self._run = self._session.run
 
     def _describe_session(self, model: ModelInfo, kind: str, providers: list) -> None:
@@ -280,13 +351,7 @@ class OnnxRuntimeExecutor(Executor):
         except Exception as exc:
             if self._session is None:
                 raise InferenceError("ONNX Runtime session is closed", runtime=self.runtime) from exc
-            message = runtime_message(exc)
-            if looks_out_of_range(message):
-                raise out_of_range_error("ONNX Runtime", self.model.path.name, message) from exc
-            raise InferenceError(
-                f"ONNX Runtime failed to run {self.model.path.name}: {message}", runtime=self.runtime,
-                hint=MEMORY_HINT if looks_out_of_memory(exc) else None,
-            ) from exc
+            raise translate(type(self), exc, "run", self.model, self.device) from exc
 
     def close(self) -> None:
         self.stop_workers()
@@ -297,12 +362,13 @@ class OnnxRuntimeExecutor(Executor):
 
 def device_index(device: str) -> int:
     """N of "CUDA:N" / "TensorRT:N" (0 without one); ValueError for anything else after the colon."""
-    _, sep, index = device.partition(":")
-    if not sep:
-        return 0
-    if not index.isdigit():
-        raise ValueError(f"{device!r}: the part after ':' must be a GPU index such as {device.split(':')[0]}:0")
-    return int(index)
+    try:
+        ref = DeviceRef.parse(device)
+    except ValueError:
+        ref = None
+    if ref is None or ref.bus is not None:
+        raise ValueError(f"{device!r}: the part after ':' must be a GPU index such as {base_of(device)}:0")
+    return ref.index or 0
 
 
 def provider_options(provider: str, device: str, options: ExecutorOptions) -> dict[str, str]:
@@ -365,14 +431,3 @@ def _hardware_problem(kind: str, device: str, root, identity) -> tuple[str, str 
 
 def _closed(*_args, **_kwargs):
     raise RuntimeError("session closed")
-
-
-def _load_hint(message: str) -> str:
-    if looks_out_of_memory(message):
-        return MEMORY_HINT
-    if "Unsupported model IR version" in message:
-        return "the model was saved with a newer ONNX IR than this onnxruntime reads; upgrade onnxruntime " \
-               "or re-save with an older ir_version"
-    if "opset" in message.lower():
-        return "the model's opset is newer than this onnxruntime supports; upgrade onnxruntime"
-    return "check the model with onnx.checker.check_model(path, full_check=True); it may be corrupted"

@@ -17,7 +17,6 @@ from concurrent.futures import Future  # openvino itself imports it; no start-up
 import numpy as np
 
 from ..errors import (
-    MEMORY_HINT,
     DeviceUnavailableError,
     InferenceError,
     ModelLoadError,
@@ -29,6 +28,9 @@ from ..modelinfo import Format, ModelInfo
 from .. import packages
 from ..packages import installed_version
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions, Pool
+from .device import base_of
+from .facts import DeviceTarget, RuntimeSurvey
+from .translate import ErrorRule, translate
 
 PRECISIONS = {None: "f32", "f32": "f32", "bf16": "bf16", "f16": "f16"}
 DRIVER_FIX = {
@@ -98,12 +100,77 @@ def content_key(model: ModelInfo) -> str:
     return short("|".join(parts), 24)
 
 
+ERROR_RULES = (
+    ErrorRule(UnsupportedModelError, contains=("No translator found", "should be either input, constant"),
+              message="OpenVINO cannot convert {name}: {message}",
+              hint="an operator of this model has no OpenVINO translation; run it with LiteRT or ONNX Runtime"),
+    ErrorRule(DeviceUnavailableError, when=lambda f: "device" in f.message.lower()
+              and base_of(f.device) not in ("CPU", "AUTO"), message="OpenVINO could not use {device}: {message}"),
+    ErrorRule(ModelLoadError, when=lambda f: f.model is not None and f.model.format is Format.TFLITE
+              and f.model.path.suffix.lower() != ".tflite",
+              hint="OpenVINO chooses its TFLite reader by the file name: name the file *.tflite (edgeaccel reads "
+              "the format from the bytes, and LiteRT runs it under any name)",
+              message="OpenVINO failed to load {name} on {device}: {message}"),
+    ErrorRule(ModelLoadError, when=lambda f: not looks_out_of_memory(f.message),
+              message="OpenVINO failed to load {name} on {device}: {message}",
+              hint="the model may be corrupted or use an operator this OpenVINO version cannot compile"),
+    ErrorRule(InferenceError, stages=("run",), contains=("infer request",),
+              hint="the device may be out of memory; close other models or lower max_requests"),
+)
+
+
 class OpenVINOExecutor(Executor):
+    """OpenVINO's CPU, Intel GPU, Intel NPU and AUTO plugins; reads .tflite, .onnx and IR."""
+
     runtime = "openvino"
+    label = "OpenVINO"
     formats = frozenset({Format.TFLITE, Format.ONNX, Format.OPENVINO_IR})
-    devices = ("CPU", "GPU", "NPU", "AUTO")
-    precisions = (None, "f32", "bf16", "f16")
+    native_formats = frozenset({Format.OPENVINO_IR})
+    targets = (
+        # f32 unless bf16 is opted into (FINDINGS: bf16 changes answers); bf16 only where the CPU computes it
+        DeviceTarget("CPU", "cpu", device_name="CPU", precisions=("bf16",),
+                     needs_cpu_flags={"bf16": ("avx512_bf16", "amx_bf16")}, via="CPU plugin"),
+        # The GPU plugin's own default is f16; here f32 unless f16 is asked for (or admitted by calibration).
+        DeviceTarget("GPU", "gpu", device_name="GPU", precisions=("f16",),
+                     requires="the Intel GPU compute runtime (OpenCL / Level Zero)", via="Intel GPU plugin"),
+        # The NPU plugin refuses an f32 precision hint: it computes in f16 (and int8 for quantized layers).
+        DeviceTarget("NPU", "npu", device_name="NPU", default_precision="f16", precisions=("f16",),
+                     requires="the Intel NPU driver (intel_vpu kernel module, /dev/accel/accel0, and its user-space "
+                     "library)", via="Intel NPU plugin; static shapes only"),
+        DeviceTarget("AUTO", "auto", device_name="AUTO", via="AUTO plugin over the devices present"),
+    )
+    precisions = (None, "f32")
     distributions = packages.OPENVINO
+    extra = "openvino"
+    preference = 20
+    presence = "probe"
+    error_rules = ERROR_RULES
+    clean_message = staticmethod(clean_message)
+
+    @classmethod
+    def survey(cls) -> RuntimeSurvey:
+        import time
+
+        dist, version = packages.installed(packages.OPENVINO)
+        if dist is None:
+            return RuntimeSurvey(cls.runtime, False, None, None, False, (), "openvino is not installed",
+                                 cls.install_hint())
+        start = time.perf_counter()
+        try:
+            devices = list(available_devices())
+        except Exception as exc:
+            return RuntimeSurvey(cls.runtime, True, version, dist, False, (), f"openvino failed to start: "
+                                 f"{runtime_message(exc)}", f"pip install --force-reinstall {dist}",
+                                 round((time.perf_counter() - start) * 1000, 1))
+        took = round((time.perf_counter() - start) * 1000, 1)
+        names = {}
+        for device in devices:
+            try:
+                names[device] = str(core().get_property(device, "FULL_DEVICE_NAME"))
+            except Exception:
+                names[device] = None
+        return RuntimeSurvey(cls.runtime, True, version, dist, True, tuple(devices), f"devices: {', '.join(devices)}",
+                             None, took, {"devices": names})
 
     @classmethod
     def availability(cls, device: str | None = None, *, root: str | Path = Path("/"),
@@ -118,10 +185,10 @@ class OpenVINOExecutor(Executor):
             return Availability(False, f"openvino failed to start: {runtime_message(exc)}", version=version)
         if device is None:
             return Availability(True, f"devices: {', '.join(devices)}", version=version)
-        kind = device.split(".")[0].split(":")[0]
+        kind = base_of(device)
         if kind in ("AUTO", "MULTI", "HETERO"):
             return Availability(True, f"{kind} over {', '.join(devices)}", version=version)
-        if device not in devices and not any(d.split(".")[0] == kind for d in devices):
+        if device not in devices and not any(base_of(d) == kind for d in devices):
             sees = f"OpenVINO sees no {kind} device here (it sees {', '.join(devices)})"
             if kind not in DRIVER_FIX:
                 return Availability(False, sees, version=version)
@@ -144,7 +211,7 @@ class OpenVINOExecutor(Executor):
         why = super().rejects(model, device, options)
         if why:
             return why
-        if device.startswith("NPU") and model.is_dynamic:
+        if base_of(device) == "NPU" and model.is_dynamic:
             dynamic = ", ".join(f"{t.name} {list(d if d is not None else '?' for d in t.shape)}"
                                 for t in model.inputs if t.is_dynamic)
             return (f"the OpenVINO NPU plugin compiles static shapes only, and this model has dynamic inputs "
@@ -156,13 +223,13 @@ class OpenVINOExecutor(Executor):
         super().__init__(model, device, options)
         if options.precision not in PRECISIONS:
             raise ValueError(f"OpenVINO precision must be one of f32, bf16, f16, not {options.precision!r}")
-        ov = _ov()
         self._threads = options.resolved_threads()
+        asked = options.precision or self.default_precision(device)  # the NPU refuses f32: f16 unless asked
         config = {
             "PERFORMANCE_HINT": options.performance_hint.upper(),
-            "INFERENCE_PRECISION_HINT": PRECISIONS[options.precision],
+            "INFERENCE_PRECISION_HINT": PRECISIONS[asked],
         }
-        if device.startswith("CPU"):
+        if base_of(device) == "CPU":
             config["INFERENCE_NUM_THREADS"] = self._threads
         if options.cache_dir:
             from ..cache import compiled_dir
@@ -177,36 +244,12 @@ class OpenVINOExecutor(Executor):
                     ov_model = core().read_model(str(model.path))
                 self._compiled = core().compile_model(ov_model, device, config)
         except Exception as exc:
-            message = clean_message(runtime_message(exc))
-            if "No translator found" in message or "should be either input, constant" in message:
-                raise UnsupportedModelError(
-                    f"OpenVINO cannot convert {model.path.name}: {message}",
-                    hint="an operator of this model has no OpenVINO translation; run it with LiteRT or ONNX Runtime",
-                ) from exc
-            if "device" in message.lower() and device.split(".")[0] not in ("CPU", "AUTO"):
-                raise DeviceUnavailableError(f"OpenVINO could not use {device}: {message}") from exc
-            if model.format is Format.TFLITE and model.path.suffix.lower() != ".tflite":
-                raise ModelLoadError(
-                    f"OpenVINO failed to load {model.path.name} on {device}: {message}", runtime=self.runtime,
-                    hint="OpenVINO chooses its TFLite reader by the file name: name the file *.tflite (edgeaccel "
-                    "reads the format from the bytes, and LiteRT runs it under any name)",
-                ) from exc
-            raise ModelLoadError(
-                f"OpenVINO failed to load {model.path.name} on {device}: {message}", runtime=self.runtime,
-                hint=MEMORY_HINT if looks_out_of_memory(message) else
-                "the model may be corrupted or use an operator this OpenVINO version cannot compile",
-            ) from exc
+            raise translate(type(self), exc, "load", model, device) from exc
         try:  # port names are decoded here: a name that is not UTF-8 raises UnicodeDecodeError
             self._in_ports = self._match(self._compiled.inputs, model.inputs)
             self._out_ports = self._match(self._compiled.outputs, model.outputs)
-        except ModelLoadError:
-            raise
         except Exception as exc:
-            raise ModelLoadError(
-                f"OpenVINO compiled {model.path.name} but cannot describe its tensors: "
-                f"{clean_message(runtime_message(exc))}", runtime=self.runtime,
-                hint="the model's tensor names are corrupted; export it again",
-            ) from exc
+            raise translate(type(self), exc, "describe", model, device) from exc
         self._precision = self._read_precision()
         self._optimal_requests = self._read_int("OPTIMAL_NUMBER_OF_INFER_REQUESTS", 1)
         self._dynamic = model.is_dynamic
@@ -239,7 +282,7 @@ class OpenVINOExecutor(Executor):
         try:
             hint = self._compiled.get_property("INFERENCE_PRECISION_HINT")
         except Exception:
-            return PRECISIONS[self.options.precision]
+            return PRECISIONS[self.options.precision or self.default_precision(self.device)]
         name = getattr(hint, "get_type_name", lambda: str(hint))()
         return {"f32": "f32", "bf16": "bf16", "f16": "f16"}.get(name, name)
 
@@ -268,7 +311,7 @@ class OpenVINOExecutor(Executor):
             version=ov_version() or "?",
             device=self.device,
             precision=("int8 weights, " if self.model.quantized else "") + self._precision,
-            threads=self._threads if self.device.startswith("CPU") else None,
+            threads=self._threads if base_of(self.device) == "CPU" else None,
             details={"execution_devices": devices, "optimal_requests": self._optimal_requests},
         )
 
@@ -282,21 +325,15 @@ class OpenVINOExecutor(Executor):
         try:
             request = self._pool.take()  # may create an InferRequest: allocation can fail here
         except Exception as exc:
-            raise InferenceError(
-                f"OpenVINO could not create an infer request for {self.model.path.name}: "
-                f"{clean_message(runtime_message(exc))}", runtime=self.runtime,
-                hint="the device may be out of memory; close other models or lower max_requests",
-            ) from exc
+            raise translate(type(self), RuntimeError(f"could not create an infer request: {runtime_message(exc)}"),
+                            "run", self.model, self.device) from exc
         try:
             request.feed(inputs)
             request.request.infer()
             tensor = request.request.get_output_tensor
             return [tensor(i).data.copy() for i in self._out_ports]
         except Exception as exc:
-            raise InferenceError(
-                f"OpenVINO failed to run {self.model.path.name}: {clean_message(runtime_message(exc))}",
-                runtime=self.runtime
-            ) from exc
+            raise translate(type(self), exc, "run", self.model, self.device) from exc
         finally:
             self._pool.give(request)
 

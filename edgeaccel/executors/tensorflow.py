@@ -25,6 +25,9 @@ from ..errors import DeviceUnavailableError, InferenceError, ModelLoadError, run
 from ..modelinfo import Format, ModelInfo, TensorSpec
 from .. import packages
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions
+from .device import DeviceRef, base_of
+from .facts import DeviceTarget
+from .translate import ErrorRule, translate
 
 DEFAULT_SIGNATURE = "serving_default"
 _tpu_lock = threading.Lock()
@@ -37,11 +40,32 @@ def _tf():
     return tf
 
 
+ERROR_RULES = (
+    ErrorRule(ModelLoadError, message=lambda f: f"TensorFlow failed to load the SavedModel {f.model.path if f.model else ''}"
+              f": {f.message}", hint="check that the folder is a complete SavedModel"),
+    ErrorRule(InferenceError, stages=("run",), message="TensorFlow failed to run the SavedModel: {message}"),
+)
+
+
 class TensorFlowExecutor(Executor):
+    """TensorFlow for SavedModel folders: the only runtime here that reads them."""
+
     runtime = "tensorflow"
+    label = "TensorFlow"
     formats = frozenset({Format.SAVEDMODEL})
-    devices = ("CPU", "CUDA", "TPU")
+    targets = (
+        DeviceTarget("CPU", "cpu", via="tf.saved_model.load under tf.device('/CPU:0'), the serving_default signature"),
+        # CUDA:N is TensorFlow's /GPU:N (the probe names NVIDIA GPUs CUDA; the executor accepts GPU for it too)
+        DeviceTarget("CUDA", "gpu", device_name="/GPU:0", packages=("tensorflow[and-cuda]",),
+                     requires="an NVIDIA driver; the CUDA libraries come with tensorflow[and-cuda]"),
+        DeviceTarget("TPU", "tpu", packages=("tensorflow-tpu",), requires="a Cloud TPU VM (libtpu)",
+                     via="TPUClusterResolver(tpu='local') + TPUStrategy on a Cloud TPU VM (unverified here: no TPU)"),
+    )
     distributions = packages.TENSORFLOW
+    extra = "tensorflow"
+    preference = 30
+    presence = "probe"
+    error_rules = ERROR_RULES
 
     @classmethod
     def availability(cls, device: str | None = None, *, root: str | Path = Path("/"),
@@ -100,8 +124,7 @@ class TensorFlowExecutor(Executor):
                     self._loaded = tf.saved_model.load(str(model.path))
             signatures = dict(self._loaded.signatures)
         except Exception as exc:
-            raise ModelLoadError(f"TensorFlow failed to load the SavedModel {model.path}: {runtime_message(exc)}",
-                                 runtime=self.runtime, hint="check that the folder is a complete SavedModel") from exc
+            raise translate(type(self), exc, "load", model, device) from exc
         if signature not in signatures:
             raise ModelLoadError(
                 f"the SavedModel has no signature {signature!r} (it has {sorted(signatures) or 'none'})",
@@ -116,7 +139,7 @@ class TensorFlowExecutor(Executor):
         self._signature = signature
 
     def _tf_device(self) -> str:
-        index = self.device.split(":")[1] if ":" in self.device else "0"
+        index = DeviceRef.parse(self.device).index or 0
         return f"/{'GPU' if self._kind == 'CUDA' else self._kind}:{index}"
 
     @property
@@ -144,8 +167,7 @@ class TensorFlowExecutor(Executor):
                     result = self._fn(**feed)
             return [result[name].numpy() for name in self._output_names]
         except Exception as exc:
-            raise InferenceError(f"TensorFlow failed to run the SavedModel: {runtime_message(exc)}",
-                                 runtime=self.runtime) from exc
+            raise translate(type(self), exc, "run", self.model, self.device) from exc
 
     def close(self) -> None:
         self.stop_workers()
@@ -154,7 +176,7 @@ class TensorFlowExecutor(Executor):
 
 
 def _kind(device: str) -> str:
-    base = device.split(":")[0]
+    base = base_of(device)
     return "CUDA" if base == "GPU" else base  # "GPU" was this executor's name for CUDA before the probe's names
 
 

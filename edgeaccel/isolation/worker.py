@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
     try:
         from ..executors.registry import runtimes
 
-        cls = runtimes()[request["runtime"]].load_class()
+        cls = runtimes()[request["runtime"]]
         executor = cls(request["model"], request["device"], request["options"])
         info = executor.info
         reply = {"ok": True, "pid": os.getpid(),

@@ -60,8 +60,8 @@ def _usb_node(tree: Tree, base: str) -> str | None:
 def _library_problem(library: LibraryLookup, name: str) -> Problem | None:
     if library.found:
         return None
-    return Problem(name, f"{library.filename} (the Edge TPU delegate) is not findable by the loader, so LiteRT "
-                         f"cannot use the Edge TPU", LIBRARY_FIX)
+    return Problem(name, f"{library.filename} (the Edge TPU delegate) is not findable by the loader, so no "
+                         f"runtime can use the Edge TPU", LIBRARY_FIX)
 
 
 def _usb(tree: Tree, access: Access, library: LibraryLookup) -> tuple[list[Accelerator], list[Problem]]:

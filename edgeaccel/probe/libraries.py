@@ -125,4 +125,4 @@ def find_edgetpu_library(root: Root = Path("/")) -> LibraryLookup:
     tree = as_tree(root)
     platform = sys.platform if tree.is_real else "linux"
     name = EDGETPU_LIBRARY.get("linux" if platform.startswith("linux") else platform, EDGETPU_LIBRARY["linux"])
-    return find_library(tree, name, "Edge TPU delegate for LiteRT")
+    return find_library(tree, name, "Edge TPU delegate (libedgetpu)")

@@ -29,4 +29,4 @@ def read_qualcomm(root: Root = Path("/"), access: Access | None = None) -> Found
     return Found((Accelerator(
         "qualcomm-dsp", "Qualcomm Hexagon compute DSP (FastRPC)", ("QNN",), f"/dev/{compute[0]}", present=True,
         usable=usable, reason=why or f"/dev/{compute[0]} read-write", fix=fix, nodes=nodes,
-        details={"fastrpc_nodes": [f"/dev/{n}" for n in fastrpc], "runtime": "ONNX Runtime QNN provider"}),))
+        details={"fastrpc_nodes": [f"/dev/{n}" for n in fastrpc], "runtime": "the QNN HTP backend"}),))

@@ -45,7 +45,7 @@ class ProbeReport:
         return frozenset(names)
 
     def to_dict(self) -> dict:
-        from .. import __version__
+        from .._version import __version__
 
         return {
             "schema": self.schema,

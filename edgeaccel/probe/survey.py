@@ -31,7 +31,7 @@ from .npu_rockchip import read_rockchip_npu
 from .pci import read_pci
 from .qualcomm import read_qualcomm
 from .report import ProbeReport
-from .runtimes import Runtimes, helper_packages, skipped_runtimes, survey_runtimes
+from .runtimes import helper_packages, runtime_problems, skipped_runtimes, survey_runtimes, with_runtime_views
 from .system import OsInfo
 from .telemetry_sources import TelemetrySources, telemetry_problems, telemetry_sources
 from .tpu import read_tpu
@@ -71,7 +71,7 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None, 
 
     mark = time.perf_counter()
     pci, _ = _guarded("PCI devices", problems, ([], None), lambda: read_pci(tree))
-    no_library = LibraryLookup("Edge TPU delegate for LiteRT", "libedgetpu.so.1", None, None, (), "lookup failed")
+    no_library = LibraryLookup("Edge TPU delegate (libedgetpu)", "libedgetpu.so.1", None, None, (), "lookup failed")
     library = _guarded("the Edge TPU library", problems, no_library, lambda: find_edgetpu_library(tree))
     survey = tree.is_real and runtimes is not False
     packages = _guarded("package versions", problems, {}, helper_packages) if tree.is_real else {}
@@ -105,8 +105,8 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None, 
         runtime_section = _guarded("runtimes", problems, skipped_runtimes("survey failed", library),
                                    lambda: survey_runtimes(library))
         runtime_section = dataclasses.replace(runtime_section, packages={**runtime_section.packages, **packages})
-        problems.extend(_runtime_problems(runtime_section, accelerators))
-        accelerators = _with_runtime_views(runtime_section, accelerators)
+        problems.extend(runtime_problems(runtime_section, accelerators))
+        accelerators = with_runtime_views(runtime_section, accelerators)
     timings["runtimes"] = _ms(mark)
 
     mark = time.perf_counter()
@@ -130,45 +130,3 @@ def _unknown_machine() -> Machine:
     return Machine(Cpu(None, None, None, None, None, None, None, {}, {}, "/proc/cpuinfo", reason),
                    Memory(None, None, None, "/proc/meminfo", reason), OsInfo(None, None, None, "?", reason),
                    Board(None, None, (), None, None, None, reason))
-
-
-def _runtime_problems(runtimes: Runtimes, accelerators: list[Accelerator]) -> list[Problem]:
-    """Runtimes that are missing, and accelerators present that no installed runtime reaches."""
-    problems = [Problem(r.name, r.reason, r.fix) for r in runtimes.items if not r.usable]
-    problems += [Problem(r.name, r.reason, r.fix) for r in runtimes.items if r.usable and r.fix]
-    ort, ov = runtimes.get("onnxruntime"), runtimes.get("openvino")
-    kinds = {a.kind for a in accelerators if a.present}
-    if kinds & {"nvidia-gpu", "jetson-gpu"} and ort and ort.usable and "CUDA" not in ort.reaches:
-        fix = ("install NVIDIA's onnxruntime-gpu wheel for your JetPack (https://elinux.org/Jetson_Zoo)"
-               if "jetson-gpu" in kinds else "pip uninstall onnxruntime && pip install 'edgeaccel[gpu]'")
-        problems.append(Problem("onnxruntime", f"this build ({ort.package}) has no CUDAExecutionProvider, so the "
-                                               "NVIDIA GPU is not used for ONNX models", fix))
-    wants = {"intel-npu": ("NPU", "install the NPU user-space driver (intel-level-zero-npu, intel-driver-compiler-npu)"
-                                  " from https://github.com/intel/linux-npu-driver/releases"),
-             "intel-gpu": ("GPU", "install the Intel GPU compute runtime (intel-opencl-icd) and add the user to "
-                                  "group render")}
-    for kind, (device, fix) in wants.items():
-        if kind not in kinds:
-            continue
-        if ov is None or not ov.installed:
-            problems.append(Problem("openvino", f"an Intel {device} is here but OpenVINO, which drives it, is not "
-                                                "installed", "pip install 'edgeaccel[openvino]'"))
-        elif ov.usable and not any(d.split(".")[0] == device for d in ov.reaches):
-            problems.append(Problem("openvino", f"an Intel {device} is here but OpenVINO does not list it "
-                                                f"(devices: {', '.join(ov.reaches)})", fix))
-    return problems
-
-
-def _with_runtime_views(runtimes: Runtimes, accelerators: list[Accelerator]) -> list[Accelerator]:
-    """Note on each Intel accelerator whether OpenVINO sees it."""
-    ov = runtimes.get("openvino")
-    if ov is None or not ov.usable:
-        return accelerators
-    device_for = {"intel-npu": "NPU", "intel-gpu": "GPU"}
-    result = []
-    for acc in accelerators:
-        if acc.kind in device_for:
-            seen = any(d.split(".")[0] == device_for[acc.kind] for d in ov.reaches)
-            acc = dataclasses.replace(acc, details={**acc.details, "openvino_sees_it": seen})
-        result.append(acc)
-    return result

@@ -39,14 +39,14 @@ MATCH_SCHEMA = {
     "compatible": Field([str]),
     "cpu_model": Field([str]),
     "cpu_flags": Field([str]),
-    "devices": Field([str], choices=DEVICE_NAMES),
+    "devices": Field([str]),  # checked by _check_device_names: plug-ins add names
     "priority": Field(int, minimum=0, maximum=1000),
 }
 ACCELERATOR_SCHEMA = {
-    "device": Field(str, required=True, choices=DEVICE_NAMES),
+    "device": Field(str, required=True),
     "kind": Field(str, required=True, choices=KINDS),
     "name": Field(str, required=True),
-    "aliases": Field([str], choices=DEVICE_NAMES),
+    "aliases": Field([str]),
     "precisions": Field([str], choices=PRECISIONS),
     "tops_int8": Field(float, minimum=0),
     "tflops_f16": Field(float, minimum=0),
@@ -56,7 +56,7 @@ ACCELERATOR_SCHEMA = {
     "source": SOURCE,
 }
 RUNTIME_ORDER_SCHEMA = {
-    "device": Field(str, required=True, choices=DEVICE_NAMES),
+    "device": Field(str, required=True),
     "order": Field([str], required=True),
     "why": Field(str),
 }
@@ -87,6 +87,7 @@ def parse_profile(data: Any, source: str, runtimes: Mapping[str, Any] | None = N
     if not NAME_PATTERN.match(data["name"]):
         raise ConfigError("must be lower-case letters, digits and dashes (it is what profile= and "
                           "`edgeaccel profiles show` take)", path=source, key="name")
+    _check_device_names(data, source)
     match = _match_rule(data["match"], source)
     accelerators = tuple(_accelerator(a, source, f"accelerators[{i}]") for i, a in enumerate(data["accelerators"]))
     known = _device_names(accelerators, source)
@@ -190,6 +191,30 @@ def _accelerator(a: dict, source: str, where: str) -> AcceleratorSpec:
         aliases=tuple(a.get("aliases") or ()),
         tflops_bf16=_number(a.get("tflops_bf16")),
     )
+
+
+def known_device_names() -> tuple[str, ...]:
+    """What a profile may name: the probe's device names and every registered executor's devices (a plug-in's
+    "Hailo8" included), so that a typo ("EdgeTpu") is an error at load time, not a device that never ranks."""
+    from ..executors.registry import runtimes
+
+    extra = [d for cls in runtimes().values() for d in cls.device_kinds if d not in DEVICE_NAMES]
+    return (*DEVICE_NAMES, *dict.fromkeys(extra))
+
+
+def _check_device_names(data: dict, source: str) -> None:
+    named = [(f"match.devices[{i}]", d) for i, d in enumerate((data.get("match") or {}).get("devices") or ())]
+    for i, acc in enumerate(data["accelerators"]):
+        named.append((f"accelerators[{i}].device", acc["device"]))
+        named += [(f"accelerators[{i}].aliases[{j}]", d) for j, d in enumerate(acc.get("aliases") or ())]
+    if all(d in DEVICE_NAMES for _, d in named):
+        return
+    known = known_device_names()
+    for key, device in named:
+        if device not in known:
+            raise ConfigError(f"{device!r} is not a device name the probe or an installed executor uses (known: "
+                              f"{', '.join(known)}); if an executor plug-in drives it, install the plug-in",
+                              path=source, key=key)
 
 
 def _device_names(accelerators: tuple[AcceleratorSpec, ...], source: str) -> tuple[str, ...]:

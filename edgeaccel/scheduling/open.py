@@ -8,7 +8,6 @@ left out with that reason.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -67,15 +66,10 @@ def open_scheduled(ranking: Ranking, open_candidate: Callable[[Candidate], Execu
         raise
 
 
-def scheduled_options(options: ExecutorOptions) -> ExecutorOptions:
-    """Options for executors that share a machine under a scheduler. ONNX Runtime's intra-op threads keep
-    spinning after a run and slow whatever runs next on the same cores 2x (FINDINGS; here ORT beside OpenVINO
-    on mobilenet_v2: 76/s spinning, 110/s not), so spinning is off unless the caller set it."""
-    runtime = dict(options.runtime_options)
-    config = dict(runtime.get("session_config", {}))
-    config.setdefault("session.intra_op.allow_spinning", "0")
-    runtime["session_config"] = config
-    return dataclasses.replace(options, runtime_options=runtime)
+def scheduled_options(options: ExecutorOptions, runtime: type[Executor]) -> ExecutorOptions:
+    """Options for an executor that shares the machine with others under a scheduler: what its class says
+    it needs beside other runtimes (``Executor.options_beside_others``)."""
+    return runtime.options_beside_others(options)
 
 
 def _inputs(candidate: Candidate) -> tuple:
