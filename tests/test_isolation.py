@@ -373,12 +373,16 @@ def test_a_kill_by_the_cgroup_limit_is_reported_as_such(tmp_path, monkeypatch):
         assert (cgroup / "cgroup.procs").read_text() == str(pid)
         x = np.zeros(model.inputs[0].shape, np.uint8)
         model.run(x)
-        (cgroup / "memory.events").write_text("oom 1\noom_kill 1\n")
-        os.kill(pid, signal.SIGKILL)
-        with pytest.raises(WorkerMemoryError) as err:
-            model.run(x)
-        assert "killed by the kernel for going over its cgroup's memory.max of 512 MiB" in err.value.message
-        assert "IsolationLimits(resident_bytes=" in err.value.hint
+
+        def oom_kill(pid):
+            (cgroup / "memory.events").write_text("oom 1\noom_kill 1\n")
+            os.kill(pid, signal.SIGKILL)
+
+        result, _ = run_while_stopped(model, x, oom_kill)  # the request is in flight when the kill comes
+        error = result["error"]
+        assert isinstance(error, WorkerMemoryError), error
+        assert "killed by the kernel for going over its cgroup's memory.max of 512 MiB" in error.message
+        assert "IsolationLimits(resident_bytes=" in error.hint
         assert not cgroup.exists()  # removed with its worker
         model.run(x)  # a new worker, in a new cgroup
     assert not list(parent.glob("edgeaccel-worker-*"))

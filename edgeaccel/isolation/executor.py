@@ -60,7 +60,9 @@ class IsolatedExecutor(Executor):
 
     def _start(self) -> _Worker:
         self._starts += 1
-        return _Worker(self.inner_runtime, self.model, self.device, self.options, self.limits)
+        worker = _Worker(self.inner_runtime, self.model, self.device, self.options, self.limits)
+        self._memory = worker.memory  # the limits of the last worker, shown while none runs
+        return worker
 
     def _current(self) -> _Worker:
         with self._lock:
@@ -80,7 +82,7 @@ class IsolatedExecutor(Executor):
         base = self._info
         worker = self._worker
         details = dict(base.details)
-        plan = worker.memory if worker else memory.plan(self.device, self.limits)
+        plan = worker.memory if worker else self._memory
         details["isolated"] = {"pid": worker.pid if worker else None, "starts": self._starts,
                                "memory_limit": plan.address_space, "memory": plan.to_dict(),
                                "load_timeout": self.limits.load_timeout, "run_timeout": self.limits.run_timeout}
