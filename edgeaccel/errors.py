@@ -117,6 +117,10 @@ class WorkerCrashedError(InferenceError):
     """An isolated worker process died; the caller's process is unharmed and a new worker will serve."""
 
 
+class WorkerMemoryError(WorkerCrashedError, MemoryError):
+    """An isolated worker went over its resident-memory limit (IsolationLimits.resident_bytes) and was killed."""
+
+
 class InferenceTimeoutError(InferenceError, TimeoutError):
     """A run or load exceeded its time limit."""
 

@@ -22,7 +22,8 @@ import pytest
 import edgeaccel
 from conftest import MODELS, image_input
 from edgeaccel import IsolationLimits
-from edgeaccel.errors import InferenceTimeoutError, ModelClosedError, WorkerCrashedError
+from edgeaccel.errors import InferenceTimeoutError, ModelClosedError, WorkerCrashedError, WorkerMemoryError
+from edgeaccel.testing import FakeTree
 
 pytestmark = pytest.mark.shared
 
@@ -239,3 +240,156 @@ def test_worker_started_from_a_short_lived_thread_outlives_it():
         assert alive(worker_pid(model))
         model.run(np.zeros(model.inputs[0].shape, np.uint8))
         assert model.executor.details["isolated"]["starts"] == 1
+
+
+# -- memory limits that also work for GPU executors -------------------------------------------------------------------
+
+def tile_model(path, count: int):
+    """One TILE op: a float32 [1] input repeated ``count`` times. Its output is allocated at load but touched
+    (made resident) only by run(): a worker that stays small while loading and grows by 4*count bytes when run."""
+    from tflite_edit import one_op_model
+
+    return one_op_model(path, "TILE", [("x", [1], "FLOAT32", None),
+                                       ("multiples", [1], "INT32", np.array([count], np.int32)),
+                                       ("y", [count], "FLOAT32", None)], [0, 1], [2], [0], [2])
+
+
+def address_space_limit(pid: int) -> str:
+    line = next(line for line in open(f"/proc/{pid}/limits") if line.startswith("Max address space"))
+    return line.split()[3]  # "Max address space  <soft> <hard> bytes"
+
+
+WATCHED = IsolationLimits(resident_bytes=200 << 20, resident_guard="watchdog", watchdog_interval=0.02)
+
+
+def test_a_worker_over_its_resident_limit_is_killed_and_the_error_names_the_limit(tmp_path):
+    x = np.ones([1], np.float32)
+    with edgeaccel.load(tile_model(tmp_path / "small.tflite", 1000), isolate=WATCHED, strict=True) as model:
+        assert model.run(x)[0].shape == (1000,)  # well under the limit: left alone
+        assert model.executor.details["isolated"]["memory"]["guard"] == "watchdog"
+    with edgeaccel.load(tile_model(tmp_path / "big.tflite", 100 << 20), isolate=WATCHED, strict=True) as model:
+        pid = worker_pid(model)  # loading touches little: the 400 MB output is made resident by run()
+        with pytest.raises(WorkerMemoryError) as err:
+            model.run(x)
+        error = err.value
+        assert isinstance(error, WorkerCrashedError) and isinstance(error, MemoryError)
+        assert f"(pid {pid}) was killed by edgeaccel's memory watchdog" in error.message
+        assert "over its limit of 200 MiB" in error.message
+        assert f"IsolationLimits(resident_bytes={200 << 20})" in error.hint and "raise it" in error.hint
+        assert not alive(pid)
+        with pytest.raises(WorkerMemoryError):  # a new worker, the same verdict: the limit is the limit
+            model.run(x)
+        assert model.executor.details["isolated"]["starts"] == 2
+    with edgeaccel.load(tile_model(tmp_path / "big.tflite", 100 << 20), strict=True,
+                        isolate=IsolationLimits(resident_bytes=1 << 30, resident_guard="watchdog")) as model:
+        assert model.run(x)[0].shape == (100 << 20,)  # raised as the hint says, it runs
+
+
+@pytest.mark.parametrize("device", ["CUDA", "CUDA:1", "TensorRT", "GPU.0", "NPU", "EdgeTPU:usb", "AUTO"])
+def test_no_address_space_limit_off_the_cpu(device):
+    from edgeaccel.isolation.memory import plan
+
+    limits = IsolationLimits(memory_bytes=300 << 20, resident_guard="watchdog")
+    off = plan(device, limits)
+    assert off.address_space == 0 and off.resident == limits.resident_bytes and off.guard == "watchdog"
+    assert f"no address-space limit on {device}" in off.reason
+    assert plan("CPU", limits).address_space == 300 << 20
+    assert plan(device, IsolationLimits(resident_bytes=0)).guard is None
+
+
+def test_the_worker_gets_the_limits_of_its_device():
+    """Real workers: on the CPU, RLIMIT_AS; on OpenVINO's AUTO (which may pick a GPU) none, and the watchdog."""
+    from edgeaccel.executors.base import ExecutorOptions
+    from edgeaccel.formats import describe
+    from edgeaccel.isolation.executor import IsolatedExecutor
+
+    info = describe(MODELS / "openvino/mobilenet_v2_1.0_224_quant.xml")
+    limits = IsolationLimits(memory_bytes=6 << 30, resident_guard="watchdog")
+    for device, want in (("CPU", str(6 << 30)), ("AUTO", "unlimited")):
+        executor = IsolatedExecutor("openvino", info, device, ExecutorOptions(), limits)
+        try:
+            pid = executor.info.details["isolated"]["pid"]
+            assert address_space_limit(pid) == want, device
+            assert executor.info.details["isolated"]["memory_limit"] == (0 if want == "unlimited" else 6 << 30)
+            assert executor.run([np.zeros(info.inputs[0].shape, np.uint8)])[0].shape == (1, 1001)
+        finally:
+            executor.close()
+
+
+def fake_cgroup_v2(tmp_path, monkeypatch, delegated: bool = True):
+    """A cgroup v2 tree as the kernel lays it out (folders of plain files here), with this process in
+    /app; the memory code is pointed at it."""
+    from edgeaccel.isolation import memory
+
+    tree = FakeTree(tmp_path)
+    tree.file("/proc/self/cgroup", "0::/app\n")
+    tree.file("/sys/fs/cgroup/app/cgroup.subtree_control", "cpu memory pids\n" if delegated else "cpu pids\n")
+    monkeypatch.setattr(memory, "CGROUP_ROOT", tree.local("/sys/fs/cgroup"))
+    monkeypatch.setattr(memory, "PROC_SELF_CGROUP", tree.local("/proc/self/cgroup"))
+    return tree.local("/sys/fs/cgroup/app")
+
+
+def test_a_cgroup_where_one_may_be_made(tmp_path, monkeypatch):
+    from edgeaccel.isolation import memory
+
+    parent = fake_cgroup_v2(tmp_path, monkeypatch)
+    made = memory.plan("CUDA", IsolationLimits(resident_bytes=256 << 20))
+    assert made.guard == "cgroup" and made.cgroup.parent == parent and made.address_space == 0
+    assert (made.cgroup / "memory.max").read_text() == str(256 << 20)
+    assert memory.join_cgroup(made.cgroup, 1234) is None and (made.cgroup / "cgroup.procs").read_text() == "1234"
+    assert memory.oom_kills(made.cgroup) == 0
+    (made.cgroup / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert memory.oom_kills(made.cgroup) == 1
+    memory.remove_cgroup(made.cgroup)
+    assert not made.cgroup.exists()
+    watched = memory.plan("CUDA", IsolationLimits(resident_guard="watchdog"))
+    assert watched.guard == "watchdog" and not list(parent.glob("edgeaccel-worker-*"))
+
+
+@pytest.mark.parametrize("proc_self_cgroup, delegated, why", [
+    ("4:memory:/docker/abc\n0::/\n", True, "the memory controller is on a cgroup v1 hierarchy"),
+    ("3:cpu,cpuacct:/\n2:memory:/\n", True, "this system has no cgroup v2 hierarchy"),
+    ("0::/app\n", False, "the memory controller is not enabled for children of"),
+])
+def test_no_cgroup_falls_back_to_the_watchdog_and_says_why(tmp_path, monkeypatch, proc_self_cgroup, delegated, why):
+    from edgeaccel.isolation import memory
+
+    fake_cgroup_v2(tmp_path, monkeypatch, delegated)
+    (tmp_path / "proc/self/cgroup").write_text(proc_self_cgroup)
+    for guard in ("auto", "cgroup"):
+        got = memory.plan("TensorRT", IsolationLimits(resident_guard=guard))
+        assert got.guard == "watchdog" and got.cgroup is None and why in got.reason, got.reason
+
+
+def test_a_kill_by_the_cgroup_limit_is_reported_as_such(tmp_path, monkeypatch):
+    """The worker really joins the (fake) cgroup; the kernel's OOM kill is played by the test: it counts the
+    kill in memory.events and sends SIGKILL, as the kernel does."""
+    parent = fake_cgroup_v2(tmp_path, monkeypatch)
+    with edgeaccel.load(SMALL, isolate=IsolationLimits(resident_bytes=512 << 20), strict=True) as model:
+        memory_plan = model.executor.details["isolated"]["memory"]
+        assert memory_plan["guard"] == "cgroup"
+        cgroup = parent / memory_plan["cgroup"].rsplit("/", 1)[-1]
+        pid = worker_pid(model)
+        assert (cgroup / "cgroup.procs").read_text() == str(pid)
+        x = np.zeros(model.inputs[0].shape, np.uint8)
+        model.run(x)
+
+        def oom_kill(pid):
+            (cgroup / "memory.events").write_text("oom 1\noom_kill 1\n")
+            os.kill(pid, signal.SIGKILL)
+
+        result, _ = run_while_stopped(model, x, oom_kill)  # the request is in flight when the kill comes
+        error = result["error"]
+        assert isinstance(error, WorkerMemoryError), error
+        assert "killed by the kernel for going over its cgroup's memory.max of 512 MiB" in error.message
+        assert "IsolationLimits(resident_bytes=" in error.hint
+        assert not cgroup.exists()  # removed with its worker
+        model.run(x)  # a new worker, in a new cgroup
+    assert not list(parent.glob("edgeaccel-worker-*"))
+
+
+def test_bad_memory_limits_are_refused():
+    with pytest.raises(ValueError, match="resident_guard must be one of auto, cgroup, watchdog"):
+        IsolationLimits(resident_guard="rlimit")
+    with pytest.raises(ValueError, match="resident_bytes >= 0"):
+        IsolationLimits(resident_bytes=-1)

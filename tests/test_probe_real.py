@@ -92,3 +92,16 @@ def test_report_validates_against_the_schema(report):
     assert report.to_dict()["schema"] == "edgeaccel.probe/1"
 
 
+
+
+def test_every_family_is_looked_for_here_and_absent_only_without_evidence(report):
+    """On this machine too: each family says what it looked at, and one is absent only where the kernel
+    shows none of it."""
+    evidence = [hit for pattern in EVIDENCE for hit in glob.glob(pattern)]
+    hardware = [f for f in report.families if f.id != "plugins"]
+    assert len(hardware) == 10 and all(f.looked_for and f.reason for f in hardware)
+    if not evidence:
+        assert all(f.status == "absent" for f in hardware), [(f.id, f.status) for f in hardware]
+        assert "/proc/driver/nvidia/version" in report.family("cuda-gpu").reason
+    else:
+        assert any(f.status != "absent" for f in hardware)

@@ -68,7 +68,8 @@ def _machine(m: dict) -> list[str]:
 def _accelerators(report: dict) -> list[str]:
     lines = ["accelerators"]
     if not report["accelerators"]:
-        lines.append("  none found")
+        looked = ", ".join(f["name"] for f in report["families"] if f["id"] != "plugins")
+        lines.append(f"  none found; looked for: {looked} (what and where: see 'looked for' below)")
     for acc in report["accelerators"]:
         mark = "ok" if acc["usable"] else ("--" if not acc["present"] else "!!")
         lines.append(f"  [{mark}] {acc['name']}  -> {', '.join(acc['devices'])}")
@@ -81,6 +82,21 @@ def _accelerators(report: dict) -> list[str]:
             lines.append("       " + ", ".join(f"{k}={v}" for k, v in interesting.items()))
     lines.append(f"  devices for executors: {', '.join(report['present_devices'])}"
                  f" (usable now: {', '.join(report['usable_devices'])})")
+    return lines
+
+
+_FAMILY_MARKS = {"usable": "ok", "present": "!!", "no-driver": "!!", "absent": "--", "not-checked": "??"}
+
+
+def _families(families: list[dict]) -> list[str]:
+    """Every family looked for, found or not: its status and why, then what was looked at."""
+    lines = ["looked for"]
+    for f in families:
+        lines.append(f"  [{_FAMILY_MARKS[f['status']]}] {f['name']:<29} {f['status']}: {f['reason']}")
+        if f["looked_for"]:
+            lines.append(f"       looked at: {'; '.join(f['looked_for'])}")
+        if f["fix"]:
+            lines.append(f"       fix: {f['fix']}")
     return lines
 
 
@@ -148,7 +164,8 @@ def _problems(problems: list[dict]) -> list[str]:
 
 def render(report: dict) -> str:
     """The report as the readable text `edgeaccel probe` prints."""
-    sections = [_machine(report["machine"]), _accelerators(report), _runtimes(report["runtimes"]),
+    sections = [_machine(report["machine"]), _accelerators(report), _families(report["families"]),
+                _runtimes(report["runtimes"]),
                 _telemetry(report["telemetry"]), _problems(report["problems"])]
     footer = f"surveyed root {report['root']} in {report['timings_ms'].get('total', 0):.0f} ms ({report['schema']})"
     return "\n\n".join("\n".join(s) for s in sections) + "\n\n" + footer

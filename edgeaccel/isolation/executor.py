@@ -27,7 +27,7 @@ from .. import errors
 from ..errors import EdgeAccelError, InferenceTimeoutError, WorkerCrashedError
 from ..executors.base import Availability, Executor, ExecutorInfo, ExecutorOptions
 from ..modelinfo import Format, ModelInfo
-from . import wire
+from . import memory, wire
 from .limits import IsolationLimits
 
 log = logging.getLogger("edgeaccel.isolation")
@@ -60,7 +60,9 @@ class IsolatedExecutor(Executor):
 
     def _start(self) -> _Worker:
         self._starts += 1
-        return _Worker(self.inner_runtime, self.model, self.device, self.options, self.limits)
+        worker = _Worker(self.inner_runtime, self.model, self.device, self.options, self.limits)
+        self._memory = worker.memory  # the limits of the last worker, shown while none runs
+        return worker
 
     def _current(self) -> _Worker:
         with self._lock:
@@ -80,9 +82,10 @@ class IsolatedExecutor(Executor):
         base = self._info
         worker = self._worker
         details = dict(base.details)
+        plan = worker.memory if worker else self._memory
         details["isolated"] = {"pid": worker.pid if worker else None, "starts": self._starts,
-                               "memory_limit": self.limits.memory_bytes, "load_timeout": self.limits.load_timeout,
-                               "run_timeout": self.limits.run_timeout}
+                               "memory_limit": plan.address_space, "memory": plan.to_dict(),
+                               "load_timeout": self.limits.load_timeout, "run_timeout": self.limits.run_timeout}
         return ExecutorInfo(base.runtime, base.version, base.device, base.precision, base.threads,
                             details=details)
 
@@ -113,6 +116,8 @@ class _Worker:
         self.death: str | None = None
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=12)
         self._timed_out = False
+        self.memory = memory.plan(device, limits)
+        self._over_memory: str | None = None  # why the memory guard killed it
         self._max_reply = max(1 << 30, 4 * sum(_nbytes(t) for t in model.outputs))
         self._channels: list[socket.socket] = []  # idle channels
         self._open_channels = 0
@@ -124,21 +129,55 @@ class _Worker:
         try:
             self.proc = _spawn(
                 [limits.python or sys.executable, "-m", "edgeaccel.isolation.worker", str(theirs.fileno()),
-                 str(os.getpid()), str(limits.memory_bytes)],
+                 str(os.getpid()), str(self.memory.address_space)],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, env=env, start_new_session=True,
             )
         except OSError as exc:
             ours.close()
+            if self.memory.cgroup is not None:
+                memory.remove_cgroup(self.memory.cgroup)
             raise errors.ModelLoadError(f"could not start a worker process: {exc}", runtime=runtime,
                                         hint="check IsolationLimits.python, or load without isolate") from exc
         finally:
             theirs.close()
         self.pid = self.proc.pid
         self.sock = ours
+        self._guard_memory()  # before the load request: the worker imports nothing heavy until it has it
         self._drainer = threading.Thread(target=self._drain_output, name="edgeaccel-worker-output", daemon=True)
         self._drainer.start()
         self.info = self._load(model, device, options)
+
+    def _guard_memory(self) -> None:
+        plan = self.memory
+        if plan.guard == "cgroup":
+            failed = memory.join_cgroup(plan.cgroup, self.pid)
+            if failed is None:
+                return
+            memory.remove_cgroup(plan.cgroup)
+            self.memory = plan = memory.MemoryPlan(plan.address_space, plan.resident, "watchdog",
+                                                   f"{plan.reason}, but {failed}: the watchdog limits it instead")
+        if plan.guard == "watchdog":
+            memory.watchdog.watch(self.pid, plan.resident, self.limits.watchdog_interval, self._memory_exceeded)
+
+    def _memory_exceeded(self, rss: int) -> None:
+        """Called by the watchdog: say why, then kill (the Popen knows whether the pid is still ours)."""
+        self._over_memory = (f"was killed by edgeaccel's memory watchdog: its resident memory reached "
+                             f"{_mib(rss)}, over its limit of {_mib(self.memory.resident)}")
+        try:
+            self.proc.send_signal(signal.SIGKILL)
+        except OSError:
+            pass
+
+    def _release_memory_guard(self) -> None:
+        """Once the worker is gone: stop watching it, read whether its cgroup's limit killed it, remove it."""
+        memory.watchdog.unwatch(self.pid)
+        cgroup = self.memory.cgroup
+        if cgroup is not None and cgroup.exists():
+            if memory.oom_kills(cgroup) and self._over_memory is None:
+                self._over_memory = (f"was killed by the kernel for going over its cgroup's memory.max of "
+                                     f"{_mib(self.memory.resident)} ({cgroup})")
+            memory.remove_cgroup(cgroup)
 
     @property
     def alive(self) -> bool:
@@ -170,7 +209,7 @@ class _Worker:
                 self.sock.settimeout(None)
         if not reply.get("ok"):
             self.close()
-            raise _as_error(reply, self.runtime, self.limits)
+            raise _as_error(reply, self.runtime, self.memory.address_space)
         info = reply["info"]
         return ExecutorInfo(str(info["runtime"]), str(info["version"]), str(info["device"]), str(info["precision"]),
                             info.get("threads"), details=dict(info.get("details") or {}))
@@ -199,7 +238,7 @@ class _Worker:
         finally:
             self._give_channel(channel, healthy)
         if not reply.get("ok"):
-            raise _as_error(reply, self.runtime, self.limits)
+            raise _as_error(reply, self.runtime, self.memory.address_space)
         return outputs
 
     def _take_channel(self, timeout: float) -> socket.socket:
@@ -255,6 +294,14 @@ class _Worker:
         return self._death_error(stage)
 
     def _death_error(self, stage: str) -> WorkerCrashedError:
+        if self._over_memory is not None:
+            limit = self.memory.resident
+            hint = (f"the worker's resident memory is limited to {_mib(limit)} (IsolationLimits(resident_bytes="
+                    f"{limit})): if the model needs more, raise it, e.g. isolate=IsolationLimits(resident_bytes="
+                    f"{2 * limit}), or 0 for no limit. This process is unharmed and your inputs are unchanged"
+                    + ("; unless strict=True, edgeaccel tries the next executor" if stage == "loading" else ""))
+            return errors.WorkerMemoryError(self.death or f"{self.name} {self._over_memory}", runtime=self.runtime,
+                                            hint=hint)
         if stage == "loading":
             hint = ("the model crashed its runtime while loading; this process is unharmed. Unless strict=True, "
                     "edgeaccel tries the next executor; otherwise the file is likely corrupted or hostile")
@@ -262,8 +309,8 @@ class _Worker:
             hint = ("the model crashed its runtime; this process is unharmed. Your inputs are unchanged: retry "
                     "(a new worker starts), or fall back to another executor or model")
         if self._killed_by_signal() in (signal.SIGKILL, signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS) \
-                and self.limits.memory_bytes:
-            hint += (f". The worker's address space is limited to {self.limits.memory_bytes / 2**30:g} GiB: if "
+                and self.memory.address_space:
+            hint += (f". The worker's address space is limited to {self.memory.address_space / 2**30:g} GiB: if "
                      "the model is that large, raise IsolationLimits(memory_bytes=...)")
         return WorkerCrashedError(self.death or f"{self.name} stopped while {stage}", runtime=self.runtime,
                                   hint=hint)
@@ -278,7 +325,10 @@ class _Worker:
         except subprocess.TimeoutExpired:
             self._kill()
             code = self.proc.returncode
-        if self._timed_out:
+        self._release_memory_guard()
+        if self._over_memory is not None:
+            how = self._over_memory
+        elif self._timed_out:
             how = "was stopped after a run exceeded its time limit"
         elif code is not None and code < 0:
             sig = signal.Signals(-code)
@@ -384,14 +434,18 @@ _ERROR_CLASSES = {name: cls for name, cls in vars(errors).items()
                   if isinstance(cls, type) and issubclass(cls, EdgeAccelError)}
 
 
-def _as_error(reply: dict, runtime: str, limits: IsolationLimits) -> EdgeAccelError:
+def _mib(count: int) -> str:
+    return f"{count / 2**20:.0f} MiB"
+
+
+def _as_error(reply: dict, runtime: str, address_space: int) -> EdgeAccelError:
     """The worker's error as the same edgeaccel class; only names of that tree are honoured."""
     cls = _ERROR_CLASSES.get(str(reply.get("error")), errors.InferenceError)
     message = str(reply.get("message") or f"{cls.__name__} in the worker, with no message")
     hint = reply.get("hint")
     hint = str(hint) if hint else None
-    if limits.memory_bytes and (errors.looks_out_of_memory(message) or "no message" in message):
-        hint = (f"the worker's address space is limited to {limits.memory_bytes / 2**30:g} GiB and the runtime "
+    if address_space and (errors.looks_out_of_memory(message) or "no message" in message):
+        hint = (f"the worker's address space is limited to {address_space / 2**30:g} GiB and the runtime "
                 "could not get memory (or a thread) under it: raise IsolationLimits(memory_bytes=...) if the "
                 "model is that large" + (f"; otherwise: {hint}" if hint else ""))
     if issubclass(cls, errors.ExecutorError):

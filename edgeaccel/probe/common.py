@@ -56,11 +56,23 @@ class Accelerator:
 
 
 @dataclass(frozen=True)
+class Looked:
+    """What one reader looked at for one accelerator family (an id of ``families.FAMILIES``), and why it
+    found none there (shown only when it found none)."""
+
+    family: str
+    looked_for: tuple[str, ...]
+    absent: str
+
+
+@dataclass(frozen=True)
 class Found:
-    """What one reader returns: accelerators and the problems that are not about one accelerator."""
+    """What one reader returns: accelerators, the problems that are not about one accelerator, and what it
+    looked at for each family it covers (so that "none found" says what was looked for)."""
 
     accelerators: tuple[Accelerator, ...] = ()
     problems: tuple[Problem, ...] = ()
+    looked: tuple[Looked, ...] = ()
 
 
 def node_verdict(nodes: tuple[DeviceNode, ...], documented_fix: str) -> tuple[bool, str | None, str | None]:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from ..telemetry.coral import read_apex_device
 from .access import Access
-from .common import Accelerator, Found, Problem, node_verdict
+from .common import Accelerator, Found, Looked, Problem, node_verdict
+from .families import among_pci
 from .fs import Root, Tree, as_tree
 from .libraries import LibraryLookup, find_edgetpu_library
 from .pci import PciDevice, read_pci
@@ -34,6 +35,12 @@ USB_RULE_FIX = ("install libedgetpu1-std from the Coral apt repository (its udev
 APEX_RULE_FIX = ("sudo sh -c 'echo SUBSYSTEM==\\\"apex\\\", MODE=\\\"0660\\\", GROUP=\\\"apex\\\" > "
                  "/etc/udev/rules.d/65-apex.rules'; sudo groupadd apex; sudo usermod -aG apex $USER; reboot "
                  "(https://coral.ai/docs/m2/get-started/)")
+USB_DEVICES = "/sys/bus/usb/devices"
+LOOKED_FOR_USB = (f"USB devices in {USB_DEVICES} with id 1a6e:089a (before its firmware is loaded) or 18d1:9302 "
+                  "(after)", "their node /dev/bus/usb/<busnum>/<devnum>", "the delegate library libedgetpu")
+LOOKED_FOR_PCIE = ("/sys/class/apex/apex_N (made by the gasket/apex driver)",
+                   "PCI id 1ac1:089a in /sys/bus/pci/devices", "device node /dev/apex_N",
+                   "the delegate library libedgetpu")
 LIBRARY_FIX = ("install the Edge TPU runtime: sudo apt-get install libedgetpu1-std from the Coral apt repository "
                "(https://coral.ai/docs/accelerator/get-started/)")
 
@@ -64,9 +71,19 @@ def _library_problem(library: LibraryLookup, name: str) -> Problem | None:
                          f"runtime can use the Edge TPU", LIBRARY_FIX)
 
 
-def _usb(tree: Tree, access: Access, library: LibraryLookup) -> tuple[list[Accelerator], list[Problem]]:
+def _library_state(library: LibraryLookup) -> str:
+    if library.found:
+        return f"{library.filename} is at {library.path}"
+    return f"{library.filename} is not on the loader path either ({len(library.searched)} places searched)"
+
+
+def _usb(tree: Tree, access: Access, library: LibraryLookup) -> tuple[list[Accelerator], list[Problem], Looked]:
     accelerators, problems = [], []
-    names, _ = tree.listdir("/sys/bus/usb/devices")
+    names, reason = tree.listdir(USB_DEVICES)
+    devices = [port for port in names if ":" not in port]
+    absent = reason or (f"none of the {len(devices)} USB devices in {USB_DEVICES} has id 1a6e:089a or 18d1:9302"
+                        if devices else f"{USB_DEVICES} lists no USB devices")
+    looked = Looked("edgetpu-usb", LOOKED_FOR_USB, f"{absent}; {_library_state(library)}")
     for port in names:
         if ":" in port:  # interfaces ("1-1:1.0"), not devices
             continue
@@ -93,13 +110,16 @@ def _usb(tree: Tree, access: Access, library: LibraryLookup) -> tuple[list[Accel
         problem = _library_problem(library, name)
         if problem:
             problems.append(problem)
-    return accelerators, problems
+    return accelerators, problems, looked
 
 
 def _pcie(tree: Tree, access: Access, pci: list[PciDevice], library: LibraryLookup,
-          board_family: str | None) -> tuple[list[Accelerator], list[Problem]]:
+          board_family: str | None) -> tuple[list[Accelerator], list[Problem], Looked]:
     accelerators, problems = [], []
-    names, _ = tree.listdir("/sys/class/apex")
+    names, reason = tree.listdir("/sys/class/apex")
+    no_driver = f"no apex driver ({reason})" if reason else "/sys/class/apex is empty"
+    looked = Looked("edgetpu-pcie", LOOKED_FOR_PCIE, f"{no_driver} and no PCI device has id 1ac1:089a "
+                                                     f"{among_pci(pci)}; {_library_state(library)}")
     label = "Coral Dev Board Edge TPU" if board_family == "coral-dev-board" else "Coral Edge TPU (PCIe/M.2)"
     for apex in names:
         base = f"/sys/class/apex/{apex}"
@@ -127,7 +147,7 @@ def _pcie(tree: Tree, access: Access, pci: list[PciDevice], library: LibraryLook
                     fix="sudo apt-get install gasket-dkms libedgetpu1-std from the Coral apt repository, then "
                         "reboot (https://coral.ai/docs/m2/get-started/)",
                     details={"bus": dev.address}))
-    return accelerators, problems
+    return accelerators, problems, looked
 
 
 def read_edgetpu(root: Root = Path("/"), access: Access | None = None, pci: list[PciDevice] | None = None,
@@ -136,6 +156,6 @@ def read_edgetpu(root: Root = Path("/"), access: Access | None = None, pci: list
     access = access if access is not None else Access(tree)
     pci = read_pci(tree)[0] if pci is None else pci
     library = library if library is not None else find_edgetpu_library(tree)
-    usb, usb_problems = _usb(tree, access, library)
-    pcie, pcie_problems = _pcie(tree, access, pci, library, board_family)
-    return Found(tuple(usb + pcie), tuple(usb_problems + pcie_problems))
+    usb, usb_problems, usb_looked = _usb(tree, access, library)
+    pcie, pcie_problems, pcie_looked = _pcie(tree, access, pci, library, board_family)
+    return Found(tuple(usb + pcie), tuple(usb_problems + pcie_problems), (usb_looked, pcie_looked))

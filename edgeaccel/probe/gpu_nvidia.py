@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .access import Access
-from .common import Accelerator, Found, Problem, node_verdict
+from .common import Accelerator, Found, Looked, Problem, node_verdict
+from .families import among_pci
 from .fs import Root, as_tree
 from .pci import PciDevice, read_pci
 
@@ -24,6 +25,9 @@ DEVICES = ("CUDA", "TensorRT")
 NODE_FIX = "the NVIDIA driver makes /dev/nvidia* mode 0666; check NVreg_DeviceFileMode/NVreg_DeviceFileGID " \
            "in /etc/modprobe.d, or add the user to the group that owns the nodes"
 NVML_FIX = "pip install nvidia-ml-py (in edgeaccel[gpu]) to read memory and compute capability through NVML"
+LOOKED_FOR = ("the nvidia driver's /proc/driver/nvidia/version and /proc/driver/nvidia/gpus/<bus>/information",
+              "PCI display controllers of vendor 0x10de (class 0x03xxxx) in /sys/bus/pci/devices",
+              "NVML through nvidia-ml-py (this machine only)", "device nodes /dev/nvidiaN and /dev/nvidiactl")
 
 
 @dataclass(frozen=True)
@@ -119,7 +123,8 @@ def read_nvidia(root: Root = Path("/"), access: Access | None = None, pci: list[
     tree = as_tree(root)
     access = access if access is not None else Access(tree)
     pci = read_pci(tree)[0] if pci is None else pci
-    driver = parse_driver_version(tree.read("/proc/driver/nvidia/version").text or "")
+    version_read = tree.read("/proc/driver/nvidia/version")
+    driver = parse_driver_version(version_read.text or "")
     nvml_reason = None if tree.is_real else "NVML is only queried on the real root"
     if nvml is None and tree.is_real:
         nvml, nvml_reason = _load_nvml()
@@ -127,7 +132,7 @@ def read_nvidia(root: Root = Path("/"), access: Access | None = None, pci: list[
     if nvml is not None:
         nvml_gpus, nvml_reason = _nvml_gpus(nvml)
     accelerators, problems = [], []
-    names, _ = tree.listdir("/proc/driver/nvidia/gpus")
+    names, gpus_reason = tree.listdir("/proc/driver/nvidia/gpus")
     reported = set()
     for position, bus in enumerate(names):
         source = f"/proc/driver/nvidia/gpus/{bus}/information"
@@ -171,7 +176,17 @@ def read_nvidia(root: Root = Path("/"), access: Access | None = None, pci: list[
             "nvidia-gpu", f"NVIDIA GPU {dev.device or '?'} at {dev.address}", DEVICES, f"PCI {dev.location}",
             present=present, usable=False, reason=reason, fix=fix,
             details={"bus": dev.address, "pci_device": dev.device}))
-    return Found(tuple(accelerators), tuple(problems))
+    driver_state = (f"the nvidia driver is not loaded ({version_read.path} {version_read.reason})"
+                    if version_read.text is None else
+                    f"the nvidia driver is loaded but {gpus_reason or '/proc/driver/nvidia/gpus is empty'}")
+    return Found(tuple(accelerators), tuple(problems),
+                 (Looked("cuda-gpu", LOOKED_FOR, _absent(tree.is_real, driver_state, pci, nvml_reason)),))
+
+
+def _absent(real: bool, driver_state: str, pci: list[PciDevice], nvml_reason: str | None) -> str:
+    """Why no NVIDIA GPU was found: the driver's files, the PCI bus, and what NVML said."""
+    nvml = f"; NVML: {nvml_reason}" if nvml_reason and real else ""
+    return f"{driver_state}; no NVIDIA display controller (vendor 0x10de, class 0x03xxxx) {among_pci(pci)}{nvml}"
 
 
 def _gpu(access: Access, nvml_gpu: dict | None, name: str, minor: int, details: dict, found_by: str,

@@ -8,20 +8,22 @@ import re
 from pathlib import Path
 
 from .access import Access
-from .common import Accelerator, Found, node_verdict
+from .common import Accelerator, Found, Looked, node_verdict
+from .families import among_pci
 from .fs import Root, as_tree
 from .pci import PciDevice, read_pci
 
 HAILO_VENDOR = "0x1e60"
 RULE_FIX = "install the udev rule of the Hailo PCIe driver: sudo cp hailort-drivers/linux/pcie/51-hailo-udev.rules " \
            "/etc/udev/rules.d/ && sudo udevadm control --reload-rules && sudo udevadm trigger"
+LOOKED_FOR = ("device nodes /dev/hailoN (made by the hailo_pci driver)", "PCI vendor 0x1e60 in /sys/bus/pci/devices")
 
 
 def read_hailo(root: Root = Path("/"), access: Access | None = None, pci: list[PciDevice] | None = None) -> Found:
     tree = as_tree(root)
     access = access if access is not None else Access(tree)
     pci = read_pci(tree)[0] if pci is None else pci
-    names, _ = tree.listdir("/dev")
+    names, dev_reason = tree.listdir("/dev")
     nodes_found = [n for n in names if re.fullmatch(r"hailo\d+", n)]
     accelerators = []
     for name in nodes_found:
@@ -41,4 +43,5 @@ def read_hailo(root: Root = Path("/"), access: Access | None = None, pci: list[P
                     fix="install hailort-pcie-driver (or build hailo-ai/hailort-drivers) matching your HailoRT "
                         "version, then sudo modprobe hailo_pci",
                     details={"pci_device": dev.device}))
-    return Found(tuple(accelerators))
+    absent = f"{dev_reason or 'no /dev/hailoN node'} and no PCI device of vendor 0x1e60 {among_pci(pci)}"
+    return Found(tuple(accelerators), looked=(Looked("hailo", LOOKED_FOR, absent),))

@@ -17,12 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .access import Access
-from .common import Accelerator, Found, Problem, node_verdict
+from .common import Accelerator, Found, Looked, Problem, node_verdict
 from .fs import Root, Tree, as_tree
 
 IGPU_NAMES = ("gp10b", "gv11b", "ga10b", "gb10b", "gpu")
 GPU_NODES = ("/dev/nvhost-ctrl-gpu", "/dev/nvgpu/igpu0/ctrl")
 VIDEO_FIX = "add the user to group 'video': sudo usermod -aG video $USER, then log in again"
+LOOKED_FOR = ("the L4T release in /etc/nv_tegra_release",
+              f"a devfreq device in /sys/class/devfreq whose of_node is {'/'.join(IGPU_NAMES)} (the integrated GPU)",
+              f"the GPU's device node {' or '.join(GPU_NODES)}")
 
 
 @dataclass(frozen=True)
@@ -65,13 +68,15 @@ def _power_mode(tree: Tree) -> dict:
             "power_mode_source": f"{status.path} {status.reason}; {conf.path} {conf.reason or 'has no PM_CONFIG'}"}
 
 
-def _igpu(tree: Tree) -> str | None:
-    names, _ = tree.listdir("/sys/class/devfreq")
+def _igpu(tree: Tree) -> tuple[str | None, str]:
+    """The devfreq device of the integrated GPU, or None and what /sys/class/devfreq holds instead."""
+    names, reason = tree.listdir("/sys/class/devfreq")
     for name in names:
         of_name = tree.read(f"/sys/class/devfreq/{name}/device/of_node/name").strip()
         if of_name in IGPU_NAMES:
-            return name
-    return None
+            return name, ""
+    return None, reason or (f"none of the {len(names)} devfreq devices is an NVIDIA GPU" if names
+                            else "/sys/class/devfreq is empty")
 
 
 def read_jetson(root: Root = Path("/"), access: Access | None = None, board_model: str | None = None) -> Found:
@@ -79,12 +84,15 @@ def read_jetson(root: Root = Path("/"), access: Access | None = None, board_mode
     access = access if access is not None else Access(tree)
     release_read = tree.read("/etc/nv_tegra_release")
     release = parse_tegra_release(release_read.text or "")
-    igpu = _igpu(tree)
+    igpu, no_igpu = _igpu(tree)
     if release is None and igpu is None:
+        release_state = f"{release_read.path} {release_read.reason}" if release_read.text is None else \
+            f"{release_read.path} is not in the known form"
+        looked = (Looked("jetson", LOOKED_FOR, f"not a Jetson: {release_state} and {no_igpu}"),)
         if release_read.text is not None:  # the file is there but not in the known form
             return Found(problems=(Problem("Jetson", f"/etc/nv_tegra_release is not in the known form: "
-                                           f"{release_read.text.strip()[:60]!r}"),))
-        return Found()
+                                           f"{release_read.text.strip()[:60]!r}"),), looked=looked)
+        return Found(looked=looked)
     details = {"l4t_release": release.release if release else None, "l4t_board": release.board if release else None,
                "devfreq": igpu, **_power_mode(tree)}
     name = f"{board_model or 'NVIDIA Jetson'} integrated GPU"
@@ -96,9 +104,9 @@ def read_jetson(root: Root = Path("/"), access: Access | None = None, board_mode
         return Found((Accelerator("jetson-gpu", name, ("CUDA", "TensorRT"), found_by, present=False, usable=False,
                                   reason=f"L4T is installed but the GPU driver (nvgpu) is not loaded: {what}",
                                   fix="reflash or repair the L4T BSP (sudo apt install --reinstall nvidia-l4t-core)",
-                                  details=details),))
+                                  details=details),), looked=(Looked("jetson", LOOKED_FOR, ""),))
     nodes = (access.node(node_path),)
     usable, why, fix = node_verdict(nodes, VIDEO_FIX)
     return Found((Accelerator("jetson-gpu", name, ("CUDA", "TensorRT"), found_by, present=True, usable=usable,
                               reason=why or f"nvgpu loaded, {node_path} read-write", fix=fix, nodes=nodes,
-                              details=details),))
+                              details=details),), looked=(Looked("jetson", LOOKED_FOR, ""),))

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .access import Access
-from .common import Accelerator, Found, node_verdict
+from .common import Accelerator, Found, Looked, node_verdict
+from .families import among_pci, class_devices
 from .fs import Root, as_tree
 from .pci import PciDevice, read_class, read_pci
 
@@ -19,6 +20,9 @@ NPU_PCI = {"0x7d1d": "Meteor Lake", "0xad1d": "Arrow Lake", "0x643e": "Lunar Lak
 RENDER_FIX = ("sudo sh -c 'echo SUBSYSTEM==\\\"accel\\\", KERNEL==\\\"accel*\\\", GROUP=\\\"render\\\", "
               "MODE=\\\"0660\\\" > /etc/udev/rules.d/10-intel-vpu.rules'; sudo udevadm trigger; "
               "sudo usermod -aG render $USER, then log in again")
+LOOKED_FOR = ("/sys/class/accel/accelN bound to the intel_vpu driver",
+              f"Intel NPU PCI ids 8086:{{{','.join(d[2:] for d in NPU_PCI)}}} in /sys/bus/pci/devices",
+              "device node /dev/accel/accelN")
 
 
 def read_intel_npu(root: Root = Path("/"), access: Access | None = None, pci: list[PciDevice] | None = None) -> Found:
@@ -27,7 +31,8 @@ def read_intel_npu(root: Root = Path("/"), access: Access | None = None, pci: li
     pci = read_pci(tree)[0] if pci is None else pci
     accelerators = []
     bound = set()
-    for dev in read_class(tree, "accel", r"accel\d+", "/dev/accel"):
+    accel = read_class(tree, "accel", r"accel\d+", "/dev/accel")
+    for dev in accel:
         if dev.driver != "intel_vpu":
             continue
         generation = NPU_PCI.get(dev.device or "", "")
@@ -51,4 +56,6 @@ def read_intel_npu(root: Root = Path("/"), access: Access | None = None, pci: li
             fix="use a kernel with intel_vpu (6.3 or later; sudo modprobe intel_vpu) and install the NPU "
                 "firmware and user-space driver from https://github.com/intel/linux-npu-driver/releases",
             details={"pci_device": dev.device, "generation": NPU_PCI[dev.device]}))
-    return Found(tuple(accelerators))
+    absent = (f"no device in /sys/class/accel is bound to intel_vpu ({class_devices(tree, 'accel', accel)}) and no "
+              f"Intel NPU PCI id {among_pci(pci)}")
+    return Found(tuple(accelerators), looked=(Looked("intel-npu", LOOKED_FOR, absent),))

@@ -17,12 +17,16 @@ import re
 from pathlib import Path
 
 from .access import Access
-from .common import Accelerator, Found, node_verdict
+from .common import Accelerator, Found, Looked, node_verdict
 from .fs import Root, Tree, as_tree
 from .pci import read_class
 
 RENDER_FIX = "add the user to group 'render' (or the group owning the node): sudo usermod -aG render $USER"
 RKNPU_VERSION_FILES = ("/sys/kernel/debug/rknpu/version", "/proc/rknpu/version")
+LOOKED_FOR = ("device-tree nodes npu@* compatible with rknpu or rknn-core (/proc/device-tree)",
+              "the vendor rknpu driver: a /sys/class/drm render node driven by RKNPU, or /sys/class/misc/rknpu",
+              "the mainline rocket driver: /sys/class/accel/accelN driven by rocket",
+              f"the rknpu driver version in {' or '.join(RKNPU_VERSION_FILES)}")
 
 
 def parse_rknpu_version(text: str) -> str | None:
@@ -77,7 +81,8 @@ def read_rockchip_npu(root: Root = Path("/"), access: Access | None = None) -> F
             nodes=nodes, details={"driver": "rknpu", "driver_version": version, "version_source": version_source,
                                   "runtime": "RKNN (librknnrt, rknn-toolkit-lite2)",
                                   "device_tree": [c for _, c, _ in dt_nodes]}))
-    rocket = [d for d in read_class(tree, "accel", r"accel\d+", "/dev/accel") if d.driver == "rocket"]
+    accel = read_class(tree, "accel", r"accel\d+", "/dev/accel")
+    rocket = [d for d in accel if d.driver == "rocket"]
     if rocket:
         nodes = tuple(access.node(d.node) for d in rocket)
         usable, why, fix = node_verdict(nodes, RENDER_FIX)
@@ -98,4 +103,8 @@ def read_rockchip_npu(root: Root = Path("/"), access: Access | None = None) -> F
                  "/boot/extlinux overlays), then reboot" if disabled else
                  "use the vendor kernel with the rknpu driver (for RKNN) or Linux 6.18+ with rocket (for Mesa)"),
             details={"device_tree": [c for _, c, _ in dt_nodes], "status": status}))
-    return Found(tuple(accelerators))
+    drivers = {d.driver for d in render_nodes + accel if d.driver}
+    absent = ("the device tree describes no Rockchip NPU (no npu@* node compatible with rknpu or rknn-core), no "
+              "render node is driven by RKNPU, there is no /sys/class/misc/rknpu and no accel device is driven by "
+              f"rocket{' (drivers here: ' + ', '.join(sorted(drivers)) + ')' if drivers else ''}")
+    return Found(tuple(accelerators), looked=(Looked("rockchip-npu", LOOKED_FOR, absent),))

@@ -3,9 +3,12 @@ and docs/probe.md)."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .common import Accelerator, Problem
+from .families import Family, PluginSeen, plugin_family
 from .machine import Machine
 from .runtimes import Runtimes
 from .telemetry_sources import TelemetrySources
@@ -22,7 +25,19 @@ class ProbeReport:
     telemetry: TelemetrySources
     problems: tuple[Problem, ...]
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # every accelerator family looked for (families.FAMILIES order), with what was looked at and why absent
+    families: tuple[Family, ...] = ()
     schema: str = SCHEMA
+
+    def family(self, id: str) -> Family | None:
+        return next((f for f in self.families if f.id == id), None)
+
+    def with_plugins(self, plugins: Iterable[PluginSeen]) -> ProbeReport:
+        """This report with the executor plug-ins family filled in from the registry (an empty list says
+        none is installed). The survey itself does not import the registry."""
+        family = plugin_family(plugins)
+        families = tuple(family if f.id == family.id else f for f in self.families)
+        return dataclasses.replace(self, families=families if family in families else (*families, family))
 
     def present_devices(self) -> frozenset[str]:
         """Device names executors use for what is here: "CPU" always, plus the ``devices`` of every
@@ -53,6 +68,7 @@ class ProbeReport:
             "root": self.root,
             "machine": self.machine.to_dict(),
             "accelerators": [a.to_dict() for a in self.accelerators],
+            "families": [f.to_dict() for f in self.families],
             "present_devices": sorted(self.present_devices()),
             "usable_devices": sorted(self.usable_devices()),
             "runtimes": self.runtimes.to_dict(),

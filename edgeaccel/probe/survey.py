@@ -18,6 +18,7 @@ from .board import Board
 from .common import Accelerator, Found, Problem
 from .cpu import Cpu
 from .edgetpu import read_edgetpu
+from .families import summarize
 from .fs import Tree
 from .gpu_intel import read_intel_gpu
 from .gpu_nvidia import read_nvidia
@@ -90,8 +91,10 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None, 
         ("Cloud TPU", lambda: read_tpu(tree, access, pci, packages.get("libtpu"), libtpu_reason)),
     ]
     accelerators: list[Accelerator] = []
+    looked = []
     for what, read in readers:
         found = _guarded(what, problems, Found(), read)
+        looked.extend(found.looked)
         accelerators.extend(found.accelerators)
         problems.extend(p for p in (a.problem() for a in found.accelerators) if p)
         problems.extend(found.problems)
@@ -118,7 +121,9 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None, 
         sources = TelemetrySources(reasons={"all": "not surveyed: turned off"})
     timings["telemetry"] = _ms(mark)
     timings["total"] = _ms(started)
-    return ProbeReport(str(root), machine, tuple(accelerators), runtime_section, sources, tuple(problems), timings)
+    families = summarize(accelerators, looked)
+    return ProbeReport(str(root), machine, tuple(accelerators), runtime_section, sources, tuple(problems), timings,
+                       families)
 
 
 def _ms(start: float) -> float:
