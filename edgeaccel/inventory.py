@@ -17,6 +17,7 @@ from .executors import registry
 from .executors.device import base_of
 from .probe import runtimes as probe_runtimes
 from .probe.common import Problem
+from .probe.families import PluginSeen
 from .runtimeinfo import RuntimeInfo
 
 
@@ -75,5 +76,28 @@ def views(runtimes: probe_runtimes.Runtimes, accelerators: list) -> list:
     return out
 
 
-probe_runtimes.register_survey(probe_runtimes.RuntimeSurveyHook(survey_runtimes, problems, views))
+def plugins() -> list[PluginSeen]:
+    """The executor plug-ins family: each installed plug-in's accelerator devices and whether it reports them
+    present; broken plug-ins with their error."""
+    seen = []
+    for name, cls in registry.runtimes().items():
+        if registry.plugin_distribution(name) is None:
+            continue
+        devices = tuple(d for d, kind in cls.device_kinds.items() if kind != "cpu")
+        answers = []
+        for device in devices:
+            try:
+                answers.append((device, cls.availability(device)))
+            except Exception as exc:
+                answers.append((device, None if exc is None else f"availability() raised {type(exc).__name__}"))
+        ok = [d for d, a in answers if a and not isinstance(a, str)]
+        reasons = "; ".join(f"{d}: {a if isinstance(a, str) else a.reason}" for d, a in answers)
+        seen.append(PluginSeen(f"{name} ({registry.plugin_distribution(name)})", devices, bool(ok),
+                               reasons or "drives the CPU only"))
+    seen += [PluginSeen(bad.name, (), False, f"not loaded: {bad.error}", f"fix or uninstall {bad.distribution}")
+             for bad in registry.broken()]
+    return seen
+
+
+probe_runtimes.register_survey(probe_runtimes.RuntimeSurveyHook(survey_runtimes, problems, views, plugins))
 probe_package = sys.modules["edgeaccel.probe"]  # what edgeaccel's lazy "probe" resolves to: callable, surveys all

@@ -59,6 +59,7 @@ class RuntimeSurveyHook:
     runtimes: Callable[[], tuple[RuntimeInfo, ...]]
     problems: Callable[[Runtimes, list], list]  # (runtimes, accelerators) -> [Problem]
     views: Callable[[Runtimes, list], list]  # (runtimes, accelerators) -> accelerators noting who reaches them
+    plugins: Callable[[], list]  # -> [PluginSeen]: the executor plug-ins family of the report
 
 
 def register_survey(hook: RuntimeSurveyHook) -> None:
@@ -68,6 +69,12 @@ def register_survey(hook: RuntimeSurveyHook) -> None:
 
 def runtime_problems(runtimes: Runtimes, accelerators: list) -> list:
     return [p for hook in _SURVEYS for p in hook.problems(runtimes, accelerators)]
+
+
+def with_plugins(report):
+    for hook in _SURVEYS:
+        report = report.with_plugins(hook.plugins())
+    return report
 
 
 def with_runtime_views(runtimes: Runtimes, accelerators: list) -> list:

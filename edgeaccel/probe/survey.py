@@ -32,7 +32,14 @@ from .npu_rockchip import read_rockchip_npu
 from .pci import read_pci
 from .qualcomm import read_qualcomm
 from .report import ProbeReport
-from .runtimes import helper_packages, runtime_problems, skipped_runtimes, survey_runtimes, with_runtime_views
+from .runtimes import (
+    helper_packages,
+    runtime_problems,
+    skipped_runtimes,
+    survey_runtimes,
+    with_plugins,
+    with_runtime_views,
+)
 from .system import OsInfo
 from .telemetry_sources import TelemetrySources, telemetry_problems, telemetry_sources
 from .tpu import read_tpu
@@ -122,8 +129,9 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None, 
     timings["telemetry"] = _ms(mark)
     timings["total"] = _ms(started)
     families = summarize(accelerators, looked)
-    return ProbeReport(str(root), machine, tuple(accelerators), runtime_section, sources, tuple(problems), timings,
-                       families)
+    report = ProbeReport(str(root), machine, tuple(accelerators), runtime_section, sources, tuple(problems), timings,
+                         families)
+    return with_plugins(report) if survey else report
 
 
 def _ms(start: float) -> float:
