@@ -22,7 +22,7 @@ from .model import FallbackEvent, Model
 from .modelinfo import Format, ModelInfo
 from .profiles import DeviceFacts, Profile, get_profile, load_profiles, match_profile
 from .profiles.facts import facts_from_probe
-from .selector import Candidate, MachineFacts, Measurement, Ranking, rank
+from .selector import Candidate, MachineFacts, Measurement, Ranking, Rejection, rank
 
 if TYPE_CHECKING:
     from .scheduling.model import ScheduledModel
@@ -183,7 +183,39 @@ def profile_limits(profile: Profile | None, ranking: Ranking) -> dict | None:
 
 
 def _rank(artifacts, facts, options, executor, device, profile, goal, measurements) -> Ranking:
-    return rank(artifacts, runtimes(), facts, None, options, executor, device, profile, goal, measurements)
+    ranking = rank(artifacts, runtimes(), facts, None, options, executor, device, profile, goal, measurements)
+    return _explain_absences(ranking, facts)
+
+
+def _explain_absences(ranking: Ranking, facts: MachineFacts) -> Ranking:
+    """An artifact that only an absent device can run (an Edge TPU-compiled model without an Edge TPU) gets
+    its executor's own explanation of what is missing, instead of "no EdgeTPU device found"."""
+    ranked = {c.artifact.path for c in ranking.candidates}
+    classes = runtimes()
+    for i, r in enumerate(ranking.rejected):
+        cls = classes.get(r.runtime)
+        if r.artifact.path in ranked or cls is None or cls.kind_of(r.device) in (None, "cpu", "auto"):
+            continue
+        if not cls.reads(r.artifact.format, r.device) or facts.present(cls, r.device):
+            continue
+        explained = cls.explain_absence(r.artifact, r.device)
+        if explained:
+            ranking.rejected[i] = replace(r, reason=explained[0], fix=explained[1])
+    return ranking
+
+
+def passed_over(ranking: Ranking, chosen: Candidate) -> list[Rejection]:
+    """Accelerator candidates of another artifact that could not run here (an Edge TPU-compiled twin without
+    an Edge TPU): the reason the chosen artifact runs instead, which the caller must be able to see."""
+    classes = runtimes()
+    found = []
+    for r in ranking.rejected:
+        cls = classes.get(r.runtime)
+        if (r.artifact.path == chosen.artifact.path or cls is None or cls.kind_of(r.device) in (None, "cpu", "auto")
+                or not cls.reads(r.artifact.format, r.device) or r.reason.startswith("not the ")):
+            continue
+        found.append(r)
+    return found
 
 
 def machine_facts() -> tuple[MachineFacts, DeviceFacts]:
@@ -290,6 +322,14 @@ def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False
             errors.append((candidate, exc))
             failed.append(candidate)
             continue
+        for bad in passed_over(ranking, candidate):
+            first = bad.reason.split(". ")[0]  # what is missing; the rest points at the twin that now runs
+            event = FallbackEvent(time.time(), "select", f"{bad.name} [{bad.artifact.path.name}]", first,
+                                  candidate.name)
+            fallbacks.append(event)
+            log.warning("fallback: %s", event)
+            candidate = replace(candidate, reason=f"{candidate.reason}; chosen because {bad.name} "
+                                f"[{bad.artifact.path.name}] was passed over: {first}")
         for bad, exc in errors:
             event = FallbackEvent(time.time(), "load", bad.name, str(exc), candidate.name)
             fallbacks.append(event)
@@ -303,6 +343,9 @@ def _nothing_can_run(ranking: Ranking) -> EdgeAccelError:
     artifacts = {r.artifact.path: r.artifact for r in ranking.rejected}
     if artifacts and all(a.format is Format.EDGETPU_TFLITE for a in artifacts.values()):
         name = next(iter(artifacts)).name
+        explained = next((r for r in ranking.rejected if r.reason.startswith("the Edge TPU cannot run")), None)
+        if explained is not None:  # the executor's own account: each missing piece, and the CPU twin
+            return UnsupportedModelError(explained.reason, hint=explained.fix)
         return UnsupportedModelError(
             f"{name} is compiled for the Edge TPU (its body is one edgetpu-custom-op) and no Edge TPU is usable here",
             hint="connect an Edge TPU with libedgetpu installed, or load the CPU twin (the same model before "

@@ -241,6 +241,12 @@ class Executor(ABC):
                              "; ".join([reason, *reasons]))
 
     @classmethod
+    def explain_absence(cls, model: ModelInfo, device: str) -> tuple[str, str | None] | None:
+        """(why, fix) when ``model`` can run only on ``device`` and the device is not here: each missing
+        piece (device, library, permission) and the way to run the model anyway. None: the generic reason."""
+        return None
+
+    @classmethod
     def options_beside_others(cls, options: ExecutorOptions) -> ExecutorOptions:
         """The options to use when this executor shares the machine with others under a scheduler."""
         return options

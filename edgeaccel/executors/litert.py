@@ -213,6 +213,20 @@ class LiteRTExecutor(Executor):
                              details)
 
     @classmethod
+    def explain_absence(cls, model: ModelInfo, device: str) -> tuple[str, str | None] | None:
+        """An Edge TPU-compiled model with no usable Edge TPU: the device, libedgetpu and the node permission,
+        each with its fix, and the CPU twin beside the model that would run it."""
+        if base_of(device) != "EdgeTPU" or model.format is not Format.EDGETPU_TFLITE:
+            return None
+        from .edgetpu_diagnosis import explain_edgetpu_model
+
+        try:
+            explained = explain_edgetpu_model(model.path, device)
+        except ValueError:
+            return None
+        return explained.reason, explained.fix
+
+    @classmethod
     def rejects(cls, model: ModelInfo, device: str, options: ExecutorOptions) -> str | None:
         on_edgetpu = base_of(device) == "EdgeTPU"
         if model.format is Format.EDGETPU_TFLITE and not on_edgetpu:
