@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .inputs import NORMALIZE_HELP, normalize_arg
+
 HELP = "compare each artifact of a bundle with its float reference: agreement, error, size, latency"
 
 
@@ -15,8 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help="a bundle folder (edgeaccel-bundle.yaml), a manifest, a folder or a model file")
     p.add_argument("--reference", help="the float model to compare against (default: the manifest's)")
     p.add_argument("--data", help="inputs to compare on: images folder, .npy, .npz (default: the manifest's)")
-    p.add_argument("--normalize", choices=("0,1", "-1,1", "imagenet", "raw"),
-                   help="how --data images become float inputs (default 0,1)")
+    p.add_argument("--normalize", type=normalize_arg, metavar="MODE", help=NORMALIZE_HELP)
     p.add_argument("--executor", action="append", default=[],
                    help="only these runtimes (repeatable): litert, onnxruntime, openvino")
     p.add_argument("--runs", type=int, default=20, help="timed runs per artifact and executor (default 20)")
