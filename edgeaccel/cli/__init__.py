@@ -10,6 +10,7 @@ import contextlib
 import importlib
 import logging
 import os
+import re
 import sys
 
 from ..errors import (
@@ -46,13 +47,22 @@ COMMANDS = {
 # Native log lines the runtimes write straight to fd 2 that tell a user nothing (LiteRT prints this one on
 # its first interpreter whatever TF_CPP_MIN_LOG_LEVEL says).
 _NATIVE_NOISE = ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",)
+# ONNX Runtime's own log (red on a terminal): its errors come back as the exception edgeaccel reports, and its
+# warnings are about graph internals (one line per initializer listed as an input in an IR 3 model). --debug
+# shows them.
+_ORT_LOG = re.compile(r"\[[EW]:onnxruntime:")
+_DEBUG = [False]
+
+
+def _native_noise(line: str) -> bool:
+    return line in _NATIVE_NOISE or (not _DEBUG[0] and bool(_ORT_LOG.search(line)))
 
 
 @contextlib.contextmanager
 def quiet_native_stderr(is_noise=None):
     """Capture what native code writes to fd 2 while loading, and pass on all but the known noise
-    (``is_noise(line)``; by default LiteRT's XNNPACK line)."""
-    is_noise = is_noise or (lambda line: line in _NATIVE_NOISE)
+    (``is_noise(line)``; by default LiteRT's XNNPACK line and, without --debug, ONNX Runtime's log)."""
+    is_noise = is_noise or _native_noise
     try:
         saved = os.dup(2)
     except OSError:  # no fd 2 (embedded interpreters): nothing to filter
@@ -126,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(join_negative_values(sys.argv[1:] if argv is None else list(argv)))
     _FALLBACKS_IN_REPORT[0] = False
     debug = getattr(args, "debug", False)
+    _DEBUG[0] = debug
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not debug:
         for handler in logging.getLogger().handlers:

@@ -42,6 +42,7 @@ def main(args: argparse.Namespace) -> int:
     import json
 
     from ..convert.pipeline import convert
+    from ..convert.verify import size_vs_reference
     from ..errors import InputError
     from . import quiet_native_stderr
 
@@ -62,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
     if result.calibration:
         print(f"calibration {result.calibration.name}: {result.calibration_samples} samples kept for `edgeaccel check`")
     for a in result.artifacts:
-        ratio = f"{ref_size / a.size_bytes:.2f}x smaller" if a.size_bytes and a.path != result.reference else ""
+        ratio = size_vs_reference(ref_size / a.size_bytes) if a.size_bytes and a.path != result.reference else ""
         print(f"{a.target:<15} {a.path.name}  {_size(a.size_bytes)}  {ratio}")
         print(f"{'':<15} {a.note}")
     for report in result.edgetpu:

@@ -20,7 +20,8 @@ _ROUTINE = re.compile(r"not the (device|executor|runtime) asked for|does not rea
 
 def short(text: str, limit: int = MAX_LINE) -> str:
     """The first line of ``text``, cut to ``limit`` characters."""
-    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    lines = [line.rstrip() for line in (text or "").splitlines() if line.strip()]
+    line = lines[0] if lines else ""
     return line if len(line) <= limit else line[: limit - 15] + f" ... ({len(line)} chars)"
 
 
@@ -36,7 +37,7 @@ def error_lines(exc, args=None) -> list[str]:
     return lines
 
 
-def _cut_lines(message: str, keep: int = 8) -> str:
+def _cut_lines(message: str, keep: int = 12) -> str:
     lines = [short(line) for line in message.splitlines() if line.strip()] or [""]
     if len(lines) > keep:
         lines = lines[:keep] + [f"  ... ({len(lines) - keep} more lines; run with --debug for all)"]
