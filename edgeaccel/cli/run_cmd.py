@@ -126,7 +126,7 @@ def _latency(times: list[float], args, np) -> dict:
 def _executor_dict(info) -> dict:
     return {"runtime": info.runtime, "version": info.version, "device": info.device, "precision": info.precision,
             "threads": info.threads, "reason": info.reason, "artifact": info.artifact,
-            "isolated": "isolated" in info.details}
+            "isolated": "isolated" in info.details, "measured": (info.reason or "").startswith("measured")}
 
 
 def _print(report: dict, print_outputs) -> None:
@@ -136,6 +136,9 @@ def _print(report: dict, print_outputs) -> None:
     isolated = ", in a worker process (--isolate)" if ex["isolated"] else ""
     print(f"executor  {ex['runtime']} {ex['version']} on {ex['device']}, {ex['precision']}{threads}{isolated}")
     print(f"          why: {ex['reason']}")
+    if ex["measured"]:
+        print("          this choice comes from measurements kept by `edgeaccel tune` (see `edgeaccel cache info`); "
+              "--no-cache ignores them, --executor/--device/--precision pin a choice")
     for event in report["fallbacks"]:
         print(f"fallback  {event}")
     for item in report["inputs"]:
