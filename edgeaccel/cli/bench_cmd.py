@@ -100,13 +100,13 @@ def main(args: argparse.Namespace) -> int:
 
 def _plot_possible(path: str) -> None:
     """Before minutes of measuring: --plot needs matplotlib and a folder to write in."""
-    import importlib.util
-
     from ..errors import InputError, RuntimeNotInstalledError
 
-    if importlib.util.find_spec("matplotlib") is None:
+    try:
+        import matplotlib  # noqa: F401  (bench.plot imports it again; this one only asks whether it is there)
+    except ImportError:
         raise RuntimeNotInstalledError("--plot needs matplotlib, which is not installed",
-                                       hint="pip install 'edgeaccel[plot]', or drop --plot")
+                                       hint="pip install 'edgeaccel[plot]', or drop --plot") from None
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise InputError(f"--plot {path}: the folder {folder} does not exist")

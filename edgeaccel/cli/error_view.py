@@ -22,7 +22,10 @@ def short(text: str, limit: int = MAX_LINE) -> str:
     """The first line of ``text``, cut to ``limit`` characters."""
     lines = [line.rstrip() for line in (text or "").splitlines() if line.strip()]
     line = lines[0] if lines else ""
-    return line if len(line) <= limit else line[: limit - 15] + f" ... ({len(line)} chars)"
+    if len(line) <= limit:
+        return line
+    tail = f" ... ({len(line)} chars)"
+    return line[: limit - len(tail)] + tail
 
 
 def error_lines(exc, args=None) -> list[str]:
