@@ -273,3 +273,20 @@ def test_tune_on_real_inputs_then_inspect_bypass_and_clear_the_cache(built, tmp_
     cleared = cli("cache", "clear", "--calibration", "--cache-dir", cache)
     assert cleared.returncode == 0 and "cleared calibration" in cleared.stdout
     assert json.loads(cli("cache", "info", "--cache-dir", cache, "--json").stdout)["calibrations"] == []
+
+
+# -- the README's Python example: a public path -> input helper --------------------------------------------------
+
+def test_image_input_is_what_run_feeds_the_model(labels):
+    import edgeaccel
+
+    with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.tflite") as model:
+        image = edgeaccel.image_input(IMAGES / "bird.png", model)
+        assert image.shape == (1, 224, 224, 3) and image.dtype == np.uint8
+        scores = model.run(image, dequantize=True)[0].reshape(-1)
+        assert labels[int(scores.argmax())] == "chickadee"
+        with pytest.raises(edgeaccel.InputError, match="no input named 'nope'"):
+            edgeaccel.image_input(IMAGES / "bird.png", model, which="nope")
+    out = cli("run", MODELS / "mobilenet_v2_1.0_224_quant.tflite", "--input", IMAGES / "bird.png", "--runs", "1",
+              "--json")
+    assert json.loads(out.stdout)["top_k"][0]["index"] == int(scores.argmax())

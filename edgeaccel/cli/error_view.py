@@ -70,7 +70,7 @@ def _no_executor(exc, args) -> list[str]:
 
 
 def _grouped(reasons: dict[str, str]) -> list[tuple[str, str]]:
-    """"onnxruntime:CPU [m.tflite]", "onnxruntime:CUDA [m.tflite]" with one reason -> "onnxruntime:CPU,CUDA [m.tflite]"."""
+    """Candidates of one runtime and artifact with one reason on one line: "onnxruntime:CPU,CUDA [m.tflite]"."""
     groups: dict[tuple[str, str, str], list[str]] = {}
     for candidate, why in reasons.items():
         head, _, artifact = candidate.partition(" ")
