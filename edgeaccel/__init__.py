@@ -40,6 +40,7 @@ from ._version import __version__
 _LAZY = {
     "load": ("loader", "load"),
     "describe": ("formats", "describe"),
+    "image_input": ("imageio", "image_input"),
     "Model": ("model", "Model"),
     "ScheduledModel": ("scheduling.model", "ScheduledModel"),
     "Outputs": ("tensors", "Outputs"),
@@ -95,6 +96,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .formats import describe
+    from .imageio import image_input
     from .isolation.limits import IsolationLimits
     from .loader import load
     from .model import Model

@@ -62,7 +62,7 @@ def resolve(source: str | os.PathLike | Sequence[str | os.PathLike],
         if not source:
             raise UnsupportedFormatError("an empty list of models was given")
         paths = [Path(p) for p in source]
-        return _describe_all(paths[0].stem, paths, strict=True, memo=memo)
+        return one_model(_describe_all(paths[0].stem, paths, strict=True, memo=memo), "list")
     path = Path(source)
     if path.is_dir():
         if (path / MANIFEST).is_file():
@@ -74,7 +74,7 @@ def resolve(source: str | os.PathLike | Sequence[str | os.PathLike],
         if not found.artifacts and not found.invalid:
             raise UnsupportedFormatError(f"the folder {path} holds no model file",
                                          hint="put .tflite/.onnx/.xml artifacts in it, or an edgeaccel-bundle.yaml")
-        return found
+        return one_model(found, f"folder {path}")
     if path.suffix in (".yaml", ".yml") and path.is_file():
         return read_manifest(path, memo)
     return ArtifactSet(path.stem, [formats.describe(path, memo)])
@@ -123,3 +123,63 @@ def _describe_all(name: str, paths: list[Path], strict: bool, memo=None) -> Arti
                 raise
             found.invalid.append((p, exc))
     return found
+
+
+def one_model(found: ArtifactSet, what: str) -> ArtifactSet:
+    """The artifacts of a folder or list, checked to be one model: the same number of inputs and outputs, and
+    input shapes that agree (a dynamic dimension agrees with any size; NCHW and NHWC twins agree, their sizes
+    being the same) and the same output sizes. Unrelated models side by side are refused, with their
+    signatures, instead of the first one running and another "falling back" on inputs it cannot take."""
+    groups: list[list[ModelInfo]] = []
+    for info in found.artifacts:
+        for group in groups:
+            if _same_signature(group[0], info):
+                group.append(info)
+                break
+        else:
+            groups.append([info])
+    if len(groups) <= 1:
+        return found
+    lines = [f"  - {', '.join(i.path.name for i in group)}: {_signature(group[0])}" for group in groups[:8]]
+    if len(groups) > 8:
+        lines.append(f"  ... and {len(groups) - 8} more")
+    raise ModelError(f"the {what} holds {len(groups)} different models, not the artifacts of one:\n"
+                     + "\n".join(lines),
+                     hint="pass one model file, or give a folder/list only the artifacts of one model "
+                     "(m.tflite, m_edgetpu.tflite, m.onnx, an IR of it)")
+
+
+def _same_signature(a: ModelInfo, b: ModelInfo) -> bool:
+    if not a.inputs and not a.outputs or not b.inputs and not b.outputs:  # SavedModel: read by TensorFlow
+        return True
+    if len(a.inputs) != len(b.inputs) or len(a.outputs) != len(b.outputs):
+        return False
+    if not all(_dims_agree(x.shape, y.shape) for x, y in zip(a.inputs, b.inputs)):
+        return False
+    return sorted(_size(t.shape) for t in a.outputs) == sorted(_size(t.shape) for t in b.outputs)
+
+
+def _dims_agree(x, y) -> bool:
+    if len(x) != len(y):
+        return False
+    known_x = sorted(d for d in x if d is not None)
+    known_y = sorted(d for d in y if d is not None)
+    if None not in x and None not in y:
+        return known_x == known_y  # equal, or the same dimensions in another layout
+    return all(d1 is None or d2 is None or d1 == d2 for d1, d2 in zip(x, y)) or known_x == known_y
+
+
+def _size(shape) -> int | None:
+    if any(d is None for d in shape):
+        return None
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _signature(info: ModelInfo) -> str:
+    def dims(t) -> str:
+        return "x".join("?" if d is None else str(d) for d in t.shape) or "scalar"
+
+    return (f"inputs {', '.join(dims(t) for t in info.inputs)}; outputs {', '.join(dims(t) for t in info.outputs)}")

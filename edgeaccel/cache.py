@@ -201,3 +201,63 @@ class CalibrationCache:
                                    "measurements": [asdict(m) for m in measurements.values()]}, indent=1))
         os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the new one
         return path
+
+
+# What lives in the cache folder, by sub-folder, for `edgeaccel cache info` and `edgeaccel cache clear`.
+CACHE_PARTS = {
+    "calibration": "measurements from `edgeaccel tune` / calibrate=True: they change which executor is chosen",
+    "openvino": "OpenVINO's compiled models (faster loads)",
+    "onnxruntime": "ONNX Runtime's optimized graphs and TensorRT engines (faster loads)",
+    "validated": "descriptions of model files that passed validation, by content hash (faster loads)",
+}
+
+
+def usage(root: str | os.PathLike) -> dict[str, dict]:
+    """Files and bytes in each part of the cache folder at ``root`` (parts that are absent count 0)."""
+    out = {}
+    for name in CACHE_PARTS:
+        files = size = 0
+        folder = Path(root) / name
+        if folder.is_dir():
+            for path in folder.rglob("*"):
+                try:
+                    if path.is_file():
+                        files += 1
+                        size += path.stat().st_size
+                except OSError:
+                    continue
+        out[name] = {"files": files, "bytes": size}
+    return out
+
+
+def calibration_entries(root: str | os.PathLike) -> list[dict]:
+    """Each kept calibration: its file, the artifacts measured, when, and which candidates were eligible."""
+    entries = []
+    for path in sorted((Path(root) / "calibration").glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+            about = data.get("about", {})
+            measured = data.get("measurements", [])
+            entries.append({"file": str(path), "artifacts": about.get("artifacts", []),
+                            "measured_at": about.get("measured_at"),
+                            "eligible": [m["key"].split("/", 1)[-1] for m in measured if m.get("eligible")],
+                            "refused": {m["key"].split("/", 1)[-1]: m.get("reason") for m in measured
+                                        if not m.get("eligible")}})
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            entries.append({"file": str(path), "error": f"unreadable: {exc}"})
+    return entries
+
+
+def clear(root: str | os.PathLike, parts: Iterable[str] | None = None) -> int:
+    """Delete the named parts of the cache folder (default: all of them); bytes freed. Only edgeaccel's own
+    sub-folders are touched, so a cache_dir pointing somewhere shared loses nothing else."""
+    import shutil
+
+    parts = list(parts or CACHE_PARTS)
+    unknown = [name for name in parts if name not in CACHE_PARTS]
+    if unknown:
+        raise ValueError(f"unknown cache part {unknown[0]!r}; known: {', '.join(CACHE_PARTS)}")
+    sizes = usage(root)
+    for name in parts:
+        shutil.rmtree(Path(root) / name, ignore_errors=True)
+    return sum(sizes[name]["bytes"] for name in parts)

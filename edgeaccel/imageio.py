@@ -266,3 +266,33 @@ def _to_dtype(image: np.ndarray, spec: TensorSpec, normalize: str | None) -> tup
     else:
         raise InputError(f"unknown normalization {mode!r}; choose one of {', '.join(NORMALIZATIONS)}")
     return values.astype(dtype), f"{dtype} scaled to {mode}"
+
+
+def image_input(path: str | Path, model, normalize: str | None = None, which: int | str = 0) -> np.ndarray:
+    """An image file as a model's input, the way `edgeaccel run --input` makes it: decoded, converted to the
+    input's channels, resized (antialiased bilinear, as Pillow), laid out (NHWC/NCHW) and typed (uint8/int8
+    pixels, or floats scaled by ``normalize``: "0,1" by default, "-1,1", "imagenet" or "raw").
+
+    ``model``: a loaded Model, a ModelInfo (``edgeaccel.describe``) or a TensorSpec; ``which``: which input of
+    a model, by position or name. Returns a batch of one, ready for ``model.run``::
+
+        with edgeaccel.load("mobilenet_v2_1.0_224_quant.tflite") as model:
+            scores = model.run(edgeaccel.image_input("bird.png", model))[0]
+    """
+    if isinstance(model, TensorSpec):
+        spec = model
+    else:
+        specs = list(model.inputs)
+        if isinstance(which, str):
+            named = [s for s in specs if s.name == which]
+            if not named:
+                raise InputError(f"the model has no input named {which!r}; its inputs are {[s.name for s in specs]}")
+            spec = named[0]
+        elif 0 <= which < len(specs):
+            spec = specs[which]
+        else:
+            raise InputError(f"input {which} is out of range: the model has {len(specs)} input(s)")
+    if normalize is not None and normalize not in NORMALIZATIONS:
+        raise InputError(f"unknown normalization {normalize!r}; choose one of {', '.join(NORMALIZATIONS)}")
+    array, _ = image_to_input(read_image(path), spec, normalize)
+    return array

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import bundle
-from .errors import DeviceUnavailableError, EdgeAccelError, ModelError, NoExecutorError, UnsupportedModelError
+from .errors import (ConfigError, DeviceUnavailableError, EdgeAccelError, ModelError, NoExecutorError,
+                     UnsupportedModelError)
 from .executors import registry
 from .executors.base import Executor, ExecutorOptions
 from .executors.registry import runtimes
@@ -137,7 +138,8 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
         runtime_options=dict(runtime_options or {}),
     )
     if executor and executor not in runtimes():
-        raise ValueError(f"unknown executor {executor!r}; known: {', '.join(runtimes())}")
+        raise ConfigError(f"unknown executor {executor!r}", key="executor",
+                          hint=f"use one of {', '.join(runtimes())} (runtime names, lower case)")
     if device:
         from .executors.device import DeviceRef
 

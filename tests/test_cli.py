@@ -58,8 +58,8 @@ def test_npy_input(tmp_path):
     "args, code, message",
     [
         (["run", "{models}/model_invoking_error.tflite"], 6, "fake-op-double"),
-        (["run", "{models}/mobilenet_v1_0.25_128_quant_edgetpu.tflite"], 3, "Edge TPU"),
-        (["run", "{models}/movenet_single_pose_lightning_ptq_edgetpu.tflite"], 3, "Edge TPU"),
+        (["run", "{models}/mobilenet_v1_0.25_128_quant_edgetpu.tflite"], 6, "Edge TPU"),
+        (["run", "{models}/movenet_single_pose_lightning_ptq_edgetpu.tflite"], 6, "Edge TPU"),
         (["run", "{tmp}/empty.tflite"], 3, "empty"),
         (["run", "{tmp}/text.tflite"], 3, "text"),
         (["run", "{tmp}/missing.tflite"], 3, "not found"),

@@ -10,20 +10,24 @@ import contextlib
 import importlib
 import logging
 import os
+import re
 import sys
 
 from ..errors import (
     ConfigError,
+    DeviceUnavailableError,
     EdgeAccelError,
     ExecutorError,
     InputError,
     ModelError,
     NoExecutorError,
     RuntimeNotInstalledError,
+    UnsupportedModelError,
 )
 
-# Exit codes, documented in the README.
+# Exit codes, documented in the README ("Exit codes"); every command uses these and only these.
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_MODEL, EXIT_INPUT, EXIT_RUNTIME, EXIT_NO_EXECUTOR, EXIT_CONFIG = range(8)
+EXIT_MISSING_PACKAGE = 8  # an optional package a command needs (matplotlib, onnx, tensorflow...) is missing
 EXIT_INTERNAL = 70
 
 # command -> module under edgeaccel.cli that defines add_arguments(parser) and main(args) -> int
@@ -36,19 +40,29 @@ COMMANDS = {
     "profiles": "profiles_cmd",
     "convert": "convert_cmd",
     "check": "check_cmd",
+    "cache": "cache_cmd",
 }
 
 
 # Native log lines the runtimes write straight to fd 2 that tell a user nothing (LiteRT prints this one on
 # its first interpreter whatever TF_CPP_MIN_LOG_LEVEL says).
 _NATIVE_NOISE = ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",)
+# ONNX Runtime's own log (red on a terminal): its errors come back as the exception edgeaccel reports, and its
+# warnings are about graph internals (one line per initializer listed as an input in an IR 3 model). --debug
+# shows them.
+_ORT_LOG = re.compile(r"\[[EW]:onnxruntime:")
+_DEBUG = [False]
+
+
+def _native_noise(line: str) -> bool:
+    return line in _NATIVE_NOISE or (not _DEBUG[0] and bool(_ORT_LOG.search(line)))
 
 
 @contextlib.contextmanager
 def quiet_native_stderr(is_noise=None):
     """Capture what native code writes to fd 2 while loading, and pass on all but the known noise
-    (``is_noise(line)``; by default LiteRT's XNNPACK line)."""
-    is_noise = is_noise or (lambda line: line in _NATIVE_NOISE)
+    (``is_noise(line)``; by default LiteRT's XNNPACK line and, without --debug, ONNX Runtime's log)."""
+    is_noise = is_noise or _native_noise
     try:
         saved = os.dup(2)
     except OSError:  # no fd 2 (embedded interpreters): nothing to filter
@@ -82,18 +96,30 @@ def _capture_file():
 
 
 def exit_code(exc: BaseException) -> int:
-    for cls, code in ((ModelError, EXIT_MODEL), (InputError, EXIT_INPUT), (NoExecutorError, EXIT_NO_EXECUTOR),
-                      (RuntimeNotInstalledError, EXIT_NO_EXECUTOR), (ConfigError, EXIT_CONFIG),
+    # A valid model nothing here can run (custom op, Edge TPU body, absent device) is "no executor", whichever
+    # command found it out: `run` learns it from every candidate failing, `bench` from the one it loads.
+    for cls, code in ((UnsupportedModelError, EXIT_NO_EXECUTOR), (ModelError, EXIT_MODEL), (InputError, EXIT_INPUT),
+                      (NoExecutorError, EXIT_NO_EXECUTOR), (DeviceUnavailableError, EXIT_NO_EXECUTOR),
+                      (RuntimeNotInstalledError, EXIT_MISSING_PACKAGE), (ConfigError, EXIT_CONFIG),
                       (ExecutorError, EXIT_RUNTIME), (EdgeAccelError, EXIT_ERROR)):
         if isinstance(exc, cls):
             return code
     return EXIT_INTERNAL
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a usage error as two lines (what was wrong, where the options are) and exit 2, instead of
+    the whole usage block before the one line that matters."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"error: {message}\nhint: `{self.prog} --help` lists the options\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="edgeaccel", description="Run a model on the best executor this device has.")
+    parser = _Parser(prog="edgeaccel", description="Run a model on the best executor this device has.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"edgeaccel {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(f".{module_name}", __name__)
         p = sub.add_parser(name, help=module.HELP, description=module.__doc__)
@@ -104,10 +130,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .inputs import join_negative_values
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_negative_values(sys.argv[1:] if argv is None else list(argv)))
+    _FALLBACKS_IN_REPORT[0] = False
     debug = getattr(args, "debug", False)
+    _DEBUG[0] = debug
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not debug:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_one_short_line)
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_USAGE
@@ -122,13 +155,40 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         if isinstance(exc, EdgeAccelError):
-            print(f"error: {exc.message}", file=sys.stderr)
-            if exc.hint:
-                print(f"hint: {exc.hint}", file=sys.stderr)
+            from .error_view import error_lines
+
+            for line in error_lines(exc, args):
+                print(line, file=sys.stderr)
         else:
             print(f"internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
             print("hint: this is a bug in edgeaccel; run again with --debug and report the traceback", file=sys.stderr)
         return exit_code(exc)
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _one_short_line(record: logging.LogRecord) -> bool:
+    """A log record as one line of at most a few hundred characters: a runtime's message can be 17 kB on one
+    line (ORT lists every missing input), and a warning is read, not scrolled. --debug keeps them whole.
+    Fallback warnings are dropped while the command's own report lists them (they would show twice)."""
+    from .error_view import MAX_LINE, short
+
+    message = record.getMessage()
+    if "\n" in message or len(message) > MAX_LINE:
+        record.msg, record.args = short(message), None
+    return not (_FALLBACKS_IN_REPORT[0] and message.startswith("fallback: "))
+
+
+_FALLBACKS_IN_REPORT = [False]
+
+
+def fallbacks_in_report() -> None:
+    """Called by a command whose output lists model.fallbacks (run)."""
+    _FALLBACKS_IN_REPORT[0] = True
 
 
 def entry() -> None:

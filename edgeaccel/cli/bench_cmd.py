@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import replace
 
 from .inputs import add_input_arguments, prepare_inputs
+from .names import executor_arg
+from .options import add_cache_arguments, cache_kwargs
 
 HELP = "measure latency and throughput on one executor or all of them side by side"
 
@@ -24,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep measuring each executor for at least S seconds, past --runs/--requests "
                         "(LoadGen's min_duration; use the same S to compare with an MLPerf run)")
     p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--executor")
+    p.add_argument("--executor", type=executor_arg, help="pin the runtime: litert (tflite), onnxruntime (ort), "
+                   "openvino (ov), tensorflow")
     p.add_argument("--device")
     p.add_argument("--precision", choices=("f32", "bf16", "f16", "int8"))
     p.add_argument("--threads", type=int)
@@ -32,6 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON document (schema edgeaccel.bench/1)")
     p.add_argument("--plot", metavar="FILE.png", help="write the latency distribution per executor")
     p.add_argument("--no-progress", action="store_true")
+    add_cache_arguments(p, measurements=False)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -42,10 +47,12 @@ def main(args: argparse.Namespace) -> int:
 
     if args.runs < 1 or args.requests < 1 or args.warmup < 0 or not 0 <= args.min_seconds < 86400:
         raise InputError("--runs and --requests must be at least 1, --warmup and --min-seconds at least 0")
+    if args.plot:
+        _plot_possible(args.plot)
     source = args.model[0] if len(args.model) == 1 else args.model
     with quiet_native_stderr():
         selection = select(source, executor=args.executor, device=args.device, precision=args.precision,
-                           threads=args.threads)
+                           threads=args.threads, **cache_kwargs(args))
     candidates = selection.ranking.candidates if args.all else selection.ranking.candidates[:1]
     if not candidates:
         from ..loader import _nothing_can_run
@@ -78,6 +85,7 @@ def main(args: argparse.Namespace) -> int:
         print(file=sys.stderr)
     if args.plot:
         bench.plot(results, args.plot)
+        print(f"plot: wrote the latency distribution per executor to {os.path.abspath(args.plot)}", file=sys.stderr)
     report = {"schema": "edgeaccel.bench/1", "model": [str(a.path) for a in selection.artifacts.artifacts],
               "how": {"latency": "synchronous model.run loop (one request at a time)",
                       "throughput": "load(performance_hint='throughput') + submit(), 2 x concurrency in flight",
@@ -88,6 +96,20 @@ def main(args: argparse.Namespace) -> int:
     else:
         _print(report)
     return 0
+
+
+def _plot_possible(path: str) -> None:
+    """Before minutes of measuring: --plot needs matplotlib and a folder to write in."""
+    from ..errors import InputError, RuntimeNotInstalledError
+
+    try:
+        import matplotlib  # noqa: F401  (bench.plot imports it again; this one only asks whether it is there)
+    except ImportError:
+        raise RuntimeNotInstalledError("--plot needs matplotlib, which is not installed",
+                                       hint="pip install 'edgeaccel[plot]', or drop --plot") from None
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"--plot {path}: the folder {folder} does not exist")
 
 
 def _bar(done: int, total: int) -> None:

@@ -9,6 +9,8 @@ import argparse
 import contextlib
 import sys
 
+from .inputs import NORMALIZE_HELP, normalize_arg
+
 HELP = "convert and quantize a float model into deployable artifacts plus a bundle manifest"
 
 TARGET_HELP = ("comma-separated: tflite-float, tflite-dynamic, tflite-int8 (from TensorFlow/Keras); "
@@ -21,8 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="folder to write the bundle to")
     p.add_argument("--calibration", metavar="DIR_OR_NPY",
                    help="representative inputs: images folder, .npy folder, .npy of N samples, or .npz by input")
-    p.add_argument("--normalize", choices=("0,1", "-1,1", "imagenet", "raw"),
-                   help="how calibration images become float inputs (default 0,1); integer inputs get raw pixels")
+    p.add_argument("--normalize", type=normalize_arg, metavar="MODE", help=NORMALIZE_HELP)
     p.add_argument("--max-samples", type=int, default=200, help="calibration samples to use at most (default 200)")
     p.add_argument("--io", choices=("int8", "uint8", "float"), default="int8",
                    help="input/output type of tflite-int8 (default int8; uint8 for older Edge TPU pipelines)")
@@ -41,6 +42,7 @@ def main(args: argparse.Namespace) -> int:
     import json
 
     from ..convert.pipeline import convert
+    from ..convert.verify import size_vs_reference
     from ..errors import InputError
     from . import quiet_native_stderr
 
@@ -61,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
     if result.calibration:
         print(f"calibration {result.calibration.name}: {result.calibration_samples} samples kept for `edgeaccel check`")
     for a in result.artifacts:
-        ratio = f"{ref_size / a.size_bytes:.2f}x smaller" if a.size_bytes and a.path != result.reference else ""
+        ratio = size_vs_reference(ref_size / a.size_bytes) if a.size_bytes and a.path != result.reference else ""
         print(f"{a.target:<15} {a.path.name}  {_size(a.size_bytes)}  {ratio}")
         print(f"{'':<15} {a.note}")
     for report in result.edgetpu:

@@ -54,10 +54,12 @@ def _real(args, policy: str) -> int:
     from ..loader import load
     from . import quiet_native_stderr
     from .inputs import prepare_inputs
+    from .options import cache_kwargs
 
     with quiet_native_stderr():
         model = load(args.model, executor=args.executor, device=args.device, precision=args.precision,
-                     threads=args.threads, strict=args.strict, policy=policy, power_budget_w=args.power_budget)
+                     threads=args.threads, strict=args.strict, policy=policy, power_budget_w=args.power_budget,
+                     **cache_kwargs(args))
     live = Live(sys.stdout)
     with model:
         arrays, _ = prepare_inputs(model, args)
@@ -66,24 +68,34 @@ def _real(args, policy: str) -> int:
             print(f"executor  {name}: {info.runtime} {info.version} on {info.device} ({info.reason})", file=out)
         for event in model.fallbacks:
             print(f"fallback  {event}", file=out)
-        failures = _serve(model, arrays, args, live if not args.json else None)
+        failures, interrupted = _serve(model, arrays, args, live if not args.json else None)
         live.end()
         stats = model.stats
         if args.trace:
             model.trace.to_csv(args.trace)
-    _summary(stats, args, failures, model.trace)
-    return 0
+        answer = _answer(model, arrays, args)
+    if interrupted:
+        print("interrupted: the summary covers the time served until Ctrl-C", file=sys.stderr)
+    _summary(stats, args, failures, model.trace, answer)
+    return 130 if interrupted else 0
 
 
-def _serve(model, arrays, args, live) -> dict[str, int]:
-    """Closed loop (``--concurrency`` requests in flight) or open loop (``--rate``) for ``--duration`` seconds."""
+def _answer(model, arrays, args) -> dict:
+    """One more request after serving: what the model answers, shown as `run` shows it (labels, top-k)."""
+    from .output_view import describe
+    from .run_cmd import _labels
+
+    return describe(model, list(model.run(arrays)), _labels(args.labels), args.top_k)
+
+
+def _serve(model, arrays, args, live) -> tuple[dict[str, int], bool]:
+    """Closed loop (``--concurrency`` requests in flight) or open loop (``--rate``) for ``--duration`` seconds;
+    Ctrl-C ends it early and the requests in flight are still settled, so that the summary can be printed."""
     deadline = args.deadline_ms / 1000.0 if args.deadline_ms else None
     failures: dict[str, int] = {}
     start = time.monotonic()
     end = start + args.duration
-    next_line = start + 1.0
     pending: list = []
-    sent = 0
 
     def settle(block: bool) -> None:
         keep = []
@@ -96,6 +108,18 @@ def _serve(model, arrays, args, live) -> dict[str, int]:
                 keep.append(f)
         pending[:] = keep
 
+    interrupted = False
+    try:
+        _loop(model, arrays, args, live, deadline, start, end, pending, settle)
+    except KeyboardInterrupt:
+        interrupted = True
+    settle(True)
+    return failures, interrupted
+
+
+def _loop(model, arrays, args, live, deadline, start, end, pending, settle) -> None:
+    next_line = start + 1.0
+    sent = 0
     while (now := time.monotonic()) < end:
         if args.rate:
             due = int((now - start) * args.rate) + 1
@@ -111,8 +135,6 @@ def _serve(model, arrays, args, live) -> dict[str, int]:
         if live is not None and now >= next_line:
             live.show(model, now - start)
             next_line += 1.0
-    settle(True)
-    return failures
 
 
 class Live:
@@ -130,13 +152,13 @@ class Live:
         rate = (done - self.last[1]) / (elapsed - self.last[0]) if elapsed > self.last[0] else 0.0
         self.last = (elapsed, done)
         lat = [e.latency_ms for e in stats.executors.values() if e.latency_ms]
-        p50 = max(x["p50"] for x in lat) if lat else float("nan")
-        p99 = max(x["p99"] for x in lat) if lat else float("nan")
+        p50 = _ms(max(x["p50"] for x in lat)) if lat else "    n/a"
+        p99 = _ms(max(x["p99"] for x in lat)) if lat else "    n/a"
         temps = []
         for name, d in stats.devices.items():
             temps.append(f"{name} {d.last_temp_c:.1f}C" if d.last_temp_c is not None else f"{name} n/a")
         tag = "[simulated] " if simulated else ""
-        text = (f"{tag}{elapsed:6.0f}s {rate:8.1f} inf/s  p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  "
+        text = (f"{tag}{elapsed:6.0f}s {rate:8.1f} inf/s  p50 {p50} ms  p99 {p99} ms  "
                 f"{'  '.join(temps)}")
         if self.tty:
             self.stream.write("\r" + text.ljust(100))
@@ -151,12 +173,19 @@ class Live:
             self.stream.flush()
 
 
-def _summary(stats, args, failures: dict[str, int], trace) -> None:
+def _ms(value) -> str:
+    """A latency for the live line; a device that served nothing yet has none (not NaN)."""
+    return "    n/a" if value is None or value != value else f"{value:7.2f}"
+
+
+def _summary(stats, args, failures: dict[str, int], trace, answer: dict | None = None) -> None:
     if args.json:
         body = stats.as_dict()
         figures = body["simulated"] if stats.simulated else body
         figures["failures"] = failures
         figures["trace"] = args.trace
+        if answer is not None:
+            body["answer"] = {k: answer[k] for k in ("kind", "top_k", "top_k_of")}
         json.dump({"schema": "edgeaccel.run.sustained/1", **body}, sys.stdout, indent=2, default=str)
         print()
         return
@@ -172,6 +201,11 @@ def _summary(stats, args, failures: dict[str, int], trace) -> None:
         print(f"{tag}  failed requests: " + ", ".join(f"{k} {v}" for k, v in sorted(failures.items())))
     if args.trace:
         print(f"{tag}  trace: {args.trace} ({len(trace)} decisions)")
+    if answer is not None:
+        from .output_view import print_outputs
+
+        print(f"answer    (one request after serving) {answer['kind']}")
+        print_outputs(answer)
 
 
 def _simulated(args, policy_name: str) -> int:
@@ -186,7 +220,7 @@ def _simulated(args, policy_name: str) -> int:
     from ..sim.run import Arrivals, simulate
     from ..sim.scenarios import make_scenario
 
-    info = describe(args.model)
+    info = describe(args.model[0] if isinstance(args.model, list) else args.model)
     scenario = make_scenario(args.seed)
     devices = [dataclasses.replace(d, ambient_c=args.ambient) for d in scenario.devices]
     scenario = dataclasses.replace(scenario, ambient_c=args.ambient, devices=tuple(devices))

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+
+from .names import executor_arg
+from .options import add_cache_arguments, cache_kwargs
 
 HELP = "show the ranked executors for a model and why each was kept or rejected"
 
@@ -13,17 +17,24 @@ def add_arguments(p: argparse.ArgumentParser, calibrate_flag: bool = True) -> No
     p.add_argument("model", nargs="+", help="a model file, several artifacts of one model, a folder or a bundle")
     p.add_argument("--goal", choices=("latency", "efficiency"), default="latency")
     p.add_argument("--profile", help="a profile name or .yaml path (default: the one matching this machine)")
-    p.add_argument("--executor", help="pin the runtime")
+    p.add_argument("--executor", type=executor_arg,
+                   help="pin the runtime: litert (tflite), onnxruntime (ort), openvino (ov), tensorflow")
     p.add_argument("--device", help="pin the device")
     p.add_argument("--precision", choices=("f32", "bf16", "f16", "int8"))
     p.add_argument("--threads", type=int)
     if calibrate_flag:
         p.add_argument("--calibrate", action="store_true", help="measure the candidates now (see `tune`)")
-    p.add_argument("--cache-dir", help="where measurements are kept (default ~/.cache/edgeaccel)")
+    add_cache_arguments(p)
     p.add_argument("--json", action="store_true", help="one JSON document (schema edgeaccel.explain/1)")
 
 
-def main(args: argparse.Namespace, calibrate: bool | None = None) -> int:
+def main(args: argparse.Namespace) -> int:
+    show(args)
+    return 0
+
+
+def show(args: argparse.Namespace, calibrate: bool | None = None, calibration_inputs=None):
+    """Select (measuring first when ``calibrate``) and print the selection; returns it."""
     from ..loader import select
     from . import quiet_native_stderr
     from .ranking_view import print_selection, selection_dict
@@ -32,14 +43,30 @@ def main(args: argparse.Namespace, calibrate: bool | None = None) -> int:
     with quiet_native_stderr():
         selection = select(source, executor=args.executor, device=args.device, precision=args.precision,
                            threads=args.threads, goal=args.goal, profile=args.profile,
-                           calibrate=args.calibrate if calibrate is None else calibrate, cache_dir=args.cache_dir)
+                           calibrate=args.calibrate if calibrate is None else calibrate,
+                           calibration_inputs=calibration_inputs, **cache_kwargs(args))
     report = selection_dict(selection)
     add_availability(selection, report)
+    report["warnings"] = custom_op_warnings(selection)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print_selection(report)
-    return 0
+        for line in report["warnings"]:
+            print(f"warning     {line}", file=sys.stderr)
+    return selection
+
+
+def custom_op_warnings(selection) -> list[str]:
+    """Ranking reads formats and devices, not operators: a model with custom ops is ranked like any other, and
+    only loading shows whether a runtime registers them. Say so before the user runs it."""
+    out = []
+    for artifact in selection.artifacts.artifacts:
+        custom = [op for op in artifact.custom_ops if op != "edgetpu-custom-op"]
+        if custom:
+            out.append(f"{artifact.path.name} uses custom ops {custom}: a runtime loads it only if it registers "
+                       f"them (stock LiteRT, ONNX Runtime and OpenVINO do not); `edgeaccel tune` tries each one")
+    return out
 
 
 def add_availability(selection, report: dict) -> None:

@@ -11,9 +11,37 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", "-i", action="append", default=[], metavar="SOURCE",
                    help="an image (PNG/JPEG), a .npy file, or 'random'; repeat per model input, in order, "
                         "or name=SOURCE (default: random)")
-    p.add_argument("--normalize", choices=("0,1", "-1,1", "imagenet", "raw"),
-                   help="how image pixels become float inputs (default 0,1); integer inputs get raw pixels")
+    p.add_argument("--normalize", type=normalize_arg, metavar="MODE", help=NORMALIZE_HELP)
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+
+
+NORMALIZE_HELP = ("how image pixels become float inputs: 0,1 (the default), -1,1, imagenet (mean/std) or raw "
+                  "(0..255); type them as shown, e.g. --normalize -1,1; integer inputs always get raw pixels")
+# what people type -> the mode: the help's forms, ranges written with "..", brackets, and "minus one"
+_NORMALIZE_FORMS = {"0,1": "0,1", "0..1": "0,1", "-1,1": "-1,1", "-1..1": "-1,1", "m1,1": "-1,1",
+                    "imagenet": "imagenet", "raw": "raw", "0,255": "raw", "0..255": "raw"}
+
+
+def normalize_arg(text: str) -> str:
+    """argparse ``type=`` for --normalize: one of NORMALIZATIONS, from the forms people type."""
+    key = text.strip().lower().replace(" ", "").strip("[]()")
+    if key in _NORMALIZE_FORMS:
+        return _NORMALIZE_FORMS[key]
+    raise argparse.ArgumentTypeError(f"{text!r} is not a normalization; use 0,1 or -1,1 or imagenet or raw")
+
+
+def join_negative_values(argv: list[str], options=("--normalize",)) -> list[str]:
+    """``--normalize -1,1`` as typed: argparse takes a value starting with '-' for an option, so the value is
+    joined to its option (``--normalize=-1,1``) before parsing."""
+    out: list[str] = []
+    it = iter(range(len(argv)))
+    for i in it:
+        if argv[i] in options and i + 1 < len(argv) and argv[i + 1].startswith("-") and argv[i + 1][1:2].isdigit():
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            next(it, None)
+        else:
+            out.append(argv[i])
+    return out
 
 
 def prepare_inputs(model, args) -> tuple[list, list[str]]:
@@ -25,6 +53,13 @@ def prepare_inputs(model, args) -> tuple[list, list[str]]:
     specs = model.inputs
     sources: list[str | None] = [None] * len(specs)
     names = [s.name for s in specs]
+    for source in args.input:
+        name, sep, _ = source.partition("=")
+        if sep and name not in names and not Path(source).exists():
+            from ..errors import InputNameError
+
+            raise InputNameError(f"--input {source}: the model has no input named {name!r}; its inputs are {names}",
+                                 hint=f"use --input {names[0]}=SOURCE, or give sources in input order without names")
     positional = [s for s in args.input if not ("=" in s and s.split("=", 1)[0] in names)]
     if len(positional) > len(specs):
         raise InputCountError(f"{len(positional)} --input given, the model takes {len(specs)}: {names}")

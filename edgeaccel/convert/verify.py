@@ -44,6 +44,7 @@ class Row:
     top1_agreement: float | None = None
     max_abs_error: float | None = None
     mean_abs_error: float | None = None
+    rel_error: float | None = None  # worst output's ||artifact - reference|| / ||reference|| over the samples
     latency_ms: dict | None = None
     error: str | None = None
 
@@ -52,7 +53,7 @@ class Row:
                 "reference": self.is_reference, "bytes": self.size_bytes, "size_ratio": _round(self.size_ratio, 3),
                 "samples": self.samples, "top1_agreement": _round(self.top1_agreement, 4),
                 "max_abs_error": _round(self.max_abs_error, 6), "mean_abs_error": _round(self.mean_abs_error, 6),
-                "latency_ms": self.latency_ms, "error": self.error}
+                "rel_error": _round(self.rel_error, 6), "latency_ms": self.latency_ms, "error": self.error}
 
 
 @dataclass
@@ -81,11 +82,11 @@ class CheckReport:
                 "edgetpu": [r.as_dict() for r in self.edgetpu]}
 
     def table(self) -> str:
-        head = ("artifact", "executor", "size", "x smaller", "top-1" if self.classifier else "", "max err",
-                "mean err", "p50 ms")
+        head = ("artifact", "executor", "size", "vs reference", "top-1" if self.classifier else "", "rel err",
+                "max err", "mean err", "p50 ms")
         lines = [[r.artifact.name + (" (ref)" if r.is_reference else ""), r.executor or "-", _mb(r.size_bytes),
-                  _fmt(r.size_ratio, "{:.2f}"), _fmt(r.top1_agreement, "{:.1%}") if self.classifier else "",
-                  _fmt(r.max_abs_error, "{:.4g}"), _fmt(r.mean_abs_error, "{:.4g}"),
+                  size_vs_reference(r.size_ratio), _fmt(r.top1_agreement, "{:.1%}") if self.classifier else "",
+                  _fmt(r.rel_error, "{:.3g}"), _fmt(r.max_abs_error, "{:.4g}"), _fmt(r.mean_abs_error, "{:.4g}"),
                   _fmt((r.latency_ms or {}).get("p50"), "{:.3f}")] for r in self.rows]
         widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
         out = ["  ".join(str(x).ljust(w) for x, w in zip(head, widths)).rstrip()]
@@ -99,10 +100,17 @@ class CheckReport:
 def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None,
           data: str | os.PathLike | None = None, normalize: str | None = None,
           executors: list[str] | None = None, runs: int = DEFAULT_RUNS, warmup: int = 2,
-          max_samples: int | None = None) -> CheckReport:
-    """Check the bundle (or model) at ``path``; ``reference`` and ``data`` override the manifest's."""
+          max_samples: int | None = None, cache_dir: str | os.PathLike | None = None,
+          cache: bool = True) -> CheckReport:
+    """Check the bundle (or model) at ``path``; ``reference`` and ``data`` override the manifest's.
+    ``cache_dir``/``cache`` are edgeaccel.load's (compiled models; ``cache=False`` keeps nothing)."""
+    import functools
+
     from ..executors.registry import runtimes
-    from ..loader import executor_class, load
+    from ..loader import executor_class
+    from ..loader import load as plain_load
+
+    load = functools.partial(plain_load, cache_dir=cache_dir, cache=cache)
 
     found = bundle.resolve(path)
     ref_path = Path(reference) if reference else found.reference
@@ -175,14 +183,18 @@ def _fit(sample: list[np.ndarray], model) -> list[np.ndarray]:
 def _compare(row: Row, got: list[list[np.ndarray]], expected: list[list[np.ndarray]], classifier: bool) -> None:
     row.samples = len(got)
     max_err, total, count, agree = 0.0, 0.0, 0, 0
+    squared_err: dict[int, float] = {}
+    squared_ref: dict[int, float] = {}
     for outs, refs in zip(got, expected):
         if len(outs) != len(refs):
             raise ConversionError(f"{row.artifact.name} has {len(outs)} outputs, the reference {len(refs)}")
-        for out, ref in zip(outs, refs):
+        for k, (out, ref) in enumerate(zip(outs, refs)):
             if out.size != ref.size:
                 raise ConversionError(f"{row.artifact.name}: an output has {out.size} values, the reference's "
                                       f"{ref.size}")
-            diff = np.abs(out.reshape(-1) - ref.reshape(-1))
+            diff = np.abs(out.reshape(-1).astype(np.float64) - ref.reshape(-1).astype(np.float64))
+            squared_err[k] = squared_err.get(k, 0.0) + float(np.square(diff).sum())
+            squared_ref[k] = squared_ref.get(k, 0.0) + float(np.square(ref.astype(np.float64)).sum())
             max_err = max(max_err, float(diff.max(initial=0.0)))
             total += float(diff.sum())
             count += diff.size
@@ -190,7 +202,48 @@ def _compare(row: Row, got: list[list[np.ndarray]], expected: list[list[np.ndarr
             agree += int(np.argmax(outs[0]) == np.argmax(refs[0]))
     row.max_abs_error = max_err
     row.mean_abs_error = total / max(count, 1)
+    row.rel_error = max((_relative(squared_err[k], squared_ref[k]) for k in squared_err), default=0.0)
     row.top1_agreement = agree / len(got) if classifier and got else None
+
+
+def _relative(squared_err: float, squared_ref: float) -> float:
+    """||error|| / ||reference||; an all-zero reference makes any error infinite, none zero."""
+    if squared_ref > 0:
+        return float(np.sqrt(squared_err / squared_ref))
+    return 0.0 if squared_err == 0 else float("inf")
+
+
+# The default gate for every output kind: an artifact whose outputs stray from the float reference's by more
+# than this relative (L2) error fails `edgeaccel check`. An int8 artifact that works stays well below it; a
+# broken one (the int8 detector of issue 15: max error 2.6e4) is orders of magnitude above.
+DEFAULT_MAX_REL_ERROR = 0.25
+
+
+def failures(report: CheckReport, max_rel_error: float | None = DEFAULT_MAX_REL_ERROR,
+             min_top1: float | None = None) -> list[str]:
+    """One line per (artifact, executor) that fails the gates: an error, a relative error above
+    ``max_rel_error`` (every output kind), or top-1 agreement below ``min_top1`` (classifiers)."""
+    out = []
+    for row in report.rows:
+        where = f"{row.artifact.name} on {row.executor or 'no executor'}"
+        if row.error:
+            out.append(f"{where} failed: {row.error.splitlines()[0]}")
+        elif max_rel_error is not None and row.rel_error is not None and not row.rel_error <= max_rel_error:
+            out.append(f"{where}: relative error {row.rel_error:.3g} against the reference is above "
+                       f"{max_rel_error:g} (max abs error {row.max_abs_error:.4g})")
+        elif (min_top1 is not None and report.classifier and row.top1_agreement is not None
+              and row.top1_agreement < min_top1):
+            out.append(f"{where}: top-1 agreement {row.top1_agreement:.1%} is below {min_top1:.1%}")
+    return out
+
+
+def size_vs_reference(ratio: float | None) -> str:
+    """"4.00x smaller" / "2.50x larger" / "same": a ratio below 1 is a larger file, never "0.40x smaller"."""
+    if ratio is None:
+        return "-"
+    if abs(ratio - 1) < 0.005:
+        return "same"
+    return f"{ratio:.2f}x smaller" if ratio > 1 else f"{1 / ratio:.2f}x larger"
 
 
 def _latency(model, sample, runs: int, warmup: int) -> dict:

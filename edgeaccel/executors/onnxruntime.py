@@ -255,7 +255,7 @@ class OnnxRuntimeExecutor(Executor):
         providers = [(p, provider_options(p, device, options)) for p in PROVIDERS[kind]]
         self._providers_asked = providers
         source, cached, pending = str(model.path), False, None
-        if options.cache_dir and kind == "CPU" and not model.extra_files:
+        if options.cache_dir and kind == "CPU" and not model.extra_files and optimized_graph_cacheable(model):
             cached_path = self._cached_path(options.cache_dir, so)
             if cached_path.is_file():
                 source, cached = str(cached_path), True
@@ -358,6 +358,17 @@ class OnnxRuntimeExecutor(Executor):
         self._session = None
         self._extended = None
         self._run = _closed
+
+
+def optimized_graph_cacheable(model: ModelInfo) -> bool:
+    """Whether ORT's saved optimized graph may stand in for the model on a later load.
+
+    Not below ONNX IR version 4, where every initializer is also a graph input (ONNX model-zoo classics):
+    ORT's ConstantSharing merges equal small initializers but keeps their names in the saved graph's inputs,
+    so the cached graph asks for them as inputs ("Required inputs ([...]) are missing from input feed") and a
+    second run would differ from the first. Such models are optimized again on each load instead."""
+    ir_version = model.details.get("ir_version")
+    return not (isinstance(ir_version, int) and ir_version < 4)
 
 
 def device_index(device: str) -> int:

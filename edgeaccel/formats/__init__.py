@@ -13,6 +13,11 @@ from typing import Protocol
 
 from ..digest import digest as content_digest
 from ..errors import ModelValidationError, UnsupportedFormatError
+
+
+class ModelNotFoundError(UnsupportedFormatError, FileNotFoundError):
+    """The model path does not exist. Still an UnsupportedFormatError for callers that caught that before; also a
+    FileNotFoundError, which is what a missing file is."""
 from ..modelinfo import Format, ModelInfo
 from . import onnx as onnx_format
 from . import openvino_ir, tflite, tflite_checks
@@ -78,7 +83,8 @@ class _open:
         try:
             self._file = open(self.path, "rb")
         except FileNotFoundError:
-            raise UnsupportedFormatError(f"model file not found: {self.path}") from None
+            raise ModelNotFoundError(f"model file not found: {self.path}",
+                                     hint="check the path (a relative path starts from the current folder)") from None
         except IsADirectoryError:
             raise UnsupportedFormatError(f"{self.path} is a folder, not a model file") from None
         except OSError as exc:
@@ -108,10 +114,35 @@ def _sniff(path: Path, buf) -> Format:
         return Format.OPENVINO_IR
     if onnx_format.looks_like_onnx(buf):
         return Format.ONNX
+    cut = _truncated_onnx(buf)
+    if cut:
+        raise ModelValidationError(f"{path.name} is a truncated ONNX model: {cut}",
+                                   hint="the download or copy was cut short; fetch or export the model again")
     raise UnsupportedFormatError(
         f"{path.name} is not a TFLite, ONNX or OpenVINO IR model ({_what_it_looks_like(head)})",
         hint="edgeaccel reads the format from the file's content, not its name; check that the file is a model",
     )
+
+
+def _truncated_onnx(buf) -> str | None:
+    """What ran past the end, when the bytes start as an ONNX ModelProto (ir_version first, as every exporter
+    writes it, then only ModelProto fields) and stop inside a field; None otherwise."""
+    from . import protobuf as pb
+
+    seen = []
+    try:
+        for number, wire, value in pb.fields(buf):
+            seen.append((number, wire, value))
+            if len(seen) >= 4:
+                break
+        return None
+    except pb.ProtobufError as exc:
+        first = seen[0] if seen else None
+        if first is None or first[:2] != (1, pb.VARINT) or not 1 <= first[2] <= 64:
+            return None
+        if any(n not in range(1, 21) for n, _, _ in seen):
+            return None
+        return str(exc)
 
 
 def _what_it_looks_like(head: bytes) -> str:
