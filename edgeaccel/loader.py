@@ -303,6 +303,20 @@ def open_candidate(candidate: Candidate, options: ExecutorOptions,
     return cls(candidate.artifact, candidate.device, options)
 
 
+def refuse_partial_placement(executor: Executor, candidate: Candidate) -> None:
+    """strict=True: an accelerator that runs only part of the model (the runtime put the rest on the CPU) is
+    refused with its share, instead of being reported as the accelerator."""
+    share = executor.info.details.get("accelerated_share")
+    if candidate.kind in ("cpu", "auto") or share is None or share >= 1.0:
+        return
+    executor.close()
+    raise DeviceUnavailableError(
+        f"{candidate.name} runs only {share:.0%} of the model on {candidate.device}; the runtime placed the rest "
+        "on the CPU, and strict=True refuses partial placement",
+        hint="load without strict=True to accept it (model.executor.details shows the placement), or convert the "
+        "model so that the accelerator takes all of it")
+
+
 def load_candidate(candidate: Candidate, options: ExecutorOptions) -> Model:
     """A Model on exactly this candidate, no fallback: for side-by-side measurements."""
     return Model(open_candidate(candidate, options), candidate, Ranking([candidate]), [], strict=True)
@@ -318,6 +332,8 @@ def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False
     for candidate in ranking.candidates:
         try:
             executor = open_candidate(candidate, options, isolation)
+            if strict:
+                refuse_partial_placement(executor, candidate)
         except EdgeAccelError as exc:
             if strict:
                 raise

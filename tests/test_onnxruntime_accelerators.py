@@ -139,3 +139,21 @@ def test_unknown_devices(conv):
     with pytest.raises(DeviceUnavailableError, match="unknown ONNX Runtime device 'ROCm'"):
         OnnxRuntimeExecutor(conv, "ROCm", ExecutorOptions())
 
+
+
+def test_placement_counts_the_nodes_each_provider_took():
+    """ORT puts what an accelerator's provider cannot run on the CPU without a word: the share is read back from
+    the session (get_provider_graph_assignment_info), here on a real CPU session."""
+    import onnxruntime as ort
+
+    from edgeaccel.executors.onnxruntime import placement
+
+    so = ort.SessionOptions()
+    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    session = ort.InferenceSession(str(MODELS / "mobilenet_v2_1.0_224_quant.onnx"), so,
+                                   providers=["CPUExecutionProvider"])
+    found = placement(session, "CPUExecutionProvider")
+    if found is None:
+        pytest.skip("this onnxruntime cannot report node placement (before 1.24)")
+    assert found["accelerated_share"] == 1.0 and found["nodes_per_provider"]["CPUExecutionProvider"] > 50
+    assert placement(session, "CUDAExecutionProvider")["accelerated_share"] == 0.0

@@ -252,6 +252,8 @@ class OnnxRuntimeExecutor(Executor):
         self._optimization = str(so.graph_optimization_level).split(".")[-1]
         for key, value in options.runtime_options.get("session_config", {}).items():
             so.add_session_config_entry(key, str(value))
+        if kind != "CPU":  # which nodes the accelerator took (ORT >= 1.24 records it when asked)
+            so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
         providers = [(p, provider_options(p, device, options)) for p in PROVIDERS[kind]]
         self._providers_asked = providers
         source, cached, pending = str(model.path), False, None
@@ -294,6 +296,7 @@ class OnnxRuntimeExecutor(Executor):
                 "`edgeaccel probe` shows which are on the loader path",
             )
         self._providers = got
+        self._placement = placement(self._session, PROVIDERS[kind][0]) if kind != "CPU" else None
         self._provider_options = {p: o for p, o in providers if p in got and o}
         names_in = [i.name for i in self._session.get_inputs()]
         self._input_names = [spec.name if spec.name in names_in else names_in[k] for k, spec in enumerate(model.inputs)] \
@@ -320,7 +323,7 @@ class OnnxRuntimeExecutor(Executor):
             threads=self._threads,
             details={"providers": list(self._providers), "provider_options": dict(self._provider_options),
                      "graph_optimization": self._optimization, "window_guard": self._guard is not None,
-                     "optimized_model_from_cache": self._from_cache},
+                     "optimized_model_from_cache": self._from_cache, **(self._placement or {})},
         )
 
     def _extended_run(self):
@@ -369,6 +372,23 @@ def optimized_graph_cacheable(model: ModelInfo) -> bool:
     second run would differ from the first. Such models are optimized again on each load instead."""
     ir_version = model.details.get("ir_version")
     return not (isinstance(ir_version, int) and ir_version < 4)
+
+
+def placement(session, provider: str) -> dict | None:
+    """Nodes per execution provider and the share the accelerator's provider took: ORT places what it cannot
+    run on the CPU without a word, so a "CUDA" session may run most of the model on the CPU. None where this
+    onnxruntime cannot say (get_provider_graph_assignment_info arrived in 1.24)."""
+    try:
+        subgraphs = session.get_provider_graph_assignment_info()
+    except Exception:
+        return None
+    nodes: dict[str, int] = {}
+    for sub in subgraphs:
+        nodes[sub.ep_name] = nodes.get(sub.ep_name, 0) + len(sub.get_nodes())
+    total = sum(nodes.values())
+    if not total:
+        return None
+    return {"nodes_per_provider": nodes, "accelerated_share": round(nodes.get(provider, 0) / total, 4)}
 
 
 def device_index(device: str) -> int:

@@ -312,7 +312,8 @@ class OpenVINOExecutor(Executor):
             device=self.device,
             precision=("int8 weights, " if self.model.quantized else "") + self._precision,
             threads=self._threads if base_of(self.device) == "CPU" else None,
-            details={"execution_devices": devices, "optimal_requests": self._optimal_requests},
+            details={"execution_devices": devices, "optimal_requests": self._optimal_requests,
+                     **_placement(self.device, devices)},
         )
 
     def _device_list(self) -> list[str]:
@@ -390,6 +391,17 @@ class OpenVINOExecutor(Executor):
             queue.wait_all()
         self._pool.drain()
         self._compiled = None
+
+
+def _placement(device: str, execution_devices: list[str]) -> dict:
+    """On an accelerator, whether OpenVINO runs all of the model there: HETERO and AUTO may put part or all of
+    it on the CPU (EXECUTION_DEVICES lists where it runs); the share per device is not exposed, so a mixed list
+    is reported as unknown rather than guessed."""
+    if base_of(device) in ("CPU", "AUTO", "HETERO", "MULTI"):
+        return {}
+    bases = {base_of(d) for d in execution_devices}
+    share = 1.0 if bases == {base_of(device)} else (0.0 if base_of(device) not in bases else None)
+    return {"accelerated_share": share}
 
 
 class _Request:
