@@ -260,12 +260,13 @@ def _signature(specs: Sequence[TensorSpec]) -> str:
 
 
 def _failed(cand: Candidate, stage: str, exc: EdgeAccelError, synthetic: bool) -> Measurement:
-    """A failure on the caller's inputs condemns the candidate; one on edgeaccel's own inputs does not
-    (unless it is a reduced precision, which is never admitted unchecked)."""
-    if synthetic:
+    """A failure on the caller's inputs condemns the candidate; one on edgeaccel's own inputs while checking
+    accuracy does not (a reduced precision is still never admitted unchecked). Failing while being timed, on
+    inputs it had just answered, is the candidate's own failure (a device lost, a runtime giving out)."""
+    if synthetic and stage == "run":
         return Measurement(cand.key, None, eligible=cand.precision is None,
                            reason=f"{SYNTHETIC_FAILURE} while {_STAGES[stage]} ({exc.message}); {PASS_INPUTS}")
-    return Measurement(cand.key, None, eligible=False, reason=f"failed to run while {_STAGES[stage]}: {exc.message}")
+    return Measurement(cand.key, None, eligible=False, reason=f"failed while {_STAGES[stage]}: {exc.message}")
 
 
 _STAGES = {"run": "checking accuracy", "timing": "being timed"}
