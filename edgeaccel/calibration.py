@@ -29,7 +29,7 @@ from .executors.registry import is_builtin
 from .modelinfo import TensorSpec
 from .selector import Candidate, Measurement, Ranking
 from .tensors import concrete_shape, random_array
-from .timing import PAUSE_S, head_to_head, measure, within_noise  # noqa: F401 (PAUSE_S: tools import it)
+from .timing import head_to_head, measure, within_noise
 
 log = logging.getLogger("edgeaccel.calibration")
 
@@ -40,9 +40,9 @@ PASS_INPUTS = "pass calibration_inputs= with real inputs to measure it"
 @dataclass(frozen=True)
 class CalibrationPlan:
     budget_s: float = 7.0  # the whole calibration: loading, accuracy runs and timing (timing gets >= 1 s)
-    min_runs: int = 20
-    block_s: float = 0.05  # one block of calls per candidate per round
-    max_rounds: int = 16
+    min_runs: int = 30
+    block_s: float = 0.1  # one block of calls per candidate per round (at least timing.MIN_BLOCK_CALLS)
+    max_rounds: int = 24
     samples: int = 8  # inputs made when the caller gives none
     seed: int = 0
     tolerance: float = DEFAULT_TOLERANCE  # see agreement.py; load(accuracy_tolerance=) sets it
@@ -165,7 +165,7 @@ def calibrate(
                 continue
             results[cand.key] = _check(cand, ref, open_candidate, given, plan, opened)
         remaining = max(plan.budget_s - (clock() - started), 1.0)
-        _time(opened, results, plan, remaining, given is None, clock)
+        _time(opened, results, plan, remaining, clock)
     finally:
         for _, executor, _ in opened.values():
             executor.close()
@@ -272,39 +272,49 @@ def _failed(cand: Candidate, stage: str, exc: EdgeAccelError, synthetic: bool) -
 _STAGES = {"run": "checking accuracy", "timing": "being timed"}
 
 
-def _time(opened: dict, results: dict[str, Measurement], plan: CalibrationPlan, budget_s: float, synthetic: bool,
-          clock) -> None:
+def _time(opened: dict, results: dict[str, Measurement], plan: CalibrationPlan, budget_s: float, clock) -> None:
     runners = [(key, executor, samples) for key, (_, executor, samples) in opened.items()]
     timings = measure(runners, budget_s, plan.block_s, plan.max_rounds, plan.min_runs, plan.warmup_s, clock)
     cands = {key: cand for key, (cand, _, _) in opened.items()}
     for key, timing in timings.items():
         if timing.error is not None:
-            results[key] = _failed(cands[key], "timing", timing.error, synthetic)
+            results[key] = _failed(cands[key], "timing", timing.error, synthetic=False)
     timed = {k: t for k, t in timings.items() if t.error is None and t.calls}
-    leaders = sorted(timed, key=lambda k: float(np.median(timed[k].calls)))[:2]
-    h2h: dict[str, str] = {}
-    if len(leaders) == 2 and within_noise(timed[leaders[0]], timed[leaders[1]]):
-        a, b = leaders
-        ta, tb, ratio = head_to_head((a, opened[a][1], opened[a][2]), (b, opened[b][1], opened[b][2]),
-                                     plan.head_to_head_s, plan.block_s, clock=clock)
-        for key, timing in ((a, ta), (b, tb)):
-            if timing.error is not None:
-                results[key] = _failed(cands[key], "timing", timing.error, synthetic)
-                del timed[key]
-        if ratio is not None:
-            timed[a], timed[b] = ta, tb
-            pairs = len(ta.blocks)
-            h2h[a] = f"re-measured head to head with {cands[b].name}: {ratio:.3f}x its time ({pairs} pairs of blocks)"
-            h2h[b] = f"re-measured head to head with {cands[a].name}: {1 / ratio:.3f}x its time ({pairs} pairs of blocks)"
+    p50 = {k: float(np.median(t.calls)) * 1e3 for k, t in timed.items()}
+    notes = _settle_leaders(opened, cands, timed, p50, results, plan, clock)
     for key, timing in timed.items():
-        stats = timing.summary_ms()
-        if key in h2h:
-            stats["head_to_head"] = h2h[key]
+        stats = {**timing.summary_ms(), **notes.get(key, {})}
         m = results[key]
-        spread = f"p10-p90 {stats['p10_ms']:.3f}-{stats['p90_ms']:.3f} ms"
-        reason = f"{m.reason}; {spread}" + (f"; {h2h[key]}" if key in h2h else "")
-        results[key] = replace(m, p50_ms=stats["p50_ms"], p90_ms=stats["p90_ms"], runs=stats["runs"],
+        reason = f"{m.reason}; p10-p90 {stats['p10_ms']:.3f}-{stats['p90_ms']:.3f} ms"
+        if "head_to_head" in stats:
+            reason += f"; {stats['head_to_head']}"
+        results[key] = replace(m, p50_ms=round(p50[key], 4), p90_ms=stats["p90_ms"], runs=stats["runs"],
                                reason=reason, accuracy={**m.accuracy, "timing": stats})
+
+
+def _settle_leaders(opened, cands, timed, p50, results, plan: CalibrationPlan, clock) -> dict[str, dict]:
+    """When the two fastest are within the noise, time them again head to head and let the median ratio of
+    adjacent blocks order them: their p50s keep the common scale of the round-robin (their geometric mean)
+    and take the head-to-head ratio, so a third candidate is still compared on the same footing."""
+    leaders = sorted(timed, key=p50.get)[:2]
+    if len(leaders) < 2 or not within_noise(timed[leaders[0]], timed[leaders[1]]):
+        return {}
+    a, b = leaders
+    ta, tb, ratio = head_to_head((a, opened[a][1], opened[a][2]), (b, opened[b][1], opened[b][2]),
+                                 plan.head_to_head_s, plan.block_s, clock=clock)
+    for key, timing in ((a, ta), (b, tb)):
+        if timing.error is not None:  # failed now: out, the other keeps its round-robin figures
+            results[key] = _failed(cands[key], "timing", timing.error, synthetic=False)
+            del timed[key]
+    if ratio is None:
+        return {}
+    scale = float(np.sqrt(p50[a] * p50[b]))
+    p50[a], p50[b] = scale * np.sqrt(ratio), scale / np.sqrt(ratio)
+    pairs = len(ta.blocks)
+    return {a: {"head_to_head": f"re-measured head to head with {cands[b].name}: {ratio:.3f}x its time "
+                                f"({pairs} pairs of blocks)", "head_to_head_p50_ms": ta.summary_ms()["p50_ms"]},
+            b: {"head_to_head": f"re-measured head to head with {cands[a].name}: {1 / ratio:.3f}x its time "
+                                f"({pairs} pairs of blocks)", "head_to_head_p50_ms": tb.summary_ms()["p50_ms"]}}
 
 
 def time_interleaved(runners, plan: CalibrationPlan, clock=time.perf_counter) -> dict[str, list[float]]:

@@ -22,7 +22,9 @@ from .errors import EdgeAccelError
 from .executors.base import Executor
 
 PAUSE_S = 0.05
-MIN_BLOCK_CALLS = 3
+MIN_BLOCK_CALLS = 5
+MIN_BLOCKS = 6  # blocks per candidate before its median counts as stable, budget permitting
+OVERRUN = 3  # timing may run to this multiple of its budget to reach min_runs and MIN_BLOCKS
 MAX_BLOCK_CALLS = 200
 NOISE_FLOOR = 0.05  # two medians closer than this (relative) are never trusted to rank by themselves
 
@@ -61,8 +63,9 @@ def _r(value) -> float:
 def measure(runners: Sequence[Runner], budget_s: float, block_s: float = 0.05, max_rounds: int = 16,
             min_runs: int = 20, warmup_s: float = 0.1,
             clock: Callable[[], float] = time.perf_counter) -> dict[str, Timing]:
-    """Time each runner in alternating blocks until ``budget_s`` is spent (and each has ``min_runs`` calls, up
-    to twice the budget) or ``max_rounds`` rounds are done. A runner that raises stops with its error."""
+    """Time each runner in alternating blocks until ``budget_s`` is spent and each has ``min_runs`` calls in
+    ``MIN_BLOCKS`` blocks (up to ``OVERRUN`` times the budget), or ``max_rounds`` rounds are done. A runner that
+    raises stops with its error."""
     timings = {key: Timing() for key, _, _ in runners}
     live = []
     for key, executor, samples in runners:
@@ -81,13 +84,13 @@ def measure(runners: Sequence[Runner], budget_s: float, block_s: float = 0.05, m
                 timings[key].error = exc
                 live = [r for r in live if r[0] != key]
         spent = clock() - started
-        enough = all(len(timings[k].calls) >= min_runs for k, _, _ in live)
-        if spent > 2 * budget_s or (spent > budget_s and enough):
+        enough = all(len(timings[k].calls) >= min_runs and len(timings[k].blocks) >= MIN_BLOCKS for k, _, _ in live)
+        if spent > OVERRUN * budget_s or (spent > budget_s and enough):
             break
     return timings
 
 
-def head_to_head(a: Runner, b: Runner, budget_s: float, block_s: float = 0.05, min_pairs: int = 4,
+def head_to_head(a: Runner, b: Runner, budget_s: float, block_s: float = 0.05, min_pairs: int = 6,
                  max_pairs: int = 40, clock: Callable[[], float] = time.perf_counter
                  ) -> tuple[Timing, Timing, float | None]:
     """``a`` and ``b`` timed in adjacent pairs of blocks (a b, b a, ...); returns both timings and the median
