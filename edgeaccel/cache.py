@@ -50,13 +50,45 @@ def hardware_fingerprint(devices: Iterable[str] = ()) -> str:
 
 
 def calibration_key(artifact_hashes: Iterable[str], fingerprint: str, versions: Mapping[str, str | None],
-                    threads: int, goal_independent: str = "") -> str:
+                    threads: int, goal_independent: str = "", *, options=None, executor: str | None = None,
+                    device: str | None = None, inputs=None, tolerance: float | None = None) -> str:
+    """Everything that changes what calibration measures: the artifacts, the hardware, the runtimes' and
+    edgeaccel's versions, the threads, the executor options (precision asked, performance hint, runtime
+    options), what was pinned (a pinned device measures other candidates), the calibration inputs (their
+    digest; edgeaccel's own samples otherwise) and the accuracy tolerance."""
     from ._version import __version__
 
-    payload = json.dumps({"artifacts": sorted(artifact_hashes), "hardware": fingerprint,
-                          "runtimes": dict(sorted(versions.items())), "edgeaccel": __version__,
-                          "threads": threads, "extra": goal_independent}, sort_keys=True)
-    return short(payload, 32)
+    payload = {"artifacts": sorted(artifact_hashes), "hardware": fingerprint,
+               "runtimes": dict(sorted(versions.items())), "edgeaccel": __version__,
+               "threads": threads, "extra": goal_independent, "executor": executor, "device": device,
+               "inputs": inputs_digest(inputs), "tolerance": tolerance}
+    if options is not None:
+        payload.update(precision=options.precision, performance_hint=options.performance_hint,
+                       runtime_options=_jsonable(options.runtime_options))
+    return short(json.dumps(payload, sort_keys=True, default=repr), 32)
+
+
+def inputs_digest(inputs) -> str | None:
+    """A digest of the caller's calibration inputs (dtype, shape and bytes of every array); None for none."""
+    if not inputs:
+        return None
+    import numpy as np
+
+    h = blake2b(b"calibration-inputs", digest_size=16)
+    for sample in inputs:
+        for array in (sample.values() if isinstance(sample, Mapping) else sample):
+            a = np.ascontiguousarray(array)
+            h.update(f"{a.dtype}{a.shape}".encode())
+            h.update(a.tobytes() if a.dtype != object else repr(a.tolist()).encode())
+    return h.hexdigest()
+
+
+def _jsonable(value):
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
 
 
 DEFAULT_MAX_BYTES = 1 << 30  # compiled models kept at most; $EDGEACCEL_CACHE_MAX_MB overrides

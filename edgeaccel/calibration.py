@@ -1,63 +1,105 @@
-"""Calibration: run each feasible candidate briefly, check its outputs against a reference, time it.
+"""Calibration: check every feasible candidate's answers against a trusted reference, then time them.
 
-The reference is the model's own precision on the CPU through the runtime that reads the format natively
-(the first rule-ranked CPU candidate at default precision). A candidate whose outputs stray from it beyond
-the tolerance is not eligible: that is where OpenVINO bf16 is accepted or refused. Timing interleaves the
-candidates in short blocks with a pause between blocks (FINDINGS: ONNX Runtime's threads spin after a run
-and bill whoever runs next), and the p50 of all blocks is kept.
+The reference comes first: a built-in runtime (never a plug-in) on the CPU at the model's own precision,
+preferring the runtime that reads the format natively (``reference``, which the loader builds even when the
+caller pinned another device). Every candidate, whatever its place in the rules' order and whichever artifact
+it runs (an Edge TPU twin, a converted file), is then compared with it on the same inputs (``agreement``): a
+candidate whose answers stray beyond the tolerance is not eligible. Where no reference can run, every
+measurement says so and no reduced precision is admitted.
+
+Inputs: the caller's ``calibration_inputs`` when given, else samples edgeaccel makes (``sample_inputs``: the
+bundled photo in several variants for image inputs, valid synthetic data otherwise). A candidate that fails
+on edgeaccel's own inputs is reported as such and not condemned (its measurement stays eligible, untimed): a
+size or an id edgeaccel invented says nothing about the caller's real inputs. Timing: ``timing.measure``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .agreement import DEFAULT_TOLERANCE, agreement
 from .errors import EdgeAccelError
 from .executors.base import Executor
-from .modelinfo import ModelInfo, TensorSpec
+from .executors.registry import is_builtin
+from .modelinfo import TensorSpec
 from .selector import Candidate, Measurement, Ranking
-from .tensors import dequantize_array, random_array
+from .tensors import concrete_shape, random_array
+from .timing import head_to_head, measure, within_noise
 
 log = logging.getLogger("edgeaccel.calibration")
 
-DEFAULT_TOLERANCE = 0.05  # max |error| as a fraction of the reference output's range
-PAUSE_S = 0.05
+SYNTHETIC_FAILURE = "failed on synthetic inputs"
+PASS_INPUTS = "pass calibration_inputs= with real inputs to measure it"
 
 
 @dataclass(frozen=True)
 class CalibrationPlan:
     budget_s: float = 7.0  # the whole calibration: loading, accuracy runs and timing (timing gets >= 1 s)
-    min_runs: int = 20
-    block_s: float = 0.05  # one block of calls per candidate per round
-    max_rounds: int = 12
-    samples: int = 4  # random inputs when the caller gives none
+    min_runs: int = 30
+    block_s: float = 0.1  # one block of calls per candidate per round (at least timing.MIN_BLOCK_CALLS)
+    max_rounds: int = 24
+    samples: int = 8  # inputs made when the caller gives none
     seed: int = 0
-    tolerance: float = DEFAULT_TOLERANCE
+    tolerance: float = DEFAULT_TOLERANCE  # see agreement.py; load(accuracy_tolerance=) sets it
+    warmup_s: float = 0.1  # untimed calls per candidate before timing
+    head_to_head_s: float = 1.5  # re-measuring the two leaders when they are within the noise
 
 
 def sample_inputs(specs: Sequence[TensorSpec], count: int, seed: int) -> list[list[np.ndarray]]:
-    """Realistic inputs where the model takes one image: the bundled sample photo, flipped, cropped and
-    dimmed (random noise makes models with argmax-like decoding, pose or segmentation, jump between
-    answers on rounding noise alone); seeded random data otherwise."""
-    from .errors import InputError
-    from .imageio import image_to_input, layout_of, read_image
+    """``count`` input sets. Image inputs get the bundled sample photo in variants (mirrored, cropped, dimmed,
+    turned, colour-swapped, ...): random noise makes models with argmax-like decoding (pose, segmentation)
+    jump between answers on rounding noise alone. Other inputs get valid seeded data (``random_array``).
+    Dynamic dimensions get ``tensors.concrete_shape``."""
+    rng = np.random.default_rng(seed)
+    photos = _photo_variants(count)
+    samples = []
+    for k in range(count):
+        sample = []
+        for spec in specs:
+            image = _image_input(photos[k % len(photos)], spec) if photos else None
+            sample.append(image if image is not None else random_array(spec, rng))
+        samples.append(sample)
+    return samples
 
-    if len(specs) == 1:
-        try:
-            layout_of(specs[0])
-            photo = read_image(_sample_image())
-        except (InputError, OSError):
-            photo = None
-        if photo is not None:
-            h, w = photo.shape[:2]
-            variants = [photo, photo[:, ::-1], photo[h // 8 : h - h // 8, w // 8 : w - w // 8],
-                        (photo.astype(np.float32) * 0.6).astype(np.uint8)]
-            return [[image_to_input(np.ascontiguousarray(v), specs[0])[0]] for v in variants[:count]]
-    return random_inputs(specs, count, seed)
+
+def random_inputs(specs: Sequence[TensorSpec], count: int, seed: int) -> list[list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [[random_array(spec, rng) for spec in specs] for _ in range(count)]
+
+
+def _photo_variants(count: int) -> list[np.ndarray]:
+    from .errors import InputError
+    from .imageio import read_image
+
+    try:
+        photo = read_image(_sample_image())
+    except (InputError, OSError):
+        return []
+    h, w = photo.shape[:2]
+    variants = [photo, photo[:, ::-1], photo[h // 8: h - h // 8, w // 8: w - w // 8],
+                (photo.astype(np.float32) * 0.6).astype(np.uint8), np.ascontiguousarray(photo.transpose(1, 0, 2)),
+                photo[..., ::-1], np.clip((photo.astype(np.float32) - 128) * 1.5 + 128, 0, 255).astype(np.uint8),
+                photo[: h // 2, w // 2:]]
+    return [np.ascontiguousarray(v) for v in variants[:max(count, 1)]]
+
+
+def _image_input(photo: np.ndarray, spec: TensorSpec) -> np.ndarray | None:
+    from .errors import InputError
+    from .imageio import image_to_input, layout_of
+
+    if spec.dtype.kind not in "uif" or (spec.dtype.kind == "i" and spec.dtype.itemsize > 1):
+        return None
+    fixed = replace(spec, shape=tuple(concrete_shape(spec)), unranked=False)
+    try:
+        layout_of(fixed)
+        return image_to_input(photo, fixed)[0]
+    except InputError:
+        return None
 
 
 def _sample_image():
@@ -66,51 +108,34 @@ def _sample_image():
     return samples_dir() / "bird.png"
 
 
-def random_inputs(specs: Sequence[TensorSpec], count: int, seed: int) -> list[list[np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    return [[random_array(spec, rng) for spec in specs] for _ in range(count)]
-
-
 def compare(reference: Sequence[np.ndarray], got: Sequence[np.ndarray], ref_specs: Sequence[TensorSpec],
             got_specs: Sequence[TensorSpec], tolerance: float) -> tuple[bool, dict, str]:
-    """Agreement of one run with the reference, output by output, on real (dequantized) values."""
-    worst, top1_ok, top1_total, agree_min = 0.0, 0, 0, 1.0
-    for ref, out, rs, gs in zip(reference, got, ref_specs, got_specs):
-        if ref.shape != out.shape:
-            return False, {}, f"output {rs.name!r} has shape {out.shape}, the reference {ref.shape}"
-        if ref.dtype.kind in "iub" and rs.quantization is None:  # class ids, masks: compare exactly
-            agree = float(np.mean(ref == out)) if ref.size else 1.0
-            agree_min = min(agree_min, agree)
-            continue
-        a, b = _real(ref, rs), _real(out, gs)
-        spread = float(np.max(a) - np.min(a)) if a.size else 0.0
-        error = float(np.max(np.abs(a - b))) if a.size else 0.0
-        # Two runtimes rounding one quantized value differently is one step apart: that much is agreement.
-        step = max(rs.quantization.scale) if rs.quantization is not None and ref.dtype.kind in "iu" else 0.0
-        if error <= 2 * step:
-            error = 0.0
-        worst = max(worst, error / spread if spread > 0 else error)
-        if a.ndim >= 1 and a.shape[-1] >= 2 and a.size == a.shape[-1] * (a.size // a.shape[-1]):
-            for row_a, row_b in zip(a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])):
-                top = np.sort(row_a)[-2:]
-                if top[1] - top[0] > 2 * error:  # only a clear winner must win again
-                    top1_total += 1
-                    top1_ok += int(np.argmax(row_a) == np.argmax(row_b))
-    metrics = {"max_error_fraction": round(worst, 6), "top1_agreement": (top1_ok / top1_total) if top1_total else None,
-               "exact_agreement": round(agree_min, 6)}
-    if worst > tolerance:
-        return False, metrics, f"max error {worst:.1%} of the output range (tolerance {tolerance:.0%})"
-    if top1_total and top1_ok < top1_total:
-        return False, metrics, f"top-1 changed on {top1_total - top1_ok} of {top1_total} clear-cut rows"
-    if agree_min < 1 - tolerance / 5:
-        return False, metrics, f"only {agree_min:.1%} of integer outputs agree"
-    return True, metrics, f"accurate: max error {worst:.2%} of range"
+    """One run against the reference (every output, by name); ``agreement`` compares several samples."""
+    result = agreement([reference], [got], ref_specs, got_specs, tolerance)
+    return result.ok, result.metrics, result.why
 
 
-def _real(values: np.ndarray, spec: TensorSpec) -> np.ndarray:
-    if spec.quantization is not None and values.dtype.kind in "iu":
-        return dequantize_array(values, spec.quantization).astype(np.float64)
-    return values.astype(np.float64)
+def reference_candidates(ranking: Ranking) -> list[Candidate]:
+    """Without a reference from the loader: the built-in CPU candidates at the model's own precision in the
+    ranking, those reading the format natively first."""
+    from .selector import NATIVE
+
+    found = [c for c in (*ranking.candidates, *ranking.untested)
+             if is_builtin(c.runtime) and c.kind == "cpu" and c.precision is None]
+    return sorted(found, key=lambda c: 0 if c.artifact.format in NATIVE.get(c.runtime, ()) else 1)
+
+
+@dataclass
+class _Reference:
+    candidate: Candidate | None
+    inputs: tuple[TensorSpec, ...] = ()  # the reference's input specs
+    samples: list = field(default_factory=list)  # the inputs it ran
+    outputs: list = field(default_factory=list)  # per sample, its outputs
+    specs: tuple[TensorSpec, ...] = ()  # its output specs
+    problem: str = ""  # why there is none
+
+    def takes(self, specs: Sequence[TensorSpec]) -> bool:
+        return self.candidate is not None and _signature(specs) == _signature(self.inputs)
 
 
 def calibrate(
@@ -119,103 +144,180 @@ def calibrate(
     plan: CalibrationPlan = CalibrationPlan(),
     inputs: Sequence[Sequence[np.ndarray]] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    reference: Sequence[Candidate] | None = None,
 ) -> dict[str, Measurement]:
-    """Measure every candidate of ``ranking`` (and the reduced-precision ones only calibration can admit)."""
+    """Measure every candidate of ``ranking`` (and the reduced-precision ones only calibration can admit).
+
+    ``reference``: the trusted candidates to compute the reference with, best first (the loader's
+    ``_reference_candidate``); by default the built-in CPU ones in ``ranking``."""
     todo = [*ranking.candidates, *ranking.untested]
     if not todo:
         return {}
     started = clock()
+    choices = list(reference) if reference is not None else reference_candidates(ranking)
+    given = _bind(inputs, (choices[0] if choices else todo[0]).artifact.inputs) if inputs else None
     results: dict[str, Measurement] = {}
-    opened: list[tuple[Candidate, Executor, list[list[np.ndarray]]]] = []
-    references: dict[str, tuple[Candidate, list[list[np.ndarray]]]] = {}
+    opened: dict[str, tuple[Candidate, Executor, list]] = {}
     try:
+        ref = _compute_reference(choices, open_candidate, given, plan, opened, {c.key for c in todo})
         for cand in todo:
-            try:
-                executor = open_candidate(cand)
-            except EdgeAccelError as exc:
-                results[cand.key] = Measurement(cand.key, None, eligible=False, reason=f"failed to load: {exc.message}")
+            if cand.key in results:
                 continue
-            samples = _inputs_for(cand.artifact, executor, inputs, plan)
-            try:
-                outputs = [executor.run(x) for x in samples]
-            except EdgeAccelError as exc:
-                executor.close()
-                results[cand.key] = Measurement(cand.key, None, eligible=False, reason=f"failed to run: {exc.message}")
-                continue
-            signature = _signature(executor.inputs)
-            ref = references.get(signature)
-            if ref is None and cand.precision is None and cand.kind == "cpu":
-                references[signature] = (cand, outputs)
-                accuracy = (True, {}, "the reference")
-            elif ref is None:
-                accuracy = (True, {}, "no CPU reference for these inputs; accuracy not checked")
-            else:
-                accuracy = _check_all(ref, outputs, executor, plan.tolerance)
-            if not accuracy[0]:
-                executor.close()
-                results[cand.key] = Measurement(cand.key, None, eligible=False, reason=accuracy[2],
-                                                accuracy=accuracy[1])
-                continue
-            results[cand.key] = Measurement(cand.key, None, reason=accuracy[2], accuracy=accuracy[1])
-            opened.append((cand, executor, samples))
+            results[cand.key] = _check(cand, ref, open_candidate, given, plan, opened)
         remaining = max(plan.budget_s - (clock() - started), 1.0)
-        _time_all(opened, results, replace(plan, budget_s=remaining), clock)
+        _time(opened, results, plan, remaining, clock)
     finally:
-        for _, executor, _ in opened:
+        for _, executor, _ in opened.values():
             executor.close()
     return results
 
 
-def _check_all(ref: tuple[Candidate, list], outputs: list, executor: Executor, tolerance: float):
-    ref_cand, ref_outputs = ref
-    ref_specs = ref_cand.artifact.outputs
-    metrics: dict = {}
-    for want, got in zip(ref_outputs, outputs):
-        ok, metrics, why = compare(want, got, ref_specs, executor.outputs, tolerance)
-        if not ok:
-            return False, metrics, f"{why} against {ref_cand.name}"
-    return True, metrics, f"{why} against {ref_cand.name}"
+def _bind(inputs: Sequence, specs: Sequence[TensorSpec]) -> list[list[np.ndarray]]:
+    """The caller's samples checked like run()'s inputs (a list in input order or a dict by name each): a
+    wrong dtype or shape is the caller's InputError now, not every candidate failing to run."""
+    from .errors import InputError
+    from .tensors import InputBinder
+
+    binder = InputBinder(specs)
+    if isinstance(inputs, np.ndarray) or isinstance(inputs, Mapping):
+        inputs = [inputs]  # one sample
+    bound = []
+    for i, sample in enumerate(inputs):
+        try:
+            bound.append(binder.bind(sample))
+        except InputError as exc:
+            raise type(exc)(f"calibration_inputs sample {i + 1}: {exc.message}",
+                            hint=exc.hint or "pass a list of samples, each a list of arrays in the order of "
+                            "model.inputs or a dict by input name") from exc
+    return bound
+
+
+def _compute_reference(choices: list[Candidate], open_candidate, given, plan: CalibrationPlan,
+                       opened: dict, wanted: set[str]) -> _Reference:
+    problems = []
+    for cand in choices:
+        try:
+            executor = open_candidate(cand)
+        except EdgeAccelError as exc:
+            problems.append(f"{cand.name} failed to load: {exc.message}")
+            continue
+        samples = given or sample_inputs(executor.inputs, plan.samples, plan.seed)
+        try:
+            outputs = [executor.run(x) for x in samples]
+        except EdgeAccelError as exc:
+            executor.close()
+            what = SYNTHETIC_FAILURE if given is None else "failed on the calibration inputs"
+            problems.append(f"{cand.name} {what}: {exc.message}")
+            continue
+        if cand.key in wanted:
+            opened[cand.key] = (cand, executor, samples)
+        else:
+            executor.close()  # not a candidate here (another device was asked for): only the reference
+        return _Reference(cand, tuple(executor.inputs), samples, outputs, tuple(executor.outputs))
+    if not choices:
+        problems.append("no built-in runtime can run this model on the CPU")
+    return _Reference(None, problem="; ".join(problems))
+
+
+def _check(cand: Candidate, ref: _Reference, open_candidate, given, plan: CalibrationPlan,
+           opened: dict) -> Measurement:
+    """Load ``cand``, run it on the reference's inputs and compare; keep it open for timing if eligible."""
+    if ref.candidate is not None and cand.key == ref.candidate.key and cand.key in opened:
+        return Measurement(cand.key, None, reason=f"the reference ({cand.name} on the CPU)",
+                           accuracy={"reference": cand.name})
+    try:
+        executor = open_candidate(cand)
+    except EdgeAccelError as exc:
+        return Measurement(cand.key, None, eligible=False, reason=f"failed to load: {exc.message}")
+    comparable = ref.candidate is not None and (given is not None or ref.takes(executor.inputs))
+    samples = given or (ref.samples if comparable else sample_inputs(executor.inputs, plan.samples, plan.seed))
+    try:
+        outputs = [executor.run(x) for x in samples]
+    except EdgeAccelError as exc:
+        executor.close()
+        return _failed(cand, "run", exc, synthetic=given is None)
+    if comparable:
+        result = agreement(ref.outputs, outputs, ref.specs, executor.outputs, plan.tolerance)
+        verdict, why = result.ok, f"{result.why} against {ref.candidate.name}"
+        metrics = {**result.metrics, "reference": ref.candidate.name, "tolerance": plan.tolerance}
+    else:
+        verdict, metrics = None, {}
+        why = f"no reference could run ({ref.problem})" if ref.candidate is None else \
+            f"its inputs differ from the reference's ({ref.candidate.name})"
+    if verdict is None and cand.precision is not None:
+        executor.close()
+        return Measurement(cand.key, None, eligible=False,
+                           reason=f"{why}: {cand.precision} changes answers and is not admitted unchecked")
+    if verdict is False:
+        executor.close()
+        return Measurement(cand.key, None, eligible=False, reason=why, accuracy=metrics)
+    opened[cand.key] = (cand, executor, samples)
+    return Measurement(cand.key, None, reason=why if verdict else f"accuracy not checked: {why}", accuracy=metrics)
 
 
 def _signature(specs: Sequence[TensorSpec]) -> str:
     return ";".join(f"{s.dtype}{list(s.shape)}" for s in specs)
 
 
-def _inputs_for(artifact: ModelInfo, executor: Executor, given, plan: CalibrationPlan) -> list[list[np.ndarray]]:
-    if given:
-        return [list(x) for x in given]
-    return sample_inputs(executor.inputs, plan.samples, plan.seed)
+def _failed(cand: Candidate, stage: str, exc: EdgeAccelError, synthetic: bool) -> Measurement:
+    """A failure on the caller's inputs condemns the candidate; one on edgeaccel's own inputs while checking
+    accuracy does not (a reduced precision is still never admitted unchecked). Failing while being timed, on
+    inputs it had just answered, is the candidate's own failure (a device lost, a runtime giving out)."""
+    if synthetic and stage == "run":
+        return Measurement(cand.key, None, eligible=cand.precision is None,
+                           reason=f"{SYNTHETIC_FAILURE} while {_STAGES[stage]} ({exc.message}); {PASS_INPUTS}")
+    return Measurement(cand.key, None, eligible=False, reason=f"failed while {_STAGES[stage]}: {exc.message}")
 
 
-def _time_all(opened, results: dict[str, Measurement], plan: CalibrationPlan, clock) -> None:
-    times = time_interleaved([(cand.key, executor, samples) for cand, executor, samples in opened], plan, clock)
-    for key, t in times.items():
-        ms = np.asarray(t) * 1e3
-        results[key] = replace(results[key], p50_ms=float(np.median(ms)), p90_ms=float(np.percentile(ms, 90)),
-                               runs=len(ms))
+_STAGES = {"run": "checking accuracy", "timing": "being timed"}
+
+
+def _time(opened: dict, results: dict[str, Measurement], plan: CalibrationPlan, budget_s: float, clock) -> None:
+    runners = [(key, executor, samples) for key, (_, executor, samples) in opened.items()]
+    timings = measure(runners, budget_s, plan.block_s, plan.max_rounds, plan.min_runs, plan.warmup_s, clock)
+    cands = {key: cand for key, (cand, _, _) in opened.items()}
+    for key, timing in timings.items():
+        if timing.error is not None:
+            results[key] = _failed(cands[key], "timing", timing.error, synthetic=False)
+    timed = {k: t for k, t in timings.items() if t.error is None and t.calls}
+    p50 = {k: float(np.median(t.calls)) * 1e3 for k, t in timed.items()}
+    notes = _settle_leaders(opened, cands, timed, p50, results, plan, clock)
+    for key, timing in timed.items():
+        stats = {**timing.summary_ms(), **notes.get(key, {})}
+        m = results[key]
+        reason = f"{m.reason}; p10-p90 {stats['p10_ms']:.3f}-{stats['p90_ms']:.3f} ms"
+        if "head_to_head" in stats:
+            reason += f"; {stats['head_to_head']}"
+        results[key] = replace(m, p50_ms=round(p50[key], 4), p90_ms=stats["p90_ms"], runs=stats["runs"],
+                               reason=reason, accuracy={**m.accuracy, "timing": stats})
+
+
+def _settle_leaders(opened, cands, timed, p50, results, plan: CalibrationPlan, clock) -> dict[str, dict]:
+    """When the two fastest are within the noise, time them again head to head and let the median ratio of
+    adjacent blocks order them: their p50s keep the common scale of the round-robin (their geometric mean)
+    and take the head-to-head ratio, so a third candidate is still compared on the same footing."""
+    leaders = sorted(timed, key=p50.get)[:2]
+    if len(leaders) < 2 or not within_noise(timed[leaders[0]], timed[leaders[1]]):
+        return {}
+    a, b = leaders
+    ta, tb, ratio = head_to_head((a, opened[a][1], opened[a][2]), (b, opened[b][1], opened[b][2]),
+                                 plan.head_to_head_s, plan.block_s, clock=clock)
+    for key, timing in ((a, ta), (b, tb)):
+        if timing.error is not None:  # failed now: out, the other keeps its round-robin figures
+            results[key] = _failed(cands[key], "timing", timing.error, synthetic=False)
+            del timed[key]
+    if ratio is None:
+        return {}
+    scale = float(np.sqrt(p50[a] * p50[b]))
+    p50[a], p50[b] = scale * np.sqrt(ratio), scale / np.sqrt(ratio)
+    pairs = len(ta.blocks)
+    return {a: {"head_to_head": f"re-measured head to head with {cands[b].name}: {ratio:.3f}x its time "
+                                f"({pairs} pairs of blocks)", "head_to_head_p50_ms": ta.summary_ms()["p50_ms"]},
+            b: {"head_to_head": f"re-measured head to head with {cands[a].name}: {1 / ratio:.3f}x its time "
+                                f"({pairs} pairs of blocks)", "head_to_head_p50_ms": tb.summary_ms()["p50_ms"]}}
 
 
 def time_interleaved(runners, plan: CalibrationPlan, clock=time.perf_counter) -> dict[str, list[float]]:
-    """Seconds per call for each (key, executor, inputs), timed in alternating blocks of about
-    ``plan.block_s`` with a pause before each block, until the budget or ``plan.max_rounds`` is spent."""
-    times: dict[str, list[float]] = {key: [] for key, _, _ in runners}
-    if not runners:
-        return times
-    per_call: dict[str, float] = {}
-    for key, executor, samples in runners:  # a first estimate to size the blocks
-        start = clock()
-        executor.run(samples[0])
-        per_call[key] = max(clock() - start, 1e-6)
-    deadline = clock() + plan.budget_s
-    for _ in range(plan.max_rounds):
-        for key, executor, samples in runners:
-            time.sleep(PAUSE_S)
-            n = max(3, min(200, int(plan.block_s / per_call[key])))
-            for i in range(n):
-                x = samples[i % len(samples)]
-                start = clock()
-                executor.run(x)
-                times[key].append(clock() - start)
-        if clock() > deadline and all(len(t) >= plan.min_runs for t in times.values()):
-            break
-    return times
+    """Seconds per call for each (key, executor, inputs), timed as calibration times (``timing.measure``)."""
+    timings = measure(runners, plan.budget_s, plan.block_s, plan.max_rounds, plan.min_runs, plan.warmup_s, clock)
+    return {key: t.calls for key, t in timings.items()}

@@ -124,7 +124,7 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
            profile: Profile | str | None = None, calibrate: bool = False, calibration_inputs=None,
            performance_hint: str = "latency", cache_dir=None, cache: bool = True,
            runtime_options: dict | None = None, calibration_budget_s: float | None = None,
-           isolation: IsolationLimits | None = None) -> Selection:
+           isolation: IsolationLimits | None = None, accuracy_tolerance: float | None = None) -> Selection:
     from .cache import CalibrationCache, ValidationMemo, cache_root, calibration_key, hardware_fingerprint
 
     if performance_hint not in ("latency", "throughput"):
@@ -149,19 +149,24 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
         log.warning("artifact %s is unusable: %s", path, exc.message)
     facts, device_facts = machine_facts()
     profile, profile_reason = resolve_profile(profile, device_facts)
+    from .calibration import CalibrationPlan
+
+    plan = CalibrationPlan(**{k: v for k, v in (("budget_s", calibration_budget_s),
+                                                ("tolerance", accuracy_tolerance)) if v is not None})
     key = calibration_key([a.digest for a in found.artifacts], hardware_fingerprint(facts.devices_present),
-                          facts.installed, options.resolved_threads())
+                          facts.installed, options.resolved_threads(), options=options, executor=executor,
+                          device=device, inputs=calibration_inputs, tolerance=plan.tolerance)
     store = CalibrationCache(root) if root else None
     measurements = {} if calibrate or store is None else (store.get(key) or {})
     ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements)
     selection = Selection(found, ranking, options, facts, profile, profile_reason, measurements,
                           cache_file=store.path(key) if store else None)
     if calibrate:
-        from .calibration import CalibrationPlan, calibrate as run_calibration
+        from .calibration import calibrate as run_calibration
 
-        plan = CalibrationPlan() if calibration_budget_s is None else CalibrationPlan(budget_s=calibration_budget_s)
+        reference = _reference_candidate(found.artifacts, facts, options, goal)
         measurements = run_calibration(ranking, lambda c: open_candidate(c, options, isolation), plan,
-                                       calibration_inputs)
+                                       calibration_inputs, reference=reference)
         if store is not None:
             store.put(key, measurements, {"artifacts": [str(a.path) for a in found.artifacts],
                                           "hardware": hardware_fingerprint(facts.devices_present),
@@ -170,6 +175,21 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
         selection.measurements = measurements
         selection.measured_now = True
     return selection
+
+
+def _reference_candidate(artifacts, facts: MachineFacts, options: ExecutorOptions, goal: str) -> list[Candidate]:
+    """What calibration's accuracy reference runs on, best first: a built-in runtime (never a plug-in) on the
+    CPU at the model's own precision, whatever device or executor the caller pinned, the runtime reading the
+    format natively first (the rules' order)."""
+    from .executors.registry import is_builtin
+
+    builtins = {name: desc for name, desc in runtimes().items() if is_builtin(name)}
+
+    def rejects(runtime: str, artifact: ModelInfo, dev: str, opts: ExecutorOptions) -> str | None:
+        return executor_class(runtime).rejects(artifact, dev, opts)
+
+    ranking = rank(artifacts, builtins, facts, rejects, replace(options, precision=None), device="CPU", goal=goal)
+    return [c for c in ranking.candidates if c.kind == "cpu" and c.precision is None]
 
 
 def profile_limits(profile: Profile | None, ranking: Ranking) -> dict | None:

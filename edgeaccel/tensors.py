@@ -184,13 +184,55 @@ def dequantize_array(values: np.ndarray, q: Quantization) -> np.ndarray:
     return (values.astype(np.float32) - zero) * scale
 
 
+# Sizes given to dynamic dimensions when nothing else says how large they are (calibration, `run` without an
+# input). 1 is a real size only for the batch: a spatial dimension of 1 is smaller than most kernels (ONNX
+# Runtime dies with SIGFPE on that, FINDINGS) and a sequence of 1 token exercises almost nothing.
+DYNAMIC_BATCH = 1
+DYNAMIC_IMAGE_SIDE = 224  # the common classifier input; every stride-32 backbone accepts it
+DYNAMIC_LENGTH = 16  # tokens, time steps, features
+TOKEN_IDS = 64  # integer inputs draw ids from 0..TOKEN_IDS-1: negative or large ids break embedding lookups
+
+
+def concrete_shape(spec: TensorSpec) -> list[int]:
+    """A size for every dimension of ``spec``: the fixed ones as declared, dynamic ones by their role: the
+    batch 1, the height and width of an image (a 1- or 3-channel rank-4 input) 224, any other 16."""
+    if spec.unranked:
+        return [DYNAMIC_BATCH, DYNAMIC_LENGTH]
+    shape = list(spec.shape)
+    image_axes: tuple[int, ...] = ()
+    if len(shape) == 4 and shape[3] in (1, 3):
+        image_axes = (1, 2)
+    elif len(shape) == 4 and shape[1] in (1, 3):
+        image_axes = (2, 3)
+    sizes = []
+    for axis, dim in enumerate(shape):
+        if dim is not None:
+            sizes.append(dim)
+        elif axis == 0 and len(shape) > 1:
+            sizes.append(DYNAMIC_BATCH)
+        elif axis in image_axes:
+            sizes.append(DYNAMIC_IMAGE_SIDE)
+        else:
+            sizes.append(DYNAMIC_LENGTH)
+    return sizes
+
+
 def random_array(spec: TensorSpec, rng: np.random.Generator, shape: Sequence[int] | None = None) -> np.ndarray:
-    """Seeded data over an input's useful range: integers in 0..255 or -128..127 (pixels, quantized values),
-    floats in [0, 1); None where numpy cannot hold the dtype."""
-    shape = list(shape if shape is not None else (1 if d is None else d for d in spec.shape))
+    """Seeded data a model can take: uint8 0..255 and int8 -128..127 (pixels, quantized values); wider
+    integers are ids from 0 (token ids, indices: ``TOKEN_IDS``), except masks (all ones) and token types
+    (zeros) by their names; bools 0/1; floats in [0, 1). Dynamic dimensions get ``concrete_shape``."""
+    shape = list(shape if shape is not None else concrete_shape(spec))
     if spec.dtype.kind in "iu":
         info = np.iinfo(spec.dtype)
-        return rng.integers(max(info.min, -128), min(info.max, 255), size=shape, endpoint=True).astype(spec.dtype)
+        if info.bits <= 8 or spec.quantization is not None:
+            low, high = max(info.min, -128), min(info.max, 255)
+            return rng.integers(low, high, size=shape, endpoint=True).astype(spec.dtype)
+        name = spec.name.lower()
+        if "mask" in name:
+            return np.ones(shape, spec.dtype)
+        if "type" in name or "segment" in name:
+            return np.zeros(shape, spec.dtype)
+        return rng.integers(0, TOKEN_IDS, size=shape).astype(spec.dtype)
     if spec.dtype.kind == "b":
         return rng.integers(0, 1, size=shape, endpoint=True).astype(bool)
     if spec.dtype.kind == "f":
