@@ -44,6 +44,7 @@ def load(
     profile: Profile | str | None = None,
     calibrate: bool = False,
     calibration_inputs: Sequence[Sequence] | None = None,
+    accuracy_tolerance: float | None = None,
     performance_hint: str = "latency",
     cache_dir: str | os.PathLike | None = None,
     cache: bool = True,
@@ -67,6 +68,12 @@ def load(
         the one matching this machine (`edgeaccel profiles list`).
     calibrate: measure every feasible candidate now (accuracy against the CPU reference, latency) and keep
         the results in the cache; without it, earlier measurements from the cache are used when present.
+    calibration_inputs: real samples (each a list in input order, or a dict by name) to check accuracy and time
+        on; by default variants of the bundled photo for image models and valid synthetic data otherwise.
+        Measurements made with them are found again only with the same samples.
+    accuracy_tolerance: the worst error calibration allows on any output and sample, as a fraction of that
+        output's range over the samples (default 0.05); quantized outputs within 2 steps always agree, and
+        class-score outputs must also keep their top-1.
     performance_hint: "latency" (one request as fast as possible) or "throughput" (several at once, for
         submit() and stream()).
     cache_dir, cache: edgeaccel keeps compiled models (OpenVINO's cache, ONNX Runtime's optimized model),
@@ -84,7 +91,7 @@ def load(
     chosen = select(model, executor=executor, device=device, precision=precision, threads=threads, goal=goal,
                     profile=profile, calibrate=calibrate, calibration_inputs=calibration_inputs,
                     performance_hint=performance_hint, cache_dir=cache_dir, cache=cache,
-                    runtime_options=runtime_options, isolation=isolation)
+                    runtime_options=runtime_options, isolation=isolation, accuracy_tolerance=accuracy_tolerance)
     if policy is not None:
         from .scheduling.open import open_scheduled, scheduled_options
 
