@@ -51,17 +51,18 @@ def hardware_fingerprint(devices: Iterable[str] = ()) -> str:
 
 def calibration_key(artifact_hashes: Iterable[str], fingerprint: str, versions: Mapping[str, str | None],
                     threads: int, goal_independent: str = "", *, options=None, executor: str | None = None,
-                    device: str | None = None, inputs=None, tolerance: float | None = None) -> str:
+                    device: str | None = None, tolerance: float | None = None) -> str:
     """Everything that changes what calibration measures: the artifacts, the hardware, the runtimes' and
     edgeaccel's versions, the threads, the executor options (precision asked, performance hint, runtime
-    options), what was pinned (a pinned device measures other candidates), the calibration inputs (their
-    digest; edgeaccel's own samples otherwise) and the accuracy tolerance."""
+    options), what was pinned (a pinned device measures other candidates) and the accuracy tolerance. The
+    samples it ran on are recorded with the measurements (``inputs_digest``), not keyed: a later load cannot
+    know them, and a `tune` on real samples must serve the plain loads after it."""
     from ._version import __version__
 
     payload = {"artifacts": sorted(artifact_hashes), "hardware": fingerprint,
                "runtimes": dict(sorted(versions.items())), "edgeaccel": __version__,
                "threads": threads, "extra": goal_independent, "executor": executor, "device": device,
-               "inputs": inputs_digest(inputs), "tolerance": tolerance}
+               "tolerance": tolerance}
     if options is not None:
         payload.update(precision=options.precision, performance_hint=options.performance_hint,
                        runtime_options=_jsonable(options.runtime_options))

@@ -118,11 +118,11 @@ def compare(reference: Sequence[np.ndarray], got: Sequence[np.ndarray], ref_spec
 def reference_candidates(ranking: Ranking) -> list[Candidate]:
     """Without a reference from the loader: the built-in CPU candidates at the model's own precision in the
     ranking, those reading the format natively first."""
-    from .selector import NATIVE
+    from .executors.registry import get
 
     found = [c for c in (*ranking.candidates, *ranking.untested)
              if is_builtin(c.runtime) and c.kind == "cpu" and c.precision is None]
-    return sorted(found, key=lambda c: 0 if c.artifact.format in NATIVE.get(c.runtime, ()) else 1)
+    return sorted(found, key=lambda c: 0 if get(c.runtime).is_native(c.artifact.format) else 1)
 
 
 @dataclass

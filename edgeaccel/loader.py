@@ -132,7 +132,8 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
            performance_hint: str = "latency", cache_dir=None, cache: bool = True,
            runtime_options: dict | None = None, calibration_budget_s: float | None = None,
            isolation: IsolationLimits | None = None, accuracy_tolerance: float | None = None) -> Selection:
-    from .cache import CalibrationCache, ValidationMemo, cache_root, calibration_key, hardware_fingerprint
+    from .cache import (CalibrationCache, ValidationMemo, cache_root, calibration_key, hardware_fingerprint,
+                        inputs_digest)
 
     if performance_hint not in ("latency", "throughput"):
         raise ValueError(f"performance_hint must be 'latency' or 'throughput', not {performance_hint!r}")
@@ -162,7 +163,7 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
                                                 ("tolerance", accuracy_tolerance)) if v is not None})
     key = calibration_key([a.digest for a in found.artifacts], hardware_fingerprint(facts.devices_present),
                           facts.installed, options.resolved_threads(), options=options, executor=executor,
-                          device=device, inputs=calibration_inputs, tolerance=plan.tolerance)
+                          device=device, tolerance=plan.tolerance)
     store = CalibrationCache(root) if root else None
     measurements = {} if calibrate or store is None else (store.get(key) or {})
     ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements)
@@ -177,7 +178,9 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
         if store is not None:
             store.put(key, measurements, {"artifacts": [str(a.path) for a in found.artifacts],
                                           "hardware": hardware_fingerprint(facts.devices_present),
-                                          "runtimes": dict(facts.installed), "measured_at": time.time()})
+                                          "runtimes": dict(facts.installed), "measured_at": time.time(),
+                                          "calibration_inputs": inputs_digest(calibration_inputs) or
+                                          "edgeaccel samples"})
         selection.ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements)
         selection.measurements = measurements
         selection.measured_now = True
@@ -190,12 +193,8 @@ def _reference_candidate(artifacts, facts: MachineFacts, options: ExecutorOption
     format natively first (the rules' order)."""
     from .executors.registry import is_builtin
 
-    builtins = {name: desc for name, desc in runtimes().items() if is_builtin(name)}
-
-    def rejects(runtime: str, artifact: ModelInfo, dev: str, opts: ExecutorOptions) -> str | None:
-        return executor_class(runtime).rejects(artifact, dev, opts)
-
-    ranking = rank(artifacts, builtins, facts, rejects, replace(options, precision=None), device="CPU", goal=goal)
+    builtins = {name: cls for name, cls in runtimes().items() if is_builtin(name)}
+    ranking = rank(artifacts, builtins, facts, None, replace(options, precision=None), device="CPU", goal=goal)
     return [c for c in ranking.candidates if c.kind == "cpu" and c.precision is None]
 
 

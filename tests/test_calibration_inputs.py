@@ -4,6 +4,8 @@ and every later `run` said no executor could run the model)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -98,14 +100,22 @@ def test_the_cache_key_covers_what_changes_a_measurement():
         calibration_key(**{**base, "threads": 1}, options=options),
         calibration_key(**{**base, "versions": {"litert": "2.4"}}, options=options),
         calibration_key(**{**base, "fingerprint": "arm|4"}, options=options),
-        calibration_key(**base, options=options, inputs=[[np.zeros(3, np.float32)]]),
         calibration_key(**base, options=options, tolerance=0.1),
         calibration_key(**base, options=options, device="CUDA"),
     ]
     assert key == calibration_key(**base, options=ExecutorOptions())
     assert len({key, *changed}) == len(changed) + 1
-    same_inputs = [calibration_key(**base, options=options, inputs=[[np.full(3, v, np.float32)]]) for v in (1, 1, 2)]
-    assert same_inputs[0] == same_inputs[1] != same_inputs[2]
+
+
+def test_a_tune_on_real_samples_serves_later_loads(tmp_path):
+    """The samples a calibration ran on are recorded with it, not keyed: a later load cannot know them, and
+    `tune --input` followed by a plain load must use what was measured."""
+    path = embedding(tmp_path / "emb.onnx")
+    real = [[np.arange(7, dtype=np.int64)[None]]]
+    select(path, calibrate=True, cache_dir=tmp_path, calibration_budget_s=0.3, calibration_inputs=real)
+    later = select(path, cache_dir=tmp_path)
+    assert later.measurements
+    assert json.loads(later.cache_file.read_text())["about"]["calibration_inputs"] not in (None, "edgeaccel samples")
 
 
 def test_measurements_under_other_runtime_options_are_not_reused(tmp_path):
