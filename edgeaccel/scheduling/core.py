@@ -211,7 +211,8 @@ class Scheduler:
             else:
                 devices[name] = DeviceView(name, s.temp_c, s.temp_reason, s.passive_c, s.critical_c, s.slope_c_per_s,
                                            s.power_w, s.power_reason, s.throttled, share,
-                                           str(s.status) if s.status is not None else None, s.headroom)
+                                           str(s.status) if s.status is not None else None, s.headroom,
+                                           s.limits_note)
         if dt > 0:
             rate = self._arrivals / dt
             self._arrival_rate = rate if self._last_decision is None else 0.7 * self._arrival_rate + 0.3 * rate
@@ -252,6 +253,7 @@ class Scheduler:
                 if s.critical_c is not None and s.temp_c >= s.critical_c:
                     counters.samples_at_critical += 1
             counters.temp_reason = s.temp_reason
+            counters.limits_note = s.limits_note
             if s.throttled:
                 counters.hw_throttled_s += dt
             counters.energy_reason = s.energy_reason
@@ -313,21 +315,23 @@ class Scheduler:
                     keep.append(request)
                 continue
             best = min(candidates, key=lambda c: c[2])
-            for c in candidates:
-                if c[0].measured_at is None:
-                    c[0].measured_at = now  # staleness counts from the first time it could have taken work
-            stale = [c for c in candidates if c[1] <= now and c[0].running < limit[c[0]] and c[0] is not best[0]
-                     and now - c[0].measured_at > self.remeasure_s
-                     and (request.deadline is None or c[2] <= request.deadline)]
-            if stale:  # one request refreshes a stale estimate (a slow first run would otherwise stick forever)
-                stale[0][0].measured_at = now
-                best = stale[0]
-            elif decision.route == "cheapest":
+            if decision.route == "cheapest":
                 ranked = sorted(candidates, key=lambda c: order.get(c[0].name, len(order)))
                 for slot, t, done in ranked:
                     if (done <= request.deadline) if request.deadline is not None else (t - now <= self.patience_s):
                         best = (slot, t, done)
                         break
+            for c in candidates:
+                if c[0].measured_at is None:
+                    c[0].measured_at = now  # staleness counts from the first time it could have taken work
+            # one request refreshes a stale estimate: a slow first run would otherwise stick forever, and an
+            # executor the route never picks (the last in a cost order) would never be measured again
+            stale = [c for c in candidates if c[1] <= now and c[0].running < limit[c[0]] and c[0] is not best[0]
+                     and now - c[0].measured_at > self.remeasure_s
+                     and (request.deadline is None or c[2] <= request.deadline)]
+            if stale:
+                stale[0][0].measured_at = now
+                best = stale[0]
             slot, t, done = best
             if request.deadline is not None and done > request.deadline:
                 shed.append(request)
@@ -440,7 +444,7 @@ class Scheduler:
                 _ms(percentiles(c.service_s)), _ms(percentiles(c.latency_s)), c.busy_s, energy, reason)
         devices = {name: DeviceStats(d.last_temp_c, d.max_temp_c, d.temp_reason, d.limited_s, d.hw_throttled_s,
                                      d.above_passive_s, d.samples_at_critical, d.energy_j, d.energy_reason,
-                                     d.idle_energy_j)
+                                     d.idle_energy_j, d.limits_note)
                    for name, d in self.device_counters.items()}
         completed = sum(c.completed for c in self.exec_counters.values())
         return SchedulerStats(

@@ -22,6 +22,7 @@ class DeviceView:
     busy: float = 0.0  # share of its capacity used since the previous decision (0..1)
     status: str | None = None  # Android thermal status name
     headroom: float | None = None
+    limits_note: str | None = None  # trip points the sensor gave that were ignored, and why
 
 
 @dataclass(frozen=True)

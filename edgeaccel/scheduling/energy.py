@@ -2,8 +2,8 @@
 and power policies rank it by instead of putting it last (an Edge TPU has no energy sensor, so "measured
 first" sent every request to the CPU beside it).
 
-In order: the device profile's typical power for the device (a vendor figure, cited in the profile); for the
-CPU, its share of the package power: the package's long-term power limit (RAPL PL1, about the TDP, readable
+In order: the device profile's typical power for the device (a vendor figure, cited in the profile); the
+figure every device of a kind shares (the Edge TPU's 2 W) where the profile has none; for the CPU, its share of the package power: the package's long-term power limit (RAPL PL1, about the TDP, readable
 without root) or, where none is readable, ``ASSUMED_PACKAGE_W`` for the architecture, times the executor's
 threads over the cores. Energy per inference is then that power times the measured service time. Every
 figure says where it came from and is labelled estimated wherever it is shown; a measured figure (RAPL,
@@ -21,6 +21,10 @@ from typing import Any
 from ..telemetry.rapl import package_power_limit
 from .devices import Placement
 
+# Busy power by device kind where a profile gives none, only for kinds whose figure does not depend on the
+# product: every Coral (USB, PCIe, M.2, Dev Board) is the same Edge TPU, "4 TOPS ... using 2 watts of power"
+# (Coral USB Accelerator and M.2 datasheets).
+TYPICAL_W_BY_KIND = {"edgetpu": (2.0, "the Edge TPU's 2 W (Coral datasheets: 4 TOPS using 2 W)")}
 # A package power to assume when nothing better is known, by architecture: 15 W is the common TDP of mobile
 # x86 parts (Intel U/P series, AMD U series); 5 W the sustained draw of a 4-core Arm SBC (Raspberry Pi 5,
 # RK3588) under a CPU load. Only used to rank executors without energy sensors, and labelled so.
@@ -53,6 +57,9 @@ def power_figures(executors: dict[str, tuple[Any, Placement]], profile: Any | No
         if spec is not None and spec.typical_power_w:
             out[name] = PowerFigure(float(spec.typical_power_w), f"estimated: {spec.typical_power_w:g} W typical for "
                                     f"{placement.device} (profile {profile.name})")
+        elif placement.kind in TYPICAL_W_BY_KIND:
+            watts, why = TYPICAL_W_BY_KIND[placement.kind]
+            out[name] = PowerFigure(watts, f"estimated: {why}")
         elif placement.kind == "cpu":
             if package is None:
                 package = package_power_limit(root)

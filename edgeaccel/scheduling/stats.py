@@ -44,6 +44,7 @@ class DeviceCounters:
     max_temp_c: float | None = None
     last_temp_c: float | None = None
     temp_reason: str | None = None
+    limits_note: str | None = None  # trip points ignored, and why
     energy_j: float | None = None
     energy_reason: str | None = None
     idle_energy_j: float = 0.0  # energy in intervals when none of its executors ran
@@ -78,6 +79,7 @@ class DeviceStats:
     energy_j: float | None
     energy_reason: str | None
     idle_energy_j: float  # measured while none of its executors ran (not charged to any inference)
+    limits_note: str | None = None  # trip points the sensor gave that were ignored, and why
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,8 @@ class SchedulerStats:
             temp = (f"{d.last_temp_c:.1f} C (max {d.max_temp_c:.1f} C)" if d.last_temp_c is not None
                     else f"no temperature ({d.temp_reason})")
             out.append(f"{tag}  device {name:15} {temp}; scheduler-limited {d.limited_s:.1f} s, hardware-throttled "
-                       f"{d.hw_throttled_s:.1f} s, above passive trip {d.above_passive_s:.1f} s")
+                       f"{d.hw_throttled_s:.1f} s, above passive trip {d.above_passive_s:.1f} s"
+                       + (f"; {d.limits_note}" if d.limits_note else ""))
         if self.dispatch_us:
             out.append(f"{tag}  routing cost p50 {self.dispatch_us['p50']:.1f} us p99 {self.dispatch_us['p99']:.1f} us; "
                        f"telemetry {self.telemetry_samples} samples, {100 * self.telemetry_cpu_share:.3f}% of one core")
