@@ -175,7 +175,7 @@ class ScheduledModel(Model):
                     log.info("reselect: %s back in rotation (was %s)", slot.name, slot.failed_permanently)
                 slot.failed_permanently = None
                 self._failures[slot.name] = 0
-            self._scheduler.apply(self._scheduler.decision, self._clock.now())
+            self._scheduler.maybe_decide(self._clock.now(), force=True)  # the policy sees them at once
             self._dirty = True
             self._cond.notify_all()
         return self.executor
