@@ -78,6 +78,10 @@ def test_simulated_coral_beside_a_rapl_cpu_takes_the_work_under_efficiency(tmp_p
     done = {name: e.completed for name, e in result.stats.executors.items()}
     assert result.stats.simulated
     assert done["sim:edgetpu"] > 0.9 * (done["sim:edgetpu"] + done["sim:cpu"]), done
+    tpu = result.stats.executors["sim:edgetpu"]
+    assert tpu.energy_per_inference_j is None and tpu.estimated_energy_per_inference_j == pytest.approx(0.04, rel=0.1)
+    line = next(x for x in result.stats.lines() if "sim:edgetpu" in x)
+    assert line.startswith("[simulated]") and "~40.0 mJ/inference estimated: 2 W typical" in line
 
 
 def test_without_any_figure_the_accelerator_is_not_starved(tmp_path):

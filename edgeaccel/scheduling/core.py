@@ -439,9 +439,11 @@ class Scheduler:
             if energy is None:
                 reason = device.energy_reason or ("no runs in a measured interval yet" if device.energy_j is not None
                                                   else "not sampled yet")
+            estimate = slot.power.energy_j(slot.latency_s) if slot.power is not None and energy is None else None
             executors[slot.name] = ExecutorStats(
                 slot.device, c.completed, c.failed, c.deadline_met, c.deadline_missed,
-                _ms(percentiles(c.service_s)), _ms(percentiles(c.latency_s)), c.busy_s, energy, reason)
+                _ms(percentiles(c.service_s)), _ms(percentiles(c.latency_s)), c.busy_s, energy, reason, estimate,
+                slot.power.source if estimate is not None else None)
         devices = {name: DeviceStats(d.last_temp_c, d.max_temp_c, d.temp_reason, d.limited_s, d.hw_throttled_s,
                                      d.above_passive_s, d.samples_at_critical, d.energy_j, d.energy_reason,
                                      d.idle_energy_j, d.limits_note)

@@ -65,6 +65,9 @@ class ExecutorStats:
     busy_s: float
     energy_per_inference_j: float | None
     energy_reason: str | None
+    # where no counter measures it: power figure x measured service time, and where the figure comes from
+    estimated_energy_per_inference_j: float | None = None
+    estimate_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,8 +120,13 @@ class SchedulerStats:
                f"({self.throughput_per_s:.1f}/s), {self.shed} shed for their deadline, {self.decisions} decisions"]
         for name, e in self.executors.items():
             lat = e.latency_ms or {}
-            energy = (f"{e.energy_per_inference_j * 1000:.1f} mJ/inference" if e.energy_per_inference_j is not None
-                      else f"energy n/a ({e.energy_reason})")
+            if e.energy_per_inference_j is not None:
+                energy = f"{e.energy_per_inference_j * 1000:.1f} mJ/inference"
+            elif e.estimated_energy_per_inference_j is not None:
+                energy = (f"~{e.estimated_energy_per_inference_j * 1000:.1f} mJ/inference {e.estimate_source} "
+                          f"(not measured: {e.energy_reason})")
+            else:
+                energy = f"energy n/a ({e.energy_reason})"
             out.append(f"{tag}  {name:22} {e.completed:7d} done, {e.failed} failed, "
                        f"{e.deadline_missed} late; latency p50 {lat.get('p50', float('nan')):.2f} "
                        f"p99 {lat.get('p99', float('nan')):.2f} ms; {energy}")
