@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import EdgeAccelError, InputError, ModelClosedError
+from .errors import DeviceUnavailableError, EdgeAccelError, ExecutorError, ModelClosedError
 from .executors.base import Executor, ExecutorInfo
 from .modelinfo import ModelInfo, TensorSpec
 from .selector import Candidate, Ranking
@@ -199,10 +199,12 @@ class Model:
 
 
 def fails_over(exc: BaseException) -> bool:
-    """Whether another executor may take a request this one failed with: any edgeaccel error of the runtime or
-    the device (DeviceUnavailableError when it is unplugged), not one about the caller's inputs or a closed
-    model, which every executor would raise alike."""
-    return isinstance(exc, EdgeAccelError) and not isinstance(exc, (InputError, ModelClosedError))
+    """Whether another executor may take a request this one failed with: an error of the runtime
+    (ExecutorError: it failed, its worker crashed, it timed out) or of the device (DeviceUnavailableError: it
+    was unplugged, its driver went away). Not one of the model itself (ModelError: an index computed out of
+    range is refused by LiteRT and crashes OpenVINO, tests/test_guards.py), the caller's inputs or a closed
+    model: the next executor would fail alike, or worse."""
+    return isinstance(exc, (ExecutorError, DeviceUnavailableError))
 
 
 def _set(future: Future, value: Any) -> None:
