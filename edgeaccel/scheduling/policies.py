@@ -110,13 +110,10 @@ class LatencyPolicy(Policy):
         duty, steps, controls = _safety(obs, state, self.config)
         unmeasured = [n for n in _devices(obs) if obs.devices.get(n) is None or obs.devices[n].temp_c is None]
         decision = self._assemble(obs, duty, steps)
-        if steps:  # a back-off holds or releases a device: its notes say so, not "all below the margin"
-            pass
-        elif decision.action == "hold" and unmeasured:
-            decision = replace(decision, reason=f"least expected completion; no temperature for {', '.join(unmeasured)}"
-                                                " (critical back-off needs one)")
-        elif decision.action == "hold":
-            decision = replace(decision, reason="least expected completion; all devices below their critical margin")
+        if decision.action == "hold" and not steps:  # with a back-off engaged its notes say what happens
+            why = (f"no temperature for {', '.join(unmeasured)} (critical back-off needs one)" if unmeasured
+                   else "all devices below their critical margin")
+            decision = replace(decision, reason=f"least expected completion; {why}")
         return decision, replace(state, controls=controls, last_time=obs.now)
 
 
