@@ -2,8 +2,8 @@
 scheduler admits and writes its temperature into a kernel-shaped thermal zone (edgeaccel.testing.FakeTree:
 x86_pkg_temp, millidegrees, 1 C steps, passive and critical trips); the real TelemetrySampler reads it and the
 real Scheduler decides, on a clock that is only what this loop says. A saturating load keeps the device as busy
-as the policy lets it (from ``load_from_s`` on: idle before). ``outage`` removes the temperature file for a while: the sensor stops answering. Every
-figure here is simulated.
+as the policy lets it (from ``load_from_s`` on: idle before). ``outage`` removes the temperature file for a
+while: the sensor stops answering. Every figure here is simulated.
 """
 
 from __future__ import annotations

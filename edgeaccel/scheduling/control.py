@@ -69,6 +69,13 @@ def critical_of(dev: DeviceView, cfg: ThermalConfig) -> float | None:
     return None
 
 
+def passive_of(dev: DeviceView, cfg: ThermalConfig) -> float | None:
+    if dev.passive_c is not None:
+        return dev.passive_c
+    critical = critical_of(dev, cfg)
+    return None if critical is None else critical - cfg.default_critical_above_passive_c
+
+
 def safety_step(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig) -> ControlStep | None:
     """The hard back-off near the critical trip that every policy applies. None when not engaged."""
     critical = critical_of(dev, cfg)
@@ -109,8 +116,7 @@ def safety_step(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig) -> Cont
 def blind_step(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, dt: float) -> ControlStep:
     """A device whose sensor answered before and does not now: hold the duty that last held it."""
     blind_s = ctl.blind_s + dt
-    passive = dev.passive_c if dev.passive_c is not None else (
-        critical_of(dev, cfg) - cfg.default_critical_above_passive_c if critical_of(dev, cfg) is not None else None)
+    passive = passive_of(dev, cfg)
     hold = min(ctl.duty, ctl.integral)
     why = f"the duty that last held it ({hold:.2f})"
     if ctl.last_temp_c is not None and passive is not None:
@@ -148,7 +154,7 @@ def thermal_step(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, dt: fl
     if safe is not None:
         return safe
     returning = ctl.ramp or ctl.blind_s > 0.0  # after a back-off, or readings back after an outage
-    passive = dev.passive_c if dev.passive_c is not None else critical_of(dev, cfg) - cfg.default_critical_above_passive_c
+    passive = passive_of(dev, cfg)
     target = passive - cfg.margin_c
     forecast = dev.temp_c + max(0.0, dev.slope_c_per_s or 0.0) * cfg.horizon_s
     error = target - forecast

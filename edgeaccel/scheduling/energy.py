@@ -3,11 +3,12 @@ and power policies rank it by instead of putting it last (an Edge TPU has no ene
 first" sent every request to the CPU beside it).
 
 In order: the device profile's typical power for the device (a vendor figure, cited in the profile); the
-figure every device of a kind shares (the Edge TPU's 2 W) where the profile has none; for the CPU, its share of the package power: the package's long-term power limit (RAPL PL1, about the TDP, readable
-without root) or, where none is readable, ``ASSUMED_PACKAGE_W`` for the architecture, times the executor's
-threads over the cores. Energy per inference is then that power times the measured service time. Every
-figure says where it came from and is labelled estimated wherever it is shown; a measured figure (RAPL,
-NVML, hwmon, INA3221) replaces it as soon as the device's counter gives one.
+figure every device of a kind shares (the Edge TPU's 2 W) where the profile has none; for the CPU, its share
+of the package power: the package's long-term power limit (RAPL PL1, about the TDP, readable without root)
+or, where none is readable, ``ASSUMED_PACKAGE_W`` for the architecture, times the executor's threads over the
+cores. Energy per inference is then that power times the measured service time. Every figure says where it
+came from and is labelled estimated wherever it is shown; a measured figure (RAPL, NVML, hwmon, INA3221)
+replaces it as soon as the device's counter gives one.
 """
 
 from __future__ import annotations

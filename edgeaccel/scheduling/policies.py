@@ -251,7 +251,8 @@ class PowerBudgetPolicy(Policy):
             note += "; estimated (no power sensor): " + ", ".join(
                 f"{n} {w:.2f} W = {figures[n]:.2f} W busy x its busy share" for n, w in estimated.items())
         if unmeasured:
-            note += f"; power of {', '.join(unmeasured)} is neither measured nor estimated, the budget covers only the rest"
+            note += (f"; power of {', '.join(unmeasured)} is neither measured nor estimated, the budget covers only "
+                     "the rest")
         extra = [("duty_cycle", note)] if any(d < 1.0 for d in duty.values()) else []
         decision = self._assemble(obs, duty, steps, extra=extra)
         if decision.action == "hold":
