@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import EdgeAccelError, ExecutorError, ModelClosedError
+from .errors import DeviceUnavailableError, EdgeAccelError, ExecutorError, ModelClosedError
 from .executors.base import Executor, ExecutorInfo
 from .modelinfo import ModelInfo, TensorSpec
 from .selector import Candidate, Ranking
@@ -41,31 +41,21 @@ class Model:
     """A loaded model. Build one with ``edgeaccel.load``; use it as a context manager or call ``close()``.
 
     ``run`` takes one array, a list in input order, or a dict by input name, and is safe to call from many
-    threads at once.
+    threads at once. ``load`` always returns a Model: on the best candidate that loads, with run-time
+    failover down the ranking (``RankedModel``), or with ``policy=`` over several executors under a scheduler
+    (``edgeaccel.ScheduledModel``). Both share this class: binding inputs, building outputs, ``run``,
+    ``submit``, ``stream``, ``fallbacks``, ``reselect`` and the lifetime are written once, here.
     """
 
-    def __init__(
-        self,
-        executor: Executor,
-        candidate: Candidate,
-        ranking: Ranking,
-        fallbacks: list[FallbackEvent],
-        open_next: Callable[[Candidate], Executor] | None = None,
-        strict: bool = False,
-        failed: list[Candidate] | None = None,
-    ) -> None:
-        self._executor = executor
-        self._candidate = candidate
-        self._ranking = ranking
-        self._fallbacks = fallbacks
-        self._open_next = open_next
-        self._strict = strict
-        self._lock = threading.Lock()
-        self._retired: list[Executor] = []
-        self._failed = list(failed or [])  # candidates that failed to load or run: never retried
-        self._set_io(executor)
+    _ranking: Ranking
+    _fallbacks: list[FallbackEvent]
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Model:
+        # Model(executor, candidate, ranking, fallbacks, ...) builds the one-executor kind, as it always did
+        return super().__new__(RankedModel if cls is Model else cls)
 
     def _set_io(self, executor: Executor) -> None:
+        """Inputs and outputs as the (first) executor declares them, with the model's own name aliases."""
         self._inputs = executor.inputs
         self._outputs = executor.outputs
         details = getattr(getattr(executor, "model", None), "details", None) or {}
@@ -76,7 +66,7 @@ class Model:
     # -- what the caller inspects -------------------------------------------------------------------
     @property
     def info(self) -> ModelInfo:
-        return self._candidate.artifact
+        raise NotImplementedError
 
     @property
     def inputs(self) -> tuple[TensorSpec, ...]:
@@ -88,13 +78,12 @@ class Model:
 
     @property
     def executor(self) -> ExecutorInfo:
-        base = self._executor.info
-        return ExecutorInfo(base.runtime, base.version, base.device, base.precision, base.threads,
-                            reason=self._candidate.reason, artifact=str(self._candidate.artifact.path),
-                            details=base.details)
+        """What runs the requests now, and why it was chosen."""
+        raise NotImplementedError
 
     @property
     def fallbacks(self) -> tuple[FallbackEvent, ...]:
+        """Every candidate that failed to load or run, and what took over (never silent)."""
         return tuple(self._fallbacks)
 
     @property
@@ -103,8 +92,12 @@ class Model:
 
     @property
     def concurrency(self) -> int:
-        """Requests the executor can work on at once (submit more to keep it busy)."""
-        return self._executor.concurrency
+        """Requests the model can work on at once (submit more to keep it busy)."""
+        raise NotImplementedError
+
+    def reselect(self) -> ExecutorInfo:
+        """Offer again what failed: see the subclasses. Returns what runs now."""
+        raise NotImplementedError
 
     # -- running ---------------------------------------------------------------------------------------
     def run(self, inputs: Any, *, quantize: bool = False, dequantize: bool = False,
@@ -116,22 +109,10 @@ class Model:
         check_finite: NaN/Inf in float inputs or outputs is an error instead of an answer.
         """
         arrays = self._binder.bind(inputs, quantize, check_finite)
-        executor = self._executor
-        try:
-            results = executor.run(arrays)
-        except ExecutorError as exc:
-            results = self._run_fallback(executor, exc, arrays)
-        return self._finish(results, dequantize, check_finite)
+        return self._finish(self._execute(arrays), dequantize, check_finite)
 
-    __call__ = run
-
-    def _finish(self, results: list, dequantize: bool, check_finite: bool) -> Outputs:
-        if check_finite:
-            check_outputs_finite(results, self._output_names)
-        if dequantize:
-            results = [dequantize_array(r, t.quantization) if t.quantization and r.dtype.kind in "iu" else r
-                       for r, t in zip(results, self._outputs)]
-        return self._outputs_cls(results)
+    def __call__(self, inputs: Any, **options: Any) -> Outputs:
+        return self.run(inputs, **options)
 
     def submit(self, inputs: Any, *, quantize: bool = False, dequantize: bool = False,
                check_finite: bool = False) -> Future:
@@ -143,44 +124,16 @@ class Model:
         from concurrent.futures import Future
 
         arrays = self._binder.bind(inputs, quantize, check_finite)
-        executor = self._executor
         outer: Future = Future()
-
-        def done(inner: Future) -> None:
-            exc = inner.exception()
-            if exc is None:
-                try:
-                    outer.set_result(self._finish(inner.result(), dequantize, check_finite))
-                except Exception as finish_exc:
-                    outer.set_exception(finish_exc)
-            elif isinstance(exc, ExecutorError) and not self._strict and self._open_next is not None:
-                # Loading the next candidate must not happen on a runtime's callback thread.
-                threading.Thread(target=self._retry, args=(executor, exc, arrays, outer, dequantize, check_finite),
-                                 daemon=True).start()
-            else:
-                outer.set_exception(exc)
-
-        try:
-            inner = executor.submit(arrays)
-        except ExecutorError as exc:
-            inner = Future()
-            inner.set_exception(exc)
-        inner.add_done_callback(done)
+        self._start(arrays, outer, dequantize, check_finite)
         return outer
-
-    def _retry(self, failed: Executor, exc: ExecutorError, arrays: list, outer: Future, dequantize: bool,
-               check_finite: bool) -> None:
-        try:
-            outer.set_result(self._finish(self._run_fallback(failed, exc, arrays), dequantize, check_finite))
-        except BaseException as retry_exc:
-            outer.set_exception(retry_exc)
 
     def stream(self, inputs: Iterable[Any], *, ordered: bool = True, max_in_flight: int | None = None,
                **run_options) -> Iterator[Outputs]:
         """Run every item of ``inputs``, keeping up to ``max_in_flight`` requests in the executor while the
         caller's iterable prepares the next ones (pre-processing overlaps inference). Results come back in
         input order when ``ordered``, else as they complete."""
-        limit = max_in_flight or 2 * max(1, self._executor.concurrency)
+        limit = max_in_flight or 2 * max(1, self.concurrency)
         pending: deque[Future] = deque()
         for item in inputs:
             pending.append(self.submit(item, **run_options))
@@ -201,23 +154,186 @@ class Model:
                     pending.remove(future)
                     yield future.result()
 
-    def _run_fallback(self, failed: Executor, exc: ExecutorError, arrays: list) -> list:
-        """The executor failed at run time: hand the same inputs to the next candidate that loads."""
-        if self._strict or self._open_next is None:
-            raise exc
-        with self._lock:
-            if self._executor is failed:  # another thread may have switched already
-                self._switch(failed, exc)
-            executor = self._executor
-        return executor.run(arrays)
+    # -- what a subclass provides ------------------------------------------------------------------------
+    def _execute(self, arrays: list) -> list:
+        """Run bound inputs; the raw result arrays."""
+        raise NotImplementedError
 
-    def _switch(self, failed: Executor, exc: ExecutorError) -> None:
+    def _start(self, arrays: list, outer: Future, dequantize: bool, check_finite: bool) -> None:
+        """Start bound inputs in the background; settle ``outer`` (``_settle`` / ``_fail``) when done."""
+        raise NotImplementedError
+
+    # -- shared by both ------------------------------------------------------------------------------------
+    def _finish(self, results: list, dequantize: bool, check_finite: bool) -> Outputs:
+        if check_finite:
+            check_outputs_finite(results, self._output_names)
+        if dequantize:
+            results = [dequantize_array(r, t.quantization) if t.quantization and r.dtype.kind in "iu" else r
+                       for r, t in zip(results, self._outputs)]
+        return self._outputs_cls(results)
+
+    def _settle(self, outer: Future, results: list, dequantize: bool, check_finite: bool) -> None:
+        """Give ``outer`` the finished Outputs, or the error finishing raised."""
+        try:
+            outputs = self._finish(results, dequantize, check_finite)
+        except Exception as exc:
+            _fail(outer, exc)
+            return
+        _set(outer, outputs)
+
+    def _record(self, stage: str, failed: str, exc: BaseException, replaced_by: str | None) -> None:
+        event = FallbackEvent(time.time(), stage, failed, str(exc), replaced_by)
+        self._fallbacks.append(event)
+        log.warning("fallback: %s", event)
+
+    # -- lifetime ----------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release every runtime object. Idempotent; run() afterwards raises ModelClosedError."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Model:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def fails_over(exc: BaseException) -> bool:
+    """Whether another executor may take a request this one failed with: an error of the runtime
+    (ExecutorError: it failed, its worker crashed, it timed out) or of the device (DeviceUnavailableError: it
+    was unplugged, its driver went away). Not one of the model itself (ModelError: an index computed out of
+    range is refused by LiteRT and crashes OpenVINO, tests/test_guards.py), the caller's inputs or a closed
+    model: the next executor would fail alike, or worse."""
+    return isinstance(exc, (ExecutorError, DeviceUnavailableError))
+
+
+def _set(future: Future, value: Any) -> None:
+    from concurrent.futures import InvalidStateError
+
+    try:
+        future.set_result(value)
+    except InvalidStateError:  # the caller cancelled it meanwhile
+        pass
+
+
+def _fail(future: Future | None, error: BaseException) -> None:
+    from concurrent.futures import InvalidStateError
+
+    if future is None:
+        return
+    try:
+        future.set_exception(error)
+    except InvalidStateError:
+        pass
+
+
+class RankedModel(Model):
+    """A Model on the best candidate of a ranking that loads, with run-time failover: a request the executor
+    fails (a runtime error, an unplugged device) is handed, with the same inputs, to the next candidate that
+    loads, which then serves every later request (``fallbacks`` records it). A failed candidate is not tried
+    again until the caller asks with ``reselect()``."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        candidate: Candidate,
+        ranking: Ranking,
+        fallbacks: list[FallbackEvent],
+        open_next: Callable[[Candidate], Executor] | None = None,
+        strict: bool = False,
+        failed: list[Candidate] | None = None,
+    ) -> None:
+        self._executor = executor
+        self._candidate = candidate
+        self._ranking = ranking
+        self._fallbacks = fallbacks
+        self._open_next = open_next
+        self._strict = strict
+        self._lock = threading.Lock()
+        self._retired: list[Executor] = []
+        self._failed = list(failed or [])  # candidates that failed to load or run: not retried until reselect()
+        self._set_io(executor)
+
+    @property
+    def info(self) -> ModelInfo:
+        return self._candidate.artifact
+
+    @property
+    def executor(self) -> ExecutorInfo:
+        base = self._executor.info
+        return ExecutorInfo(base.runtime, base.version, base.device, base.precision, base.threads,
+                            reason=self._candidate.reason, artifact=str(self._candidate.artifact.path),
+                            details=base.details)
+
+    @property
+    def concurrency(self) -> int:
+        """Requests the executor can work on at once (submit more to keep it busy)."""
+        return self._executor.concurrency
+
+    # -- running ---------------------------------------------------------------------------------------
+    def _execute(self, arrays: list) -> list:
+        executor = self._executor
+        try:
+            return executor.run(arrays)
+        except EdgeAccelError as exc:
+            if not fails_over(exc):
+                raise
+            return self._run_fallback(executor, exc, arrays)
+
+    def _start(self, arrays: list, outer: Future, dequantize: bool, check_finite: bool) -> None:
+        from concurrent.futures import Future
+
+        executor = self._executor
+
+        def done(inner: Future) -> None:
+            exc = inner.exception()
+            if exc is None:
+                self._settle(outer, inner.result(), dequantize, check_finite)
+            elif fails_over(exc) and not self._strict and self._open_next is not None:
+                # Loading the next candidate must not happen on a runtime's callback thread.
+                threading.Thread(target=self._retry, args=(executor, exc, arrays, outer, dequantize, check_finite),
+                                 daemon=True).start()
+            else:
+                _fail(outer, exc)
+
+        try:
+            inner = executor.submit(arrays)
+        except EdgeAccelError as exc:
+            inner = Future()
+            inner.set_exception(exc)
+        inner.add_done_callback(done)
+
+    def _retry(self, failed: Executor, exc: EdgeAccelError, arrays: list, outer: Future, dequantize: bool,
+               check_finite: bool) -> None:
+        try:
+            results = self._run_fallback(failed, exc, arrays)
+        except BaseException as retry_exc:
+            _fail(outer, retry_exc)
+            return
+        self._settle(outer, results, dequantize, check_finite)
+
+    def _run_fallback(self, failed: Executor, exc: EdgeAccelError, arrays: list) -> list:
+        """The executor failed at run time: hand the same inputs to the next candidate that loads, and to the
+        one after it if that fails too, until one answers or none is left (then the caller gets the error)."""
+        while True:
+            if self._strict or self._open_next is None:
+                raise exc
+            with self._lock:
+                if self._executor is failed:  # another thread may have switched already
+                    self._switch(failed, exc)
+                executor = self._executor
+            try:
+                return executor.run(arrays)
+            except EdgeAccelError as again:
+                if not fails_over(again):
+                    raise
+                failed, exc = executor, again
+
+    def _switch(self, failed: Executor, exc: EdgeAccelError) -> None:
         failed_name = self._candidate.name
         for candidate in self._ranking.candidates:
-            if candidate is self._candidate or candidate in self._failed:
+            if candidate is self._candidate or candidate in self._failed or not self._takes_same_inputs(candidate):
                 continue
-            if tuple(t.dtype for t in candidate.artifact.inputs) != tuple(t.dtype for t in self._inputs):
-                continue  # a twin with other inputs cannot take these requests
             try:
                 executor = self._open_next(candidate)
             except EdgeAccelError as load_exc:
@@ -232,10 +348,41 @@ class Model:
         self._record("run", failed_name, exc, None)
         raise exc
 
-    def _record(self, stage: str, failed: str, exc: BaseException, replaced_by: str | None) -> None:
-        event = FallbackEvent(time.time(), stage, failed, str(exc), replaced_by)
-        self._fallbacks.append(event)
-        log.warning("fallback: %s", event)
+    def _takes_same_inputs(self, candidate: Candidate) -> bool:
+        # a twin with other inputs (an int8 Edge TPU model beside its float CPU twin) cannot take these requests
+        return tuple(t.dtype for t in candidate.artifact.inputs) == tuple(t.dtype for t in self._inputs)
+
+    def reselect(self) -> ExecutorInfo:
+        """Offer every candidate again, best-ranked first: a device that failed (unplugged, its driver
+        restarted) and is back serves again. edgeaccel never does this by itself: a device that failed once
+        is not trusted again until the caller says so. The failed list is cleared; a candidate that still
+        fails to load is recorded in ``fallbacks`` and the next one is tried, down to the one running now,
+        which is kept. Returns what runs afterwards (``model.executor``)."""
+        if self._open_next is None:
+            return self.executor
+        with self._lock:
+            if isinstance(self._executor, _Closed):
+                raise ModelClosedError(f"{self.info.path.name} was closed", hint="load it again with edgeaccel.load")
+            self._failed.clear()
+            unloadable: list[tuple[Candidate, EdgeAccelError]] = []
+            for candidate in self._ranking.candidates:
+                if candidate is self._candidate:
+                    break  # the best that loads is the one running
+                if not self._takes_same_inputs(candidate):
+                    continue
+                try:
+                    executor = self._open_next(candidate)
+                except EdgeAccelError as exc:
+                    self._failed.append(candidate)
+                    unloadable.append((candidate, exc))
+                    continue
+                log.info("reselect: %s replaces %s", candidate.name, self._candidate.name)
+                self._retired.append(self._executor)
+                self._executor, self._candidate = executor, candidate
+                break
+            for candidate, exc in unloadable:
+                self._record("load", candidate.name, exc, self._candidate.name)
+        return self.executor
 
     # -- lifetime ----------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -246,12 +393,6 @@ class Model:
             self._retired = []
         for executor in executors:
             executor.close()
-
-    def __enter__(self) -> Model:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<edgeaccel.Model {self.info.path.name} on {self._candidate.name}>"

@@ -4,11 +4,14 @@ thermal sensors) for "keeps serving, with reasons"."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
 import edgeaccel
-from edgeaccel.errors import DeadlineExceededError, ExecutorError, ModelClosedError
+from edgeaccel.errors import DeadlineExceededError, DeviceUnavailableError, ExecutorError, ModelClosedError
 from edgeaccel.scheduling.clock import MonotonicClock
 from edgeaccel.scheduling.model import ScheduledModel
 from edgeaccel.sim.executor import SimulatedExecutor
@@ -147,3 +150,110 @@ def test_scheduled_onnx_sessions_do_not_spin_unless_asked():
         "session.intra_op.allow_spinning": "1"}, "max_interpreters": 2}), OnnxRuntimeExecutor)
     assert mine.runtime_options["session_config"]["session.intra_op.allow_spinning"] == "1"
     assert mine.runtime_options["max_interpreters"] == 2
+
+
+class UnpluggedSim(SimulatedExecutor):
+    """A simulated accelerator that answers ``after`` runs, then is gone (DeviceUnavailableError), until
+    ``plugged`` is set again."""
+
+    def __init__(self, heat, clock, after):
+        super().__init__(heat, clock)
+        self.after = after
+        self.plugged = True
+        self.lock = threading.Lock()
+
+    def run(self, inputs):
+        with self.lock:
+            self.after -= 1
+            if self.after < 0:
+                self.plugged = False
+            if not self.plugged:
+                raise DeviceUnavailableError("the accelerator was unplugged", hint="plug it back in")
+        return super().run(inputs)
+
+
+def test_an_unplugged_executor_fails_over_without_an_error_reaching_a_caller(world):
+    """DeviceUnavailableError (not an ExecutorError) used to be wrapped as a contract breach; now it fails over
+    like any runtime error, and the executor is back only after reselect()."""
+    sim, clock = world
+    accel = UnpluggedSim(sim.models["accel"], clock, after=20)
+    with ScheduledModel([accel, SimulatedExecutor(sim.models["cpu"], clock)], "latency", sensors=sim.specs(),
+                        root=sim.root, before_sample=sim.sync) as model:
+        with ThreadPoolExecutor(16) as pool:
+            results = list(pool.map(lambda _: model.run(X, timeout=30), range(16 * 20)))
+        assert len(results) == 320 and all(r[0].shape == (1, 4) for r in results)
+        assert model.fallbacks and all(f.failed == "sim:accel" and "unplugged" in f.error for f in model.fallbacks)
+        assert "out of rotation" in model.executors["sim:accel"].reason
+        assert "reselect()" in model.executors["sim:accel"].reason
+        accel.plugged, accel.after = True, 10**6
+        model.reselect()
+        assert "out of rotation" not in model.executors["sim:accel"].reason
+        before = model.stats.executors["sim:accel"].completed
+        for _ in range(30):
+            model.run(X, timeout=30)
+        assert model.stats.executors["sim:accel"].completed > before
+
+
+def test_a_scheduled_model_is_a_model_with_the_same_interface(tmp_path):
+    """load(..., policy=...) returns a Model: one base class binds inputs, builds outputs and runs."""
+    path = SAMPLES / "mobilenet_v1_0.25_128_quant.tflite"
+    with edgeaccel.load(path) as plain, edgeaccel.load(path, policy="latency", telemetry_root=tmp_path) as model:
+        assert isinstance(model, edgeaccel.Model) and isinstance(plain, edgeaccel.Model)
+        assert type(model).run is not type(plain).run  # each runs its own way...
+        assert type(model)._finish is type(plain)._finish is edgeaccel.Model._finish  # ...and finishes one way
+        for name in ("run", "submit", "stream", "reselect", "close", "inputs", "outputs", "info", "executor",
+                     "fallbacks", "ranking", "concurrency"):
+            assert hasattr(model, name) and hasattr(plain, name), name
+        assert model.inputs == plain.inputs and model.outputs == plain.outputs and model.info == plain.info
+        image = np.random.default_rng(1).integers(0, 255, model.inputs[0].shape, dtype=np.uint8)
+        top1 = int(np.argmax(plain.run(image)[0]))  # LiteRT and OpenVINO may differ by a quantization step
+        by_name = {model.inputs[0].name: image}
+        assert int(np.argmax(model(by_name)[0])) == top1  # inputs by name, __call__
+        real = model.run(image, dequantize=True)[0]
+        assert real.dtype == np.float32 and int(np.argmax(real)) == top1
+        streamed = list(model.stream([image] * 5))
+        assert [int(np.argmax(s[0])) for s in streamed] == [top1] * 5
+        assert [c.name for c in model.ranking.candidates] == [c.name for c in plain.ranking.candidates]
+        assert model.reselect() == model.executor
+
+
+def test_a_throughput_executor_keeps_its_concurrency(tmp_path):
+    """ScheduledModel used to pin every executor to one request at a time."""
+    path = SAMPLES / "mobilenet_v1_0.25_128_quant.tflite"
+    with edgeaccel.load(path, policy="thermal", performance_hint="throughput", telemetry_root=tmp_path) as model:
+        slots = model._scheduler.slots
+        assert all(s.max_concurrency == s.executor.concurrency for s in slots)
+        assert model.concurrency == sum(s.executor.concurrency for s in slots)
+        assert model.trace.records[-1].concurrency == {s.name: s.max_concurrency for s in slots}
+
+
+class Wide(SimulatedExecutor):
+    """A simulated executor that takes four requests at once, and counts how many it holds."""
+
+    def __init__(self, heat, clock):
+        super().__init__(heat, clock)
+        self.lock, self.now, self.most = threading.Lock(), 0, 0
+
+    @property
+    def concurrency(self):
+        return 4
+
+    def run(self, inputs):
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            return super().run(inputs)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+def test_requests_overlap_up_to_the_executors_concurrency(world):
+    sim, clock = world
+    wide = Wide(sim.models["cpu"], clock)
+    with ScheduledModel([wide], "latency", sensors=sim.specs(), root=sim.root, before_sample=sim.sync) as model:
+        assert model.concurrency == 4
+        futures = [model.submit(X) for _ in range(200)]
+        assert all(f.result(timeout=30)[0].shape == (1, 4) for f in futures)
+    assert 2 <= wide.most <= 4

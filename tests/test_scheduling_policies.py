@@ -169,3 +169,44 @@ def test_a_quiet_spell_does_not_wind_the_duty_back_up():
     assert step.duty == 1.0  # while cool the proportional term still allows full speed
     burst = thermal_step(hot(82.5, slope=0.1, busy=1.0), ctl, cfg, 0.5)
     assert burst.duty < held + 0.05  # near the target again: back at the held duty, not at 1
+
+
+def test_the_latency_trace_says_back_off_while_a_device_is_held_off():
+    """It used to record "hold ... all devices below their critical margin" while everything was backed off."""
+    policy = make_policy("latency")
+    state = policy.initial_state()
+    trail = []
+    for t, temp in enumerate([102.0, 95.0, 88.0, 79.0]):  # passive 85: returns below 80
+        decision, state = policy.decide(obs(float(t), hot(temp, busy=0.0)), state)
+        trail.append(decision)
+    assert [d.action for d in trail] == ["back_off", "back_off", "back_off", "return"]
+    assert all("below their critical margin" not in d.reason for d in trail)
+    assert "still above 80.0 C after a back-off" in trail[1].reason and "work moves to cpu" in trail[1].reason
+
+
+def test_a_back_off_halves_the_duty_that_led_to_it():
+    """A return that heads straight back into a back-off returns lower the next time: no limit cycle."""
+    cfg = ThermalConfig()
+    ctl = DeviceControl()
+    starts = []
+    for _ in range(3):
+        ctl = thermal_step(hot(102.0, busy=1.0), ctl, cfg, 0.5).control  # back off
+        step = thermal_step(hot(70.0, busy=0.0), ctl, cfg, 0.5)  # cooled: return
+        assert step.event == "return"
+        starts.append(step.duty)
+        ctl = step.control
+    assert starts == [0.5, 0.25, 0.125]
+
+
+def test_the_trend_restarts_when_a_load_starts():
+    """A line through 15 s of idle samples lags a start; a sample far off the line restarts the fit."""
+    from edgeaccel.telemetry.status import TrendForecaster
+
+    lagging, fresh = TrendForecaster(), TrendForecaster(jump_c=2.5)
+    for i in range(30):
+        for trend in (lagging, fresh):
+            trend.add(i * 0.5, 47.0 + (i % 2))  # idle, 1 C steps of noise
+    assert abs(fresh.slope()) < 0.2  # noise is not a jump
+    for trend in (lagging, fresh):
+        trend.add(15.0, 59.0)
+    assert lagging.slope() < 2.0 and fresh.slope() == pytest.approx((59.0 - 48.0) / 0.5)

@@ -37,8 +37,9 @@ REMEASURE_S = 5.0  # an idle executor not measured for this long takes one reque
 class Scheduler:
     def __init__(self, slots: list[ExecutorSlot], policy: Policy, sampler: TelemetrySampler | None = None, *,
                  interval_s: float = 0.5, simulated: bool = False, before_sample: Callable[[float], None] | None = None,
-                 trace_limit: int = 200_000, patience_s: float = 1.0, bucket_s: float = 1.0,
-                 max_queue: int | None = None, remeasure_s: float = REMEASURE_S) -> None:
+                 trace_limit: int = 200_000, patience_s: float = 1.0, bucket_s: float = 0.5,
+                 max_queue: int | None = None, remeasure_s: float = REMEASURE_S,
+                 max_wait_s: float | None = None) -> None:
         if not slots:
             raise ValueError("a scheduler needs at least one executor")
         names = [s.name for s in slots]
@@ -54,6 +55,10 @@ class Scheduler:
         self.patience_s = patience_s
         self.max_queue = max_queue
         self.remeasure_s = remeasure_s
+        if max_wait_s is not None and max_wait_s <= 0:
+            raise ValueError(f"max_wait_s must be a positive number of seconds or None, not {max_wait_s!r}")
+        self.max_wait_s = max_wait_s  # a request without a deadline waits at most this long to start
+        self.expired = 0  # requests failed because none of the executors started them within max_wait_s
         self.rejected = 0  # requests refused because the queue was full
         self.devices = list(dict.fromkeys(s.device for s in slots))
         capacity = {d: sum(s.max_concurrency for s in slots if s.device == d) for d in self.devices}
@@ -64,6 +69,7 @@ class Scheduler:
                                  "not decided yet")
         self.trace = Trace(trace_limit, simulated)
         self._queue: list[tuple[float, int, Request]] = []  # (deadline or inf, seq, request): earliest deadline first
+        self._undated: deque[Request] = deque()  # queued requests without a deadline, in arrival order
         self._seq = itertools.count()
         self._next_decision: float | None = None
         self._last_decision: float | None = None
@@ -92,11 +98,22 @@ class Scheduler:
         if self.max_queue is not None and len(self._queue) >= self.max_queue:
             self.rejected += 1
             return False
-        heapq.heappush(self._queue, (*request.key(), request))
+        self._push(request)
         return True
 
     def requeue(self, request: Request) -> None:
+        self._push(request)
+
+    def _push(self, request: Request, entering: bool = True) -> None:
         heapq.heappush(self._queue, (*request.key(), request))
+        request.queued = True
+        if entering and request.deadline is None:
+            self._undated.append(request)
+
+    def _pop(self) -> Request:
+        request = heapq.heappop(self._queue)[2]
+        request.queued = False
+        return request
 
     @property
     def queued(self) -> int:
@@ -104,7 +121,45 @@ class Scheduler:
 
     def drain(self) -> list[Request]:
         out, self._queue = [entry[2] for entry in self._queue], []
+        self._undated.clear()
         return out
+
+    def expire(self, now: float) -> list[tuple[Request, str]]:
+        """Take out the requests without a deadline that have waited ``max_wait_s`` without an executor
+        starting them (every executor held back, or so far behind): (request, why) for each, saying what the
+        policy is doing. Cheap when nothing is due (the oldest request is tracked)."""
+        if self.max_wait_s is None or not self._queue:
+            return []
+        due = now - self.max_wait_s
+        if self._oldest_arrival() > due:
+            return []
+        keep, out = [], []
+        for entry in self._queue:
+            request = entry[2]
+            if request.deadline is None and request.arrival <= due:
+                request.queued = False
+                out.append(request)
+            else:
+                keep.append(entry)
+        if not out:
+            return []
+        heapq.heapify(keep)
+        self._queue = keep
+        self.expired += len(out)
+        held = [s.name for s in self.slots if not self.decision.enabled.get(s.name, True)
+                or s.failed_permanently or self.decision.duty.get(s.device, 1.0) <= 0.0]
+        state = (f"every executor is held back ({self.decision.action}: {self.decision.reason})"
+                 if len(held) == len(self.slots) else f"the policy says {self.decision.action}: {self.decision.reason}")
+        why = f"no executor started this request within max_wait_s={self.max_wait_s:g} s: {state}"
+        return [(request, why) for request in out]
+
+    def _oldest_arrival(self) -> float:
+        """Arrival of the oldest queued request without a deadline (those queue in arrival order; one that
+        failed over and was queued again counts from its requeue here, and is caught by expire's scan)."""
+        undated = self._undated
+        while undated and not undated[0].queued:
+            undated.popleft()
+        return undated[0].arrival if undated else math.inf
 
     # -- decisions -----------------------------------------------------------------------------------------
     def decision_due(self, now: float) -> bool:
@@ -156,7 +211,8 @@ class Scheduler:
             else:
                 devices[name] = DeviceView(name, s.temp_c, s.temp_reason, s.passive_c, s.critical_c, s.slope_c_per_s,
                                            s.power_w, s.power_reason, s.throttled, share,
-                                           str(s.status) if s.status is not None else None, s.headroom)
+                                           str(s.status) if s.status is not None else None, s.headroom,
+                                           s.limits_note)
         if dt > 0:
             rate = self._arrivals / dt
             self._arrival_rate = rate if self._last_decision is None else 0.7 * self._arrival_rate + 0.3 * rate
@@ -172,7 +228,10 @@ class Scheduler:
         c = self.exec_counters[slot.name]
         measurable = self.device_counters[slot.device].energy_j is not None
         energy = c.energy_j / c.energy_runs if c.energy_runs >= 10 else None
-        return ExecutorView(slot.name, slot.device, slot.latency_s, energy, measurable, slot.max_concurrency, c.completed)
+        power = slot.power
+        return ExecutorView(slot.name, slot.device, slot.latency_s, energy, measurable, slot.max_concurrency,
+                            c.completed, power.watts if power is not None else None,
+                            power.source if power is not None else None)
 
     def _account(self, now: float, samples: dict[str, DeviceSample]) -> None:
         """Time limited / throttled / above passive since the last decision, and energy attributed to executors."""
@@ -194,6 +253,7 @@ class Scheduler:
                 if s.critical_c is not None and s.temp_c >= s.critical_c:
                     counters.samples_at_critical += 1
             counters.temp_reason = s.temp_reason
+            counters.limits_note = s.limits_note
             if s.throttled:
                 counters.hw_throttled_s += dt
             counters.energy_reason = s.energy_reason
@@ -234,16 +294,17 @@ class Scheduler:
             budget.refill(now)
             limit[slot] = conc
             ready[slot] = self._ready_time(slot, conc, budget, now)
-        if ready and not any(t <= now and s.running < limit[s] for s, t in ready.items()):
+        if not any(t <= now and s.running < limit[s] for s, t in ready.items()):
+            shed = self._shed_late(now)  # nothing can start now: only requests already past their deadline go
             self.dispatch_cost_s.append(time.perf_counter() - started)
-            return [], []  # nothing can start now; hopeless requests are shed when something can
+            return [], shed
         order = {name: i for i, name in enumerate(decision.order)}
         assigned: list[tuple[Request, ExecutorSlot]] = []
         shed: list[Request] = []
         keep: list[Request] = []
         scanned = 0
         while self._queue and scanned < SCAN_LIMIT:
-            request = heapq.heappop(self._queue)[2]
+            request = self._pop()
             scanned += 1
             candidates = [(slot, t, t + (slot.latency_s or guess)) for slot, t in ready.items()
                           if slot.name not in request.tried]
@@ -254,21 +315,23 @@ class Scheduler:
                     keep.append(request)
                 continue
             best = min(candidates, key=lambda c: c[2])
-            for c in candidates:
-                if c[0].measured_at is None:
-                    c[0].measured_at = now  # staleness counts from the first time it could have taken work
-            stale = [c for c in candidates if c[1] <= now and c[0].running < limit[c[0]] and c[0] is not best[0]
-                     and now - c[0].measured_at > self.remeasure_s
-                     and (request.deadline is None or c[2] <= request.deadline)]
-            if stale:  # one request refreshes a stale estimate (a slow first run would otherwise stick forever)
-                stale[0][0].measured_at = now
-                best = stale[0]
-            elif decision.route == "cheapest":
+            if decision.route == "cheapest":
                 ranked = sorted(candidates, key=lambda c: order.get(c[0].name, len(order)))
                 for slot, t, done in ranked:
                     if (done <= request.deadline) if request.deadline is not None else (t - now <= self.patience_s):
                         best = (slot, t, done)
                         break
+            for c in candidates:
+                if c[0].measured_at is None:
+                    c[0].measured_at = now  # staleness counts from the first time it could have taken work
+            # one request refreshes a stale estimate: a slow first run would otherwise stick forever, and an
+            # executor the route never picks (the last in a cost order) would never be measured again
+            stale = [c for c in candidates if c[1] <= now and c[0].running < limit[c[0]] and c[0] is not best[0]
+                     and now - c[0].measured_at > self.remeasure_s
+                     and (request.deadline is None or c[2] <= request.deadline)]
+            if stale:
+                stale[0][0].measured_at = now
+                best = stale[0]
             slot, t, done = best
             if request.deadline is not None and done > request.deadline:
                 shed.append(request)
@@ -289,10 +352,19 @@ class Scheduler:
             if not any(t <= now and s.running < limit[s] for s, t in ready.items()):
                 break
         for request in keep:
-            heapq.heappush(self._queue, (*request.key(), request))
+            self._push(request, entering=False)
         self.dispatch_cost_s.append(time.perf_counter() - started)
         self.shed += len(shed)
         return assigned, shed
+
+    def _shed_late(self, now: float) -> list[Request]:
+        """Requests past their deadline, taken out while no executor can start anything (the queue is ordered
+        by deadline, so only its head is looked at)."""
+        shed = []
+        while self._queue and self._queue[0][0] < now:
+            shed.append(self._pop())
+        self.shed += len(shed)
+        return shed
 
     @staticmethod
     def _ready_time(slot: ExecutorSlot, conc: int, budget: DeviceBudget, now: float) -> float:
@@ -311,6 +383,8 @@ class Scheduler:
         times = []
         if self._next_decision is not None:
             times.append(self._next_decision)
+        if self.max_wait_s is not None and self._queue:
+            times.append(self._oldest_arrival() + self.max_wait_s)
         if self._queue:
             for slot in self.slots:
                 conc = self.decision.concurrency.get(slot.name, slot.max_concurrency)
@@ -365,12 +439,14 @@ class Scheduler:
             if energy is None:
                 reason = device.energy_reason or ("no runs in a measured interval yet" if device.energy_j is not None
                                                   else "not sampled yet")
+            estimate = slot.power.energy_j(slot.latency_s) if slot.power is not None and energy is None else None
             executors[slot.name] = ExecutorStats(
                 slot.device, c.completed, c.failed, c.deadline_met, c.deadline_missed,
-                _ms(percentiles(c.service_s)), _ms(percentiles(c.latency_s)), c.busy_s, energy, reason)
+                _ms(percentiles(c.service_s)), _ms(percentiles(c.latency_s)), c.busy_s, energy, reason, estimate,
+                slot.power.source if estimate is not None else None)
         devices = {name: DeviceStats(d.last_temp_c, d.max_temp_c, d.temp_reason, d.limited_s, d.hw_throttled_s,
                                      d.above_passive_s, d.samples_at_critical, d.energy_j, d.energy_reason,
-                                     d.idle_energy_j)
+                                     d.idle_energy_j, d.limits_note)
                    for name, d in self.device_counters.items()}
         completed = sum(c.completed for c in self.exec_counters.values())
         return SchedulerStats(

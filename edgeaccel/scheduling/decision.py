@@ -22,6 +22,7 @@ class DeviceView:
     busy: float = 0.0  # share of its capacity used since the previous decision (0..1)
     status: str | None = None  # Android thermal status name
     headroom: float | None = None
+    limits_note: str | None = None  # trip points the sensor gave that were ignored, and why
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,15 @@ class ExecutorView:
     energy_measurable: bool = False  # its device has an energy counter
     max_concurrency: int = 1
     completed: int = 0
+    power_w: float | None = None  # what its device draws busy where no counter measures it (an estimate)
+    power_source: str | None = None  # where power_w comes from ("estimated: 2 W typical for EdgeTPU (...)")
+
+    @property
+    def estimated_energy_j(self) -> float | None:
+        """Energy per inference from the power figure and the measured service time (an estimate)."""
+        if self.power_w is None or self.latency_s is None:
+            return None
+        return self.power_w * self.latency_s
 
 
 @dataclass(frozen=True)

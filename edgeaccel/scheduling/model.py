@@ -6,7 +6,8 @@ A dispatcher thread samples telemetry when due, asks the policy for a decision, 
 (deadline first) to executors, each of which runs its requests on its own worker threads. Every decision is
 recorded in ``trace``; ``stats`` has per-executor counts, latency percentiles, energy per inference where the
 device measures energy, and time spent limited or throttled. A failing executor is retried elsewhere and, after
-repeated failures, taken out of rotation: visible in ``fallbacks``, never silent.
+repeated failures, taken out of rotation: visible in ``fallbacks``, never silent, and back only when the caller
+asks (``reselect()``). A request without a deadline waits at most ``max_wait_s`` to be started.
 """
 
 from __future__ import annotations
@@ -19,16 +20,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..errors import DeadlineExceededError, EdgeAccelError, ExecutorError, ModelClosedError, OverloadedError
+from ..errors import (DeadlineExceededError, EdgeAccelError, ExecutorError, InferenceTimeoutError, ModelClosedError,
+                      OverloadedError)
 from ..executors.base import Executor, ExecutorInfo
-from ..model import FallbackEvent
-from ..modelinfo import TensorSpec
+from ..model import FallbackEvent, Model, _fail, fails_over
+from ..selector import Ranking
 from ..telemetry.sampler import DeviceLimits, DeviceSample, TelemetrySampler
 from ..telemetry.sensors import SensorSpec
-from ..tensors import InputBinder, Outputs, aliases, check_outputs_finite, dequantize_array
+from ..tensors import Outputs
 from .clock import Clock, MonotonicClock
 from .core import ExecutorSlot, Request, Scheduler
-from .devices import device_of, sensors_for
+from .devices import place, sensors_for
+from .energy import PowerFigure, power_figures
 from .policies import Policy, make_policy
 from .stats import SchedulerStats
 from .trace import Trace
@@ -36,24 +39,38 @@ from .trace import Trace
 log = logging.getLogger("edgeaccel")
 
 FAILURES_BEFORE_RETIRING = 3  # consecutive failures that take an executor out of rotation
+DEFAULT_MAX_WAIT_S = 60.0  # a request without a deadline that no executor starts within this fails, saying why
 
 
-class ScheduledModel:
+class ScheduledModel(Model):
     """A model served by several executors under a scheduling policy. Use as a context manager or ``close()``.
+
+    It is a Model (``edgeaccel.load(..., policy=...)`` returns one): the same ``run``, ``submit``,
+    ``stream``, ``inputs``, ``outputs``, ``executor``, ``fallbacks`` and ``reselect``, plus ``deadline=``
+    on requests and ``executors``, ``stats``, ``trace`` and ``telemetry``.
 
     executors: loaded Executors of one model (same inputs). The first one's inputs/outputs are the model's.
     policy: "latency", "efficiency", "thermal", "power" (with ``power_budget_w``), or a Policy object.
     sensors: device name -> SensorSpec; by default found below ``root`` for each executor's device kind.
     limits: device name -> trip points to assume where the sensors give none (a device profile's limits).
-    max_concurrency: requests in flight per executor (an int for all, or a dict by executor name).
+    max_concurrency: requests in flight per executor (an int for all, or a dict by executor name); by default
+        each executor's own ``concurrency`` (several for one loaded with ``performance_hint="throughput"``).
+    max_wait_s: a request without a deadline that no executor has started after this long fails with
+        InferenceTimeoutError saying what holds the executors back (never a future that waits forever).
+    power: executor name -> PowerFigure, the power its device draws busy where no energy counter measures
+        it (a profile's typical power, an estimate for the CPU): what the efficiency and power policies
+        rank unmeasured executors by. By default from ``profile`` and the CPU's package power limit.
     """
 
     def __init__(self, executors: Sequence[Executor], policy: str | Policy = "thermal", *,
                  power_budget_w: float | None = None, sensors: dict[str, SensorSpec] | None = None,
                  root: str | Path = "/", nvml: Any | None = None, limits: dict[str, DeviceLimits] | None = None,
-                 clock: Clock | None = None, sample_interval_s: float = 0.5, max_concurrency: int | dict = 1,
-                 max_queue: int = 10_000, before_sample: Callable[[float], None] | None = None,
-                 fallbacks: Sequence[FallbackEvent] = (), reasons: dict[str, str] | None = None) -> None:
+                 clock: Clock | None = None, sample_interval_s: float = 0.5,
+                 max_concurrency: int | dict | None = None, max_queue: int = 10_000,
+                 before_sample: Callable[[float], None] | None = None, fallbacks: Sequence[FallbackEvent] = (),
+                 reasons: dict[str, str] | None = None, ranking: Ranking | None = None,
+                 max_wait_s: float | None = DEFAULT_MAX_WAIT_S, profile: Any | None = None,
+                 power: dict[str, PowerFigure] | None = None) -> None:
         if not executors:
             raise ValueError("a ScheduledModel needs at least one executor")
         self._executors = list(executors)
@@ -62,27 +79,29 @@ class ScheduledModel:
         self._clock = clock or MonotonicClock()
         self._reasons = dict(reasons or {})
         self._fallbacks = list(fallbacks)
+        self._ranking = ranking if ranking is not None else Ranking([])
         names = _unique_names(self._executors)
+        placed = {name: place(executor) for name, executor in zip(names, self._executors)}
+        figures = dict(power) if power is not None else power_figures(
+            {name: (executor, placed[name]) for name, executor in zip(names, self._executors)}, profile, Path(root))
         slots = []
         for name, executor in zip(names, self._executors):
-            conc = max_concurrency.get(name, 1) if isinstance(max_concurrency, dict) else max_concurrency
-            slots.append(ExecutorSlot(name, device_of(executor), int(conc),
-                                      getattr(executor, "nominal_latency_s", None), executor))
+            conc = max_concurrency.get(name) if isinstance(max_concurrency, dict) else max_concurrency
+            slot = ExecutorSlot(name, placed[name].domain, int(conc or executor.concurrency),
+                                getattr(executor, "nominal_latency_s", None), executor)
+            slot.power = figures.get(name)
+            slots.append(slot)
         devices = list(dict.fromkeys(s.device for s in slots))
-        specs = dict(sensors) if sensors is not None else sensors_for(devices, Path(root), nvml)
+        specs = dict(sensors) if sensors is not None else sensors_for(devices, Path(root), nvml,
+                                                                       list(placed.values()))
         for device in devices:
             specs.setdefault(device, SensorSpec(notes=(f"no sensors named for {device}",)))
         self._sampler = TelemetrySampler({d: specs[d] for d in devices}, Path(root), nvml,
                                          min_interval_s=sample_interval_s, limits=limits)
         self._scheduler = Scheduler(slots, self._policy, self._sampler, interval_s=sample_interval_s,
                                     simulated=bool(getattr(self._clock, "simulated", False)),
-                                    before_sample=before_sample, max_queue=max_queue)
-        first = self._executors[0]
-        self._inputs: tuple[TensorSpec, ...] = first.inputs
-        self._outputs: tuple[TensorSpec, ...] = first.outputs
-        details = getattr(getattr(first, "model", None), "details", None) or {}
-        self._binder = InputBinder(self._inputs, aliases=aliases(details, "inputs"))
-        self._outputs_cls = Outputs.for_names(tuple(t.name for t in self._outputs), aliases(details, "outputs"))
+                                    before_sample=before_sample, max_queue=max_queue, max_wait_s=max_wait_s)
+        self._set_io(self._executors[0])
         self._cond = threading.Condition()
         self._dirty = False
         self._closed = False
@@ -95,14 +114,6 @@ class ScheduledModel:
         self._dispatcher.start()
 
     # -- what the caller inspects ----------------------------------------------------------------------------
-    @property
-    def inputs(self) -> tuple[TensorSpec, ...]:
-        return self._inputs
-
-    @property
-    def outputs(self) -> tuple[TensorSpec, ...]:
-        return self._outputs
-
     @property
     def info(self):
         return self._executors[0].model
@@ -129,12 +140,13 @@ class ScheduledModel:
         return next(iter(self.executors.values()))
 
     @property
-    def policy(self) -> Policy:
-        return self._policy
+    def concurrency(self) -> int:
+        """Requests the executors in rotation can work on at once, together."""
+        return sum(s.max_concurrency for s in self._scheduler.slots if not s.failed_permanently) or 1
 
     @property
-    def fallbacks(self) -> tuple[FallbackEvent, ...]:
-        return tuple(self._fallbacks)
+    def policy(self) -> Policy:
+        return self._policy
 
     @property
     def stats(self) -> SchedulerStats:
@@ -152,28 +164,34 @@ class ScheduledModel:
         """The latest sample of each device."""
         return self._sampler.latest
 
+    def reselect(self) -> ExecutorInfo:
+        """Put every executor taken out of rotation (after repeated failures) back: a device that came back
+        serves again. The scheduler never does this by itself. Returns what the policy prefers now."""
+        with self._cond:
+            if self._closed:
+                raise ModelClosedError(f"{self.info.path.name} was closed", hint="load it again with edgeaccel.load")
+            for slot in self._scheduler.slots:
+                if slot.failed_permanently:
+                    log.info("reselect: %s back in rotation (was %s)", slot.name, slot.failed_permanently)
+                slot.failed_permanently = None
+                self._failures[slot.name] = 0
+            self._scheduler.maybe_decide(self._clock.now(), force=True)  # the policy sees them at once
+            self._dirty = True
+            self._cond.notify_all()
+        return self.executor
+
     # -- running -------------------------------------------------------------------------------------------
     def submit(self, inputs: Any, *, deadline: float | None = None, quantize: bool = False,
                dequantize: bool = False, check_finite: bool = False) -> Future:
         """Queue one request; the Future's result is its Outputs. ``deadline``: seconds from now by which it
         must finish; a request no executor can finish in time fails with DeadlineExceededError at once, and one
-        that finishes late fails with it too (its answer came too late to use; ``stats`` counts it as late)."""
-        arrays = self._binder.bind(inputs, quantize, check_finite)
+        that finishes late fails with it too (its answer came too late to use; ``stats`` counts it as late).
+        Without a deadline it waits at most ``max_wait_s`` for an executor to start it."""
         if deadline is not None and deadline <= 0:
             raise ValueError(f"deadline must be a positive number of seconds from now, not {deadline!r}")
+        arrays = self._binder.bind(inputs, quantize, check_finite)
         future: Future = Future()
-        with self._cond:
-            if self._closed:
-                raise ModelClosedError(f"{self.info.path.name} was closed", hint="load it again with edgeaccel.load")
-            now = self._clock.now()
-            request = self._scheduler.new_request(now, now + deadline if deadline is not None else None,
-                                                  (arrays, dequantize, check_finite), future)
-            if not self._scheduler.submit(request):
-                raise OverloadedError(
-                    f"{self._scheduler.queued} requests are already queued (max_queue={self._scheduler.max_queue})",
-                    hint="submit more slowly, wait for futures, or raise max_queue")
-            self._dirty = True
-            self._cond.notify_all()
+        self._start(arrays, future, dequantize, check_finite, deadline)
         return future
 
     def run(self, inputs: Any, *, deadline: float | None = None, quantize: bool = False, dequantize: bool = False,
@@ -182,7 +200,25 @@ class ScheduledModel:
         return self.submit(inputs, deadline=deadline, quantize=quantize, dequantize=dequantize,
                            check_finite=check_finite).result(timeout)
 
-    __call__ = run
+    def _execute(self, arrays: list) -> list:
+        future: Future = Future()
+        self._start(arrays, future, False, False)
+        return list(future.result())
+
+    def _start(self, arrays: list, outer: Future, dequantize: bool, check_finite: bool,
+               deadline: float | None = None) -> None:
+        with self._cond:
+            if self._closed:
+                raise ModelClosedError(f"{self.info.path.name} was closed", hint="load it again with edgeaccel.load")
+            now = self._clock.now()
+            request = self._scheduler.new_request(now, now + deadline if deadline is not None else None,
+                                                  (arrays, dequantize, check_finite), outer)
+            if not self._scheduler.submit(request):
+                raise OverloadedError(
+                    f"{self._scheduler.queued} requests are already queued (max_queue={self._scheduler.max_queue})",
+                    hint="submit more slowly, wait for futures, or raise max_queue")
+            self._dirty = True
+            self._cond.notify_all()
 
     def _dispatch_loop(self) -> None:
         while True:
@@ -192,11 +228,15 @@ class ScheduledModel:
                 now = self._clock.now()
                 self._scheduler.maybe_decide(now)
                 assigned, shed = self._scheduler.dispatch(now)
+                expired = self._scheduler.expire(now)
                 wake = self._scheduler.next_wakeup(now)
             for request in shed:
                 _fail(request.future, DeadlineExceededError(
                     "no executor could finish this request by its deadline",
                     hint="give it a later deadline, or lower the request rate (see model.stats)"))
+            for request, why in expired:
+                _fail(request.future, InferenceTimeoutError(
+                    why, hint="see model.trace for what the policy is doing; pass a deadline, or raise max_wait_s"))
             for request, slot in assigned:
                 self._pools[slot.name].submit(self._run_one, request, slot)
             with self._cond:
@@ -212,15 +252,16 @@ class ScheduledModel:
         error: BaseException | None = None
         try:
             results = slot.executor.run(arrays)
-        except ExecutorError as exc:
+        except EdgeAccelError as exc:  # the runtime's own error, or an unplugged device's
             error = exc
         except Exception as exc:  # an executor that breaks the contract: same treatment, never lost
             error = ExecutorError(f"{slot.name} raised {type(exc).__name__}: {exc}", runtime=slot.name)
         end = self._clock.now()
         with self._cond:
             self._scheduler.finished(request, slot, end, ok=error is None)
+            retry = False
             if error is not None:
-                retry = self._after_failure(request, slot, error)
+                retry = fails_over(error) and self._after_failure(request, slot, error)
             else:
                 self._failures[slot.name] = 0
             self._dirty = True
@@ -229,24 +270,12 @@ class ScheduledModel:
             if not retry:
                 _fail(request.future, error)
             return
-        try:
-            if check_finite:
-                check_outputs_finite(results, [t.name for t in self._outputs])
-            if dequantize:
-                results = [dequantize_array(r, t.quantization) if t.quantization and r.dtype.kind in "iu" else r
-                           for r, t in zip(results, self._outputs)]
-            outputs = self._outputs_cls(results)
-        except EdgeAccelError as exc:
-            _fail(request.future, exc)
-            return
         if request.deadline is not None and end > request.deadline:
             _fail(request.future, DeadlineExceededError(
                 f"finished {1000 * (end - request.deadline):.1f} ms after its deadline on {slot.name}",
                 hint="give it a later deadline, or lower the request rate (see model.stats)"))
             return
-        if not request.future.set_running_or_notify_cancel():
-            return
-        request.future.set_result(outputs)
+        self._settle(request.future, results, dequantize, check_finite)
 
     def _after_failure(self, request: Request, slot: ExecutorSlot, error: BaseException) -> bool:
         """Record the failure; retire the executor after repeated ones; requeue the request elsewhere if any
@@ -254,12 +283,10 @@ class ScheduledModel:
         self._failures[slot.name] += 1
         others = [s for s in self._scheduler.slots if s is not slot and not s.failed_permanently
                   and s.name not in request.tried]
-        replaced_by = others[0].name if others else None
-        event = FallbackEvent(time.time(), "run", slot.name, str(error), replaced_by)
-        self._fallbacks.append(event)
-        log.warning("fallback: %s", event)
+        self._record("run", slot.name, error, others[0].name if others else None)
         if self._failures[slot.name] >= FAILURES_BEFORE_RETIRING and not slot.failed_permanently:
-            slot.failed_permanently = f"{self._failures[slot.name]} consecutive failures, last: {str(error).splitlines()[0]}"
+            slot.failed_permanently = (f"{self._failures[slot.name]} consecutive failures, last: "
+                                       f"{str(error).splitlines()[0]} (model.reselect() offers it again)")
             self._scheduler.apply(self._scheduler.decision, self._clock.now())
         request.tried.add(slot.name)
         if others:
@@ -287,20 +314,9 @@ class ScheduledModel:
             except Exception as exc:  # closing must go on for the others
                 log.warning("closing %s failed: %s", executor.info.name, exc)
 
-    def __enter__(self) -> ScheduledModel:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         names = ", ".join(s.name for s in self._scheduler.slots)
         return f"<edgeaccel.ScheduledModel {self.info.path.name} on {names} policy={self._policy}>"
-
-
-def _fail(future: Future | None, error: BaseException) -> None:
-    if future is not None and not future.done() and future.set_running_or_notify_cancel():
-        future.set_exception(error)
 
 
 def _unique_names(executors: Sequence[Executor]) -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..errors import EdgeAccelError
 from ..executors.base import Executor, ExecutorOptions
 from ..model import FallbackEvent
+from ..profiles import Profile, get_profile
 from ..selector import Candidate, Ranking
 from .model import ScheduledModel
 from .policies import Policy, make_policy
@@ -26,7 +27,7 @@ log = logging.getLogger("edgeaccel")
 def open_scheduled(ranking: Ranking, open_candidate: Callable[[Candidate], Executor], policy: str | Policy,
                    power_budget_w: float | None = None, telemetry_root: str | Path = "/", max_executors: int = 3,
                    strict: bool = False, all_failed: Callable[[list], EdgeAccelError] | None = None,
-                   **options) -> ScheduledModel:
+                   profile: Profile | None = None, **options) -> ScheduledModel:
     if not isinstance(policy, Policy):
         policy = make_policy(policy, power_budget_w)  # a wrong name fails before any runtime loads
     executors: list[Executor] = []
@@ -59,7 +60,8 @@ def open_scheduled(ranking: Ranking, open_candidate: Callable[[Candidate], Execu
         raise errors[0][1] if errors else ValueError("no candidate to schedule")
     try:
         return ScheduledModel(executors, policy, power_budget_w=power_budget_w, root=telemetry_root,
-                              fallbacks=fallbacks, reasons=reasons, **options)
+                              fallbacks=fallbacks, reasons=reasons, ranking=ranking,
+                              profile=profile or _profile_named(ranking.profile), **options)
     except BaseException:
         for executor in executors:
             executor.close()
@@ -70,6 +72,17 @@ def scheduled_options(options: ExecutorOptions, runtime: type[Executor]) -> Exec
     """Options for an executor that shares the machine with others under a scheduler: what its class says
     it needs beside other runtimes (``Executor.options_beside_others``)."""
     return runtime.options_beside_others(options)
+
+
+def _profile_named(name: str | None) -> Profile | None:
+    """The profile the ranking was made with, for its power figures (None where it cannot be read again)."""
+    if not name:
+        return None
+    try:
+        return get_profile(name)
+    except EdgeAccelError as exc:
+        log.info("scheduling without profile %s's power figures: %s", name, exc.message)
+        return None
 
 
 def _inputs(candidate: Candidate) -> tuple:

@@ -65,14 +65,16 @@ class Policy:
         limited = [d for d, v in duty.items()
                    if (steps[d].control.limited or v <= 0.0 if d in steps else v < 1.0)]
         free = [e.name for e in obs.executors if e.device not in limited and enabled[e.name]]
-        if limited and free and not any(ev == "back_off" for ev, _ in events):
+        if limited and free:
             events.append(("shift", f"{', '.join(limited)} limited: work moves to {', '.join(free)}"))
         if events:
             events.sort(key=lambda ev: _PRIORITY.get(ev[0], 9))
             action = events[0][0]
             reason = "; ".join(dict.fromkeys(note for _, note in events))
         else:
-            action = "hold"
+            # no change of state: the action names the state the devices are held in, not "hold" while
+            # every device is cut to a fraction of its time
+            action = "duty_cycle" if any(v < self.config.limit_below for v in duty.values()) else "hold"
             reason = "; ".join(s.note for s in steps.values()) or "no change"
         return Decision(dict(duty), enabled, concurrency, route or self.route, order, action, reason)
 
@@ -108,11 +110,10 @@ class LatencyPolicy(Policy):
         duty, steps, controls = _safety(obs, state, self.config)
         unmeasured = [n for n in _devices(obs) if obs.devices.get(n) is None or obs.devices[n].temp_c is None]
         decision = self._assemble(obs, duty, steps)
-        if decision.action == "hold" and unmeasured:
-            decision = replace(decision, reason=f"least expected completion; no temperature for {', '.join(unmeasured)}"
-                                                " (critical back-off needs one)")
-        elif decision.action == "hold":
-            decision = replace(decision, reason="least expected completion; all devices below their critical margin")
+        if decision.action == "hold" and not steps:  # with a back-off engaged its notes say what happens
+            why = (f"no temperature for {', '.join(unmeasured)} (critical back-off needs one)" if unmeasured
+                   else "all devices below their critical margin")
+            decision = replace(decision, reason=f"least expected completion; {why}")
         return decision, replace(state, controls=controls, last_time=obs.now)
 
 
@@ -130,6 +131,12 @@ class ThermalPolicy(Policy):
 
 
 class EfficiencyPolicy(Policy):
+    """Least energy per inference first. Measured where the device has a counter (RAPL, NVML, hwmon,
+    INA3221); elsewhere estimated from the executor's power figure (a profile's typical power, the CPU's
+    share of its package power) times its measured service time, and labelled so. An executor with neither
+    is tried after those with a figure (and still takes work when they are busy); only when no executor has
+    any figure does the policy route for latency."""
+
     name = "efficiency"
     route = "cheapest"
 
@@ -139,33 +146,61 @@ class EfficiencyPolicy(Policy):
 
     def decide(self, obs, state):
         duty, steps, controls = _safety(obs, state, self.config)
-        measurable = [e for e in obs.executors if e.energy_measurable]
-        if not measurable:
+        costs = energy_costs(obs.executors)
+        unknown = [e.name for e in obs.executors if e.name not in costs and _can_cost(e)]  # measure these first
+        blind = [e.name for e in obs.executors if not _can_cost(e)]
+        if not costs and not unknown:
             decision = self._assemble(obs, duty, steps, route="earliest")
-            why = "energy per inference is not measurable on any device (no energy counter): routing for latency"
+            why = ("energy per inference is not measurable on any device (no energy counter) and no executor has a "
+                   "power figure (profile or estimate): routing for latency")
             if decision.action == "hold":
                 decision = replace(decision, reason=why, action="no_telemetry")
             return decision, replace(state, controls=controls, last_time=obs.now)
-        unknown = [e.name for e in measurable if e.energy_j is None]  # measure these first
-        known = sorted((e for e in measurable if e.energy_j is not None), key=lambda e: e.energy_j)
+        known = sorted(costs, key=lambda n: costs[n][0])
         preferred = state.preferred
         extra = []
         if known:
             best = known[0]
-            current = next((e for e in known if e.name == preferred), None)
-            if current is None or best.energy_j < current.energy_j * (1 - self.switch_margin):
-                if preferred is not None and best.name != preferred:
-                    extra.append(("shift", f"{best.name} now cheapest at {best.energy_j:.3f} J/inference"))
-                preferred = best.name
-        rest = [e.name for e in known if e.name != preferred]
-        unmeasured = [e.name for e in obs.executors if not e.energy_measurable]
-        order = tuple(unknown + ([preferred] if preferred else []) + rest + unmeasured)
+            current = costs.get(preferred) if preferred is not None else None
+            if current is None or costs[best][0] < current[0] * (1 - self.switch_margin):
+                if preferred is not None and best != preferred:
+                    extra.append(("shift", f"{best} now cheapest at {_joules(costs[best])}"))
+                preferred = best
+        rest = [n for n in known if n != preferred]
+        order = tuple(unknown + ([preferred] if preferred in costs else []) + rest + blind)
         decision = self._assemble(obs, duty, steps, order=order, extra=extra)
         if decision.action == "hold":
-            costs = ", ".join(f"{e.name} {e.energy_j:.3f} J" for e in known) or "none measured yet"
-            decision = replace(decision, reason=f"cheapest first: {costs}"
-                               + (f"; measuring {', '.join(unknown)}" if unknown else ""))
+            listed = ", ".join(f"{n} {_joules(costs[n])}" for n in known) or "none known yet"
+            reason = f"cheapest first: {listed}"
+            if unknown:
+                reason += f"; measuring {', '.join(unknown)}"
+            if blind:
+                reason += (f"; no energy figure for {', '.join(blind)} (no counter, no power figure): tried after the "
+                           "others")
+            decision = replace(decision, reason=reason)
         return decision, replace(state, controls=controls, last_time=obs.now, preferred=preferred)
+
+
+def energy_costs(executors) -> dict[str, tuple[float, str]]:
+    """Executor -> (joules per inference, "measured" or the estimate's source), for those that have one."""
+    out = {}
+    for e in executors:
+        if e.energy_j is not None:
+            out[e.name] = (e.energy_j, "measured")
+        elif not e.energy_measurable and e.estimated_energy_j is not None:
+            out[e.name] = (e.estimated_energy_j, e.power_source or "estimated")
+    return out
+
+
+def _can_cost(e: ExecutorView) -> bool:
+    return e.energy_measurable or e.power_w is not None
+
+
+def _joules(cost: tuple[float, str]) -> str:
+    joules, source = cost
+    label = "measured" if source == "measured" else (source if source.startswith("estimated") else
+                                                     f"estimated: {source}")
+    return f"{joules:.4f} J ({label})"
 
 
 class PowerBudgetPolicy(Policy):
@@ -190,12 +225,15 @@ class PowerBudgetPolicy(Policy):
         safe_duty, steps, controls = _safety(obs, state, self.config)
         views = [obs.devices.get(n, DeviceView(n)) for n in devices]
         measured = [v for v in views if v.power_w is not None]
-        if not measured:
+        figures = _device_power_figures(obs)
+        estimated = {v.name: figures[v.name] * v.busy for v in views if v.power_w is None and v.name in figures}
+        if not measured and not estimated:
             decision = self._assemble(obs, safe_duty, steps)
-            why = "no device reports power (no RAPL/hwmon/INA3221/NVML): the budget cannot be held; serving unlimited"
+            why = ("no device reports power (no RAPL/hwmon/INA3221/NVML) and none has a power figure: the budget "
+                   "cannot be held; serving unlimited")
             return replace(decision, action="no_telemetry", reason=why), replace(state, controls=controls,
                                                                                last_time=obs.now)
-        total = sum(v.power_w for v in measured)
+        total = sum(v.power_w for v in measured) + sum(estimated.values())
         level = state.power_level if state.power_level is not None else float(len(devices))
         error = (self.watts * (1 - self.headroom) - total) / self.watts
         change = self.gain * error * dt
@@ -207,10 +245,14 @@ class PowerBudgetPolicy(Policy):
         duty = {}
         for rank, name in enumerate(ranked):
             duty[name] = min(safe_duty[name], min(1.0, max(0.0, level - rank)))
-        unmeasured = [v.name for v in views if v.power_w is None]
+        unmeasured = [v.name for v in views if v.power_w is None and v.name not in estimated]
         note = f"{total:.2f} W of {self.watts:g} W budget; duty " + ", ".join(f"{n} {duty[n]:.2f}" for n in ranked)
+        if estimated:
+            note += "; estimated (no power sensor): " + ", ".join(
+                f"{n} {w:.2f} W = {figures[n]:.2f} W busy x its busy share" for n, w in estimated.items())
         if unmeasured:
-            note += f"; power of {', '.join(unmeasured)} is not measured, the budget covers only the rest"
+            note += (f"; power of {', '.join(unmeasured)} is neither measured nor estimated, the budget covers only "
+                     "the rest")
         extra = [("duty_cycle", note)] if any(d < 1.0 for d in duty.values()) else []
         decision = self._assemble(obs, duty, steps, extra=extra)
         if decision.action == "hold":
@@ -219,8 +261,18 @@ class PowerBudgetPolicy(Policy):
 
 
 def _device_cost(device: str, obs: Observation) -> tuple:
-    costs = [e.energy_j for e in obs.executors if e.device == device and e.energy_j is not None]
-    return (0, min(costs), device) if costs else (1, 0.0, device)
+    """Devices cheapest first by energy per inference, measured or estimated; those with neither last."""
+    costs = energy_costs(e for e in obs.executors if e.device == device)
+    return (0, min(c for c, _ in costs.values()), device) if costs else (1, 0.0, device)
+
+
+def _device_power_figures(obs: Observation) -> dict[str, float]:
+    """Device -> the busy power its executors' figures give (the largest, to be safe)."""
+    out: dict[str, float] = {}
+    for e in obs.executors:
+        if e.power_w is not None:
+            out[e.device] = max(out.get(e.device, 0.0), e.power_w)
+    return out
 
 
 class AlwaysFastest(Policy):

@@ -19,6 +19,7 @@ class Request:
     started: float | None = None
     attempts: int = 0
     tried: set = field(default_factory=set)  # executors that failed it
+    queued: bool = False  # in the scheduler's queue now
 
     def key(self) -> tuple[float, int]:
         return (self.deadline if self.deadline is not None else math.inf, self.seq)
@@ -41,6 +42,7 @@ class ExecutorSlot:
         self.measured_at: float | None = None  # when its latency was last measured
         self.measured = 0
         self.failed_permanently: str | None = None
+        self.power: Any = None  # a PowerFigure: what its device draws busy, where no counter measures it
 
     def __repr__(self) -> str:
         return f"<ExecutorSlot {self.name} on {self.device}>"
@@ -48,14 +50,23 @@ class ExecutorSlot:
 
 class DeviceBudget:
     """Duty cycle as a token bucket of busy-seconds: at duty d a device with c slots earns d*c busy-seconds per
-    second, spends its runs' service time, and may start a run while it has any left. At duty 1 it is unlimited."""
+    second, spends its runs' service time, and may start a run while it has any left. At duty 1 it is unlimited.
 
-    def __init__(self, capacity: int, bucket_s: float = 1.0) -> None:
+    The bank holds at most ``bucket_s`` of the current rate (d*c*bucket_s busy-seconds), so a cut bites at
+    once: a full bank of the old rate would let a device cut from 1.0 to 0.3 run flat out for another 1-2 s
+    (what made every start overshoot the passive trip)."""
+
+    def __init__(self, capacity: int, bucket_s: float = 0.5) -> None:
         self.capacity = capacity
-        self.bucket = bucket_s * capacity
+        self.bucket_s = bucket_s
         self.duty = 1.0
         self.tokens = self.bucket
         self.last: float | None = None
+
+    @property
+    def bucket(self) -> float:
+        """The most busy-seconds the bank holds at the current duty."""
+        return self.bucket_s * self.capacity * max(self.duty, 0.0)
 
     def refill(self, now: float) -> None:
         if self.last is None:
@@ -69,6 +80,7 @@ class DeviceBudget:
     def set_duty(self, duty: float, now: float) -> None:
         self.refill(now)
         self.duty = max(0.0, min(1.0, duty))
+        self.tokens = min(self.tokens, self.bucket)
 
     def ready_at(self, now: float) -> float:
         if self.duty >= 1.0 or self.tokens > 0:

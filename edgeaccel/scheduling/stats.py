@@ -44,6 +44,7 @@ class DeviceCounters:
     max_temp_c: float | None = None
     last_temp_c: float | None = None
     temp_reason: str | None = None
+    limits_note: str | None = None  # trip points ignored, and why
     energy_j: float | None = None
     energy_reason: str | None = None
     idle_energy_j: float = 0.0  # energy in intervals when none of its executors ran
@@ -64,6 +65,9 @@ class ExecutorStats:
     busy_s: float
     energy_per_inference_j: float | None
     energy_reason: str | None
+    # where no counter measures it: power figure x measured service time, and where the figure comes from
+    estimated_energy_per_inference_j: float | None = None
+    estimate_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,7 @@ class DeviceStats:
     energy_j: float | None
     energy_reason: str | None
     idle_energy_j: float  # measured while none of its executors ran (not charged to any inference)
+    limits_note: str | None = None  # trip points the sensor gave that were ignored, and why
 
 
 @dataclass(frozen=True)
@@ -115,8 +120,13 @@ class SchedulerStats:
                f"({self.throughput_per_s:.1f}/s), {self.shed} shed for their deadline, {self.decisions} decisions"]
         for name, e in self.executors.items():
             lat = e.latency_ms or {}
-            energy = (f"{e.energy_per_inference_j * 1000:.1f} mJ/inference" if e.energy_per_inference_j is not None
-                      else f"energy n/a ({e.energy_reason})")
+            if e.energy_per_inference_j is not None:
+                energy = f"{e.energy_per_inference_j * 1000:.1f} mJ/inference"
+            elif e.estimated_energy_per_inference_j is not None:
+                energy = (f"~{e.estimated_energy_per_inference_j * 1000:.1f} mJ/inference {e.estimate_source} "
+                          f"(not measured: {e.energy_reason})")
+            else:
+                energy = f"energy n/a ({e.energy_reason})"
             out.append(f"{tag}  {name:22} {e.completed:7d} done, {e.failed} failed, "
                        f"{e.deadline_missed} late; latency p50 {lat.get('p50', float('nan')):.2f} "
                        f"p99 {lat.get('p99', float('nan')):.2f} ms; {energy}")
@@ -124,7 +134,8 @@ class SchedulerStats:
             temp = (f"{d.last_temp_c:.1f} C (max {d.max_temp_c:.1f} C)" if d.last_temp_c is not None
                     else f"no temperature ({d.temp_reason})")
             out.append(f"{tag}  device {name:15} {temp}; scheduler-limited {d.limited_s:.1f} s, hardware-throttled "
-                       f"{d.hw_throttled_s:.1f} s, above passive trip {d.above_passive_s:.1f} s")
+                       f"{d.hw_throttled_s:.1f} s, above passive trip {d.above_passive_s:.1f} s"
+                       + (f"; {d.limits_note}" if d.limits_note else ""))
         if self.dispatch_us:
             out.append(f"{tag}  routing cost p50 {self.dispatch_us['p50']:.1f} us p99 {self.dispatch_us['p99']:.1f} us; "
                        f"telemetry {self.telemetry_samples} samples, {100 * self.telemetry_cpu_share:.3f}% of one core")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..scheduling.core import ExecutorSlot, Scheduler
+from ..scheduling.energy import PowerFigure
 from ..scheduling.policies import Policy
 from ..scheduling.stats import SchedulerStats
 from ..telemetry.sampler import DeviceLimits, TelemetrySampler
@@ -89,20 +90,23 @@ class SimResult:
 
 def simulate(devices: list[DeviceParams], policy: Policy, arrivals: Arrivals, duration_s: float, seed: int = 0,
              root: Path | str | None = None, sample_interval_s: float = 0.5, keep_trace: bool = False,
-             max_queue: int | None = 2000, progress=None) -> SimResult:
+             max_queue: int | None = 2000, progress=None, power: dict[str, PowerFigure] | None = None) -> SimResult:
     """Run ``policy`` over simulated ``devices`` for ``duration_s`` simulated seconds of ``arrivals``.
     Requests arriving to a full queue (``max_queue``) are refused, as a bounded service would.
-    ``progress(t, scheduler)`` is called after every decision (the CLI prints from it)."""
+    ``progress(t, scheduler)`` is called after every decision (the CLI prints from it). ``power``: device
+    name -> the power figure a profile would give it (what the policies use where no counter measures)."""
     if root is None:
         with tempfile.TemporaryDirectory(prefix="edgeaccel-sim-", dir=scratch_dir()) as tmp:
             return simulate(devices, policy, arrivals, duration_s, seed, tmp, sample_interval_s, keep_trace, max_queue,
-                            progress)
+                            progress, power)
     clock = SimClock()
     world = SimWorld(devices, root, seed, atomic=False)  # nothing reads while it writes: no need for renames
     executors = {name: SimulatedExecutor(model, clock) for name, model in world.models.items()}
     sampler = TelemetrySampler(world.specs(), Path(root), min_interval_s=sample_interval_s,
                                limits={d.name: DeviceLimits(d.passive_c, d.critical_c) for d in devices})
     slots = [ExecutorSlot(ex.name, name, 1, ex.nominal_latency_s, ex) for name, ex in executors.items()]
+    for slot in slots:
+        slot.power = (power or {}).get(slot.device)
     first_energy: dict[str, float] = {}
 
     def sync(t: float) -> None:

@@ -49,3 +49,20 @@ def read_rapl_zone(path: Path) -> RaplZone:
     energy = (Reading(label, "energy", to_si(raw, "microjoule")[0], "J", None, str(path / "energy_uj"))
               if raw is not None else missing(label, "energy", "J", reason or "unknown", str(path / "energy_uj")))
     return RaplZone(path.name, name, energy, range_j)
+
+
+def package_power_limit(root: Path = Path("/")) -> tuple[float | None, str]:
+    """The CPU package's long-term power limit (PL1, about its TDP) in W and where it was read, or None and
+    why. Unlike ``energy_uj`` the constraint files stay world-readable, so this is known without root."""
+    for path in children(under(root, POWERCAP), "intel-rapl*:*"):
+        name, _ = read_text(path / "name")
+        if not (name or "").startswith("package"):
+            continue
+        for index in range(3):
+            kind, _ = read_text(path / f"constraint_{index}_name")
+            if kind not in (None, "long_term"):
+                continue
+            limit, _ = read_int(path / f"constraint_{index}_power_limit_uw")
+            if limit and limit > 0:
+                return limit / 1e6, f"{path.name} {name} long-term power limit"
+    return None, f"no RAPL package power limit below {under(root, POWERCAP)}"

@@ -15,8 +15,12 @@ from .counter import EnergyAccumulator
 from .sysfs import confined
 from .sensors import SensorSpec, read_energy, read_power, read_temperature, read_throttle
 from .status import ThermalStatus, TrendForecaster, normalized_headroom, thresholds_from_trips
+from .thermal import plausible_trips
 
 FORECAST_S = 10.0  # headroom is forecast this far ahead (Android's apps commonly ask for 10 s)
+# A sample this far off the trend restarts its fit: a load starting is seen at the next sample, not after the
+# 30-sample window fills (x86_pkg_temp reads in 1 C steps with noise; 2.5 C is beyond both). See TrendForecaster.
+TREND_JUMP_C = 2.5
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class DeviceSample:
     headroom: float | None = None  # Android-normalised forecast: 1.0 = SEVERE (passive trip)
     slope_c_per_s: float | None = None
     seconds_to_passive: float | None = None
+    limits_note: str | None = None  # trip points the sensor gave that were ignored, and why
 
 
 class TelemetrySampler:
@@ -68,7 +73,7 @@ class TelemetrySampler:
         self._last_time: float | None = None
         self._energy = {name: EnergyAccumulator() for name in specs}
         self._energy_time: dict[str, float] = {}
-        self._trend = {name: TrendForecaster() for name in specs}
+        self._trend = {name: TrendForecaster(jump_c=TREND_JUMP_C) for name in specs}
         self._trips: dict[str, tuple] = {}  # device -> (read at, passive, critical, hot)
 
     @property
@@ -95,7 +100,7 @@ class TelemetrySampler:
         return dict(self._last)
 
     def _sample_device(self, name: str, spec: SensorSpec, now: float) -> DeviceSample:
-        temp_c = temp_reason = passive = critical = hot = None
+        temp_c = temp_reason = passive = critical = hot = limits_note = None
         temp_throttled = None
         limits_from = "none"
         if spec.temperature:
@@ -105,8 +110,9 @@ class TelemetrySampler:
             temp_c, temp_reason = temp.reading.value, temp.reading.reason
             temp_throttled = temp.throttled
             if refresh:
-                self._trips[name] = cached = (now, temp.passive_c, temp.critical_c, temp.hot_c)
-            passive, critical, hot = cached[1], cached[2], cached[3]
+                sane_passive, sane_critical, dropped = plausible_trips(temp.passive_c, temp.critical_c)
+                self._trips[name] = cached = (now, sane_passive, sane_critical, temp.hot_c, dropped)
+            passive, critical, hot, limits_note = cached[1], cached[2], cached[3], cached[4]
             if passive is not None or critical is not None:
                 limits_from = "sensor"
         else:
@@ -150,7 +156,8 @@ class TelemetrySampler:
         else:
             throttled, throttle_reason = None, f"no throttle indicator for {name}"
         return DeviceSample(name, now, temp_c, temp_reason, passive, critical, limits_from, power_w, power_reason,
-                            energy_j, energy_reason, throttled, throttle_reason, status, headroom, slope, to_passive)
+                            energy_j, energy_reason, throttled, throttle_reason, status, headroom, slope, to_passive,
+                            limits_note)
 
     def _energy_of(self, name: str, spec: SensorSpec, now: float) -> tuple[float | None, str | None, float | None]:
         if not spec.energy:

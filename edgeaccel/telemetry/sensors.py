@@ -26,6 +26,9 @@ CPU_ZONE_TYPES = ("x86_pkg_temp", "cpu-thermal", "cpu_thermal", "CPU-therm", "cp
 CPU_HWMON = (("coretemp", "Package id 0"), ("k10temp", "Tctl"), ("k10temp", "Tdie"), ("cpu_thermal", None),
              ("zenpower", "Tdie"))
 GPU_ZONE_TYPES = ("GPU-therm", "gpu-thermal", "gpu_thermal", "gpu")
+# An NPU with a zone of its own: Rockchip rk3588 ("npu-thermal", rk3588s.dtsi), Qualcomm's NSP ("nspss-0",
+# "nsphvx-0" on recent Snapdragons). The Intel NPU sits in the CPU package and has no zone of its own.
+NPU_ZONE_TYPES = ("npu-thermal", "npu_thermal", "npu", "nspss-0", "nsphvx-0", "nsphmx-0")
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ def read_throttle(spec: str, root: Path, nvml: Any | None = None) -> tuple[bool 
 
 
 def auto_spec(kind: str, root: Path = Path("/"), nvml: Any | None = None) -> SensorSpec:
-    """Sources for a device kind ("cpu", "gpu", "edgetpu") from what is present below ``root``."""
+    """Sources for a device kind ("cpu", "gpu", "edgetpu", "npu") from what is present below ``root``."""
     kind = kind.lower()
     notes: list[str] = []
     temperature = energy = power = throttle = None
@@ -194,6 +197,13 @@ def auto_spec(kind: str, root: Path = Path("/"), nvml: Any | None = None) -> Sen
         else:
             notes.append(f"no Edge TPU temperature: no {under(root, coral.APEX)}/apex_* (USB Accelerators have none)")
         notes.append("the Edge TPU has no power or energy sensor")
+    elif kind == "npu":
+        zone = _first_zone(root, NPU_ZONE_TYPES)
+        if zone:
+            temperature = f"thermal:{zone}"
+        else:
+            notes.append(f"no NPU temperature: no thermal zone of type {', '.join(NPU_ZONE_TYPES[:3])}...")
+        notes.append("no NPU power or energy sensor is known")
     else:
         notes.append(f"no known sensors for a {kind!r} device")
     return SensorSpec(temperature, energy, power, throttle, tuple(notes))

@@ -72,23 +72,55 @@ def normalized_headroom(temp_c: float, severe_c: float) -> float:
 
 
 class TrendForecaster:
-    """Least-squares slope over the last ``size`` (time, temperature) samples."""
+    """Least-squares slope over the last ``size`` (time, temperature) samples.
 
-    def __init__(self, size: int = 30) -> None:
+    ``jump_c``: a sample this far off the line through the samples before it starts the fit afresh from the
+    sample before it. A line through a long window lags a device that starts heating: the flat samples from
+    before the load hold the slope down for the whole window, and a scheduler forecasting from it cut too late
+    (every start from idle overshot the passive trip by 2-8 C in a closed loop with the heat model). A short
+    window is no cure: it lags less but is noisier, and on a device heating from cold (a falling slope) it
+    under-forecasts more (tools/sched_bench.py: 3 s put a device 1.3% of the time above its passive trip, the
+    15 s window 0%). Two samples then make a slope."""
+
+    def __init__(self, size: int = 30, jump_c: float | None = None) -> None:
         self._samples: deque[tuple[float, float]] = deque(maxlen=size)
+        self.jump_c = jump_c
+        self._fresh = False  # restarted by a jump: two samples suffice
 
     def add(self, t: float, temp_c: float) -> None:
         if self._samples and t <= self._samples[-1][0]:
             return  # same sample seen twice (a cached telemetry snapshot)
+        if self.jump_c is not None and len(self._samples) >= 2:
+            expected = self._line_at(t)
+            if expected is not None and abs(temp_c - expected) > self.jump_c:
+                last = self._samples[-1]
+                self._samples.clear()
+                self._samples.append(last)
+                self._fresh = True
         self._samples.append((t, temp_c))
+        if len(self._samples) >= MIN_SAMPLES:
+            self._fresh = False
+
+    def _line_at(self, t: float) -> float | None:
+        slope = self._fit()
+        if slope is None:
+            slope = 0.0 if len(self._samples) < 2 else None
+        if slope is None:
+            return None
+        return self._samples[-1][1] + slope * (t - self._samples[-1][0])
 
     def clear(self) -> None:
         self._samples.clear()
 
     def slope(self) -> float | None:
-        """C per second, or None with fewer than MIN_SAMPLES samples."""
+        """C per second, or None with fewer than MIN_SAMPLES samples (two after a jump)."""
+        if len(self._samples) < (2 if self._fresh else MIN_SAMPLES):
+            return None
+        return self._fit()
+
+    def _fit(self) -> float | None:
         n = len(self._samples)
-        if n < MIN_SAMPLES:
+        if n < 2:
             return None
         mean_t = sum(t for t, _ in self._samples) / n
         mean_y = sum(y for _, y in self._samples) / n

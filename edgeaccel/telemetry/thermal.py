@@ -79,6 +79,43 @@ class ThermalZone:
         return any(states) if states else None
 
 
+# Where a passive or critical trip of real silicon lies. Outside it a trip is not meant: older kernels list
+# the unprogrammed passive trips of x86_pkg_temp as 0 C, some ACPI tables give -273.2 C (0 decikelvin) or
+# absurd highs. Taken at face value a 0 C passive trip backs the CPU off forever.
+PLAUSIBLE_TRIP_C = (40.0, 150.0)
+
+
+def implausible_trip(kind: str, temp_c: float | None) -> str | None:
+    """Why a ``kind`` ("passive", "critical") trip at ``temp_c`` cannot be meant, or None when it can."""
+    if temp_c is None:
+        return None
+    low, high = PLAUSIBLE_TRIP_C
+    if temp_c <= 0.0:
+        return (f"{kind} trip {temp_c:g} C ignored: unprogrammed (older kernels list unused x86_pkg_temp trips "
+                "as 0 C)")
+    if not low <= temp_c <= high:
+        return f"{kind} trip {temp_c:g} C ignored: outside {low:g}-{high:g} C, where the trips of silicon lie"
+    return None
+
+
+def plausible_trips(passive_c: float | None, critical_c: float | None) -> tuple[float | None, float | None, str | None]:
+    """(passive, critical, why some were dropped): trips that cannot be meant are dropped with a reason, and
+    a passive trip at or above the critical one is dropped (the critical trip is the one the kernel acts on)."""
+    notes = []
+    why = implausible_trip("passive", passive_c)
+    if why:
+        passive_c = None
+        notes.append(why)
+    why = implausible_trip("critical", critical_c)
+    if why:
+        critical_c = None
+        notes.append(why)
+    if passive_c is not None and critical_c is not None and passive_c >= critical_c:
+        notes.append(f"passive trip {passive_c:g} C ignored: not below the critical trip {critical_c:g} C")
+        passive_c = None
+    return passive_c, critical_c, "; ".join(notes) or None
+
+
 def parse_trip(index: int, type_text: str | None, temp_text: str | None, hyst_text: str | None = None) -> TripPoint:
     """A trip point from the texts of its three files (pure)."""
     temp_c, reason = (None, "no trip_point temp file") if temp_text is None else parse_celsius(temp_text, what="trip")
