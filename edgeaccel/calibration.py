@@ -29,7 +29,7 @@ from .executors.registry import is_builtin
 from .modelinfo import TensorSpec
 from .selector import Candidate, Measurement, Ranking
 from .tensors import concrete_shape, random_array
-from .timing import head_to_head, measure, within_noise
+from .timing import PAUSE_S, head_to_head, measure, within_noise
 
 log = logging.getLogger("edgeaccel.calibration")
 
@@ -48,6 +48,9 @@ class CalibrationPlan:
     tolerance: float = DEFAULT_TOLERANCE  # see agreement.py; load(accuracy_tolerance=) sets it
     warmup_s: float = 0.1  # untimed calls per candidate before timing
     head_to_head_s: float = 1.5  # re-measuring the two leaders when they are within the noise
+    # Sleep before each timed block. Background calibration raises it so that measuring takes a bounded share of
+    # one core beside the requests being served: the share is block_s / (block_s + pause_s).
+    pause_s: float = PAUSE_S
 
 
 def sample_inputs(specs: Sequence[TensorSpec], count: int, seed: int) -> list[list[np.ndarray]]:
@@ -274,7 +277,8 @@ _STAGES = {"run": "checking accuracy", "timing": "being timed"}
 
 def _time(opened: dict, results: dict[str, Measurement], plan: CalibrationPlan, budget_s: float, clock) -> None:
     runners = [(key, executor, samples) for key, (_, executor, samples) in opened.items()]
-    timings = measure(runners, budget_s, plan.block_s, plan.max_rounds, plan.min_runs, plan.warmup_s, clock)
+    timings = measure(runners, budget_s, plan.block_s, plan.max_rounds, plan.min_runs, plan.warmup_s, clock,
+                      plan.pause_s)
     cands = {key: cand for key, (cand, _, _) in opened.items()}
     for key, timing in timings.items():
         if timing.error is not None:
@@ -301,7 +305,7 @@ def _settle_leaders(opened, cands, timed, p50, results, plan: CalibrationPlan, c
         return {}
     a, b = leaders
     ta, tb, ratio = head_to_head((a, opened[a][1], opened[a][2]), (b, opened[b][1], opened[b][2]),
-                                 plan.head_to_head_s, plan.block_s, clock=clock)
+                                 plan.head_to_head_s, plan.block_s, clock=clock, pause_s=plan.pause_s)
     for key, timing in ((a, ta), (b, tb)):
         if timing.error is not None:  # failed now: out, the other keeps its round-robin figures
             results[key] = _failed(cands[key], "timing", timing.error, synthetic=False)
@@ -319,5 +323,6 @@ def _settle_leaders(opened, cands, timed, p50, results, plan: CalibrationPlan, c
 
 def time_interleaved(runners, plan: CalibrationPlan, clock=time.perf_counter) -> dict[str, list[float]]:
     """Seconds per call for each (key, executor, inputs), timed as calibration times (``timing.measure``)."""
-    timings = measure(runners, plan.budget_s, plan.block_s, plan.max_rounds, plan.min_runs, plan.warmup_s, clock)
+    timings = measure(runners, plan.budget_s, plan.block_s, plan.max_rounds, plan.min_runs, plan.warmup_s, clock,
+                      plan.pause_s)
     return {key: t.calls for key, t in timings.items()}

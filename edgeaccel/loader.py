@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,7 +42,7 @@ def load(
     threads: int | None = None,
     goal: str = "latency",
     profile: Profile | str | None = None,
-    calibrate: bool = False,
+    calibrate: bool | str | None = None,
     calibration_inputs: Sequence[Sequence] | None = None,
     accuracy_tolerance: float | None = None,
     performance_hint: str = "latency",
@@ -66,8 +66,11 @@ def load(
     goal: "latency" or "efficiency" (energy per inference).
     profile: a device profile (a shipped name such as "rpi5-coral-usb", a .yaml path or a Profile); by default
         the one matching this machine (`edgeaccel profiles list`).
-    calibrate: measure every feasible candidate now (accuracy against the CPU reference, latency) and keep
-        the results in the cache; without it, earlier measurements from the cache are used when present.
+    calibrate: None (the default) or "background": serve at once with the rules' choice, then measure the other
+        feasible candidates in a background thread (accuracy against the CPU reference, latency) and switch
+        when one is conclusively better (``model.calibration`` says what it did; $EDGEACCEL_CALIBRATE=off turns
+        the default off). True: measure every feasible candidate now, before returning. False: never measure.
+        Measurements are kept in the cache, and later loads choose from them without measuring again.
     calibration_inputs: real samples (each a list in input order, or a dict by name) to check accuracy and time
         on; by default variants of the bundled photo for image models and valid synthetic data otherwise.
         Measurements made with them are found again only with the same samples.
@@ -108,7 +111,25 @@ def load(
         from .cache import trim
 
         trim(chosen.options.cache_dir)
+    if _measures_in_background(calibrate, chosen, loaded, isolation):
+        from .background import BackgroundCalibration
+
+        loaded._background = BackgroundCalibration(
+            loaded, chosen.measure, chosen.rerank, chosen.keep,
+            lambda c: open_candidate(c, chosen.options, isolation)).start()
     return loaded
+
+
+def _measures_in_background(calibrate, chosen: Selection, loaded: Model, isolation) -> bool:
+    """Background calibration is worth starting when nothing measured this model here yet and another
+    candidate could serve it; not for isolated models (every candidate would be a worker process)."""
+    from .background import enabled
+
+    if not enabled(calibrate) or chosen.measurements or isolation is not None:
+        return False
+    others = [c for c in (*chosen.ranking.candidates, *chosen.ranking.untested)
+              if c.key != loaded._candidate.key and loaded._takes_same_inputs(c)]
+    return bool(others)
 
 
 @dataclass
@@ -123,12 +144,17 @@ class Selection:
     profile_reason: str = ""
     measurements: dict[str, Measurement] = field(default_factory=dict)
     measured_now: bool = False
+    # measure(plan) -> measurements, keep(measurements) into the cache, rerank(measurements): what calibration,
+    # now or in the background, does with this selection
+    measure: Callable | None = field(default=None, repr=False)
+    keep: Callable | None = field(default=None, repr=False)
+    rerank: Callable | None = field(default=None, repr=False)
     cache_file: Path | None = None
 
 
 def select(model: ModelSource, *, executor: str | None = None, device: str | None = None,
            precision: str | None = None, threads: int | None = None, goal: str = "latency",
-           profile: Profile | str | None = None, calibrate: bool = False, calibration_inputs=None,
+           profile: Profile | str | None = None, calibrate: bool | str | None = False, calibration_inputs=None,
            performance_hint: str = "latency", cache_dir=None, cache: bool = True,
            runtime_options: dict | None = None, calibration_budget_s: float | None = None,
            isolation: IsolationLimits | None = None, accuracy_tolerance: float | None = None) -> Selection:
@@ -165,23 +191,36 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
                           facts.installed, options.resolved_threads(), options=options, executor=executor,
                           device=device, tolerance=plan.tolerance)
     store = CalibrationCache(root) if root else None
-    measurements = {} if calibrate or store is None else (store.get(key) or {})
+    measure_now = calibrate is True
+    measurements = {} if measure_now or store is None else (store.get(key) or {})
     ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements)
     selection = Selection(found, ranking, options, facts, profile, profile_reason, measurements,
                           cache_file=store.path(key) if store else None)
-    if calibrate:
+
+    def measure(plan: CalibrationPlan) -> dict[str, Measurement]:
         from .calibration import calibrate as run_calibration
 
         reference = _reference_candidate(found.artifacts, facts, options, goal)
-        measurements = run_calibration(ranking, lambda c: open_candidate(c, options, isolation), plan,
-                                       calibration_inputs, reference=reference)
+        return run_calibration(ranking, lambda c: open_candidate(c, options, isolation), plan,
+                               calibration_inputs, reference=reference)
+
+    def keep(measured: dict[str, Measurement]) -> None:
         if store is not None:
-            store.put(key, measurements, {"artifacts": [str(a.path) for a in found.artifacts],
-                                          "hardware": hardware_fingerprint(facts.devices_present),
-                                          "runtimes": dict(facts.installed), "measured_at": time.time(),
-                                          "calibration_inputs": inputs_digest(calibration_inputs) or
-                                          "edgeaccel samples"})
-        selection.ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements)
+            store.put(key, measured, {"artifacts": [str(a.path) for a in found.artifacts],
+                                      "hardware": hardware_fingerprint(facts.devices_present),
+                                      "runtimes": dict(facts.installed), "measured_at": time.time(),
+                                      "calibration_inputs": inputs_digest(calibration_inputs) or
+                                      "edgeaccel samples"})
+
+    def rerank(measured: dict[str, Measurement]) -> Ranking:
+        return _rank(found.artifacts, facts, options, executor, device, profile, goal, measured)
+
+    selection.measure = lambda budget_plan=None: measure(budget_plan or plan)
+    selection.keep, selection.rerank = keep, rerank
+    if measure_now:
+        measurements = measure(plan)
+        keep(measurements)
+        selection.ranking = rerank(measurements)
         selection.measurements = measurements
         selection.measured_now = True
     return selection

@@ -27,14 +27,18 @@ class FallbackEvent:
     """A candidate that failed and what took over from it."""
 
     when: float  # time.time()
-    stage: str  # "load" or "run"
+    stage: str  # "load", "run", "select" (an artifact passed over), "calibrate" (a measured switch)
     failed: str  # candidate name, e.g. "openvino:CPU"
     error: str
     replaced_by: str | None
 
     def __str__(self) -> str:
         to = f" -> {self.replaced_by}" if self.replaced_by else ""
-        return f"{self.failed} failed at {self.stage}: {self.error.splitlines()[0]}{to}"
+        first = self.error.splitlines()[0] if self.error else ""
+        first = first if len(first) <= 300 else first[:297] + "..."  # a runtime's message can be 17 KB long
+        if self.stage == "calibrate":
+            return f"{self.failed} replaced by measurement: {first}{to}"
+        return f"{self.failed} failed at {self.stage}: {first}{to}"
 
 
 class Model:
@@ -252,6 +256,7 @@ class RankedModel(Model):
         self._lock = threading.Lock()
         self._retired: list[Executor] = []
         self._failed = list(failed or [])  # candidates that failed to load or run: not retried until reselect()
+        self._background = None  # edgeaccel.background.BackgroundCalibration, started by load()
         self._set_io(executor)
 
     @property
@@ -384,9 +389,37 @@ class RankedModel(Model):
                 self._record("load", candidate.name, exc, self._candidate.name)
         return self.executor
 
+    @property
+    def calibration(self):
+        """What background calibration did (``edgeaccel.background.BackgroundStatus``: waiting, measuring,
+        kept, switched, ... with the reason), or None when it did not run for this model."""
+        background = self._background
+        return background.status if background is not None else None
+
+    def wait_calibration(self, timeout: float | None = None):
+        """Block until background calibration has finished; its status (None when it did not run)."""
+        background = self._background
+        return background.wait(timeout) if background is not None else None
+
+    def _adopt(self, executor: Executor, candidate: Candidate, why: str) -> bool:
+        """Serve from now on with ``executor`` (background calibration measured it better); False if closed.
+        The one it replaces is retired, not closed: requests may still be running on it."""
+        with self._lock:
+            if isinstance(self._executor, _Closed):
+                return False
+            previous = self._candidate.name
+            self._retired.append(self._executor)
+            self._executor, self._candidate = executor, candidate
+        event = FallbackEvent(time.time(), "calibrate", previous, why, candidate.name)
+        self._fallbacks.append(event)
+        log.warning("background calibration: %s now serves %s (%s)", candidate.name, self.info.path.name, why)
+        return True
+
     # -- lifetime ----------------------------------------------------------------------------------------
     def close(self) -> None:
         """Release every runtime object. Idempotent; run() afterwards raises ModelClosedError."""
+        if self._background is not None:
+            self._background.stop()
         with self._lock:
             executors = [self._executor, *self._retired]
             self._executor = _Closed(self._candidate.artifact)

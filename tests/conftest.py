@@ -29,6 +29,20 @@ def _private_cache(tmp_path_factory):
         os.environ["EDGEACCEL_CACHE_DIR"] = old
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_background_calibration():
+    """Background calibration (load's default) measures in a thread and may switch executors while a test
+    looks: off for the suite, on where a test asks for it (calibrate="background", tests/test_background.py).
+    Subprocesses (CLI tests) inherit it."""
+    old = os.environ.get("EDGEACCEL_CALIBRATE")
+    os.environ["EDGEACCEL_CALIBRATE"] = "off"
+    yield
+    if old is None:
+        os.environ.pop("EDGEACCEL_CALIBRATE", None)
+    else:
+        os.environ["EDGEACCEL_CALIBRATE"] = old
+
+
 def pytest_collection_modifyitems(config, items):
     if not MODELS.is_dir():
         skip = pytest.mark.skip(reason=f"shared models not found at {MODELS} (set EDGEACCEL_SHARED)")

@@ -39,9 +39,9 @@ def test_an_executor_class_says_what_its_devices_are():
 
 
 def test_every_device_edgeaccel_names_has_a_kind_that_agrees_with_its_descriptor():
-    described = {(t.name, t.kind) for desc in runtimes().values() for t in desc.targets}
+    described = {(t.name, t.kind) for cls in runtimes().values() for t in cls.targets}
     for name, kind in described:
-        assert place_device(name).kind == kind, f"{name}: runtimes/*.yaml says {kind}"
+        assert place_device(name).kind == kind, f"{name}: its executor class says {kind}"
     for name in DEVICE_NAMES:
         assert place_device(name).kind in KINDS - {"auto"}, name
 

@@ -76,7 +76,7 @@ PROFILE_SCHEMA = {
 
 
 def load_profile(path: str | os.PathLike, runtimes: Mapping[str, Any] | None = None) -> Profile:
-    """Read, validate and build one profile. ``runtimes`` (name -> RuntimeDescriptor) checks the runtime
+    """Read, validate and build one profile. ``runtimes`` (name -> executor class) checks the runtime
     orders; by default the registry's (the shipped descriptors and the installed plug-ins)."""
     return parse_profile(load_yaml(path), str(path), runtimes)
 

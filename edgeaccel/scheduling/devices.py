@@ -14,10 +14,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..executors.device import base_of
 from ..telemetry.sensors import SensorSpec, auto_spec
 
-# Device base names -> kind, for executors that do not declare ``device_kinds``: every device the built-in
-# runtimes (runtimes/*.yaml) and the profiles (profiles/types.py DEVICE_NAMES) name, and the common others.
+# Device base names -> kind, for executors whose class is hidden (an isolated worker) or declares no kind: every
+# device the built-in executor classes and the profiles (profiles/types.py DEVICE_NAMES) name, and common others.
 KIND_OF_NAME = {
     "cpu": "cpu", "xnnpack": "cpu",
     "gpu": "gpu", "cuda": "gpu", "tensorrt": "gpu", "rocm": "gpu", "migraphx": "gpu", "dml": "gpu",
@@ -45,7 +46,7 @@ class Placement:
 
 def base_name(device: str) -> str:
     """"EdgeTPU:usb:0" -> "EdgeTPU", "GPU.1" -> "GPU"."""
-    return device.split(":")[0].split(".")[0]
+    return base_of(device)
 
 
 def place(executor: Any) -> Placement:

@@ -1,0 +1,61 @@
+"""Background calibration: load() serves at once, measures the other candidates in a thread with the accuracy
+guard, switches when conclusive, and keeps the measurements for the next load."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import edgeaccel
+from edgeaccel import background
+from conftest import MODELS
+
+pytestmark = pytest.mark.shared
+
+
+@pytest.fixture
+def quick(monkeypatch):
+    monkeypatch.setattr(background, "DELAY_S", 0.05)
+    monkeypatch.setattr(background, "BUDGET_S", 1.0)
+
+
+def test_it_serves_at_once_then_measures_and_keeps_what_it_measured(quick, tmp_path):
+    x = np.random.default_rng(0).integers(0, 255, (1, 224, 224, 3), dtype=np.uint8)
+    with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.onnx", calibrate="background",
+                        cache_dir=tmp_path) as model:
+        first = model.executor.name
+        reference = model.run(x)[0].astype(np.int32)
+        status = model.wait_calibration(120)
+        assert status.state in ("kept", "switched"), status
+        assert status.measurements and status.reason
+        after = model.run(x)[0].astype(np.int32)
+        if status.state == "switched":  # visible, and within the guard's tolerance of the answer before
+            event = model.fallbacks[-1]
+            assert event.stage == "calibrate" and event.failed == first
+            assert event.replaced_by == model.executor.name and "background calibration" in model.executor.reason
+            assert np.argmax(after) == np.argmax(reference)
+        else:
+            assert model.executor.name == first and not model.fallbacks
+    # the next load chooses from the measurements at once, and does not measure again
+    with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.onnx", calibrate="background",
+                        cache_dir=tmp_path) as again:
+        assert again.calibration is None
+        assert "measured" in again.executor.reason
+
+
+def test_closing_stops_it_and_off_means_off(quick, monkeypatch, tmp_path):
+    monkeypatch.setattr(background, "DELAY_S", 30.0)
+    model = edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.onnx", calibrate="background", cache_dir=tmp_path)
+    model.close()
+    assert model.calibration.state == "stopped"
+    with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.onnx", calibrate=False, cache_dir=tmp_path) as model:
+        assert model.calibration is None
+    # the suite sets EDGEACCEL_CALIBRATE=off: the default then measures nothing
+    with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.onnx", cache_dir=tmp_path) as model:
+        assert model.calibration is None
+
+
+def test_one_candidate_has_nothing_to_measure(quick, tmp_path):
+    with edgeaccel.load(MODELS / "split_concat.tflite", executor="litert", calibrate="background",
+                        cache_dir=tmp_path) as model:
+        assert model.calibration is None
