@@ -1,5 +1,5 @@
-"""Every built-in executor, and the isolated one, passes the conformance suite plug-in authors run
-(edgeaccel.testing.conformance), on real runtimes and real models."""
+"""Every built-in executor, the isolated one and the emulated accelerators pass the conformance suite that plug-in
+authors run (edgeaccel.testing.conformance), on real runtimes and real models."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from edgeaccel.executors.base import ExecutorOptions
 from edgeaccel.isolation.executor import IsolatedExecutor
 from edgeaccel.isolation.limits import IsolationLimits
 from edgeaccel.testing.conformance import ExecutorConformance
+from edgeaccel.testing.emulated import Faults, emulated_accelerator
 
 pytestmark = pytest.mark.shared
 MOBILENET_V1 = SAMPLES / "mobilenet_v1_0.25_128_quant.tflite"  # bundled: 1 uint8 input, 1 output
@@ -76,3 +77,27 @@ class TestIsolatedLiteRT(ExecutorConformance):
     def make_executor(self, model):
         return IsolatedExecutor("litert", model, self.device, ExecutorOptions(), IsolationLimits())
 
+
+
+# Emulated accelerators (edgeaccel.testing.emulated) are executors like any other: the suite holds for them over
+# each CPU runtime they wrap, with reduced-precision numerics and partial offload.
+class TestEmulatedOverLiteRT(ExecutorConformance):
+    executor_class = emulated_accelerator("conformance-gpu", "EmuGPU", "gpu", wraps="litert", speedup=10,
+                                          numerics="f16")
+    model_path = MOBILENET_V1
+    device = "EmuGPU"
+
+
+class TestEmulatedOverOnnxRuntime(ExecutorConformance):
+    executor_class = emulated_accelerator("conformance-npu", "EmuNPU", "npu", wraps="onnxruntime",
+                                          fixed_latency_ms=1, numerics="int8", faults=Faults(offload_share=0.5))
+    model_path = MODELS / "mobilenet_v2_1.0_224_quant.onnx"
+    device = "EmuNPU"
+    calls_per_thread = 20
+
+
+class TestEmulatedOverOpenVINO(ExecutorConformance):
+    executor_class = emulated_accelerator("conformance-tpu", "EmuTPU", "tpu", wraps="openvino", speedup=4,
+                                          numerics="bf16")
+    model_path = MOBILENET_V1
+    device = "EmuTPU"

@@ -199,7 +199,10 @@ class EmulatedExecutor(Executor):
         if not inner:
             return Availability(False, f"emulated {spec.device} wraps {spec.wraps}, which is not usable: "
                                 f"{inner.reason}", fix=inner.fix)
-        if device is not None and (not isinstance(device, str) or base_of(device) != spec.device):
+        if device is None:  # the runtime itself: usable wherever what it wraps is
+            return Availability(True, f"emulated {spec.kind} {spec.device} over {spec.wraps} on the CPU",
+                                version=inner.version)
+        if not isinstance(device, str) or base_of(device) != spec.device:
             return Availability(False, f"{cls.runtime} drives {spec.device} only, not {device!r}")
         if spec.available is not True:
             reason = spec.available if isinstance(spec.available, str) else "not connected"
