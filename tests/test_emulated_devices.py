@@ -37,6 +37,8 @@ def test_reduced_precision_numerics_round_as_numpy_does():
     np.testing.assert_array_equal(_numerics(ids, "f16"), ids)  # integer outputs pass unchanged
     corrupt = _numerics(ids, "corrupt")
     assert np.argmax(corrupt) != np.argmax(ids) and sorted(corrupt.ravel()) == sorted(ids.ravel())
+    for single in (np.array([[7]], np.uint8), np.array([0.25], np.float32), np.array(3, np.int64)):
+        assert not np.array_equal(_numerics(single, "corrupt"), single)  # a lone value is wrong too
 
 
 def test_latency_model_is_the_slower_of_speedup_and_fixed_and_counts_the_cpu_share(model_info):

@@ -380,8 +380,10 @@ def _digest(inputs: Sequence[np.ndarray]) -> bytes | None:
 def _numerics(a: np.ndarray, numerics: str) -> np.ndarray:
     if numerics == "exact" or not isinstance(a, np.ndarray):
         return a.copy() if isinstance(a, np.ndarray) else a
-    if numerics == "corrupt":  # every value moves, and with it the top-1 class
-        return np.roll(a, max(1, a.shape[-1] // 3) if a.ndim else 0, axis=-1) if a.ndim else a.copy()
+    if numerics == "corrupt":  # values move along the last axis (and the top-1 class with them); single ones flip
+        if a.ndim and a.shape[-1] > 1:
+            return np.roll(a, max(1, a.shape[-1] // 3), axis=-1)
+        return ~a if a.dtype.kind in "iub" else (1.0 - a).astype(a.dtype)
     if a.dtype.kind != "f":
         return a.copy()  # integer outputs (quantized, class ids) pass unchanged
     if numerics == "f16":
