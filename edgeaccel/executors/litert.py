@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import (
     MEMORY_HINT,
     DeviceUnavailableError,
+    ModelClosedError,
     ModelLoadError,
     UnsupportedModelError,
     looks_out_of_memory,
@@ -244,6 +245,7 @@ class LiteRTExecutor(Executor):
             raise ModelLoadError(f"LiteRT is not usable: {found}", runtime=self.runtime, hint="pip install ai-edge-litert")
         self._module, self._dist, self._version = found
         self._delegates = list(delegates)
+        self._closed = False
         self._threads = options.stream_threads()
         self._edgetpu: _EdgeTpu | None = None
         if base_of(device) == "EdgeTPU":
@@ -355,6 +357,9 @@ class LiteRTExecutor(Executor):
         return 1 if self._edgetpu else super().concurrency
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if self._closed:  # the pool would build a fresh interpreter: a closed executor must not run
+            raise ModelClosedError(f"{self.model.path.name} was closed (LiteRT on {self.device})",
+                                   hint="load it again with edgeaccel.load")
         slot = self._pool.take()
         try:
             interpreter = slot.interpreter
@@ -370,6 +375,7 @@ class LiteRTExecutor(Executor):
             self._pool.give(slot)
 
     def close(self) -> None:
+        self._closed = True
         self.stop_workers()
         self._pool.drain()
 

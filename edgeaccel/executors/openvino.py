@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import (
     DeviceUnavailableError,
     InferenceError,
+    ModelClosedError,
     ModelLoadError,
     UnsupportedModelError,
     looks_out_of_memory,
@@ -323,6 +324,9 @@ class OpenVINOExecutor(Executor):
             return [self.device]
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if self._compiled is None:  # closed: the pool would try to make a request of nothing
+            raise ModelClosedError(f"{self.model.path.name} was closed (OpenVINO on {self.device})",
+                                   hint="load it again with edgeaccel.load")
         try:
             request = self._pool.take()  # may create an InferRequest: allocation can fail here
         except Exception as exc:

@@ -1,4 +1,4 @@
-"""Test helpers that edgeaccel ships for its users too.
+"""Fake device trees for the probe (re-exported by ``edgeaccel.testing``).
 
 ``FakeTree`` writes the parts of a device's file system that ``edgeaccel.probe(root=...)`` reads (sysfs,
 procfs, /dev, /etc) below a directory, and one function per board builds a whole device from the
