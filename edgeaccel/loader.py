@@ -291,7 +291,7 @@ def machine_facts() -> tuple[MachineFacts, DeviceFacts]:
     ``availability(device)`` says so (the probe does not know its hardware)."""
     device = facts_from_probe(_probe_here())
     classes = runtimes()
-    installed = {name: cls.installed() for name, cls in classes.items()}
+    installed = {name: registry.installed_version(name) for name in classes}
     plugin_devices, absent = _plugin_presence(classes)
     facts = MachineFacts(installed=installed, devices_present=device.devices, cpu_flags=device.cpu_flags,
                          plugin_devices=plugin_devices, absent_reasons=absent)

@@ -59,3 +59,23 @@ def test_one_candidate_has_nothing_to_measure(quick, tmp_path):
     with edgeaccel.load(MODELS / "split_concat.tflite", executor="litert", calibrate="background",
                         cache_dir=tmp_path) as model:
         assert model.calibration is None
+
+
+def test_an_accelerator_the_rules_chose_that_answers_wrong_is_abandoned(quick, tmp_path):
+    """The rules put an accelerator first without measuring it; background calibration checks it against the
+    CPU reference, finds its answers stray, and moves the model to a candidate that answers right."""
+    from edgeaccel.testing.emulated import emulated_accelerator
+    from edgeaccel.testing.plugins import installed_plugins
+
+    model_path = MODELS / "mobilenet_v1_0.25_128_quant.tflite"
+    x = edgeaccel.image_input(MODELS.parent / "images" / "bird.png", edgeaccel.describe(model_path))
+    wrong = emulated_accelerator("wrongnpu", "WrongNPU", "npu", speedup=10, numerics="corrupt")
+    with installed_plugins(tmp_path / "plugin", wrong, distribution="emulated-wrong"):
+        with edgeaccel.load(model_path, calibrate="background", cache_dir=tmp_path / "cache") as model:
+            assert model.executor.runtime == "wrongnpu"  # the rules' choice: an accelerator first
+            status = model.wait_calibration(120)
+            assert status.state == "switched", status
+            assert "wrongnpu" in status.reason and model.executor.runtime != "wrongnpu"
+            assert model.fallbacks[-1].stage == "calibrate"
+            with edgeaccel.load(model_path, executor="litert", calibrate=False, cache=False) as cpu:
+                np.testing.assert_array_equal(model.run(x)[0], cpu.run(x)[0])

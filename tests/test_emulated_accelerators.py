@@ -14,11 +14,14 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import edgeaccel
+from edgeaccel.calibration import CalibrationPlan
+from edgeaccel.timing import MAX_BLOCK_CALLS
 from conftest import ROOT, SAMPLES, image_input
 from edgeaccel.errors import DeviceUnavailableError, InferenceTimeoutError
 from edgeaccel.loader import open_ranked, select
@@ -28,17 +31,12 @@ from edgeaccel.testing.plugins import installed_plugins
 
 MODEL = SAMPLES / "mobilenet_v1_0.25_128_quant.tflite"  # LiteRT on the CPU: about 0.5 ms here
 PROFILES = sorted(load_profiles())
-# calibration's calls to one candidate at most: its samples, one estimate, then max_rounds blocks of at most 200
-# calls (calibration.time_interleaved); an executor failing after more calls than this fails after calibration
-CALIBRATION_CALLS = 4 + 1 + 12 * 200
+# calibration's calls to one candidate at most (edgeaccel/timing.py): its samples, the warm-up, max_rounds blocks
+# and the leaders' head-to-head pairs, each block at most MAX_BLOCK_CALLS plus one untimed call; an executor
+# failing after more calls than this fails after calibration
+CALIBRATION_CALLS = (lambda plan: plan.samples + MAX_BLOCK_CALLS + (plan.max_rounds + 40) * (MAX_BLOCK_CALLS + 1))(
+    CalibrationPlan())
 
-REFERENCE_DEFECT = ("calibration guard (issue 14): candidates are measured in rule order and the CPU reference is "
-                    "set only when a CPU candidate is reached, so an accelerator measured first is 'accuracy not "
-                    "checked' and stays eligible")
-TIMING_DEFECT = ("calibration (issue 14): a candidate that fails while it is being timed (calibration."
-                 "time_interleaved) raises out of calibrate() and aborts the load instead of being rejected")
-FAILOVER_DEFECT = ("run-time failover (issue 14): DeviceUnavailableError from a running executor is not an "
-                   "ExecutorError, so Model.run hands it to the caller instead of the next candidate")
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +149,6 @@ def test_every_profile_selects_calibrates_and_runs_its_accelerators(name, tmp_pa
 
 
 @pytest.mark.parametrize("name", PROFILES)
-@pytest.mark.xfail(reason=FAILOVER_DEFECT, raises=DeviceUnavailableError, strict=True)
 def test_every_profile_fails_over_when_its_accelerator_is_unplugged(name, tmp_path, bird, cpu_answer):
     profile = get_profile(name)
     emulated = [emulated_accelerator(f"emu-{d.lower()}", d, k, speedup=20, faults=Faults(fail_after=5))
@@ -195,7 +192,6 @@ def test_a_correct_fast_accelerator_is_chosen(goal, tmp_path, bird, cpu_answer):
             np.testing.assert_array_equal(model.run(bird)[0], cpu_answer)
 
 
-@pytest.mark.xfail(reason=REFERENCE_DEFECT, raises=AssertionError, strict=True)
 def test_every_accelerator_is_checked_against_the_cpu_reference(tmp_path):
     with installed_plugins(tmp_path, fast(), distribution="emulated-fast"):
         with edgeaccel.load(MODEL, calibrate=True) as model:
@@ -230,7 +226,6 @@ def lab(order: str):
 
 @pytest.mark.parametrize("order", ["wrong first", "wrong last"])
 @pytest.mark.parametrize("goal, expected", [("latency", "fastnpu"), ("efficiency", "effnpu")])
-@pytest.mark.xfail(reason=REFERENCE_DEFECT, raises=AssertionError, strict=True)
 def test_fast_and_wrong_is_refused_whatever_the_order(order, goal, expected, tmp_path, bird, cpu_answer):
     accelerators, power = lab(order)
     with installed_plugins(tmp_path, *accelerators, distribution="emulated-lab"):
@@ -244,7 +239,6 @@ def test_fast_and_wrong_is_refused_whatever_the_order(order, goal, expected, tmp
 
 
 @pytest.mark.parametrize("goal", ["latency", "efficiency"])
-@pytest.mark.xfail(reason=FAILOVER_DEFECT, raises=DeviceUnavailableError, strict=True)
 def test_an_accelerator_unplugged_after_some_calls_is_abandoned_without_an_error(goal, tmp_path, bird, cpu_answer):
     """It survives calibration (more calls than calibration makes), is chosen, then unplugs under 8 threads."""
     flaky = emulated_accelerator("flakynpu", "FlakyNPU", "npu", fixed_latency_ms=0.05,
@@ -262,7 +256,6 @@ def test_an_accelerator_unplugged_after_some_calls_is_abandoned_without_an_error
         np.testing.assert_array_equal(answer, cpu_answer)
 
 
-@pytest.mark.xfail(reason=TIMING_DEFECT, raises=DeviceUnavailableError, strict=True)
 def test_an_accelerator_unplugged_during_calibration_is_rejected_not_fatal(tmp_path, bird, cpu_answer):
     flaky = emulated_accelerator("earlynpu", "EarlyNPU", "npu", speedup=20, faults=Faults(fail_after=10))
     with installed_plugins(tmp_path, flaky, distribution="emulated-early"):
@@ -360,3 +353,30 @@ def test_runs_heat_the_simulated_device_the_scheduler_reads(tmp_path, bird):
     # the scheduler names the device by its heat model and reads the temperature the runs made (simulated)
     assert list(stats.devices) == ["emu-npu"]
     assert stats.devices["emu-npu"].max_temp_c is not None and stats.devices["emu-npu"].max_temp_c > params.ambient_c
+
+
+def test_a_profile_may_order_a_plugin_device_and_a_plugin_without_distributions_is_installed(tmp_path, bird):
+    """The profile's preference may name a plug-in's device (not only the probe's names), and a plug-in class
+    that names no ``distributions`` is installed all the same: the distribution that registered it says so."""
+    npu = fast("orderednpu", "OrderedNPU")
+    npu.distributions = ()
+    with installed_plugins(tmp_path, npu, distribution="emulated-ordered"):
+        path = tmp_path / "ordered.yaml"
+        path.write_text(Path(lab_profile(tmp_path, OrderedNPU=1.0)).read_text().replace(
+            "preference: {latency: [CPU], efficiency: [CPU]}",
+            "preference: {latency: [OrderedNPU, CPU], efficiency: [OrderedNPU, CPU]}").replace(
+            "name: emulated-lab", "name: ordered-lab"))
+        with edgeaccel.load(MODEL, profile=str(path), calibrate=False) as model:
+            assert model.executor.runtime == "orderednpu"
+            assert "#1" in model.executor.reason and "ordered-lab" in model.executor.reason
+
+
+def test_strict_refuses_an_accelerator_that_runs_part_of_the_model(tmp_path, bird, cpu_answer):
+    partial = fast("halfnpu", "HalfNPU", faults=Faults(offload_share=0.5))
+    with installed_plugins(tmp_path, partial, distribution="emulated-half"):
+        with edgeaccel.load(MODEL, calibrate=False) as model:  # reported, accepted
+            assert model.executor.runtime == "halfnpu" and model.executor.details["accelerated_share"] == 0.5
+        with pytest.raises(DeviceUnavailableError, match="runs only 50% of the model"):
+            edgeaccel.load(MODEL, calibrate=False, strict=True)
+        with edgeaccel.load(MODEL, calibrate=False, executor="litert", strict=True) as model:  # the CPU: whole
+            np.testing.assert_array_equal(model.run(bird)[0], cpu_answer)

@@ -74,6 +74,21 @@ def plugin_distribution(name: str) -> str | None:
     return _registered()[2].get(name)
 
 
+def installed_version(name: str) -> str | None:
+    """The installed version of runtime ``name``: its class's ``distributions``, else, for a plug-in that names
+    none, the distribution that registered it (it is installed: it was just loaded from it)."""
+    version = get(name).installed()
+    dist = plugin_distribution(name)
+    if version is None and dist is not None:
+        from importlib.metadata import PackageNotFoundError, version as dist_version
+
+        try:
+            return dist_version(dist)
+        except PackageNotFoundError:
+            return "unknown"
+    return version
+
+
 def refresh() -> None:
     """Forget what was registered (tests install plug-ins while running)."""
     _registered.cache_clear()

@@ -66,7 +66,7 @@ PROFILE_SCHEMA = {
     "title": Field(str, required=True),
     "match": Field(MATCH_SCHEMA, required=True),
     "accelerators": Field([ACCELERATOR_SCHEMA], required=True),
-    "preference": Field({goal: Field([str], required=True, choices=DEVICE_NAMES) for goal in GOALS}, required=True),
+    "preference": Field({goal: Field([str], required=True) for goal in GOALS}, required=True),  # the listed ones
     "runtimes": Field([RUNTIME_ORDER_SCHEMA]),
     "power": Field({"budget_w": Field(float, minimum=0), "idle_w": Field(float, minimum=0), "source": SOURCE}),
     "thermal": Field({"passive_c": Field(float, **TEMPERATURE), "critical_c": Field(float, **TEMPERATURE),

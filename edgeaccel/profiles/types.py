@@ -11,7 +11,7 @@ GOALS = ("latency", "efficiency")
 # RKNPU, Hailo and QNN are what the probe reports for the Rockchip NPU, a Hailo module and a Qualcomm NPU
 # ("NPU" alone is the Intel NPU OpenVINO drives).
 DEVICE_NAMES = ("CPU", "GPU", "NPU", "CUDA", "TensorRT", "EdgeTPU", "TPU", "RKNPU", "Hailo", "QNN")
-KINDS = ("cpu", "gpu", "npu", "edgetpu", "tpu")
+KINDS = ("cpu", "gpu", "npu", "edgetpu", "tpu", "dsp")
 PRECISIONS = ("int4", "int8", "int16", "f16", "bf16", "f32")
 
 
