@@ -127,7 +127,7 @@ BROKEN = [
     ("title: Demo board\n", "", "title", "is required"),
     ("  latency: [EdgeTPU, CPU]", "  latency: [NPU, CPU]", "preference.latency[0]",
      "names device 'NPU', which the profile does not list"),
-    ("  latency: [EdgeTPU, CPU]", "  latency: [GPU0, CPU]", "preference.latency[0]", "not one of"),
+    ("  latency: [EdgeTPU, CPU]", "  latency: [GPU0, CPU]", "preference.latency[0]", "does not list"),
     ("  efficiency: [EdgeTPU, CPU]", "  efficiency: [CPU, CPU]", "preference.efficiency[1]", "twice"),
     ("  passive_c: 80", "  passive_c: 80000", "thermal.passive_c", "above the maximum"),
     ("  passive_c: 80", "  passive_c: 120", "thermal.passive_c", "above critical_c"),
