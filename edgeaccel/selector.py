@@ -37,7 +37,8 @@ KIND_ORDER = {"edgetpu": 0, "npu": 1, "dsp": 1, "gpu": 2, "tpu": 2, "auto": 4, "
 # Power of one busy CPU core, for the energy estimate of CPU candidates where neither telemetry nor the profile
 # gives one: a Cortex-A76 at 2.4 GHz draws about 1.5-2 W, a laptop x86 core 3-5 W under load; 2.5 W is between.
 CPU_CORE_W = 2.5
-NEEDS_CALIBRATION = "changes answers; eligible once calibration checks its accuracy (calibrate=True or `edgeaccel tune`)"
+NEEDS_CALIBRATION = ("changes answers; eligible once calibration checks its accuracy (background calibration "
+                     "after load, calibrate=True or `edgeaccel tune`)")
 
 
 @dataclass(frozen=True)
