@@ -41,8 +41,9 @@ def _tf():
 
 
 ERROR_RULES = (
-    ErrorRule(ModelLoadError, message=lambda f: f"TensorFlow failed to load the SavedModel {f.model.path if f.model else ''}"
-              f": {f.message}", hint="check that the folder is a complete SavedModel"),
+    ErrorRule(ModelLoadError, hint="check that the folder is a complete SavedModel",
+              message=lambda f: f"TensorFlow failed to load the SavedModel {f.model.path if f.model else ''}: "
+                                f"{f.message}"),
     ErrorRule(InferenceError, stages=("run",), message="TensorFlow failed to run the SavedModel: {message}"),
 )
 
