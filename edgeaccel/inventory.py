@@ -81,19 +81,21 @@ def plugins() -> list[PluginSeen]:
     present; broken plug-ins with their error."""
     seen = []
     for name, cls in registry.runtimes().items():
-        if registry.plugin_distribution(name) is None:
+        dist = registry.plugin_distribution(name)
+        if dist is None:
             continue
         devices = tuple(d for d, kind in cls.device_kinds.items() if kind != "cpu")
-        answers = []
+        present, reasons = [], []
         for device in devices:
             try:
-                answers.append((device, cls.availability(device)))
-            except Exception as exc:
-                answers.append((device, None if exc is None else f"availability() raised {type(exc).__name__}"))
-        ok = [d for d, a in answers if a and not isinstance(a, str)]
-        reasons = "; ".join(f"{d}: {a if isinstance(a, str) else a.reason}" for d, a in answers)
-        seen.append(PluginSeen(f"{name} ({registry.plugin_distribution(name)})", devices, bool(ok),
-                               reasons or "drives the CPU only"))
+                found = cls.availability(device)
+                reason = found.reason
+            except Exception as exc:  # a plug-in's bug is its reason
+                found, reason = None, f"availability() raised {type(exc).__name__}: {exc}"
+            if found:
+                present.append(device)
+            reasons.append(f"{device}: {reason}")
+        seen.append(PluginSeen(f"{name} ({dist})", devices, bool(present), "; ".join(reasons) or "drives the CPU only"))
     seen += [PluginSeen(bad.name, (), False, f"not loaded: {bad.error}", f"fix or uninstall {bad.distribution}")
              for bad in registry.broken()]
     return seen
