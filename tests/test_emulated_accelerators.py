@@ -52,6 +52,13 @@ def cpu_answer(bird):
         return model.run(bird)[0]
 
 
+def assert_guarded(answer, cpu_answer) -> None:
+    """What calibration admits: a CPU runtime it measured faster (OpenVINO, at bf16 where the CPU has it) answers
+    within the guard's tolerance of the reference (5% of the output range) with the same top-1; not to the bit."""
+    gap = np.abs(answer.astype(np.int32) - cpu_answer.astype(np.int32)).max()
+    assert np.argmax(answer) == np.argmax(cpu_answer) and gap <= 0.05 * 255, gap
+
+
 @pytest.fixture(scope="module")
 def cpu_answers(bird, cpu_answer):
     """Every CPU runtime's answer: a scheduler may send a request to any of them (OpenVINO rounds a few
@@ -189,7 +196,7 @@ def test_a_correct_fast_accelerator_is_chosen(goal, tmp_path, bird, cpu_answer):
         with edgeaccel.load(MODEL, calibrate=True, goal=goal, profile=profile) as model:
             assert model.executor.runtime == "fastnpu", model.ranking.candidates
             assert ("measured p50" if goal == "latency" else "mJ/inference") in model.executor.reason
-            np.testing.assert_array_equal(model.run(bird)[0], cpu_answer)
+            assert_guarded(model.run(bird)[0], cpu_answer)
 
 
 def test_every_accelerator_is_checked_against_the_cpu_reference(tmp_path):
@@ -207,7 +214,7 @@ def test_a_correct_far_more_efficient_accelerator_is_chosen_for_efficiency(tmp_p
         with edgeaccel.load(MODEL, calibrate=True, goal="efficiency", profile=profile) as model:
             assert model.executor.runtime == "effnpu", model.ranking.candidates
             assert "mJ/inference" in model.executor.reason and "0.05 W typical" in model.executor.reason
-            np.testing.assert_array_equal(model.run(bird)[0], cpu_answer)
+            assert_guarded(model.run(bird)[0], cpu_answer)
         with edgeaccel.load(MODEL, calibrate=True, goal="latency", profile=profile) as model:
             assert model.executor.runtime != "effnpu" and model.executor.device == "CPU", model.ranking.candidates
 
@@ -253,7 +260,7 @@ def test_an_accelerator_unplugged_after_some_calls_is_abandoned_without_an_error
             assert model.executor.runtime != "flakynpu"
             assert [f for f in model.fallbacks if f.stage == "run" and f.failed.startswith("flakynpu")]
     for answer in answers:
-        np.testing.assert_array_equal(answer, cpu_answer)
+        assert_guarded(answer, cpu_answer)
 
 
 def test_an_accelerator_unplugged_during_calibration_is_rejected_not_fatal(tmp_path, bird, cpu_answer):
@@ -263,7 +270,7 @@ def test_an_accelerator_unplugged_during_calibration_is_rejected_not_fatal(tmp_p
             assert model.executor.device == "CPU"
             refused = {r.runtime: r.reason for r in model.ranking.rejected}
             assert "unplugged" in refused.get("earlynpu", ""), refused
-            np.testing.assert_array_equal(model.run(bird)[0], cpu_answer)
+            assert_guarded(model.run(bird)[0], cpu_answer)
 
 
 def test_a_missing_delegate_falls_back_at_load_with_its_reason(tmp_path, bird, cpu_answer):
