@@ -1,0 +1,130 @@
+"""Detection decoders, vectorized numpy: SSD models ending in TFLite_Detection_PostProcess, YOLO layouts
+(v5 with objectness, v8/v11 without; [1, 4+C, N] or [1, N, 4+C]) with class-aware NMS, and exports whose NMS
+is already in the graph ([1, N, 6]: x1 y1 x2 y2 score class)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import TaskError
+from .labels import Labels
+from .nms import nms, xywh_to_xyxy
+from .preprocess import Frame
+from .results import Box, DetectResult
+
+MAX_NMS_CANDIDATES = 30000  # as Ultralytics: the best-scoring candidates that go into NMS
+LAYOUTS = ("ssd-postprocess", "yolov8", "yolov5", "nms-in-graph")
+
+
+def ssd_outputs(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """boxes (N x 4, ymin xmin ymax xmax, normalized), classes, scores and count of TFLite_Detection_PostProcess.
+    Found by shape (boxes end in 4, count has one value); classes are told from scores by being whole numbers,
+    for exports that list them in another order."""
+    boxes = next((a for a in arrays if a.ndim == 3 and a.shape[-1] == 4), None)
+    if boxes is None:
+        raise TaskError("no output of shape [1, N, 4] (boxes) among the detection outputs")
+    n = boxes.shape[1]
+    flat = [a for a in arrays if a is not boxes and a.ndim == 2 and a.shape[1] == n]
+    count = next((a for a in arrays if a.size == 1), None)
+    if len(flat) < 2:
+        raise TaskError("the detection outputs lack classes and scores of shape [1, N]")
+    classes, scores = flat[0][0], flat[1][0]
+    if _whole(scores) and not _whole(classes):
+        classes, scores = scores, classes
+    total = n if count is None else int(np.clip(count.reshape(-1)[0], 0, n))
+    return boxes[0, :total], classes[:total], scores[:total], total
+
+
+def _whole(values: np.ndarray) -> bool:
+    return bool(np.all(values == np.round(values)))
+
+
+def decode_ssd(arrays, frame: Frame, labels: Labels, conf: float, max_det: int) -> DetectResult:
+    boxes, classes, scores, _ = ssd_outputs(arrays)
+    keep = scores >= conf
+    boxes, classes, scores = boxes[keep], classes[keep], scores[keep]
+    order = np.argsort(-scores, kind="stable")[:max_det]
+    yxyx = boxes[order]
+    xyxy = np.stack([yxyx[:, 1] * frame.input_width, yxyx[:, 0] * frame.input_height,
+                     yxyx[:, 3] * frame.input_width, yxyx[:, 2] * frame.input_height], axis=1)
+    return _result(frame.to_image(xyxy), scores[order], classes[order].astype(np.int64), labels, frame,
+                   "ssd-postprocess")
+
+
+def yolo_layout(shape: tuple, classes: int | None = None) -> str:
+    """yolov8 (v8/v11: 4 box + C class columns), yolov5 (4 box + objectness + C) or nms-in-graph, from the
+    output's shape [1, a, b]: Ultralytics v8/v11 exports are channel-major ([1, 84, 8400]); row-major outputs
+    are v5 ([1, 25200, 85]) unless the class count says 4 + C, and few rows of 6 or 7 are final detections."""
+    _, a, b = shape
+    big = 10**9  # a dynamic dimension is the candidates' (N grows with the input size)
+    a_, b_ = (big if a is None else a), (big if b is None else b)
+    channel_major = a_ < b_
+    rows, cols = (b_, a_) if channel_major else (a_, b_)
+    if classes and cols < big:
+        if cols == 4 + classes and rows != cols:
+            return "yolov8"
+        if cols == 5 + classes:
+            return "yolov5"
+    if channel_major:
+        return "yolov8"
+    if cols in (6, 7) and rows <= 1000:
+        return "nms-in-graph"
+    return "yolov5"
+
+
+def decode_yolo(pred: np.ndarray, frame: Frame, labels: Labels, layout: str, conf: float, iou: float,
+                max_det: int, classes: int | None = None) -> DetectResult:
+    if pred.ndim == 2:
+        pred = pred[None]
+    if pred.ndim != 3:
+        raise TaskError(f"a YOLO output has 3 dimensions [1, 4+C, N] or [1, N, 4+C]; this one is {list(pred.shape)}")
+    p = pred[0].astype(np.float32, copy=False)
+    if layout == "nms-in-graph":
+        return _decode_final(p, frame, labels, conf, max_det)
+    if layout == "yolov8" and p.shape[0] < p.shape[1]:
+        p = p.T
+    elif layout == "yolov5" and p.shape[0] < p.shape[1] and p.shape[0] < 512:
+        p = p.T
+    first = 5 if layout == "yolov5" else 4
+    if p.shape[1] <= first:
+        raise TaskError(f"a {layout} output needs more than {first} values per candidate; it has {p.shape[1]}")
+    # columns after the classes (mask coefficients, keypoints) are not classes: the class count bounds them
+    count = classes if classes and first + classes <= p.shape[1] else p.shape[1] - first
+    labels.check_count(count)
+    cls = p[:, first:first + count]
+    if layout == "yolov5":
+        obj = p[:, 4]
+        live = obj >= conf
+        p, cls = p[live], cls[live] * obj[live, None]
+    class_id = cls.argmax(axis=1)
+    score = cls[np.arange(len(cls)), class_id]
+    live = score >= conf
+    boxes, score, class_id = p[live, :4], score[live], class_id[live]
+    if len(score) > MAX_NMS_CANDIDATES:
+        best = np.argpartition(-score, MAX_NMS_CANDIDATES)[:MAX_NMS_CANDIDATES]
+        boxes, score, class_id = boxes[best], score[best], class_id[best]
+    xyxy = _to_input_pixels(xywh_to_xyxy(boxes), frame)
+    keep = nms(xyxy, score, class_id, iou, max_det)
+    return _result(frame.to_image(xyxy[keep]), score[keep], class_id[keep], labels, frame, layout)
+
+
+def _decode_final(p: np.ndarray, frame: Frame, labels: Labels, conf: float, max_det: int) -> DetectResult:
+    if p.shape[1] == 7:  # batch index first
+        p = p[:, 1:]
+    p = p[p[:, 4] >= conf]
+    p = p[np.argsort(-p[:, 4], kind="stable")[:max_det]]
+    xyxy = _to_input_pixels(p[:, :4], frame)
+    return _result(frame.to_image(xyxy), p[:, 4], p[:, 5].astype(np.int64), labels, frame, "nms-in-graph")
+
+
+def _to_input_pixels(xyxy: np.ndarray, frame: Frame) -> np.ndarray:
+    """Some TFLite exports give normalized boxes: coordinates that all fit in 0..1.5 are scaled to the input."""
+    if len(xyxy) and float(np.abs(xyxy).max()) <= 1.5 and frame.input_width > 4:
+        xyxy = xyxy * np.array([frame.input_width, frame.input_height] * 2, np.float32)
+    return xyxy
+
+
+def _result(xyxy, scores, classes, labels: Labels, frame: Frame, decoder: str) -> DetectResult:
+    boxes = [Box(tuple(float(v) for v in b), float(s), int(c), labels.name(c))
+             for b, s, c in zip(xyxy, scores, classes)]
+    return DetectResult("detect", frame, boxes=boxes, decoder=decoder)
