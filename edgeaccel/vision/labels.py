@@ -8,7 +8,6 @@ TFLite_Detection_PostProcess numbers them from 0, so such a map has offset 1 (id
 from __future__ import annotations
 
 import ast
-import logging
 import re
 import warnings
 import zipfile
@@ -17,14 +16,13 @@ from pathlib import Path
 
 from ..errors import InputError
 
-log = logging.getLogger("edgeaccel")
-
 
 @dataclass
 class Labels:
     names: dict[int, str] = field(default_factory=dict)
     offset: int = 0  # model class index + offset = key in names
     source: str = "class ids"
+    _warned: set = field(default_factory=set, repr=False, compare=False)
 
     def name(self, index: int) -> str:
         return self.names.get(int(index) + self.offset, str(int(index)))
@@ -38,14 +36,18 @@ class Labels:
         if not self.names or classes <= 0:
             return
         covered = sum(1 for c in range(classes) if c + self.offset in self.names)
-        if covered >= classes:
+        if covered >= classes or classes in self._warned:
             return
+        self._warned.add(classes)
         extra = (" If index 0 is a background class, add a first line 'background'."
                  if classes - len(self.names) == 1 and self.offset == 0 else "")
         message = (f"labels from {self.source} name {covered} of the {classes} classes {what} has; classes "
                    f"without a name are shown by their index.{extra}")
-        warnings.warn(message, stacklevel=3)
-        log.warning(message)
+        warnings.warn(LabelWarning(message), stacklevel=4)
+
+
+class LabelWarning(UserWarning):
+    """Labels that do not cover the model's classes (shown once per label set and class count)."""
 
 
 def read_labels(source, model_path: str | Path | None = None, metadata: dict | None = None) -> Labels:

@@ -183,12 +183,14 @@ def make_task(model, task: str | None = None, labels=None, **options) -> Task | 
     return Task(found, info, model.inputs, model.outputs, label_set, metadata, **options)
 
 
+def no_task_error(model) -> TaskError:
+    _, why = recognize(model.info, model.inputs, model.outputs, metadata_of(model.info))
+    return TaskError(f"no vision task was set or recognized for {Path(model.info.path).name}: {why}",
+                     hint="load it with task='classify', 'detect', 'segment' or 'pose' (--task on the command line)")
+
+
 def predict(model, image, inputs: dict | None = None) -> Result:
     task = model.task
     if task is None:
-        from .recognize import recognize as _recognize
-
-        _, why = _recognize(model.info, model.inputs, model.outputs, metadata_of(model.info))
-        raise TaskError(f"no vision task was set or recognized for {Path(model.info.path).name}: {why}",
-                        hint="load it with task='classify', 'detect', 'segment' or 'pose'")
+        raise no_task_error(model)
     return task.predict(model, image, inputs)
