@@ -54,21 +54,15 @@ def decode_ssd(arrays, frame: Frame, labels: Labels, conf: float, max_det: int) 
 def yolo_layout(shape: tuple, classes: int | None = None) -> str:
     """yolov8 (v8/v11: 4 box + C class columns), yolov5 (4 box + objectness + C) or nms-in-graph, from the
     output's shape [1, a, b]: Ultralytics v8/v11 exports are channel-major ([1, 84, 8400]); row-major outputs
-    are v5 ([1, 25200, 85]) unless the class count says 4 + C, and few rows of 6 or 7 are final detections."""
+    are v5 ([1, 25200, 85]) unless the class count says 4 + C; a few rows of 6 or 7 are final detections.
+    A dynamic dimension is the candidates' (their number grows with the input size)."""
     _, a, b = shape
-    big = 10**9  # a dynamic dimension is the candidates' (N grows with the input size)
-    a_, b_ = (big if a is None else a), (big if b is None else b)
-    channel_major = a_ < b_
-    rows, cols = (b_, a_) if channel_major else (a_, b_)
-    if classes and cols < big:
-        if cols == 4 + classes and rows != cols:
-            return "yolov8"
-        if cols == 5 + classes:
-            return "yolov5"
-    if channel_major:
-        return "yolov8"
-    if cols in (6, 7) and rows <= 1000:
+    if b in (6, 7) and a is not None and a != b and a <= 1000:  # [1, 300, 6]: x1 y1 x2 y2 score class
         return "nms-in-graph"
+    if b is None or (a is not None and a < b):  # channel-major, N last: Ultralytics v8/v11 (and v5u)
+        return "yolov8"
+    if classes and b == 4 + classes:  # row-major without objectness: a transposed v8 export
+        return "yolov8"
     return "yolov5"
 
 

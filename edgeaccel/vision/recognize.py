@@ -86,6 +86,8 @@ def _candidates(shape: tuple, dtype) -> bool:
     known = [d for d in shape[1:] if d is not None]
     if not known or min(known) < 5:
         return False
+    if shape[2] in (6, 7) and shape[1] != shape[2]:  # [1, N, 6]: final detections, x1 y1 x2 y2 score class
+        return True
     return len(known) == 1 or max(known) >= 2 * min(known)
 
 

@@ -15,7 +15,7 @@ from ..modelinfo import Format
 from ..tensors import dequantize_array
 from . import classify, detect, pose, segment
 from .errors import TaskError
-from .labels import Labels, onnx_metadata, read_labels
+from .labels import Labels, onnx_metadata, parse_names, read_labels
 from .preprocess import Frame, as_rgb, fit, image_layout, is_image_input, to_tensor, zeros_for
 from .recognize import TASKS, Recognized, fits, recognize
 from .results import Result
@@ -42,6 +42,9 @@ class Task:
         self.reason = recognized.reason
         self.labels = labels
         self.metadata = metadata
+        # the class count the model declares (Ultralytics' names): columns after it are mask or keypoint
+        # coefficients; a label file is not trusted for it (a short one would silently drop classes)
+        self.classes = len(parse_names(metadata["names"])) if metadata.get("names") else None
         self._info, self._inputs, self._outputs = info, tuple(inputs), tuple(outputs)
         images = [i for i, s in enumerate(self._inputs) if is_image_input(s)]
         if not images:
@@ -90,9 +93,8 @@ class Task:
             if self.kind == "ssd-postprocess":
                 result = detect.decode_ssd(arrays, meta, self.labels, self.conf, self.max_det)
             else:
-                classes = len(self.labels) or None
                 result = detect.decode_yolo(arrays[self.which], meta, self.labels, self.kind, self.conf, self.iou,
-                                            self.max_det, classes)
+                                            self.max_det, self.classes)
         elif self.name == "segment":
             result = segment.decode(arrays[self.which], meta, self.labels)
         else:
@@ -166,7 +168,8 @@ def make_task(model, task: str | None = None, labels=None, **options) -> Task | 
     info = model.info
     metadata = metadata_of(info)
     label_set = read_labels(labels, info.path if info.format in (Format.TFLITE,) else None, metadata)
-    classes = len(label_set) or None
+    names = parse_names(metadata["names"]) if metadata.get("names") else {}
+    classes = len(names) or len(label_set) or None
     if task is not None:
         if task not in TASKS:
             raise TaskError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")

@@ -1,0 +1,100 @@
+"""The vision layer's numpy parts on their own: NMS against a plain greedy reference, layouts from shapes,
+label files of every kind, letterbox geometry, and bad images."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgeaccel.errors import InputError
+from edgeaccel.vision.detect import yolo_layout
+from edgeaccel.vision.labels import parse_names, read_label_file
+from edgeaccel.vision.nms import iou_matrix, nms
+from edgeaccel.vision.preprocess import as_rgb, fit
+
+
+def reference_nms(boxes, scores, classes, iou):
+    """Greedy NMS written the slow, obvious way: one box at a time, per class."""
+    keep = []
+    for i in sorted(range(len(boxes)), key=lambda k: -scores[k]):
+        if all(classes[i] != classes[j] or _iou(boxes[i], boxes[j]) <= iou for j in keep):
+            keep.append(i)
+    return keep
+
+
+def _iou(a, b):
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = w * h
+    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_class_aware_nms_matches_the_greedy_reference(seed):
+    rng = np.random.default_rng(seed)
+    xy = rng.uniform(0, 100, (300, 2))
+    boxes = np.concatenate([xy, xy + rng.uniform(5, 40, (300, 2))], axis=1)
+    scores = rng.uniform(0, 1, 300)
+    classes = rng.integers(0, 4, 300)
+    assert list(nms(boxes, scores, classes, 0.45, max_det=1000)) == reference_nms(boxes, scores, classes, 0.45)
+
+
+def test_nms_keeps_overlapping_boxes_of_other_classes_and_stops_at_max_det():
+    boxes = np.array([[0, 0, 10, 10], [0, 0, 10, 10], [1, 1, 10, 10], [50, 50, 60, 60]], float)
+    scores = np.array([0.9, 0.8, 0.7, 0.6])
+    assert list(nms(boxes, scores, np.array([0, 1, 0, 0]), 0.5)) == [0, 1, 3]
+    assert list(nms(boxes, scores, None, 0.5)) == [0, 3]  # class-agnostic
+    assert list(nms(boxes, scores, np.array([0, 1, 0, 0]), 0.5, max_det=2)) == [0, 1]
+    assert iou_matrix(boxes[:1], boxes[2:3])[0, 0] == pytest.approx(81 / 100)
+
+
+@pytest.mark.parametrize("shape, classes, layout", [
+    ((1, 84, 8400), None, "yolov8"), ((1, 84, None), None, "yolov8"),   # v8/v11, dynamic input size
+    ((1, 25200, 85), None, "yolov5"), ((1, None, 85), None, "yolov5"),  # v5 with objectness
+    ((1, 8400, 84), 80, "yolov8"), ((1, 8400, 85), 80, "yolov5"),       # row-major: the class count decides
+    ((1, 300, 6), None, "nms-in-graph"), ((1, 100, 7), None, "nms-in-graph"),
+])
+def test_yolo_layouts_from_shapes(shape, classes, layout):
+    assert yolo_layout(shape, classes) == layout
+
+
+def test_label_files_of_every_kind(tmp_path):
+    plain = tmp_path / "plain.txt"
+    plain.write_text("background\nperson\n\n")
+    assert read_label_file(plain).name(1) == "person"
+    coral = tmp_path / "coco.txt"
+    coral.write_text("0  person\n2  car\n")
+    assert read_label_file(coral).name(2) == "car" and read_label_file(coral).name(1) == "1"
+    pbtxt = tmp_path / "map.pbtxt"
+    pbtxt.write_text('item {\n  name: "sedan"\n  id: 1\n}\nitem { id: 2 display_name: "van" name: "x" }\n')
+    labels = read_label_file(pbtxt)
+    assert (labels.offset, labels.name(0), labels.name(1)) == (1, "sedan", "van")  # ids minus one
+    assert parse_names("{0: 'person', 1: 'bicycle'}") == {0: "person", 1: "bicycle"}
+    with pytest.raises(InputError, match="cannot read labels"):
+        read_label_file(tmp_path / "missing.txt")
+    empty = tmp_path / "empty.pbtxt"
+    empty.write_text("item { }")
+    with pytest.raises(InputError, match="holds no"):
+        read_label_file(empty)
+
+
+def test_letterbox_keeps_the_aspect_ratio_and_maps_back():
+    image = np.full((100, 200, 3), 200, np.uint8)
+    fitted, frame = fit(image, 64, 64, letterbox=True)
+    assert fitted.shape == (64, 64, 3)
+    assert (frame.scale_x, frame.pad_y) == (0.32, 16.0)
+    assert fitted[0, 0, 0] == 114 and fitted[32, 32, 0] == 200
+    back = frame.to_image(np.array([[0, 16, 64, 48]], np.float32))
+    assert back[0].tolist() == pytest.approx([0, 0, 200, 100])
+
+
+def test_bad_images_are_input_errors(tmp_path):
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    with pytest.raises(InputError, match="broken.png"):
+        as_rgb(broken)
+    with pytest.raises(InputError, match="H x W x 3"):
+        as_rgb(np.zeros((4, 4, 5), np.uint8))
+    with pytest.raises(InputError, match="cannot use a"):
+        as_rgb(42)
+    assert as_rgb(np.zeros((4, 4), np.float32)).shape == (4, 4, 3)
