@@ -68,3 +68,14 @@ def test_short_label_file_is_a_visible_warning(tmp_path):
               "--task", "classify", "--labels", str(short), "--runs", "1")
     assert out.returncode == 0, out.stderr
     assert "warning   labels from short.txt name 10 of the 1001 classes" in out.stdout
+
+
+def test_bench_times_the_stages_of_a_task_separately():
+    out = cli("bench", str(MODELS / "traffic_model.tflite"), "--mode", "latency", "--runs", "3", "--warmup", "1",
+              "--input", str(IMAGES / "traffic_0001.png"), "--task", "detect", "--json")
+    assert out.returncode == 0, out.stderr
+    staged = [r for r in json.loads(out.stdout)["results"] if r["mode"] == "stages"]
+    assert len(staged) == 1 and staged[0]["task"] == "detect" and staged[0]["count"] == 3
+    for stage in ("preprocess_ms", "inference_ms", "postprocess_ms"):
+        assert staged[0][stage]["p50"] > 0
+    assert staged[0]["postprocess_share_of_inference"] > 0
