@@ -75,29 +75,28 @@ def decode_yolo(pred: np.ndarray, frame: Frame, labels: Labels, layout: str, con
     p = pred[0].astype(np.float32, copy=False)
     if layout == "nms-in-graph":
         return _decode_final(p, frame, labels, conf, max_det)
-    if layout == "yolov8" and p.shape[0] < p.shape[1]:
-        p = p.T
-    elif layout == "yolov5" and p.shape[0] < p.shape[1] and p.shape[0] < 512:
-        p = p.T
+    # keep the model's own memory order: reducing over the class axis of a transposed view is 10x slower
+    channel_major = p.shape[0] < p.shape[1] and (layout == "yolov8" or p.shape[0] < 512)
+    if not channel_major:
+        p = p.T  # a view: rows are now values, columns candidates
     first = 5 if layout == "yolov5" else 4
-    if p.shape[1] <= first:
-        raise TaskError(f"a {layout} output needs more than {first} values per candidate; it has {p.shape[1]}")
-    # columns after the classes (mask coefficients, keypoints) are not classes: the class count bounds them
-    count = classes if classes and first + classes <= p.shape[1] else p.shape[1] - first
+    if p.shape[0] <= first:
+        raise TaskError(f"a {layout} output needs more than {first} values per candidate; it has {p.shape[0]}")
+    # rows after the classes (mask coefficients, keypoints) are not classes: the declared class count bounds them
+    count = classes if classes and first + classes <= p.shape[0] else p.shape[0] - first
     labels.check_count(count)
-    cls = p[:, first:first + count]
     if layout == "yolov5":
-        obj = p[:, 4]
-        live = obj >= conf
-        p, cls = p[live], cls[live] * obj[live, None]
-    class_id = cls.argmax(axis=1)
-    score = cls[np.arange(len(cls)), class_id]
-    live = score >= conf
-    boxes, score, class_id = p[live, :4], score[live], class_id[live]
-    if len(score) > MAX_NMS_CANDIDATES:
-        best = np.argpartition(-score, MAX_NMS_CANDIDATES)[:MAX_NMS_CANDIDATES]
-        boxes, score, class_id = boxes[best], score[best], class_id[best]
-    xyxy = _to_input_pixels(xywh_to_xyxy(boxes), frame)
+        p = p[:, p[4] >= conf]  # objectness first: most candidates end here
+        cls = p[first:first + count] * p[4]
+    else:
+        cls = p[first:first + count]
+    score = cls.max(axis=0) if channel_major else np.ascontiguousarray(cls.T).max(axis=1)
+    live = np.flatnonzero(score >= conf)
+    if len(live) > MAX_NMS_CANDIDATES:
+        live = live[np.argpartition(-score[live], MAX_NMS_CANDIDATES)[:MAX_NMS_CANDIDATES]]
+    class_id = cls[:, live].argmax(axis=0)
+    score = score[live]
+    xyxy = _to_input_pixels(xywh_to_xyxy(np.ascontiguousarray(p[:4, live].T)), frame)
     keep = nms(xyxy, score, class_id, iou, max_det)
     return _result(frame.to_image(xyxy[keep]), score[keep], class_id[keep], labels, frame, layout)
 
