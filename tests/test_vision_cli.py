@@ -79,3 +79,30 @@ def test_bench_times_the_stages_of_a_task_separately():
     for stage in ("preprocess_ms", "inference_ms", "postprocess_ms"):
         assert staged[0][stage]["p50"] > 0
     assert staged[0]["postprocess_share_of_inference"] > 0
+
+
+def test_check_compares_decoded_results_and_gates_on_them(tmp_path):
+    import shutil
+
+    data = tmp_path / "images"
+    data.mkdir()
+    shutil.copy(IMAGES / "dog_segmentation.png", data)
+    model = str(MODELS / "deeplabv3_mnv2_dm05_pascal_quant.tflite")
+    out = cli("check", model, "--reference", model, "--data", str(data), "--task", "segment", "--runs", "1",
+              "--min-miou", "0.5", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["task"] == "segment"
+    rows = {r["executor"].split(":")[0]: r["task_metrics"] for r in report["rows"]}
+    assert rows["litert"] == {"miou": 1.0, "fwiou": 1.0, "pixel_agreement": 1.0}  # the reference against itself
+    for metrics in rows.values():
+        assert metrics["fwiou"] > 0.9  # and any other executor that runs it agrees on the dog
+    strict = cli("check", model, "--reference", model, "--data", str(data), "--task", "segment", "--runs", "1",
+                 "--min-miou", "1.01")
+    assert strict.returncode == 1 and "miou 1 against the reference is below 1.01" in strict.stderr
+
+
+def test_task_gates_need_a_task():
+    model = str(MODELS / "mobilenet_v1_0.25_128_quant.tflite")
+    out = cli("check", model, "--reference", model, "--data", str(IMAGES), "--min-precision", "0.9")
+    assert out.returncode == 4 and "need --task" in out.stderr
