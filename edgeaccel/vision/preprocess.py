@@ -85,13 +85,18 @@ def fit(image: np.ndarray, height: int, width: int, letterbox: bool) -> tuple[np
     return canvas, Frame(w, h, width, height, new_w / w, new_h / h, float(pad_x), float(pad_y))
 
 
-def to_tensor(image: np.ndarray, spec: TensorSpec, layout: str, normalize: str | None) -> np.ndarray:
-    """A fitted RGB image as the input's channels, type (uint8/int8 pixels, floats by ``normalize``) and layout."""
+def to_tensor(image: np.ndarray, spec: TensorSpec, layout: str, normalize) -> np.ndarray:
+    """A fitted RGB image as the input's channels, type (uint8/int8 pixels, floats by ``normalize``: a mode of
+    ``edgeaccel.imageio`` or (mean, std) per channel) and layout."""
     channels = {"NHWC": spec.shape[-1], "NCHW": spec.shape[1]}.get(layout, 1)
     if channels == 1:
         image = np.rint(image.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32))[..., None]
         image = image.astype(np.uint8)
-    values, _ = _to_dtype(image, spec, normalize)
+    if isinstance(normalize, tuple) and spec.dtype.kind == "f":  # (mean, std) per channel from model metadata
+        mean, std = (np.asarray(v, np.float32) for v in normalize)
+        values = ((image.astype(np.float32) - mean) / std).astype(spec.dtype)
+    else:
+        values, _ = _to_dtype(image, spec, None if isinstance(normalize, tuple) else normalize)
     if layout == "NCHW":
         values = values.transpose(2, 0, 1)
     elif layout == "NHW":

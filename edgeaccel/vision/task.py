@@ -55,6 +55,15 @@ class Task:
         self.iou, self.max_det, self.top_k = float(iou), int(max_det), int(top_k)
         self.letterbox = self.kind in ("yolov8", "yolov5", "nms-in-graph") if letterbox is None else letterbox
         self.normalize = normalize
+        if normalize is None and self._inputs[self.image_index].dtype.kind == "f" and info.format is Format.TFLITE:
+            from .metadata import tflite_normalization
+
+            found = tflite_normalization(info.path, self.image_index)
+            if found:
+                self.normalize = found
+                self.reason += f"; pixels normalized with the metadata's mean {found[0]} and std {found[1]}"
+        if self.normalize is None and self._inputs[self.image_index].dtype.kind == "f":
+            self.reason += "; float input fed pixels scaled to 0..1 (normalize= '-1,1', 'imagenet', 'raw' to change)"
         size = imgsz if imgsz is not None else _imgsz(metadata)
         size = (size, size) if isinstance(size, int) else size
         spec = self._inputs[self.image_index]
