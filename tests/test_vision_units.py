@@ -69,6 +69,11 @@ def test_label_files_of_every_kind(tmp_path):
     pbtxt.write_text('item {\n  name: "sedan"\n  id: 1\n}\nitem { id: 2 display_name: "van" name: "x" }\n')
     labels = read_label_file(pbtxt)
     assert (labels.offset, labels.name(0), labels.name(1)) == (1, "sedan", "van")  # ids minus one
+    tf_style = tmp_path / "labelmap.txt"
+    tf_style.write_text("???\nperson\nbicycle\n")
+    assert read_label_file(tf_style).for_ssd().name(0) == "person"  # SSD class 0 is the first real class
+    assert read_label_file(tf_style).name(0) == "???"  # for other decoders the file is read as it is
+    assert read_label_file(coral).for_ssd().name(0) == "person"
     assert parse_names("{0: 'person', 1: 'bicycle'}") == {0: "person", 1: "bicycle"}
     with pytest.raises(InputError, match="cannot read labels"):
         read_label_file(tmp_path / "missing.txt")

@@ -27,6 +27,13 @@ class Labels:
     def name(self, index: int) -> str:
         return self.names.get(int(index) + self.offset, str(int(index)))
 
+    def for_ssd(self) -> Labels:
+        """TFLite_Detection_PostProcess numbers classes from 0 without a background class; a text label file
+        that starts with one ("???" in TensorFlow's labelmap.txt, "background") is read one line down."""
+        if self.offset == 0 and self.names.get(0, "").strip().lower() in ("???", "background", "__background__"):
+            return Labels(self.names, 1, self.source + " (first line is the background: read one line down)")
+        return self
+
     def __len__(self) -> int:
         return len(self.names)
 

@@ -100,7 +100,7 @@ class Task:
             result = classify.decode(arrays, meta, self.labels, self.which, self.top_k)
         elif self.name == "detect":
             if self.kind == "ssd-postprocess":
-                result = detect.decode_ssd(arrays, meta, self.labels, self.conf, self.max_det)
+                result = detect.decode_ssd(arrays, meta, self.labels.for_ssd(), self.conf, self.max_det)
             else:
                 result = detect.decode_yolo(arrays[self.which], meta, self.labels, self.kind, self.conf, self.iou,
                                             self.max_det, self.classes)
