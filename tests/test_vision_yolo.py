@@ -101,3 +101,33 @@ def test_pose_on_a_detector_is_refused_with_what_it_has(v8_dynamic):
     with pytest.raises(TaskError, match="--task pose does not fit v8.onnx") as info:
         edgeaccel.load(v8_dynamic, executor="onnxruntime", task="pose")
     assert "keypoints" in info.value.hint
+
+
+def test_yolo_seg_export_is_decoded_as_boxes_never_as_a_semantic_mask(tmp_path):
+    """Ultralytics -seg: [1, 4+C+32, N] candidates (with mask coefficients) and [1, 32, h, w] prototypes. The
+    prototypes look like per-class scores; argmax over them would be a nonsense mask."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rows = candidates(ROWS, classes=3 + 32, n=100).T[None]  # 32 coefficient rows after the 3 classes
+    rows[0, 7:] = 0.99  # coefficients far above any class score: read as classes they would win every box
+    nodes = [helper.make_node("ReduceSum", ["images"], ["total"], keepdims=0),
+             helper.make_node("Mul", ["total", "zero"], ["nothing"]),
+             helper.make_node("Add", ["table", "nothing"], ["output0"]),
+             helper.make_node("Add", ["protos_table", "nothing"], ["output1"])]
+    graph = helper.make_graph(
+        nodes, "seg", [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, INPUT, INPUT])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, list(rows.shape)),
+         helper.make_tensor_value_info("output1", TensorProto.FLOAT, [1, 32, 16, 16])],
+        [numpy_helper.from_array(rows, "table"), numpy_helper.from_array(np.zeros((), np.float32), "zero"),
+         numpy_helper.from_array(np.random.default_rng(0).random((1, 32, 16, 16), np.float32), "protos_table")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    model.metadata_props.add(key="task", value="segment")
+    model.metadata_props.add(key="names", value=NAMES)
+    onnx.save(model, tmp_path / "seg.onnx")
+    with edgeaccel.load(tmp_path / "seg.onnx", executor="onnxruntime") as loaded:
+        assert loaded.task.name == "detect" and loaded.task.kind == "yolov8"
+        result = loaded.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
+    assert [(b.label, round(b.score, 2)) for b in result.boxes] == [("person", 0.9), ("car", 0.7), ("dog", 0.6)]
+    with pytest.raises(TaskError, match="instance-segmentation"):
+        edgeaccel.load(tmp_path / "seg.onnx", executor="onnxruntime", task="segment")

@@ -22,7 +22,7 @@ def layout(shapes: list[tuple]) -> str | None:
     first = shapes[0] if shapes else ()
     if len(first) in (3, 4) and first[-1] == 3 and all(d == 1 for d in first[:-2]) and (first[-2] or 0) >= 2:
         return "keypoints"
-    if len(first) == 3 and first[-1] == 56:
+    if len(first) == 3 and first[-1] == 56 and (first[1] or 0) <= 100:  # MoveNet multi-pose: [1, 6, 56]
         return "multipose"
     if len(shapes) >= 2 and len(shapes[0]) == 4 and len(shapes[1]) == 4 and shapes[0][-1] and shapes[1][-1] \
             and shapes[1][-1] == 2 * shapes[0][-1]:

@@ -53,6 +53,10 @@ def fits(task: str, info, inputs, outputs, classes: int | None = None) -> Recogn
             return Recognized(task, kind, 0, f"output {list(shapes[0])} holds {kind} (y, x, score)")
     elif task == "segment":
         ih, iw = _image_size(inputs)
+        if _yolo_with_prototypes(shapes, outputs):
+            raise TaskError(f"{info.path.name} is a YOLO instance-segmentation export (candidates and mask "
+                            f"prototypes: {described}); edgeaccel decodes its boxes only",
+                            hint="use --task detect for its boxes")
         for i, shape in enumerate(shapes):
             spatial = _spatial(shape, outputs[i].dtype)
             if spatial and _aspect_fits(spatial, ih, iw):
@@ -89,6 +93,13 @@ def _candidates(shape: tuple, dtype) -> bool:
     if shape[2] in (6, 7) and shape[1] != shape[2]:  # [1, N, 6]: final detections, x1 y1 x2 y2 score class
         return True
     return len(known) == 1 or max(known) >= 2 * min(known)
+
+
+def _yolo_with_prototypes(shapes: list[tuple], outputs) -> bool:
+    """YOLOv8-seg: [1, 4+C+32, N] candidates beside [1, 32, h, w] mask prototypes."""
+    has_candidates = any(len(s) == 3 and _candidates(s, o.dtype) for s, o in zip(shapes, outputs))
+    has_prototypes = any(len(s) == 4 and s[1] == 32 for s in shapes)
+    return has_candidates and has_prototypes
 
 
 def _spatial(shape: tuple, dtype) -> tuple[int, int] | None:
