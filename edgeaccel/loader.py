@@ -132,7 +132,7 @@ def _with_task(model: Model, task: str | None, labels, options: dict | None) -> 
     """Remember the vision task asked for; a task that was named is bound (and checked) now, so that one which
     does not fit the model fails the load instead of the first predict."""
     model._task_request = (task, labels, dict(options or {}))
-    if task is not None or labels is not None:
+    if task is not None or labels is not None or options:
         try:
             model.task  # noqa: B018 (binds it)
         except BaseException:

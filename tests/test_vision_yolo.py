@@ -131,3 +131,28 @@ def test_yolo_seg_export_is_decoded_as_boxes_never_as_a_semantic_mask(tmp_path):
     assert [(b.label, round(b.score, 2)) for b in result.boxes] == [("person", 0.9), ("car", 0.7), ("dog", 0.6)]
     with pytest.raises(TaskError, match="instance-segmentation"):
         edgeaccel.load(tmp_path / "seg.onnx", executor="onnxruntime", task="segment")
+
+
+def test_raw_ssd_outputs_decode_against_the_given_anchors(tmp_path):
+    from vision_models import constant_outputs
+
+    anchors = np.array([[0.5, 0.5, 0.2, 0.2], [0.52, 0.5, 0.2, 0.2], [0.2, 0.8, 0.1, 0.2]] + [[0.1, 0.1, 0.1, 0.1]] * 5,
+                       np.float32)
+    encodings = np.zeros((1, 8, 4), np.float32)
+    encodings[0, 2] = [1.0, 0, 5 * np.log(2), 0]  # centre down by 0.1 x the anchor's height (0.01), twice as high
+    logits = np.full((1, 8, 4), -6.0, np.float32)  # background + 3 classes, as logits
+    logits[0, 0, 2], logits[0, 1, 2], logits[0, 2, 3] = 3.0, 2.0, 1.0
+    path = constant_outputs(tmp_path / "raw_ssd.onnx", {"boxes": encodings, "scores": logits}, dynamic=False,
+                            nchw=False)
+    labels = tmp_path / "labels.txt"
+    labels.write_text("???\nperson\ncar\ndog\n")  # TensorFlow's labelmap.txt: background first
+    np.save(tmp_path / "anchors.npy", anchors)
+    with edgeaccel.load(path, executor="onnxruntime", labels=labels,
+                        task_options={"anchors": tmp_path / "anchors.npy"}) as model:
+        assert model.task.kind == "ssd-anchors"
+        result = model.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
+    got = [(b.label, round(b.score, 3), [round(v, 2) for v in b.xyxy]) for b in result.boxes]
+    assert got == [("car", round(1 / (1 + np.exp(-3)), 3), [25.6, 25.6, 38.4, 38.4]),  # anchor 1 suppressed
+                   ("dog", round(1 / (1 + np.exp(-1)), 3), [44.8, 7.04, 57.6, 19.84])]  # y 0.21 -+ 0.1
+    with pytest.raises(TaskError, match="box encodings"):
+        edgeaccel.load(path, executor="onnxruntime", task_options={"anchors": anchors[:5]})

@@ -28,6 +28,12 @@ def candidates(rows: list[tuple], classes: int, n: int = 24, objectness: bool = 
 
 def constant_output(path: Path, values: np.ndarray, *, dynamic: bool = True, metadata: dict | None = None,
                     nchw: bool = True) -> Path:
+    return constant_outputs(path, {"output0": values}, dynamic=dynamic, metadata=metadata, nchw=nchw)
+
+
+def constant_outputs(path: Path, outputs: dict[str, np.ndarray], *, dynamic: bool = True,
+                     metadata: dict | None = None, nchw: bool = True) -> Path:
+    """A model of one float image input whose outputs are the given arrays, in order."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -35,13 +41,15 @@ def constant_output(path: Path, values: np.ndarray, *, dynamic: bool = True, met
     if not nchw:
         shape = [1, "height", "width", 3] if dynamic else [1, INPUT, INPUT, 3]
     nodes = [helper.make_node("ReduceSum", ["images"], ["total"], keepdims=0),
-             helper.make_node("Mul", ["total", "zero"], ["nothing"]),
-             helper.make_node("Add", ["table", "nothing"], ["output0"])]
+             helper.make_node("Mul", ["total", "zero"], ["nothing"])]
+    tables = [numpy_helper.from_array(np.zeros((), np.float32), "zero")]
+    for name, values in outputs.items():
+        nodes.append(helper.make_node("Add", [f"{name}_table", "nothing"], [name]))
+        tables.append(numpy_helper.from_array(values.astype(np.float32), f"{name}_table"))
     graph = helper.make_graph(
         nodes, path.stem, [helper.make_tensor_value_info("images", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, list(values.shape))],
-        [numpy_helper.from_array(values.astype(np.float32), "table"),
-         numpy_helper.from_array(np.zeros((), np.float32), "zero")])
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, list(v.shape)) for name, v in outputs.items()],
+        tables)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     for key, value in (metadata or {}).items():
         model.metadata_props.add(key=key, value=value)

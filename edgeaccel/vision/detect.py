@@ -121,3 +121,56 @@ def _result(xyxy, scores, classes, labels: Labels, frame: Frame, decoder: str) -
     boxes = [Box(tuple(float(v) for v in b), float(s), int(c), labels.name(c))
              for b, s, c in zip(xyxy, scores, classes)]
     return DetectResult("detect", frame, boxes=boxes, decoder=decoder)
+
+
+SSD_SCALES = (10.0, 10.0, 5.0, 5.0)  # y, x, h, w: TensorFlow Object Detection's box coder
+
+
+def load_anchors(anchors) -> np.ndarray:
+    """Anchors (N x 4: y_center, x_center, height, width, normalized) from an array, a .npy or a .csv/.txt file."""
+    if isinstance(anchors, (str, bytes)) or hasattr(anchors, "__fspath__"):
+        from pathlib import Path
+
+        from ..errors import InputError
+
+        path = Path(anchors)
+        try:
+            anchors = np.load(path) if path.suffix == ".npy" else np.loadtxt(path, delimiter=",", ndmin=2)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read anchors {path}: {exc}",
+                             hint="give an N x 4 array (y_center, x_center, height, width) as .npy or .csv") from exc
+    anchors = np.asarray(anchors, np.float32)
+    if anchors.ndim != 2 or anchors.shape[1] != 4:
+        raise TaskError(f"anchors must be N x 4 (y_center, x_center, height, width); these are {list(anchors.shape)}")
+    return anchors
+
+
+def raw_ssd_outputs(shapes: list[tuple], anchors: int) -> tuple[int, int] | None:
+    """(box encodings, class scores) output indices: [1, N, 4] and [1, N, C] with N the anchors' count."""
+    boxes = next((i for i, s in enumerate(shapes) if len(s) in (3, 4) and s[-1] == 4 and s[1] == anchors), None)
+    scores = next((i for i, s in enumerate(shapes) if i != boxes and len(s) == 3 and s[1] == anchors), None)
+    return None if boxes is None or scores is None else (boxes, scores)
+
+
+def decode_ssd_anchors(encodings: np.ndarray, logits: np.ndarray, anchors: np.ndarray, frame: Frame,
+                       labels: Labels, conf: float, iou: float, max_det: int, background: bool = True) -> DetectResult:
+    """SSD outputs before TFLite_Detection_PostProcess: box encodings against anchors (TensorFlow's box coder)
+    and class scores with the background in column 0 (``background``); sigmoid when they are logits."""
+    enc = encodings.reshape(-1, 4).astype(np.float32)
+    scores = logits.reshape(enc.shape[0], -1).astype(np.float32)
+    if scores.min() < 0 or scores.max() > 1:
+        scores = 1 / (1 + np.exp(-scores))
+    if background:
+        scores = scores[:, 1:]
+    labels.check_count(scores.shape[1])
+    ya, xa, ha, wa = anchors.T
+    sy, sx, sh, sw = SSD_SCALES
+    yc, xc = enc[:, 0] / sy * ha + ya, enc[:, 1] / sx * wa + xa
+    h, w = np.exp(enc[:, 2] / sh) * ha, np.exp(enc[:, 3] / sw) * wa
+    class_id = scores.argmax(axis=1)
+    score = scores[np.arange(len(scores)), class_id]
+    live = np.flatnonzero(score >= conf)
+    xyxy = np.stack([(xc - w / 2) * frame.input_width, (yc - h / 2) * frame.input_height,
+                     (xc + w / 2) * frame.input_width, (yc + h / 2) * frame.input_height], axis=1)[live]
+    keep = nms(xyxy, score[live], class_id[live], iou, max_det)
+    return _result(frame.to_image(xyxy[keep]), score[live][keep], class_id[live][keep], labels, frame, "ssd-anchors")

@@ -30,18 +30,22 @@ class Task:
     conf: the lowest score a box (or a multi-pose) keeps; iou: NMS overlap threshold; max_det: most boxes
     kept; top_k: classes kept by classify; letterbox: keep the aspect ratio and pad (default for YOLO
     layouts) instead of stretching; normalize: how pixels become float inputs ("0,1", "-1,1", "imagenet",
-    "raw"); imgsz: (height, width) for a dynamic-size image input."""
+    "raw"); imgsz: (height, width) for a dynamic-size image input; anchors: N x 4 (y, x, h, w normalized; an
+    array, .npy or .csv) to decode raw SSD outputs, whose class scores have a background column first unless
+    ``background=False``."""
 
     def __init__(self, recognized: Recognized, info, inputs, outputs, labels: Labels, metadata: dict, *,
                  conf: float | None = None, iou: float = 0.45, max_det: int = 100, top_k: int = 5,
                  letterbox: bool | None = None, normalize: str | None = None,
-                 imgsz: int | tuple[int, int] | None = None) -> None:
+                 imgsz: int | tuple[int, int] | None = None, anchors=None, background: bool = True) -> None:
         self.name = recognized.task
         self.kind = recognized.kind
         self.which = recognized.which
         self.reason = recognized.reason
         self.labels = labels
         self.metadata = metadata
+        self.anchors = None if anchors is None else detect.load_anchors(anchors)
+        self.background = background
         # the class count the model declares (Ultralytics' names): columns after it are mask or keypoint
         # coefficients; a label file is not trusted for it (a short one would silently drop classes)
         self.classes = len(parse_names(metadata["names"])) if metadata.get("names") else None
@@ -101,6 +105,11 @@ class Task:
         elif self.name == "detect":
             if self.kind == "ssd-postprocess":
                 result = detect.decode_ssd(arrays, meta, self.labels.for_ssd(), self.conf, self.max_det)
+            elif self.kind == "ssd-anchors":
+                boxes, scores = detect.raw_ssd_outputs([a.shape for a in arrays], len(self.anchors))
+                labels = self.labels.for_ssd() if self.background else self.labels
+                result = detect.decode_ssd_anchors(arrays[boxes], arrays[scores], self.anchors, meta, labels,
+                                                   self.conf, self.iou, self.max_det, self.background)
             else:
                 result = detect.decode_yolo(arrays[self.which], meta, self.labels, self.kind, self.conf, self.iou,
                                             self.max_det, self.classes)
@@ -179,6 +188,15 @@ def make_task(model, task: str | None = None, labels=None, **options) -> Task | 
     label_set = read_labels(labels, info.path if info.format in (Format.TFLITE,) else None, metadata)
     names = parse_names(metadata["names"]) if metadata.get("names") else {}
     classes = len(names) or len(label_set) or None
+    if options.get("anchors") is not None and task in (None, "detect"):
+        anchors = detect.load_anchors(options["anchors"])
+        if detect.raw_ssd_outputs([tuple(t.shape) for t in model.outputs], len(anchors)) is None:
+            raise TaskError(f"anchors were given, but no outputs of {info.path.name} are box encodings [1, "
+                            f"{len(anchors)}, 4] and class scores [1, {len(anchors)}, C]: "
+                            f"{[list(t.shape) for t in model.outputs]}", hint="give the anchors the model was built with")
+        found = Recognized("detect", "ssd-anchors", 0, f"raw SSD outputs decoded against {len(anchors)} anchors")
+        options = {**options, "anchors": anchors}
+        return Task(found, info, model.inputs, model.outputs, label_set, metadata, **options)
     if task is not None:
         if task not in TASKS:
             raise TaskError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
