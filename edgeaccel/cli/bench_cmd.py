@@ -149,7 +149,8 @@ def _print(report: dict) -> None:
               f"{lat.get('p99', 0):>9.3f} {r['fps']:>9.1f} {2 * r['concurrency'] if r['mode'] == 'throughput' else 1:>9}")
     staged = [r for r in report["results"] if r["mode"] == "stages"]
     if staged:
-        print(f"\n{'executor':<28} {'task':<9} {'n':>6} {'pre p50':>9} {'infer p50':>10} {'post p50':>9} {'post/infer':>10}")
+        print(f"\n{'executor':<28} {'task':<9} {'n':>6} {'pre p50':>9} {'infer p50':>10} {'post p50':>9} "
+              f"{'post/infer':>10}")
         for r in staged:
             share = r["postprocess_share_of_inference"]
             print(f"{r['name']:<28} {r['task']:<9} {r['count']:>6} {r['preprocess_ms']['p50']:>9.3f} "

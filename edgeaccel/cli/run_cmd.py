@@ -61,7 +61,8 @@ def main(args: argparse.Namespace) -> int:
     fallbacks_in_report()
     with quiet_native_stderr():
         model = load(args.model, executor=args.executor, device=args.device, precision=args.precision,
-                     threads=args.threads, strict=args.strict, isolate=args.isolate, **cache_kwargs(args), **vision_view.load_kwargs(args))
+                     threads=args.threads, strict=args.strict, isolate=args.isolate, **cache_kwargs(args),
+                     **vision_view.load_kwargs(args))
     with model:
         if vision_view.wanted(args):
             return _run_vision(model, args, np)

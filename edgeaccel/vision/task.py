@@ -193,7 +193,8 @@ def make_task(model, task: str | None = None, labels=None, **options) -> Task | 
         if detect.raw_ssd_outputs([tuple(t.shape) for t in model.outputs], len(anchors)) is None:
             raise TaskError(f"anchors were given, but no outputs of {info.path.name} are box encodings [1, "
                             f"{len(anchors)}, 4] and class scores [1, {len(anchors)}, C]: "
-                            f"{[list(t.shape) for t in model.outputs]}", hint="give the anchors the model was built with")
+                            f"{[list(t.shape) for t in model.outputs]}",
+                            hint="give the anchors the model was built with")
         found = Recognized("detect", "ssd-anchors", 0, f"raw SSD outputs decoded against {len(anchors)} anchors")
         options = {**options, "anchors": anchors}
         return Task(found, info, model.inputs, model.outputs, label_set, metadata, **options)
