@@ -103,3 +103,63 @@ def test_bad_images_are_input_errors(tmp_path):
     with pytest.raises(InputError, match="cannot use a"):
         as_rgb(42)
     assert as_rgb(np.zeros((4, 4), np.float32)).shape == (4, 4, 3)
+
+
+def identity_frame(size: int = 64):
+    from edgeaccel.vision.preprocess import Frame
+
+    return Frame(size * 2, size, size, size, 0.5, 1.0)  # an image twice as wide as the input (stretched)
+
+
+def test_ssd_outputs_in_another_order_are_told_apart_by_shape_and_values():
+    from edgeaccel.vision.detect import decode_ssd
+    from edgeaccel.vision.labels import Labels
+
+    boxes = np.zeros((1, 10, 4), np.float32)
+    boxes[0, 0] = [0.25, 0.5, 0.75, 1.0]  # ymin xmin ymax xmax
+    classes = np.zeros((1, 10), np.float32)
+    classes[0, 0] = 2
+    scores = np.zeros((1, 10), np.float32)
+    scores[0, :2] = [0.8, 0.1]
+    count = np.array([2], np.float32)
+    labels = Labels({0: "a", 1: "b", 2: "c"})
+    for arrays in ([boxes, classes, scores, count], [scores, boxes, count, classes]):  # TF1 SSD, EfficientDet-Lite
+        result = decode_ssd(arrays, identity_frame(), labels, conf=0.3, max_det=10)
+        assert [(b.label, b.score) for b in result.boxes] == [("c", pytest.approx(0.8))]
+        assert result.boxes[0].xyxy == pytest.approx((64, 16, 128, 48))  # x back through the 0.5 scale
+
+
+def test_segmentation_scores_in_either_layout_and_mapped_to_every_pixel():
+    from edgeaccel.vision.labels import Labels
+    from edgeaccel.vision.segment import decode
+
+    scores = np.zeros((1, 16, 16, 4), np.float32)
+    scores[0, :, :8, 1] = 1.0  # left half class 1
+    scores[0, :, 8:, 3] = 1.0  # right half class 3
+    for array in (scores, scores.transpose(0, 3, 1, 2)):  # NHWC and NCHW
+        result = decode(array, identity_frame(16), Labels({0: "zero", 1: "one", 2: "two", 3: "three"}))
+        assert result.mask.shape == (16, 32)
+        assert (result.mask[:, :16] == 1).all() and (result.mask[:, 16:] == 3).all()
+        assert [(c["label"], c["fraction"]) for c in result.classes] == [("one", 0.5), ("three", 0.5)]
+
+
+def test_pose_heatmaps_with_offsets_and_multipose():
+    from edgeaccel.vision.pose import decode, layout
+
+    heat = np.full((1, 9, 9, 17), -5.0, np.float32)
+    heat[0, 4, 2, :] = 5.0  # every keypoint at row 4, column 2 of the 9 x 9 grid
+    offsets = np.zeros((1, 9, 9, 34), np.float32)
+    offsets[0, 4, 2, 17:] = 3.0  # x offset of 3 input pixels
+    assert layout([heat.shape, offsets.shape]) == "heatmaps"
+    result = decode([heat, offsets], identity_frame(65), "heatmaps")
+    nose = result.keypoints[0]
+    assert nose.name == "nose" and nose.score > 0.99  # a sigmoid of the logit
+    assert (nose.x, nose.y) == pytest.approx(((2 * 8 + 3) / 0.5, 4 * 8))  # stride (65 - 1) / (9 - 1) = 8
+    rows = np.zeros((1, 6, 56), np.float32)
+    rows[0, 0, :51] = np.tile([0.5, 0.25, 0.9], 17)
+    rows[0, 0, 55] = 0.8
+    rows[0, 1, 55] = 0.1  # below the threshold: not a person
+    assert layout([rows.shape]) == "multipose"
+    poses = decode([rows], identity_frame(64), "multipose", min_pose_score=0.2).poses
+    assert len(poses) == 1 and poses[0].score == pytest.approx(0.8)
+    assert (poses[0].keypoints[0].x, poses[0].keypoints[0].y) == pytest.approx((32, 32))

@@ -50,7 +50,18 @@ class Labels:
                  if classes - len(self.names) == 1 and self.offset == 0 else "")
         message = (f"labels from {self.source} name {covered} of the {classes} classes {what} has; classes "
                    f"without a name are shown by their index.{extra}")
-        warnings.warn(LabelWarning(message), stacklevel=4)
+        warnings.warn(LabelWarning(message), stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """The stack level of the first frame outside edgeaccel: the warning points at the caller's line."""
+    import sys
+
+    package = str(Path(__file__).resolve().parents[1])
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class LabelWarning(UserWarning):
