@@ -138,3 +138,14 @@ def test_json_and_overlay(tmp_path):
     assert not np.array_equal(drawn[y1 + 5, x1], result.image[y1 + 5, x1])  # the box's left edge is drawn
     saved = result.save(tmp_path / "annotated.png")
     assert saved.stat().st_size > 1000
+
+
+def test_pil_image_input_and_render_on_another_frame():
+    Image = pytest.importorskip("PIL.Image")
+    with edgeaccel.load(MODELS / "movenet_single_pose_lightning_ptq.tflite") as model:
+        from_pil = model.predict(Image.open(IMAGES / "squat.png"))
+        from_path = model.predict(IMAGES / "squat.png")
+    assert from_pil.to_dict()["poses"] == from_path.to_dict()["poses"]
+    blank = np.zeros((from_pil.frame.height, from_pil.frame.width, 3), np.uint8)
+    drawn = from_pil.render(blank)  # a live source draws each result on its own frame
+    assert drawn.shape == blank.shape and drawn.any() and not blank.any()
