@@ -121,6 +121,49 @@ def throughput(name: str, model, arrays: list, requests: int, warmup: int = 10,
     return result
 
 
+@dataclass
+class StageResult:
+    """Where the time of a vision task goes: pre-processing (decode nothing: resize, layout, type), inference
+    (``model.run``) and post-processing (decoding, NMS, mapping back), per call."""
+
+    name: str
+    task: str
+    preprocess_ms: list[float] = field(default_factory=list)
+    inference_ms: list[float] = field(default_factory=list)
+    postprocess_ms: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        def stats(ms: list[float]) -> dict:
+            p50, p90 = np.percentile(ms, [50, 90])
+            return {"p50": round(float(p50), 4), "p90": round(float(p90), 4), "mean": round(float(np.mean(ms)), 4)}
+
+        inference = float(np.mean(self.inference_ms))
+        return {"name": self.name, "mode": "stages", "task": self.task, "count": len(self.inference_ms),
+                "preprocess_ms": stats(self.preprocess_ms), "inference_ms": stats(self.inference_ms),
+                "postprocess_ms": stats(self.postprocess_ms),
+                "postprocess_share_of_inference": round(float(np.mean(self.postprocess_ms)) / inference, 4)
+                if inference else None}
+
+
+def stages(name: str, model, task, image: np.ndarray, runs: int, warmup: int = 5) -> StageResult:
+    """Time the three stages of ``model.predict`` separately: ``task.preprocess`` (from a decoded RGB image),
+    ``model.run`` and ``task.postprocess``, ``runs`` times after ``warmup``."""
+    result = StageResult(name, task.name)
+    for i in range(warmup + runs):
+        start = time.perf_counter()
+        arrays, frame = task.preprocess(image)
+        ran = time.perf_counter()
+        outputs = model.run(arrays)
+        decoded = time.perf_counter()
+        task.postprocess(outputs, frame)
+        end = time.perf_counter()
+        if i >= warmup:
+            result.preprocess_ms.append((ran - start) * 1e3)
+            result.inference_ms.append((decoded - ran) * 1e3)
+            result.postprocess_ms.append((end - decoded) * 1e3)
+    return result
+
+
 def _copies(arrays: list) -> list[list]:
     """INPUT_COPIES sets of inputs (the same set repeated where separate copies would pass 64 MB)."""
     size = max(1, sum(a.nbytes for a in arrays))

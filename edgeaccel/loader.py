@@ -54,6 +54,9 @@ def load(
     policy: str | None = None,
     power_budget_w: float | None = None,
     telemetry_root: str | os.PathLike = "/",
+    task: str | None = None,
+    labels: str | os.PathLike | Sequence[str] | dict | None = None,
+    task_options: dict | None = None,
 ) -> Model | ScheduledModel:
     """Load ``model`` on the best executor this machine has for it.
 
@@ -89,6 +92,10 @@ def load(
     policy: schedule the model over every candidate that loads (up to three) instead of one: "latency",
         "efficiency", "thermal", or "power" with ``power_budget_w``; returns a ScheduledModel (the same run API,
         plus ``submit``, ``stats`` and ``trace``). ``telemetry_root`` is where its sensors are read (tests).
+    task: the vision task ``model.predict`` performs: "classify", "detect", "segment" or "pose" (checked against
+        the outputs now: TaskError when it does not fit); by default it is recognized from the outputs on first
+        use. labels: a label file (.txt, .pbtxt), a list or a dict of names; by default the model's metadata.
+        task_options: conf, iou, max_det, top_k, letterbox, normalize, imgsz (``edgeaccel.vision.Task``).
     """
     isolation = (IsolationLimits() if isolate is True else isolate) or None
     chosen = select(model, executor=executor, device=device, precision=precision, threads=threads, goal=goal,
@@ -103,9 +110,10 @@ def load(
         def open_beside_others(c: Candidate) -> Executor:
             return open_candidate(c, scheduled_options(chosen.options, executor_class(c.runtime)), isolation)
 
-        return open_scheduled(chosen.ranking, open_beside_others, policy, power_budget_w,
-                              telemetry_root, strict=strict, all_failed=_all_failed,
-                              limits=profile_limits(chosen.profile, chosen.ranking))
+        return _with_task(open_scheduled(chosen.ranking, open_beside_others, policy, power_budget_w,
+                                         telemetry_root, strict=strict, all_failed=_all_failed,
+                                         limits=profile_limits(chosen.profile, chosen.ranking)),
+                          task, labels, task_options)
     loaded = open_ranked(chosen.ranking, chosen.options, strict, isolation)
     if chosen.options.cache_dir:
         from .cache import trim
@@ -117,7 +125,20 @@ def load(
         loaded._background = BackgroundCalibration(
             loaded, chosen.measure, chosen.rerank, chosen.keep,
             lambda c: open_candidate(c, chosen.options, isolation)).start()
-    return loaded
+    return _with_task(loaded, task, labels, task_options)
+
+
+def _with_task(model: Model, task: str | None, labels, options: dict | None) -> Model:
+    """Remember the vision task asked for; a task that was named is bound (and checked) now, so that one which
+    does not fit the model fails the load instead of the first predict."""
+    model._task_request = (task, labels, dict(options or {}))
+    if task is not None or labels is not None or options:
+        try:
+            model.task  # noqa: B018 (binds it)
+        except BaseException:
+            model.close()
+            raise
+    return model
 
 
 def _measures_in_background(calibrate, chosen: Selection, loaded: Model, isolation) -> bool:

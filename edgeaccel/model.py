@@ -103,6 +103,35 @@ class Model:
         """Offer again what failed: see the subclasses. Returns what runs now."""
         raise NotImplementedError
 
+    # -- vision tasks (edgeaccel.vision) -------------------------------------------------------------------
+    _task_request: tuple = (None, None, {})  # load(task=, labels=): bound on first use when not given
+    _task_bound = False
+    _task = None
+
+    @property
+    def task(self):
+        """The vision task (an ``edgeaccel.vision.Task``: classify, detect, segment, pose) that ``predict``
+        uses: the one given to ``load(task=...)``, else the one recognized from the outputs; None if none fits."""
+        if not self._task_bound:
+            from .vision import make_task
+
+            task, labels, options = self._task_request
+            self._task = make_task(self, task, labels, **options)
+            self._task_bound = True
+        return self._task
+
+    @task.setter
+    def task(self, value) -> None:
+        self._task, self._task_bound = value, True
+
+    def predict(self, image: Any, *, inputs: dict | None = None):
+        """Run the vision task on an image (a path, a PIL image or an H x W x 3 RGB array, any size): an
+        ``edgeaccel.vision`` Result (boxes, classes, mask or keypoints in the image's pixels). ``inputs``
+        gives the model's other inputs by name (recurrent state); they are zeros otherwise."""
+        from .vision.task import predict
+
+        return predict(self, image, inputs)
+
     # -- running ---------------------------------------------------------------------------------------
     def run(self, inputs: Any, *, quantize: bool = False, dequantize: bool = False,
             check_finite: bool = False) -> Outputs:

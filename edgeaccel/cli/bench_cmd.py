@@ -36,6 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON document (schema edgeaccel.bench/1)")
     p.add_argument("--plot", metavar="FILE.png", help="write the latency distribution per executor")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--task", choices=("classify", "detect", "segment", "pose", "auto"),
+                   help="also time a vision task's stages on the --input image: pre-processing, inference and "
+                        "post-processing (decoding, NMS) separately (in --mode latency or both)")
+    p.add_argument("--labels", help="labels for --task (.txt or .pbtxt)")
     add_cache_arguments(p, measurements=False)
 
 
@@ -69,6 +73,8 @@ def main(args: argparse.Namespace) -> int:
             arrays, _ = prepare_inputs(models[0][1], args)
             results += bench.latency([(n, m, arrays) for n, m in models], args.runs, args.warmup, progress=progress,
                                      min_seconds=args.min_seconds)
+            if args.task:
+                results += _stages(models, args, bench)
         finally:
             for _, m in models:
                 m.close()
@@ -84,7 +90,7 @@ def main(args: argparse.Namespace) -> int:
     if progress:
         print(file=sys.stderr)
     if args.plot:
-        bench.plot(results, args.plot)
+        bench.plot([r for r in results if isinstance(r, bench.Result)], args.plot)
         print(f"plot: wrote the latency distribution per executor to {os.path.abspath(args.plot)}", file=sys.stderr)
     report = {"schema": "edgeaccel.bench/1", "model": [str(a.path) for a in selection.artifacts.artifacts],
               "how": {"latency": "synchronous model.run loop (one request at a time)",
@@ -96,6 +102,20 @@ def main(args: argparse.Namespace) -> int:
     else:
         _print(report)
     return 0
+
+
+def _stages(models: list, args, bench) -> list:
+    """--task: each loaded model's vision stages, timed on the --input image."""
+    from ..vision import make_task
+    from ..vision.preprocess import as_rgb
+    from .vision_view import image_source
+
+    out = []
+    for name, model in models:
+        model.task = make_task(model, None if args.task == "auto" else args.task, args.labels)
+        image = as_rgb(image_source(model, args))
+        out.append(bench.stages(name, model, model.task, image, args.runs, args.warmup))
+    return out
 
 
 def _plot_possible(path: str) -> None:
@@ -122,6 +142,18 @@ def _print(report: dict) -> None:
     print(f"model  {', '.join(report['model'])}")
     print(f"{'executor':<28} {'mode':<10} {'n':>6} {'p50 ms':>9} {'p90 ms':>9} {'p99 ms':>9} {'FPS':>9} {'in flight':>9}")
     for r in report["results"]:
+        if r["mode"] == "stages":
+            continue
         lat = r["latency_ms"]
         print(f"{r['name']:<28} {r['mode']:<10} {r['count']:>6} {lat.get('p50', 0):>9.3f} {lat.get('p90', 0):>9.3f} "
               f"{lat.get('p99', 0):>9.3f} {r['fps']:>9.1f} {2 * r['concurrency'] if r['mode'] == 'throughput' else 1:>9}")
+    staged = [r for r in report["results"] if r["mode"] == "stages"]
+    if staged:
+        print(f"\n{'executor':<28} {'task':<9} {'n':>6} {'pre p50':>9} {'infer p50':>10} {'post p50':>9} "
+              f"{'post/infer':>10}")
+        for r in staged:
+            share = r["postprocess_share_of_inference"]
+            print(f"{r['name']:<28} {r['task']:<9} {r['count']:>6} {r['preprocess_ms']['p50']:>9.3f} "
+                  f"{r['inference_ms']['p50']:>10.3f} {r['postprocess_ms']['p50']:>9.3f} "
+                  f"{'-' if share is None else f'{share:.1%}':>10}")
+        print("(milliseconds; pre-processing starts from a decoded image; --mode latency for these alone)")

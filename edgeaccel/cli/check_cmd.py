@@ -31,6 +31,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="fail when an artifact's outputs differ from the reference's by more than this relative "
                         "(L2) error, any kind of output (default 0.25, edgeaccel.convert.verify.DEFAULT_MAX_REL_ERROR;"
                         " a working int8 artifact is typically below 0.1)")
+    p.add_argument("--task", choices=("classify", "detect", "segment", "pose", "auto"),
+                   help="also decode the outputs as a vision task and compare results: precision/recall of "
+                        "IoU-matched boxes, mIoU, mean keypoint distance (fractions of the image)")
+    p.add_argument("--labels", help="labels for --task (.txt or .pbtxt)")
+    p.add_argument("--min-precision", type=float, metavar="P", help="--task detect: fail below this box precision")
+    p.add_argument("--min-recall", type=float, metavar="R", help="--task detect: fail below this box recall")
+    p.add_argument("--min-miou", type=float, metavar="M", help="--task segment: fail below this mIoU")
+    p.add_argument("--max-keypoint-distance", type=float, metavar="D",
+                   help="--task pose: fail above this mean keypoint distance (fraction of the image, e.g. 0.02)")
     add_cache_arguments(p, measurements=False)
     p.add_argument("--json", action="store_true", help="print one JSON document (schema edgeaccel.check/1)")
 
@@ -45,12 +54,17 @@ def main(args: argparse.Namespace) -> int:
 
     if args.runs < 1 or (args.max_samples is not None and args.max_samples < 1):
         raise InputError("--runs and --max-samples must be at least 1")
+    task_gates = {"min_precision": args.min_precision, "min_recall": args.min_recall, "min_miou": args.min_miou,
+                  "max_keypoint_distance": args.max_keypoint_distance}
+    if any(v is not None for v in task_gates.values()) and not args.task:
+        raise InputError("--min-precision, --min-recall, --min-miou and --max-keypoint-distance need --task",
+                         hint="add --task detect (or segment, pose, auto)")
     with quiet_native_stderr():
         report = check(args.path, reference=args.reference, data=args.data, normalize=args.normalize,
                        executors=args.executor or None, runs=args.runs, max_samples=args.max_samples,
-                       **cache_kwargs(args))
+                       task=args.task, labels=args.labels, **cache_kwargs(args))
     gate = DEFAULT_MAX_REL_ERROR if args.max_rel_error is None else args.max_rel_error
-    failed = failures(report, gate, args.min_top1)
+    failed = failures(report, gate, args.min_top1, task_gates)
     if args.json:
         json.dump({**report.as_dict(), "failures": failed}, sys.stdout, indent=2)
         print()

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import duration
+from . import duration, vision_view
 from .inputs import add_input_arguments, prepare_inputs
 from .names import executor_arg
 from .options import add_cache_arguments, cache_kwargs
@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_input_arguments(p)
     p.add_argument("--quantize", action="store_true",
                    help="quantize float .npy input for a quantized model with the model's own scale")
-    p.add_argument("--labels", help="text file with one label per line, for the top-k of a classifier")
+    p.add_argument("--labels", help="text file with one label per line (or a .pbtxt label map with --task)")
     p.add_argument("--top-k", type=int, default=5, help="how many classes to show (default 5)")
     p.add_argument("--save-outputs", metavar="FILE.npz", help="write every output array (by output name)")
     p.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
@@ -40,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="load and run the model in a worker process: a runtime crash or hang becomes an error")
     add_cache_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON document (schema edgeaccel.run/1)")
+    vision_view.add_arguments(p)
     duration.add_arguments(p)
 
 
@@ -56,12 +57,15 @@ def main(args: argparse.Namespace) -> int:
 
     if args.runs < 1 or args.warmup < 0 or args.top_k < 0:
         raise InputError("--runs must be at least 1, --warmup and --top-k at least 0")
-    labels = _labels(args.labels)
+    labels = None if vision_view.wanted(args) else _labels(args.labels)
     fallbacks_in_report()
     with quiet_native_stderr():
         model = load(args.model, executor=args.executor, device=args.device, precision=args.precision,
-                     threads=args.threads, strict=args.strict, isolate=args.isolate, **cache_kwargs(args))
+                     threads=args.threads, strict=args.strict, isolate=args.isolate, **cache_kwargs(args),
+                     **vision_view.load_kwargs(args))
     with model:
+        if vision_view.wanted(args):
+            return _run_vision(model, args, np)
         arrays, described = prepare_inputs(model, args)
         for _ in range(args.warmup):
             model.run(arrays, quantize=args.quantize)
@@ -91,6 +95,29 @@ def main(args: argparse.Namespace) -> int:
         print()
     else:
         _print(report, print_outputs)
+    return 0
+
+
+def _run_vision(model, args, np) -> int:
+    times: list[float] = []
+    vision = vision_view.run(model, args, times)
+    report = {"schema": "edgeaccel.run/1", "model": {"path": str(model.info.path), "format": model.info.format.value},
+              "executor": _executor_dict(model.executor), "fallbacks": [str(f) for f in model.fallbacks],
+              "kind": f"vision {vision['task']}", "vision": vision, "latency_ms": _latency(times, args, np)}
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        print()
+        return 0
+    ex = report["executor"]
+    print(f"model     {report['model']['path']} ({report['model']['format']})")
+    print(f"executor  {ex['runtime']} {ex['version']} on {ex['device']}, {ex['precision']}")
+    print(f"          why: {ex['reason']}")
+    for event in report["fallbacks"]:
+        print(f"fallback  {event}")
+    vision_view.print_result(vision)
+    lat = report["latency_ms"]
+    print(f"latency   p50 {lat['p50']:.3f} ms  p90 {lat['p90']:.3f} ms  p99 {lat['p99']:.3f} ms  "
+          f"({lat['runs']} runs after {lat['warmup']} warm-up, pre- and post-processing included)")
     return 0
 
 

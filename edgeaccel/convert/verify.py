@@ -47,13 +47,15 @@ class Row:
     rel_error: float | None = None  # worst output's ||artifact - reference|| / ||reference|| over the samples
     latency_ms: dict | None = None
     error: str | None = None
+    task_metrics: dict | None = None  # --task: agreement of decoded results (edgeaccel.vision.agreement)
 
     def as_dict(self) -> dict:
         return {"artifact": str(self.artifact), "format": self.format, "executor": self.executor,
                 "reference": self.is_reference, "bytes": self.size_bytes, "size_ratio": _round(self.size_ratio, 3),
                 "samples": self.samples, "top1_agreement": _round(self.top1_agreement, 4),
                 "max_abs_error": _round(self.max_abs_error, 6), "mean_abs_error": _round(self.mean_abs_error, 6),
-                "rel_error": _round(self.rel_error, 6), "latency_ms": self.latency_ms, "error": self.error}
+                "rel_error": _round(self.rel_error, 6), "latency_ms": self.latency_ms, "error": self.error,
+                "task_metrics": self.task_metrics}
 
 
 @dataclass
@@ -66,6 +68,7 @@ class CheckReport:
     classifier: bool
     rows: list[Row] = field(default_factory=list)
     edgetpu: list[edgetpu.EdgeTpuReport] = field(default_factory=list)
+    task: str | None = None  # the vision task whose decoded results were compared (--task)
 
     def row(self, artifact: str | Path, executor: str | None = None) -> Row:
         """The row of an artifact (by path or file name), on ``executor`` or its first."""
@@ -78,7 +81,7 @@ class CheckReport:
     def as_dict(self) -> dict:
         return {"schema": "edgeaccel.check/1", "source": str(self.source), "reference": str(self.reference),
                 "reference_executor": self.reference_executor, "data": self.data, "samples": self.samples,
-                "classifier": self.classifier, "rows": [r.as_dict() for r in self.rows],
+                "classifier": self.classifier, "task": self.task, "rows": [r.as_dict() for r in self.rows],
                 "edgetpu": [r.as_dict() for r in self.edgetpu]}
 
     def table(self) -> str:
@@ -92,6 +95,8 @@ class CheckReport:
         out = ["  ".join(str(x).ljust(w) for x, w in zip(head, widths)).rstrip()]
         for r, cells in zip(self.rows, lines):
             out.append("  ".join(str(x).ljust(w) for x, w in zip(cells, widths)).rstrip())
+            if r.task_metrics:
+                out.append(f"    {self.task}: " + ", ".join(f"{k} {v:.4g}" for k, v in r.task_metrics.items()))
             if r.error:
                 out.append(f"    error: {r.error.splitlines()[0]}")
         return "\n".join(out)
@@ -101,9 +106,11 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
           data: str | os.PathLike | None = None, normalize: str | None = None,
           executors: list[str] | None = None, runs: int = DEFAULT_RUNS, warmup: int = 2,
           max_samples: int | None = None, cache_dir: str | os.PathLike | None = None,
-          cache: bool = True) -> CheckReport:
+          cache: bool = True, task: str | None = None, labels=None) -> CheckReport:
     """Check the bundle (or model) at ``path``; ``reference`` and ``data`` override the manifest's.
-    ``cache_dir``/``cache`` are edgeaccel.load's (compiled models; ``cache=False`` keeps nothing)."""
+    ``cache_dir``/``cache`` are edgeaccel.load's (compiled models; ``cache=False`` keeps nothing).
+    ``task`` ("detect", "segment", "pose", "classify" or "auto"): also decode every output as that vision
+    task and compare the results (precision/recall of boxes, mIoU, keypoint distance) in ``task_metrics``."""
     import functools
 
     from ..executors.registry import runtimes
@@ -125,9 +132,16 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
         ref_executor = ref_model.executor.name
         samples = calib_mod.load(data_path, ref_model.inputs, normalize=normalize, max_samples=max_samples)
         expected = [_as_float(ref_model.run(sample, dequantize=True)) for sample in samples.samples]
+        task_check = None
+        if task is not None:
+            from ..vision.check import TaskCheck
+
+            task_check = TaskCheck(ref_model, task, labels)
+            task_check.reference(expected)
     classifier = _is_classifier(expected[0][0])
     ref_info = formats.describe(ref_path)
-    report = CheckReport(Path(path), ref_path, ref_executor, samples.source, len(samples), classifier)
+    report = CheckReport(Path(path), ref_path, ref_executor, samples.source, len(samples), classifier,
+                         task=task_check.task.name if task_check else None)
     artifacts = [ref_info] + [a for a in found.artifacts if a.path.resolve() != ref_path.resolve()]
     for artifact, error in [(p, e) for p, e in found.invalid]:
         report.rows.append(Row(artifact, "?", None, 0, None, error=error.message))
@@ -142,14 +156,15 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
                                    _ratio(ref_info, info), info is ref_info,
                                    error="no executor here reads this format"))
         for name in names:
-            report.rows.append(_measure(info, name, ref_info, samples, expected, classifier, runs, warmup, load))
+            report.rows.append(_measure(info, name, ref_info, samples, expected, classifier, runs, warmup, load,
+                                        task_check))
         if info.format is Format.TFLITE and info is not ref_info:
             report.edgetpu.append(edgetpu.readiness(info.path))
     return report
 
 
 def _measure(info: ModelInfo, executor: str, ref_info: ModelInfo, samples, expected, classifier: bool,
-             runs: int, warmup: int, load) -> Row:
+             runs: int, warmup: int, load, task_check=None) -> Row:
     row = Row(info.path, info.format.value, executor, info.size_bytes, _ratio(ref_info, info),
               is_reference=info is ref_info)
     try:
@@ -163,6 +178,8 @@ def _measure(info: ModelInfo, executor: str, ref_info: ModelInfo, samples, expec
             got = [_as_float(model.run(_fit(sample, model), quantize=True, dequantize=True))
                    for sample in samples.samples]
             _compare(row, got, expected, classifier)
+            if task_check is not None:
+                row.task_metrics = task_check.measure(model, got)
             row.latency_ms = _latency(model, _fit(samples.samples[0], model), runs, warmup)
         except EdgeAccelError as exc:
             row.error = exc.message
@@ -220,12 +237,18 @@ DEFAULT_MAX_REL_ERROR = 0.25
 
 
 def failures(report: CheckReport, max_rel_error: float | None = DEFAULT_MAX_REL_ERROR,
-             min_top1: float | None = None) -> list[str]:
+             min_top1: float | None = None, task_gates: dict[str, float | None] | None = None) -> list[str]:
     """One line per (artifact, executor) that fails the gates: an error, a relative error above
-    ``max_rel_error`` (every output kind), or top-1 agreement below ``min_top1`` (classifiers)."""
+    ``max_rel_error`` (every output kind), top-1 agreement below ``min_top1`` (classifiers), or a task-level
+    measure past its bound in ``task_gates`` (``edgeaccel.vision.check.GATES``: min_precision, min_recall,
+    min_miou, max_keypoint_distance)."""
     out = []
     for row in report.rows:
         where = f"{row.artifact.name} on {row.executor or 'no executor'}"
+        if task_gates and not row.error:
+            from ..vision.check import task_failures
+
+            out += task_failures(where, row.task_metrics, task_gates)
         if row.error:
             out.append(f"{where} failed: {row.error.splitlines()[0]}")
         elif max_rel_error is not None and row.rel_error is not None and not row.rel_error <= max_rel_error:

@@ -1,0 +1,135 @@
+"""From any image to a model's inputs, and back: resize (stretch) or letterbox (keep the aspect ratio, pad) to
+the input size, channel order, layout (NHWC/NCHW) and type, reusing ``edgeaccel.imageio``. ``Frame`` keeps
+what the decoders need to map their results to the original image's pixels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from ..imageio import _to_dtype, layout_of, read_image, resize
+from ..modelinfo import TensorSpec
+
+LETTERBOX_FILL = 114  # the grey Ultralytics pads with: YOLO models were trained on it
+
+
+@dataclass(frozen=True)
+class Frame:
+    """How an original image (width x height) became the model's input (input_width x input_height):
+    input = original * scale + pad, per axis."""
+
+    width: int
+    height: int
+    input_width: int
+    input_height: int
+    scale_x: float
+    scale_y: float
+    pad_x: float = 0.0
+    pad_y: float = 0.0
+
+    def to_image(self, xyxy: np.ndarray) -> np.ndarray:
+        """Boxes (N x 4, x1 y1 x2 y2) in input pixels -> original image pixels, clipped to the image."""
+        out = np.empty_like(xyxy, dtype=np.float32)
+        out[:, 0::2] = (xyxy[:, 0::2] - self.pad_x) / self.scale_x
+        out[:, 1::2] = (xyxy[:, 1::2] - self.pad_y) / self.scale_y
+        out[:, 0::2] = np.clip(out[:, 0::2], 0, self.width)
+        out[:, 1::2] = np.clip(out[:, 1::2], 0, self.height)
+        return out
+
+    def points_to_image(self, xy: np.ndarray) -> np.ndarray:
+        """Points (N x 2, x y) in input pixels -> original image pixels."""
+        return np.stack([(xy[:, 0] - self.pad_x) / self.scale_x, (xy[:, 1] - self.pad_y) / self.scale_y], axis=1)
+
+    def as_dict(self) -> dict:
+        return {"width": self.width, "height": self.height, "input_width": self.input_width,
+                "input_height": self.input_height, "scale_x": self.scale_x, "scale_y": self.scale_y,
+                "pad_x": self.pad_x, "pad_y": self.pad_y}
+
+
+def as_rgb(image) -> np.ndarray:
+    """A path, a PIL image or an array (H x W x 3 / H x W x 4 / H x W) -> uint8 H x W x 3 RGB."""
+    if isinstance(image, (str, Path)):
+        image = read_image(image)
+    elif not isinstance(image, np.ndarray) and hasattr(image, "convert") and hasattr(image, "size"):
+        image = np.asarray(image.convert("RGB"))
+    if not isinstance(image, np.ndarray):
+        raise InputError(f"cannot use a {type(image).__name__} as an image",
+                         hint="pass a file path, a PIL image or an H x W x 3 uint8 numpy array (RGB)")
+    if image.ndim == 2:
+        image = image[..., None]
+    if image.ndim != 3 or image.shape[2] not in (1, 3, 4) or min(image.shape[:2]) < 1:
+        raise InputError(f"an image array must be H x W x 3 (RGB), H x W x 4 or H x W; this one is {image.shape}",
+                         hint="pass an RGB uint8 array; convert BGR (OpenCV) with image[..., ::-1]")
+    if image.dtype != np.uint8:
+        if image.dtype.kind == "f" and image.size and float(np.nanmax(image)) <= 1.0:
+            image = image * 255.0
+        image = np.clip(np.nan_to_num(image), 0, 255).astype(np.uint8)
+    if image.shape[2] == 1:
+        image = np.repeat(image, 3, axis=2)
+    return np.ascontiguousarray(image[..., :3])
+
+
+def fit(image: np.ndarray, height: int, width: int, letterbox: bool) -> tuple[np.ndarray, Frame]:
+    """Resize (stretch) or letterbox an RGB image to height x width; the Frame to map results back."""
+    h, w = image.shape[:2]
+    if not letterbox:
+        return resize(image, height, width), Frame(w, h, width, height, width / w, height / h)
+    scale = min(width / w, height / h)
+    new_w, new_h = max(1, round(w * scale)), max(1, round(h * scale))
+    pad_x, pad_y = (width - new_w) // 2, (height - new_h) // 2
+    canvas = np.full((height, width, image.shape[2]), LETTERBOX_FILL, np.uint8)
+    canvas[pad_y:pad_y + new_h, pad_x:pad_x + new_w] = resize(image, new_h, new_w)
+    return canvas, Frame(w, h, width, height, new_w / w, new_h / h, float(pad_x), float(pad_y))
+
+
+def to_tensor(image: np.ndarray, spec: TensorSpec, layout: str, normalize) -> np.ndarray:
+    """A fitted RGB image as the input's channels, type (uint8/int8 pixels, floats by ``normalize``: a mode of
+    ``edgeaccel.imageio`` or (mean, std) per channel) and layout."""
+    channels = {"NHWC": spec.shape[-1], "NCHW": spec.shape[1]}.get(layout, 1)
+    if channels == 1:
+        image = np.rint(image.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32))[..., None]
+        image = image.astype(np.uint8)
+    if isinstance(normalize, tuple) and spec.dtype.kind == "f":  # (mean, std) per channel from model metadata
+        mean, std = (np.asarray(v, np.float32) for v in normalize)
+        values = ((image.astype(np.float32) - mean) / std).astype(spec.dtype)
+    else:
+        values, _ = _to_dtype(image, spec, None if isinstance(normalize, tuple) else normalize)
+    if layout == "NCHW":
+        values = values.transpose(2, 0, 1)
+    elif layout == "NHW":
+        values = values[..., 0]
+    return np.ascontiguousarray(values[None])
+
+
+def image_layout(spec: TensorSpec, size: tuple[int, int] | None) -> tuple[str, int, int]:
+    """(layout, height, width) of an image input; a dynamic size takes ``size`` (height, width)."""
+    shape = spec.shape
+    if len(shape) == 4 and (shape[1] in (1, 3) or shape[3] in (1, 3)):
+        nchw = shape[1] in (1, 3) and shape[3] not in (1, 3)
+        h, w = (shape[2], shape[3]) if nchw else (shape[1], shape[2])
+        if h is None or w is None:
+            if size is None:
+                raise InputError(f"input {spec.name!r} has a dynamic image size {list(shape)} and nothing says which",
+                                 hint="pass imgsz=(height, width) to the task")
+            h, w = size
+        return ("NCHW" if nchw else "NHWC"), int(h), int(w)
+    layout, h, w, _ = layout_of(spec)  # raises a clear InputError for anything that is not an image
+    return layout, h, w
+
+
+def is_image_input(spec: TensorSpec) -> bool:
+    shape = spec.shape
+    if len(shape) == 4:
+        return shape[3] in (1, 3) or shape[1] in (1, 3)
+    return len(shape) == 3 and shape[0] in (1, None) and (spec.dtype.kind == "u" or spec.dtype.kind == "f") \
+        and all(d is None or d >= 8 for d in shape[1:])
+
+
+def zeros_for(spec: TensorSpec) -> np.ndarray:
+    """A non-image input's start value: real zero (the zero point of a quantized input), batch of one."""
+    shape = [1 if d is None else d for d in spec.shape]
+    fill = spec.quantization.zero_point[0] if spec.quantization and spec.dtype.kind in "iu" else 0
+    return np.full(shape, fill, spec.dtype)

@@ -1,0 +1,53 @@
+"""Segmentation: a class-id map ([1, H, W]) or per-class scores ([1, H, W, C] / [1, C, H, W], argmax),
+mapped back to the original image's pixels (nearest), with each class's area."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .labels import Labels
+from .preprocess import Frame
+from .results import SegmentResult
+
+
+def class_map(array: np.ndarray) -> np.ndarray:
+    """H x W class ids from a map of ids or of per-class scores; the channel axis of 4-D scores is the one
+    smaller than both spatial axes (NHWC when it is last)."""
+    a = array[0] if array.ndim in (3, 4) and array.shape[0] == 1 else array
+    if a.ndim == 2:
+        return a.astype(np.int32)
+    if a.shape[-1] <= min(a.shape[0], a.shape[1]) and not a.shape[0] < min(a.shape[1], a.shape[2]):
+        return a.argmax(axis=-1).astype(np.int32)
+    return a.argmax(axis=0).astype(np.int32)
+
+
+def classes_in(array_shape: tuple) -> int | None:
+    a = array_shape[1:] if len(array_shape) in (3, 4) and array_shape[0] == 1 else array_shape
+    if len(a) != 3:
+        return None
+    return a[-1] if a[-1] <= min(a[0], a[1]) else a[0]
+
+
+def to_image(ids: np.ndarray, frame: Frame) -> np.ndarray:
+    """Nearest-neighbour map of the model's mask (covering the whole input) onto the original image."""
+    mh, mw = ids.shape
+    ys = ((np.arange(frame.height) + 0.5) * frame.scale_y + frame.pad_y) * mh / frame.input_height
+    xs = ((np.arange(frame.width) + 0.5) * frame.scale_x + frame.pad_x) * mw / frame.input_width
+    rows = np.clip(ys.astype(np.int64), 0, mh - 1)
+    cols = np.clip(xs.astype(np.int64), 0, mw - 1)
+    return ids[rows[:, None], cols[None, :]]
+
+
+def decode(array: np.ndarray, frame: Frame, labels: Labels) -> SegmentResult:
+    count = classes_in(array.shape) if array.ndim == 4 else None
+    if count:
+        labels.check_count(count)
+    mask = to_image(class_map(array), frame)
+    pixels = np.bincount(mask.ravel().clip(0))
+    total = mask.size
+    present = np.flatnonzero(pixels)
+    present = present[np.argsort(-pixels[present], kind="stable")]
+    classes = [{"class_id": int(c), "label": labels.name(c), "pixels": int(pixels[c]),
+                "fraction": round(float(pixels[c]) / total, 6)} for c in present]
+    names = {int(c): labels.name(c) for c in present}
+    return SegmentResult("segment", frame, mask=mask, labels=names, classes=classes)

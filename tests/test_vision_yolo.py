@@ -1,0 +1,158 @@
+"""YOLO decoding on ONNX models whose outputs the tests set (tests/vision_models.py): v8 [1, 4+C, N] with a
+dynamic input size, v5 [1, N, 5+C] with objectness, NMS already in the graph [1, N, 6]; class-aware NMS;
+boxes mapped back through the letterbox; the same boxes on ONNX Runtime and OpenVINO."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from vision_models import INPUT, candidates, constant_output
+
+import edgeaccel
+from edgeaccel.vision import TaskError
+
+NAMES = "{0: 'person', 1: 'car', 2: 'dog'}"
+# (cx, cy, w, h, class, score) in the 64 x 64 input
+ROWS = [(32, 32, 20, 20, 0, 0.9),   # kept
+        (33, 33, 20, 20, 0, 0.8),   # same class, IoU ~0.9 with the first: suppressed
+        (32, 32, 20, 20, 1, 0.7),   # same place, another class: kept (class-aware)
+        (10, 50, 8, 8, 2, 0.6),     # elsewhere: kept
+        (50, 10, 6, 6, 2, 0.2)]     # below the 0.25 threshold
+
+
+@pytest.fixture(scope="module")
+def v8_dynamic(tmp_path_factory):
+    values = candidates(ROWS, classes=3).T[None]  # [1, 7, 24]: channel-major, as Ultralytics exports v8/v11
+    return constant_output(tmp_path_factory.mktemp("yolo") / "v8.onnx", values,
+                           metadata={"names": NAMES, "imgsz": f"[{INPUT}, {INPUT}]", "task": "detect"})
+
+
+def test_v8_dynamic_input_is_recognized_letterboxed_and_mapped_back(v8_dynamic):
+    image = np.zeros((64, 128, 3), np.uint8)  # twice as wide as high: letterboxed into 64x64 with 16 px bars
+    with edgeaccel.load(v8_dynamic, executor="onnxruntime") as model:
+        task = model.task
+        assert task.name == "detect" and task.kind == "yolov8" and task.letterbox
+        assert (task.height, task.width) == (INPUT, INPUT)  # from the imgsz metadata, the input being dynamic
+        assert "metadata" in task.reason
+        arrays, frame = task.preprocess(image)
+        assert arrays[0].shape == (1, 3, INPUT, INPUT) and arrays[0].dtype == np.float32
+        assert (frame.pad_x, frame.pad_y, frame.scale_x) == (0.0, 16.0, 0.5)
+        assert float(arrays[0][0, 0, 0, 0]) == pytest.approx(114 / 255)  # the letterbox grey, scaled 0..1
+        result = model.predict(image)
+    got = [(b.label, round(b.score, 3), tuple(round(v, 1) for v in b.xyxy)) for b in result.boxes]
+    # input (22, 22, 42, 42) -> image x (22-0)/0.5, y (22-16)/0.5
+    assert got == [("person", 0.9, (44.0, 12.0, 84.0, 52.0)),
+                   ("car", 0.7, (44.0, 12.0, 84.0, 52.0)),
+                   ("dog", 0.6, (12.0, 60.0, 28.0, 64.0))]  # y2 (54 - 16) / 0.5 = 76, clipped to the image
+
+
+def test_v8_dynamic_input_takes_imgsz_option(tmp_path):
+    values = candidates(ROWS, classes=3).T[None]
+    path = constant_output(tmp_path / "plain.onnx", values)  # no metadata at all
+    with edgeaccel.load(path, executor="onnxruntime", task="detect", task_options={"imgsz": 128}) as model:
+        assert model.task.kind == "yolov8"
+        result = model.predict(np.zeros((128, 128, 3), np.uint8))
+    # no names: class ids as labels; the 128 input maps 1:1 ... but boxes were given for a 64 input: unchanged
+    assert [b.label for b in result.boxes] == ["0", "1", "2"]
+    assert result.boxes[0].xyxy == pytest.approx((22, 22, 42, 42))
+
+
+def test_v5_layout_multiplies_objectness(tmp_path):
+    values = candidates(ROWS, classes=3, objectness=True)
+    values[0, 4] = 0.5  # objectness halves the first box: 0.45, so the second (0.8) wins and suppresses it
+    path = constant_output(tmp_path / "v5.onnx", values[None], dynamic=False, metadata={"names": NAMES})
+    with edgeaccel.load(path, executor="onnxruntime") as model:
+        assert model.task.kind == "yolov5"
+        result = model.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
+    assert [(b.label, round(b.score, 3)) for b in result.boxes] == [("person", 0.8), ("car", 0.7), ("dog", 0.6)]
+    assert result.boxes[0].xyxy == pytest.approx((23, 23, 43, 43))
+
+
+def test_nms_in_graph_rows_are_taken_as_they_are(tmp_path):
+    final = np.array([[[10, 10, 30, 30, 0.9, 1], [12, 12, 30, 30, 0.85, 1], [0, 0, 5, 5, 0.1, 0],
+                       [0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]]], np.float32)  # [1, 5, 6], padded with zeros
+    path = constant_output(tmp_path / "end2end.onnx", final, dynamic=False)
+    with edgeaccel.load(path, executor="onnxruntime", task="detect") as model:
+        assert model.task.kind == "nms-in-graph"
+        result = model.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
+    assert [round(b.score, 2) for b in result.boxes] == [0.9, 0.85]  # no second NMS: the graph did it
+
+
+@pytest.mark.parametrize("executor", ["onnxruntime", "openvino"])
+def test_same_boxes_on_every_executor(v8_dynamic, executor):
+    image = np.random.default_rng(0).integers(0, 255, (48, 80, 3), np.uint8)
+    with edgeaccel.load(v8_dynamic, executor=executor, strict=True) as model:
+        result = model.predict(image)
+    assert [(b.class_id, round(b.score, 4)) for b in result.boxes] == [(0, 0.9), (1, 0.7), (2, 0.6)]
+    # 80 x 48 -> scale 0.8, 64 x 38 (y scale 38/48) with 13 px bars: x 22 / 0.8, y (22 - 13) * 48 / 38
+    assert result.boxes[0].xyxy == pytest.approx((27.5, 9 * 48 / 38, 52.5, 29 * 48 / 38), abs=1e-3)
+
+
+def test_label_file_shorter_than_the_classes_warns(v8_dynamic, tmp_path):
+    short = tmp_path / "two.txt"
+    short.write_text("person\ncar\n")
+    with edgeaccel.load(v8_dynamic, executor="onnxruntime", labels=short) as model:
+        with pytest.warns(UserWarning, match="name 2 of the 3 classes"):
+            result = model.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
+    assert [b.label for b in result.boxes] == ["person", "car", "2"]  # the unnamed class by its index, not shifted
+
+
+def test_pose_on_a_detector_is_refused_with_what_it_has(v8_dynamic):
+    with pytest.raises(TaskError, match="--task pose does not fit v8.onnx") as info:
+        edgeaccel.load(v8_dynamic, executor="onnxruntime", task="pose")
+    assert "keypoints" in info.value.hint
+
+
+def test_yolo_seg_export_is_decoded_as_boxes_never_as_a_semantic_mask(tmp_path):
+    """Ultralytics -seg: [1, 4+C+32, N] candidates (with mask coefficients) and [1, 32, h, w] prototypes. The
+    prototypes look like per-class scores; argmax over them would be a nonsense mask."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rows = candidates(ROWS, classes=3 + 32, n=100).T[None]  # 32 coefficient rows after the 3 classes
+    rows[0, 7:] = 0.99  # coefficients far above any class score: read as classes they would win every box
+    nodes = [helper.make_node("ReduceSum", ["images"], ["total"], keepdims=0),
+             helper.make_node("Mul", ["total", "zero"], ["nothing"]),
+             helper.make_node("Add", ["table", "nothing"], ["output0"]),
+             helper.make_node("Add", ["protos_table", "nothing"], ["output1"])]
+    graph = helper.make_graph(
+        nodes, "seg", [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, INPUT, INPUT])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, list(rows.shape)),
+         helper.make_tensor_value_info("output1", TensorProto.FLOAT, [1, 32, 16, 16])],
+        [numpy_helper.from_array(rows, "table"), numpy_helper.from_array(np.zeros((), np.float32), "zero"),
+         numpy_helper.from_array(np.random.default_rng(0).random((1, 32, 16, 16), np.float32), "protos_table")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    model.metadata_props.add(key="task", value="segment")
+    model.metadata_props.add(key="names", value=NAMES)
+    onnx.save(model, tmp_path / "seg.onnx")
+    with edgeaccel.load(tmp_path / "seg.onnx", executor="onnxruntime") as loaded:
+        assert loaded.task.name == "detect" and loaded.task.kind == "yolov8"
+        result = loaded.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
+    assert [(b.label, round(b.score, 2)) for b in result.boxes] == [("person", 0.9), ("car", 0.7), ("dog", 0.6)]
+    with pytest.raises(TaskError, match="instance-segmentation"):
+        edgeaccel.load(tmp_path / "seg.onnx", executor="onnxruntime", task="segment")
+
+
+def test_raw_ssd_outputs_decode_against_the_given_anchors(tmp_path):
+    from vision_models import constant_outputs
+
+    anchors = np.array([[0.5, 0.5, 0.2, 0.2], [0.52, 0.5, 0.2, 0.2], [0.2, 0.8, 0.1, 0.2]] + [[0.1, 0.1, 0.1, 0.1]] * 5,
+                       np.float32)
+    encodings = np.zeros((1, 8, 4), np.float32)
+    encodings[0, 2] = [1.0, 0, 5 * np.log(2), 0]  # centre down by 0.1 x the anchor's height (0.01), twice as high
+    logits = np.full((1, 8, 4), -6.0, np.float32)  # background + 3 classes, as logits
+    logits[0, 0, 2], logits[0, 1, 2], logits[0, 2, 3] = 3.0, 2.0, 1.0
+    path = constant_outputs(tmp_path / "raw_ssd.onnx", {"boxes": encodings, "scores": logits}, dynamic=False,
+                            nchw=False)
+    labels = tmp_path / "labels.txt"
+    labels.write_text("???\nperson\ncar\ndog\n")  # TensorFlow's labelmap.txt: background first
+    np.save(tmp_path / "anchors.npy", anchors)
+    with edgeaccel.load(path, executor="onnxruntime", labels=labels,
+                        task_options={"anchors": tmp_path / "anchors.npy"}) as model:
+        assert model.task.kind == "ssd-anchors"
+        result = model.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
+    got = [(b.label, round(b.score, 3), [round(v, 2) for v in b.xyxy]) for b in result.boxes]
+    assert got == [("car", round(1 / (1 + np.exp(-3)), 3), [25.6, 25.6, 38.4, 38.4]),  # anchor 1 suppressed
+                   ("dog", round(1 / (1 + np.exp(-1)), 3), [44.8, 7.04, 57.6, 19.84])]  # y 0.21 -+ 0.1
+    with pytest.raises(TaskError, match="box encodings"):
+        edgeaccel.load(path, executor="onnxruntime", task_options={"anchors": anchors[:5]})

@@ -1,0 +1,58 @@
+"""YOLO-layout ONNX models whose outputs the tests choose: the output is a constant (plus 0 x the image's sum,
+so that the image input is really read), so every box, score and class the decoder must find is known."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+INPUT = 64  # the size the tests feed (imgsz)
+
+
+def candidates(rows: list[tuple], classes: int, n: int = 24, objectness: bool = False) -> np.ndarray:
+    """[N, 4 (+1) + C] rows: (cx, cy, w, h, class, score) given, the rest background at score 0.01."""
+    width = 4 + int(objectness) + classes
+    out = np.zeros((n, width), np.float32)
+    out[:, :4] = [5, 5, 4, 4]
+    out[:, 4:] = 0.01
+    for i, (cx, cy, w, h, cls, score) in enumerate(rows):
+        out[i, :4] = [cx, cy, w, h]
+        if objectness:
+            out[i, 4] = 1.0
+            out[i, 5 + cls] = score
+        else:
+            out[i, 4 + cls] = score
+    return out
+
+
+def constant_output(path: Path, values: np.ndarray, *, dynamic: bool = True, metadata: dict | None = None,
+                    nchw: bool = True) -> Path:
+    return constant_outputs(path, {"output0": values}, dynamic=dynamic, metadata=metadata, nchw=nchw)
+
+
+def constant_outputs(path: Path, outputs: dict[str, np.ndarray], *, dynamic: bool = True,
+                     metadata: dict | None = None, nchw: bool = True) -> Path:
+    """A model of one float image input whose outputs are the given arrays, in order."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    shape = [1, 3, "height", "width"] if dynamic else [1, 3, INPUT, INPUT]
+    if not nchw:
+        shape = [1, "height", "width", 3] if dynamic else [1, INPUT, INPUT, 3]
+    nodes = [helper.make_node("ReduceSum", ["images"], ["total"], keepdims=0),
+             helper.make_node("Mul", ["total", "zero"], ["nothing"])]
+    tables = [numpy_helper.from_array(np.zeros((), np.float32), "zero")]
+    for name, values in outputs.items():
+        nodes.append(helper.make_node("Add", [f"{name}_table", "nothing"], [name]))
+        tables.append(numpy_helper.from_array(values.astype(np.float32), f"{name}_table"))
+    graph = helper.make_graph(
+        nodes, path.stem, [helper.make_tensor_value_info("images", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, list(v.shape)) for name, v in outputs.items()],
+        tables)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    for key, value in (metadata or {}).items():
+        model.metadata_props.add(key=key, value=value)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, path)
+    return path
