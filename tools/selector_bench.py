@@ -1,6 +1,8 @@
 """Issue 4's targets, measured side by side in one run on every model in ../shared/models:
 
   calibrated choice p50 / best eligible candidate's p50   (target <= 1.10 on every model)
+  background choice p50 / best eligible candidate's p50   (load() as it is by default, after its background
+                                                           calibration finished; target <= 1.10, issue 16)
   rules-only choice p50 / best eligible candidate's p50   (target: median <= 1.5)
   calibration wall time for models below 10 ms             (target < 10 s)
 
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+import edgeaccel
 from edgeaccel.calibration import CalibrationPlan, sample_inputs, time_interleaved
 from edgeaccel.loader import open_candidate, select
 
@@ -42,6 +45,9 @@ def model_sets(folder: Path) -> list[list[Path]]:
 def measure(paths: list[Path], budget: float, cache: Path) -> dict:
     source = paths if len(paths) > 1 else paths[0]
     rules = select(source, cache_dir=cache / "none")  # an empty cache: rules only
+    with edgeaccel.load(source, calibrate="background", cache_dir=cache / "background") as model:
+        status = model.wait_calibration(120)
+        background = model._candidate
     start = time.perf_counter()
     tuned = select(source, calibrate=True, cache_dir=cache / "tuned")
     calibration_s = time.perf_counter() - start
@@ -52,10 +58,11 @@ def measure(paths: list[Path], budget: float, cache: Path) -> dict:
         opened.append(executor)
         runners.append((cand.name, executor, sample_inputs(executor.inputs, 4, 0)))
     rules_choice = rules.ranking.candidates[0]
-    if rules_choice.name not in {c.name for c in eligible}:  # the rules chose one calibration refused
-        executor = open_candidate(rules_choice, rules.options)
-        opened.append(executor)
-        runners.append((rules_choice.name, executor, sample_inputs(executor.inputs, 4, 0)))
+    for extra in (rules_choice, background):  # a choice calibration refused (or did not see) is timed too
+        if extra.name not in {name for name, _, _ in runners}:
+            executor = open_candidate(extra, rules.options)
+            opened.append(executor)
+            runners.append((extra.name, executor, sample_inputs(executor.inputs, 4, 0)))
     try:
         times = time_interleaved(runners, CalibrationPlan(budget_s=budget, max_rounds=20))
     finally:
@@ -68,7 +75,8 @@ def measure(paths: list[Path], budget: float, cache: Path) -> dict:
         "model": " + ".join(p.name for p in paths),
         "candidates": {k: round(v, 4) for k, v in p50.items()},
         "runs": {k: len(v) for k, v in times.items()},
-        "calibrated_choice": chosen, "rules_choice": rules_choice.name,
+        "calibrated_choice": chosen, "rules_choice": rules_choice.name, "background_choice": background.name,
+        "background": str(status), "background_ratio": p50[background.name] / best,
         "calibrated_ratio": p50[chosen] / best, "rules_ratio": p50[rules_choice.name] / best,
         "best_p50_ms": best, "calibration_s": calibration_s,
     }
@@ -85,13 +93,17 @@ def main() -> int:
         for paths in model_sets(args.models):
             row = measure(paths, args.budget, Path(tmp))
             rows.append(row)
-            print(f"{row['model']:<70} calibrated {row['calibrated_choice']:<22} x{row['calibrated_ratio']:.3f}  "
-                  f"rules {row['rules_choice']:<22} x{row['rules_ratio']:.3f}  best p50 {row['best_p50_ms']:.3f} ms  "
+            print(f"{row['model']:<60} calibrated {row['calibrated_choice']:<20} x{row['calibrated_ratio']:.3f}  "
+                  f"background {row['background_choice']:<20} x{row['background_ratio']:.3f}  "
+                  f"rules {row['rules_choice']:<20} x{row['rules_ratio']:.3f}  best p50 {row['best_p50_ms']:.3f} ms  "
                   f"calibration {row['calibration_s']:.1f} s", flush=True)
     worst = max(r["calibrated_ratio"] for r in rows)
+    worst_background = max(r["background_ratio"] for r in rows)
     median_rules = statistics.median(r["rules_ratio"] for r in rows)
     slow_cal = max((r["calibration_s"] for r in rows if r["best_p50_ms"] < 10), default=0.0)
     print(f"\ncalibrated: worst ratio {worst:.3f} (target <= 1.10) {'PASS' if worst <= 1.10 else 'FAIL'}")
+    print(f"background: worst ratio {worst_background:.3f} (target <= 1.10) "
+          f"{'PASS' if worst_background <= 1.10 else 'FAIL'}")
     print(f"rules only: median ratio {median_rules:.3f} (target <= 1.5) {'PASS' if median_rules <= 1.5 else 'FAIL'}")
     print(f"calibration of models < 10 ms: longest {slow_cal:.1f} s (target < 10 s) {'PASS' if slow_cal < 10 else 'FAIL'}")
     if args.json:
