@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 
 
-def test_frames(count: int, width: int = 160, height: int = 120) -> list[np.ndarray]:
+def moving_frames(count: int, width: int = 160, height: int = 120) -> list[np.ndarray]:
     """Frames that differ from each other: a bright square moving over a gradient."""
     frames = []
     ramp = np.linspace(0, 255, width, dtype=np.float32)[None, :].repeat(height, 0)

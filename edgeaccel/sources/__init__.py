@@ -39,7 +39,7 @@ def watch(model, source, *more, **options) -> Pipeline:
     reconnect_timeout, open_timeout, read_timeout: for network sources (seconds; see network.py); loop: replay a
         video file forever; fps: the timestamps of iterables and image folders; names: one name per source.
     """
-    if isinstance(source, (list, tuple)):
+    if isinstance(source, (list, tuple)) and not any(hasattr(s, "shape") for s in source):
         sources = [*source, *more]
     else:
         sources = [source, *more]

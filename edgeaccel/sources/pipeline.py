@@ -79,7 +79,9 @@ class Pipeline:
             self._close_sources()
             raise
         self.drops = [drop or ("latest" if s.live else "none") for s in self.sources]
-        self._pairs = state_pairs(model, state)
+        # state=False: the state inputs are still fed, with zeros on every frame (nothing is carried)
+        self._pairs = state_pairs(model, None if state is False else state)
+        self._carries_state = state is not False
         state_inputs = {i for _, i in self._pairs}
         self._image_inputs = [i for i in range(len(model.inputs)) if i not in state_inputs]
         self._preprocess = preprocess
@@ -328,7 +330,7 @@ class Pipeline:
 
     def _state_for(self, job: _Job, carry: StateCarry, pending: list, segments: list) -> dict:
         previous = pending[job.source]
-        if previous is not None:
+        if previous is not None and self._carries_state:
             pending[job.source] = None
             try:
                 carry.update(previous.result())

@@ -107,11 +107,11 @@ def as_rgb(item: Any, what: str):
     import numpy as np
 
     array = np.asarray(item)
-    if array.ndim == 2:
-        array = array[..., None]
-    if array.ndim != 3 or array.shape[2] not in (1, 3, 4) or array.dtype != np.uint8:
+    if array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[2] not in (1, 3, 4)) or array.dtype != np.uint8:
         raise SourceError(f"{what} is {array.dtype}{list(array.shape)}, not an image",
                           hint="give (H, W, 3) RGB or (H, W) gray uint8 arrays")
+    if array.ndim == 2:
+        array = array[..., None]
     if array.shape[2] == 1:
         array = np.repeat(array, 3, axis=2)
     elif array.shape[2] == 4:

@@ -22,10 +22,8 @@ def _stem(name: str) -> str:
     return last
 
 
-def state_pairs(model, declared: dict[str, str] | bool | None) -> list[tuple[int, int]]:
-    """(output index, input index) for every state the model carries; [] for a stateless model or state=False."""
-    if declared is False:
-        return []
+def state_pairs(model, declared: dict[str, str] | None) -> list[tuple[int, int]]:
+    """(output index, input index) for every state the model carries; [] for a stateless model."""
     outputs, inputs = list(model.outputs), list(model.inputs)
     if isinstance(declared, dict):
         pairs = []

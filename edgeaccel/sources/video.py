@@ -53,7 +53,8 @@ def decode(container, source: Source, stop: threading.Event, *, time_offset: flo
     A frame size that changes mid-stream is reported as an event (the model input is resized anyway)."""
     av = import_av()
     stream = container.streams.video[0]
-    stream.thread_type = "AUTO"  # FFmpeg's own decoding threads, outside the GIL
+    if not stream.codec_context.is_open:  # a looped file decodes again with its open decoder
+        stream.thread_type = "AUTO"  # FFmpeg's own decoding threads, outside the GIL
     if stream.codec_context is None:
         raise SourceError(f"{source.name}: FFmpeg has no decoder for its {stream.codec_tag or 'video'} codec",
                           hint="re-encode it (H.264, VP9, MJPEG are read everywhere)")
