@@ -4,7 +4,7 @@
 2. a source 10x faster than the model with drop="latest": resident memory after the first 5 s and at the end
    of --seconds, and latency p99 against the inference time (target <= 3x).
 
-    PYTHONPATH=$PWD python tools/bench_sources.py [SHARED] [--seconds 60]
+    PYTHONPATH=$PWD python tools/bench_sources.py [SHARED] [--seconds 60] [--threads N]
 """
 
 from __future__ import annotations
@@ -32,10 +32,11 @@ def main() -> None:
     p.add_argument("shared", nargs="?", default="../shared")
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--frames", type=int, default=200)
+    p.add_argument("--threads", type=int, help="the executor's CPU threads (default: usable cores)")
     args = p.parse_args()
     shared = Path(args.shared)
     video = shared / "video" / "traffic_frames.mp4"
-    with edgeaccel.load(shared / "models" / "traffic_model.tflite", executor="litert") as model:
+    with edgeaccel.load(shared / "models" / "traffic_model.tflite", executor="litert", threads=args.threads) as model:
         import av
 
         image = next(av.open(str(video)).decode(video=0)).to_ndarray(format="rgb24")

@@ -93,11 +93,14 @@ class Pipeline:
         self.sinks = as_sinks(sinks, len(self.sources))
         self.keep_images = keep_images if keep_images is not None else True
         concurrency = max(1, getattr(model, "concurrency", 1))
-        self.max_in_flight = max_in_flight or 2 * concurrency
+        live = any(d != "none" for d in self.drops)
+        # Live: as few frames past the source queue as keep the executor busy, so that a frame is fresh when
+        # inference starts (latency stays near one inference); files: a little more, for throughput.
+        self.max_in_flight = max_in_flight or (concurrency if live else 2 * concurrency)
         self.stats = PipelineStats([s.name for s in self.sources])
         self._policy = PolicyWatch(model)
         self._raw = [DropQueue(queue_size, d) for d in self.drops]
-        self._prepared = DropQueue(2, "none")
+        self._prepared = DropQueue(1 if live else 2, "none")
         self._inflight = DropQueue(self.max_in_flight, "none")
         self._finished = DropQueue(queue_size, "none")
         self._out = DropQueue(queue_size, "none")
@@ -264,6 +267,10 @@ class Pipeline:
         turn = 0
         while active:
             item = None
+            # a frame is taken from its source queue only when the next stage has room: until then it waits
+            # where the drop policy replaces it with a newer one, never in a queue that would make it stale
+            while not self._prepared.wait_space(0.1):
+                pass
             with self._arrival:
                 for k in range(len(active)):  # round robin: each source in turn, so that none starves another
                     i = active[(turn + k) % len(active)]

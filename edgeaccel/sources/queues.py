@@ -48,6 +48,14 @@ class DropQueue:
             self._items.append(item)
             self._cond.notify_all()
 
+    def wait_space(self, timeout: float | None = None) -> bool:
+        """Block until a put would not wait or drop (False after ``timeout``); raises Closed when closed."""
+        with self._cond:
+            self._cond.wait_for(lambda: len(self._items) < self.size or self._closed, timeout)
+            if self._closed:
+                raise Closed
+            return len(self._items) < self.size
+
     def get(self, timeout: float | None = None) -> Any:
         """The oldest item; raises Closed when closed, TimeoutError after ``timeout`` with nothing queued."""
         with self._cond:
