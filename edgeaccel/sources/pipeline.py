@@ -340,7 +340,9 @@ class Pipeline:
         if previous is not None and self._carries_state:
             pending[job.source] = None
             try:
-                carry.update(previous.result())
+                carry.update(self._wait(previous))
+            except Closed:
+                raise
             except Exception:
                 carry.reset()  # a failed frame: start again from zeros rather than from a stale state
         if job.segment != segments[job.source]:  # the stream was cut and came back: a new scene
@@ -370,10 +372,10 @@ class Pipeline:
             frame = job.frame
             if future is not None:
                 try:
-                    frame.outputs = future.result()
+                    frame.outputs = self._wait(future)
                     if self.task is not None:
                         frame.result = self.task.postprocess(frame.outputs, job.meta)
-                except ModelClosedError:
+                except (ModelClosedError, Closed):
                     raise
                 except Exception as exc:
                     frame.error = exc
@@ -402,6 +404,18 @@ class Pipeline:
                 if not self.keep_images:
                     frame.image = None
                 self._out.put(frame)
+
+    def _wait(self, future):
+        """The future's result; raises Closed when the pipeline stops meanwhile (a scheduler may hold a request
+        for up to its max_wait_s: a stop does not wait for it)."""
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        while True:
+            try:
+                return future.result(timeout=0.2)
+            except FutureTimeout:
+                if self._stop.is_set():
+                    raise Closed from None
 
     # -- helpers ------------------------------------------------------------------------------------------------
     def _raise_errors(self) -> None:
