@@ -49,3 +49,28 @@ def test_run_on_a_refused_stream_says_so(tmp_path):
     # the default reconnect timeout is 30 s: --duration ends it first, with a summary and no traceback
     assert done.returncode == 0 and "Traceback" not in done.stderr
     assert "summary   0 frames out of 0" in done.stdout
+
+
+def test_ctrl_c_stops_a_live_run_with_a_summary():
+    import signal
+    import time
+
+    from stream_servers import RtspServer
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with RtspServer(moving_frames(30)) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "edgeaccel", "run",
+                                 str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--input", server.url,
+                                 "--executor", "litert"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env)
+        try:
+            first = proc.stdout.readline()  # the first live line: frames are flowing
+            assert " in " in first and " out " in first, first
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, err
+    assert "summary" in out and "Traceback" not in err and "interrupted" in err

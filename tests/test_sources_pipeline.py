@@ -162,6 +162,16 @@ def test_sinks_video_jsonl_images_and_callback(small_model, video, tmp_path):
     assert len(list((tmp_path / "images").glob("*.png"))) == 45
 
 
+def test_a_frame_size_that_changes_mid_stream_is_reported_and_served(small_model, tmp_path):
+    frames = [np.zeros((32, 32, 3), np.uint8)] * 3 + [np.zeros((40, 48, 3), np.uint8)] * 3
+    pipeline = small_model.watch(iter(frames), sinks=tmp_path / "out.mp4")
+    served = list(pipeline)
+    assert len(served) == 6 and all(f.error is None for f in served)
+    assert pipeline.summary()["sources"][0]["events"] == ["frame size changed from 32x32 to 48x40 at frame 3"]
+    with av.open(str(tmp_path / "out.mp4")) as container:  # the video keeps the first size
+        assert [f.width for f in container.decode(video=0)] == [32] * 6
+
+
 def test_image_folder_and_glob(small_model, tmp_path):
     from PIL import Image
 

@@ -223,9 +223,15 @@ class Pipeline:
         interval = 1.0 / self.max_fps if self.max_fps else 0.0
         next_due = 0.0
         index = -1
+        size = None
         try:
             for raw in source.frames(self._stop):
                 index += 1
+                shape = raw.image.shape[:2]
+                if size is not None and shape != size:  # reported; the frame is still fitted to the model
+                    source.event(f"frame size changed from {size[1]}x{size[0]} to {shape[1]}x{shape[0]} at frame "
+                                 f"{index}")
+                size = shape
                 with self.stats.lock:
                     stats.frames_in += 1
                 if interval:

@@ -48,9 +48,7 @@ def _source_error(exc: BaseException, name: str) -> SourceError:
 
 def decode(container, source: Source, stop: threading.Event, *, time_offset: float = 0.0,
            segment: int = 0) -> Iterator[RawFrame]:
-    """Decode the first video stream into RGB frames until it ends or ``stop`` is set.
-
-    A frame size that changes mid-stream is reported as an event (the model input is resized anyway)."""
+    """Decode the first video stream into RGB frames until it ends or ``stop`` is set."""
     av = import_av()
     stream = container.streams.video[0]
     if not stream.codec_context.is_open:  # a looped file decodes again with its open decoder
@@ -58,15 +56,11 @@ def decode(container, source: Source, stop: threading.Event, *, time_offset: flo
     if stream.codec_context is None:
         raise SourceError(f"{source.name}: FFmpeg has no decoder for its {stream.codec_tag or 'video'} codec",
                           hint="re-encode it (H.264, VP9, MJPEG are read everywhere)")
-    size = None
     start = time.monotonic()
     try:
         for packet in container.demux(stream):
             for frame in packet.decode():
                 image = frame.to_ndarray(format="rgb24")
-                if size is not None and image.shape[:2] != size:
-                    source.event(f"frame size changed from {size[1]}x{size[0]} to {image.shape[1]}x{image.shape[0]}")
-                size = image.shape[:2]
                 now = time.monotonic()
                 stamp = frame.time
                 yield RawFrame(image, (stamp + time_offset) if stamp is not None else now - start, now, segment)
