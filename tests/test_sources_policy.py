@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import pytest
 
 from edgeaccel.scheduling.clock import MonotonicClock
 from edgeaccel.scheduling.model import ScheduledModel

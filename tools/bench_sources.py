@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import argparse
-import resource  # noqa: F401 - Linux only, like /proc below
 import time
 from pathlib import Path
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import SourceError, import_av
+from .errors import SourceError
 
 NETWORK_SCHEMES = ("rtsp://", "rtsps://", "http://", "https://", "rtmp://", "rtmps://", "udp://", "tcp://", "srt://")
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
