@@ -66,19 +66,12 @@ class Pipeline:
             raise InputError("watch() needs at least one source")
         from .sinks import as_sinks
 
+        if names is not None and len(names) != len(sources):
+            raise InputError(f"names= gives {len(names)} names for {len(sources)} sources")
         self.model = model
         self.task = getattr(model, "task", None)
         self.max_fps = max_fps
-        self.sources: list[Source] = []
-        try:
-            for n, spec in enumerate(sources):
-                source = open_source(spec, name=names[n] if names else None, **source_options)
-                self.sources.append(source)
-                source.open()  # a missing file, a non-video, a missing or busy camera fail here, at once
-        except BaseException:
-            self._close_sources()
-            raise
-        self.drops = [drop or ("latest" if s.live else "none") for s in self.sources]
+        # what the model needs is checked before any source or sink is opened
         # state=False: the state inputs are still fed, with zeros on every frame (nothing is carried)
         self._pairs = state_pairs(model, None if state is False else state)
         self._carries_state = state is not False
@@ -89,8 +82,19 @@ class Pipeline:
             names_ = [model.inputs[i].name for i in self._image_inputs]
             raise InputError(f"the model takes {len(self._image_inputs)} inputs besides its state ({names_}); a "
                              "frame can feed one", hint="pass preprocess=lambda image: [...] giving every input")
+        self.sources: list[Source] = []
+        self.sinks = as_sinks(sinks, len(sources))
+        try:
+            for n, spec in enumerate(sources):
+                source = open_source(spec, name=names[n] if names else None, **source_options)
+                self.sources.append(source)
+                source.open()  # a missing file, a non-video, a missing or busy camera fail here, at once
+        except BaseException:
+            self._close_sources()
+            self._close_sinks()
+            raise
+        self.drops = [drop or ("latest" if s.live else "none") for s in self.sources]
         self._carry = [StateCarry(model, self._pairs) if self._pairs else None for _ in self.sources]
-        self.sinks = as_sinks(sinks, len(self.sources))
         self.keep_images = keep_images if keep_images is not None else True
         concurrency = max(1, getattr(model, "concurrency", 1))
         live = any(d != "none" for d in self.drops)
@@ -186,12 +190,8 @@ class Pipeline:
         still = [t.name for t in self._threads if t.is_alive()]
         if still:
             log.warning("pipeline threads still running after close: %s", still)
-        self._close_sources()
-        for sink in self.sinks:
-            try:
-                sink.close()
-            except Exception as exc:
-                log.warning("closing sink %s failed: %s", sink, exc)
+        self._close_sources(alive={t.name for t in self._threads if t.is_alive()})
+        self._close_sinks()
 
     def __enter__(self) -> Pipeline:
         return self
@@ -433,8 +433,17 @@ class Pipeline:
             raise SourceError(f"{len(self.errors)} sources ended with errors: "
                               + "; ".join(f"{e.message}" for e in self.errors.values()))
 
-    def _close_sources(self) -> None:
+    def _close_sinks(self) -> None:
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except Exception as exc:
+                log.warning("closing sink %s failed: %s", sink, exc)
+
+    def _close_sources(self, alive: set[str] = frozenset()) -> None:
         for source in self.sources:
+            if f"edgeaccel-read:{source.name}" in alive:
+                continue  # its reader is still in a read: closing the container under it could crash FFmpeg
             try:
                 source.close()
             except Exception as exc:
