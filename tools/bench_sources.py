@@ -30,6 +30,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("shared", nargs="?", default="../shared")
     p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--skip-fps", action="store_true", help="only the fast-source part")
     p.add_argument("--frames", type=int, default=200)
     p.add_argument("--threads", type=int, help="the executor's CPU threads (default: usable cores)")
     args = p.parse_args()
@@ -64,14 +65,14 @@ def main() -> None:
         # alternated, on a shared machine: each pipeline figure against the inference figures around it
         times = [inference_only()]
         ratios = []
-        for _ in range(3):
+        for _ in range(0 if args.skip_fps else 3):
             fps = pipeline_fps()
             times.append(inference_only())
             ratios.append(fps * (times[-1] + times[-2]) / 2)
             print(f"pipeline (drop=none, looped file: decode + resize + state + inference) {fps:.1f} FPS; "
                   f"inference only {1 / times[-2]:.1f} before, {1 / times[-1]:.1f} after: ratio {ratios[-1]:.2f}")
         infer_s = float(np.median(times))
-        print(f"ratio pipeline / inference-only: median {np.median(ratios):.2f} "
+        print(f"ratio pipeline / inference-only: median {np.median(ratios) if ratios else float('nan'):.2f} "
               f"(inference {infer_s * 1e3:.2f} ms median, {model.executor.runtime} {model.executor.threads} threads)")
 
         frame_image = image

@@ -105,6 +105,13 @@ class Pipeline:
         self._policy = PolicyWatch(model)
         self._raw = [DropQueue(queue_size, d) for d in self.drops]
         self._prepared = DropQueue(1 if live else 2, "none")
+        # Just in time (live, one request at a time): a frame is taken from its source queue when the request
+        # in flight is expected to end as its pre-processing does, from moving averages of both; it then
+        # waits for neither, so latency stays near pre-processing + one inference.
+        self._just_in_time = live and self.max_in_flight == 1
+        self._prepare_s = 0.0
+        self._infer_s = 0.0
+        self._busy_until = 0.0  # monotonic time the request in flight is expected to end
         self._inflight = DropQueue(self.max_in_flight, "none")
         self._finished = DropQueue(queue_size, "none")
         self._out = DropQueue(queue_size, "none")
@@ -277,6 +284,10 @@ class Pipeline:
             # where the drop policy replaces it with a newer one, never in a queue that would make it stale
             while not self._prepared.wait_space(0.1):
                 pass
+            if self._just_in_time:
+                early = self._busy_until - self._prepare_s - time.monotonic()
+                if early > 0:
+                    self._stop.wait(min(early, 0.5))
             with self._arrival:
                 for k in range(len(active)):  # round robin: each source in turn, so that none starves another
                     i = active[(turn + k) % len(active)]
@@ -298,6 +309,13 @@ class Pipeline:
         self._prepared.put_end(_END)
 
     def _prepare(self, i: int, index: int, raw: RawFrame) -> _Job:
+        began = time.monotonic()
+        try:
+            return self._prepare_job(i, index, raw)
+        finally:
+            self._prepare_s = _average(self._prepare_s, time.monotonic() - began)
+
+    def _prepare_job(self, i: int, index: int, raw: RawFrame) -> _Job:
         frame = Frame(self.sources[i].name, index, raw.timestamp, raw.captured, raw.image)
         job = _Job(frame, i, raw.segment)
         try:
@@ -332,7 +350,10 @@ class Pipeline:
                 else:
                     inputs = job.inputs
                 try:
+                    submitted = time.monotonic()
                     future = self.model.submit(inputs)
+                    self._busy_until = submitted + self._infer_s
+                    future.add_done_callback(lambda _, t=submitted: self._served(t))
                 except ModelClosedError:
                     raise
                 except EdgeAccelError as exc:
@@ -411,6 +432,9 @@ class Pipeline:
                     frame.image = None
                 self._out.put(frame)
 
+    def _served(self, submitted: float) -> None:
+        self._infer_s = _average(self._infer_s, time.monotonic() - submitted)
+
     def _wait(self, future):
         """The future's result; raises Closed when the pipeline stops meanwhile (a scheduler may hold a request
         for up to its max_wait_s: a stop does not wait for it)."""
@@ -448,3 +472,8 @@ class Pipeline:
                 source.close()
             except Exception as exc:
                 log.warning("closing source %s failed: %s", source.name, exc)
+
+
+def _average(previous: float, sample: float, weight: float = 0.2) -> float:
+    """Exponential moving average; the first sample sets it."""
+    return sample if previous == 0.0 else previous + weight * (sample - previous)
