@@ -65,9 +65,9 @@ def main(args: argparse.Namespace) -> int:
             timer = threading.Timer(args.duration, pipeline.close)
             timer.daemon = True
             timer.start()
+        line.start()
         try:
             for _frame in pipeline:
-                line.maybe_show()
                 if args.duration and time.monotonic() - start >= args.duration:
                     break
         except KeyboardInterrupt:
@@ -96,19 +96,29 @@ def main(args: argparse.Namespace) -> int:
 
 
 class LiveLine:
-    """One line per second: frames in/out, dropped, latency, executor, temperature, and the policy's shedding."""
+    """One line per second, from its own thread (so that it goes on while a stream is down): frames in/out,
+    dropped, latency, executor, temperature, reconnects, and the policy's shedding."""
 
     def __init__(self, stream, model, pipeline) -> None:
+        import threading
+
         self.stream, self.model, self.pipeline = stream, model, pipeline
         self.tty = stream.isatty()
-        self.next = time.monotonic() + 1.0
         self.shown = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, name="edgeaccel-live-line", daemon=True)
 
-    def maybe_show(self) -> None:
-        now = time.monotonic()
-        if now < self.next:
-            return
-        self.next = now + 1.0
+    def start(self) -> None:
+        self._thread.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                self.show()
+            except Exception:  # the model closing under a last tick: the summary follows anyway
+                return
+
+    def show(self) -> None:
         s = self.pipeline.summary()
         lat = s["latency_ms"]
         p50 = f"{lat['p50']:.1f}" if lat["p50"] is not None else "n/a"
@@ -117,6 +127,9 @@ class LiveLine:
         text = (f"{s['elapsed_s']:6.0f}s  in {s['frames_in']}  out {s['frames_out']} ({s['fps']:.1f}/s)  "
                 f"dropped {dropped}  latency p50 {p50} ms p99 {p99} ms  {self.model.executor.runtime}:"
                 f"{self.model.executor.device}  {_temperature(self.model)}")
+        reconnects = sum(src["reconnects"] for src in s["sources"])
+        if reconnects:
+            text += f"  reconnects {reconnects}"
         shedding = self.pipeline.shedding
         if shedding:
             text += f"  policy sheds at the source ({shedding[:60]})"
@@ -125,6 +138,9 @@ class LiveLine:
         self.shown = True
 
     def end(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
         if self.tty and self.shown:
             self.stream.write("\n")
 
