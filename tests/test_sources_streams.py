@@ -117,3 +117,19 @@ def test_backoff_grows_with_jitter_and_resets():
     assert len({round(d, 6) for d in delays[3:]}) > 1  # jitter: clients do not come back in step
     backoff.reset()
     assert backoff.next() <= 0.5
+
+
+def test_two_streams_share_the_model_and_max_fps_skips_frames(model):
+    with RtspServer(moving_frames(30)) as one, RtspServer(moving_frames(30), path="/cam2") as two:
+        with model.watch([one.url, two.url], max_fps=10, names=["one", "two"]) as pipeline:
+            counts = {"one": 0, "two": 0}
+            for frame in pipeline:
+                counts[frame.source] += 1
+                if min(counts.values()) >= 8:
+                    break
+            summary = pipeline.summary()
+    assert min(counts.values()) >= 8
+    # 30 frames/s offered, at most 10/s taken: about two frames in three are skipped at the source
+    for source in summary["sources"]:
+        assert source["dropped"]["max_fps"] >= source["frames_in"] // 2
+    assert _threads_gone()
