@@ -26,7 +26,7 @@ from .frame import Frame
 from .queues import DROP_POLICIES, Closed, DropQueue
 from .readers import RawFrame, Source, open_source
 from .stats import PipelineStats, PolicyWatch
-from .state import StateCarry, state_pairs
+from .state import StateCarry, state_pairs, with_state
 
 log = logging.getLogger("edgeaccel")
 
@@ -346,7 +346,7 @@ class Pipeline:
                 carry = self._carry[job.source]
                 if carry is not None:
                     carry_in = self._state_for(job, carry, pending, segments)
-                    inputs = self._with_state(job.inputs, carry_in)
+                    inputs = with_state(job.inputs, carry_in, len(self.model.inputs))
                 else:
                     inputs = job.inputs
                 try:
@@ -376,18 +376,6 @@ class Pipeline:
             segments[job.source] = job.segment
             carry.reset()
         return carry.values
-
-    def _with_state(self, inputs: list, state: dict) -> list:
-        """Inputs in model order: the frame's (by position among the non-state inputs) and the state."""
-        full: list = [None] * len(self.model.inputs)
-        for index, value in state.items():
-            full[index] = value
-        free = [i for i in range(len(full)) if full[i] is None]
-        if len(inputs) == len(full):  # a task that gives every input: the carried state replaces its own
-            return [full[i] if full[i] is not None else inputs[i] for i in range(len(full))]
-        for i, value in zip(free, inputs):
-            full[i] = value
-        return full
 
     def _finish_loop(self) -> None:
         while True:

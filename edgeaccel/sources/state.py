@@ -68,3 +68,17 @@ class StateCarry:
     def reset(self) -> None:
         """Back to zeros: a frame failed, or the stream was cut and restarted (the old state is stale)."""
         self.values = dict(self._zeros)
+
+
+def with_state(inputs: list, state: dict, count: int) -> list:
+    """The model's ``count`` inputs in order: the frame's (by position among the non-state inputs) and the
+    carried state. A task that gives every input has its state inputs replaced by the carried ones."""
+    full: list = [None] * count
+    for index, value in state.items():
+        full[index] = value
+    if len(inputs) == count:
+        return [full[i] if full[i] is not None else inputs[i] for i in range(count)]
+    free = [i for i in range(count) if full[i] is None]
+    for i, value in zip(free, inputs):
+        full[i] = value
+    return full
