@@ -133,3 +133,10 @@ def test_two_streams_share_the_model_and_max_fps_skips_frames(model):
     for source in summary["sources"]:
         assert source["dropped"]["max_fps"] >= source["frames_in"] // 2
     assert _threads_gone()
+
+
+def test_http_url_that_is_not_found_says_what_the_server_answered(model):
+    with MjpegServer(moving_frames(3)) as server:
+        with pytest.raises(SourceLostError, match="404 Not Found"):
+            list(model.watch(server.url.replace("stream.mjpg", "missing"), reconnect_timeout=1))
+    assert _threads_gone()
