@@ -174,6 +174,14 @@ class Model:
                 yield from self._drain(pending, ordered, keep=limit - 1)
         yield from self._drain(pending, ordered, keep=0)
 
+    def watch(self, source, *more, **options):
+        """Frames of a video file, camera, stream, image folder or iterable through this model, in a pipeline
+        that overlaps decoding and pre-processing with inference and never queues without bound: an
+        ``edgeaccel.sources.Pipeline`` to iterate for Frames (see ``edgeaccel.sources.watch`` for options)."""
+        from .sources import watch
+
+        return watch(self, source, *more, **options)
+
     @staticmethod
     def _drain(pending: deque, ordered: bool, keep: int) -> Iterator[Outputs]:
         from concurrent.futures import FIRST_COMPLETED, wait

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import duration, vision_view
+from . import duration, live, vision_view
 from .inputs import add_input_arguments, prepare_inputs
 from .names import executor_arg
 from .options import add_cache_arguments, cache_kwargs
@@ -42,10 +42,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document (schema edgeaccel.run/1)")
     vision_view.add_arguments(p)
     duration.add_arguments(p)
+    live.add_arguments(p)
 
 
 def main(args: argparse.Namespace) -> int:
     args.model = args.model[0] if len(args.model) == 1 else args.model
+    if live.wanted(args):  # video files, cameras, streams, image folders: the live pipeline
+        return live.main(args)
     if duration.wanted(args):  # a sustained run under a scheduling policy
         return duration.main(args)
     import numpy as np

@@ -14,7 +14,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", choices=TASK_CHOICES,
                    help="decode the outputs as a vision task (auto: recognize it) and show boxes, classes, a mask "
                         "or keypoints in the image's pixels")
-    p.add_argument("--save", metavar="FILE.png", help="write the image with the task's result drawn on it (Pillow)")
+    p.add_argument("--save", metavar="OUT", help="write the input with the task's result drawn on it: an image "
+                   "(FILE.png) for one picture; a video (.mp4/.mkv/.avi) or a folder for a live source")
     p.add_argument("--conf", type=float, help="lowest score a box keeps (default 0.25 YOLO, 0.3 SSD)")
     p.add_argument("--iou", type=float, default=0.45, help="NMS overlap threshold for YOLO outputs (default 0.45)")
     p.add_argument("--max-det", type=int, default=100, help="most boxes kept (default 100)")

@@ -1,0 +1,173 @@
+"""``edgeaccel run MODEL --input VIDEO|/dev/videoN|rtsp://...|FOLDER``: serve live sources through the model
+(``model.watch``) with a line per second (frames in, out, dropped, latency p50/p99, executor, temperature, and
+the policy's shedding with --policy), then a summary (``--json``: one document, schema edgeaccel.run.live/1)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+VIDEO_SUFFIXES = {".mp4", ".mkv", ".mov", ".avi", ".webm", ".m4v", ".ts", ".mpg", ".mpeg", ".flv", ".mjpeg",
+                  ".mjpg", ".h264", ".h265", ".hevc", ".gif", ".ogv", ".wmv", ".3gp"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("live sources (--input a video, /dev/videoN, rtsp:// or http:// URL, image folder)")
+    # --save is vision_view's: an image for one picture, a video .mp4/.mkv/.avi or a folder for a live source
+    g.add_argument("--jsonl", metavar="FILE", help="write one JSON line per frame")
+    g.add_argument("--drop", choices=("none", "oldest", "latest"),
+                   help="what a full queue does: none waits (files; default), oldest/latest drop (live; default "
+                        "for cameras and streams: latest)")
+    g.add_argument("--max-fps", type=float, help="at most this many frames per second per source")
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    """Whether an --input is a live source (video, camera, stream, folder, glob) rather than an image or .npy."""
+    from ..sources.readers import NETWORK_SCHEMES
+
+    for source in args.input:
+        low = source.lower()
+        if (low.startswith(NETWORK_SCHEMES) or low.startswith("/dev/video") or Path(source).is_dir()
+                or Path(source).suffix.lower() in VIDEO_SUFFIXES or any(c in source for c in "*?[")):
+            return True
+    return False
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..errors import EdgeAccelError
+    from ..loader import load
+    from . import quiet_native_stderr
+    from .options import cache_kwargs
+
+    from . import vision_view
+
+    options = vision_view.load_kwargs(args) if getattr(args, "task", None) else {}  # "auto" recognizes it
+    if args.policy:
+        options.update(policy=args.policy, power_budget_w=args.power_budget)
+    with quiet_native_stderr():
+        model = load(args.model, executor=args.executor, device=args.device, precision=args.precision,
+                     threads=args.threads, strict=args.strict, **cache_kwargs(args), **options)
+    out = sys.stderr if args.json else sys.stdout
+    error = None
+    interrupted = False
+    with model:
+        sinks = [s for s in (args.save, args.jsonl) if s]
+        pipeline = model.watch(list(args.input), drop=args.drop, max_fps=args.max_fps, sinks=sinks)
+        line = LiveLine(out, model, pipeline)
+        start = time.monotonic()
+        timer = None
+        if args.duration:  # ends the run even when no frame comes (a stream that is down)
+            import threading
+
+            timer = threading.Timer(args.duration, pipeline.close)
+            timer.daemon = True
+            timer.start()
+        line.start()
+        try:
+            for _frame in pipeline:
+                if args.duration and time.monotonic() - start >= args.duration:
+                    break
+        except KeyboardInterrupt:
+            interrupted = True
+        except EdgeAccelError as exc:  # a source ended with an error: the others were served; say it in the summary
+            error = exc
+        finally:
+            if timer is not None:
+                timer.cancel()
+            pipeline.close()
+        line.end()
+        summary = pipeline.summary()
+        executor = model.executor
+    summary["executor"] = f"{executor.runtime} {executor.version} on {executor.device}"
+    summary["error"] = str(error).splitlines()[0] if error else None
+    summary["saved"] = sinks
+    if args.json:
+        json.dump({"schema": "edgeaccel.run.live/1", **summary}, sys.stdout, indent=2, default=str)
+        print()
+    else:
+        _print_summary(summary)
+    if interrupted:
+        print("interrupted: the summary covers the frames served until Ctrl-C", file=sys.stderr)
+        return 130
+    return 1 if error else 0
+
+
+class LiveLine:
+    """One line per second, from its own thread (so that it goes on while a stream is down): frames in/out,
+    dropped, latency, executor, temperature, reconnects, and the policy's shedding."""
+
+    def __init__(self, stream, model, pipeline) -> None:
+        import threading
+
+        self.stream, self.model, self.pipeline = stream, model, pipeline
+        self.tty = stream.isatty()
+        self.shown = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, name="edgeaccel-live-line", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                self.show()
+            except Exception:  # the model closing under a last tick: the summary follows anyway
+                return
+
+    def show(self) -> None:
+        s = self.pipeline.summary()
+        lat = s["latency_ms"]
+        p50 = f"{lat['p50']:.1f}" if lat["p50"] is not None else "n/a"
+        p99 = f"{lat['p99']:.1f}" if lat["p99"] is not None else "n/a"
+        dropped = sum(s["dropped"].values())
+        text = (f"{s['elapsed_s']:6.0f}s  in {s['frames_in']}  out {s['frames_out']} ({s['fps']:.1f}/s)  "
+                f"dropped {dropped}  latency p50 {p50} ms p99 {p99} ms  {self.model.executor.runtime}:"
+                f"{self.model.executor.device}  {_temperature(self.model)}")
+        reconnects = sum(src["reconnects"] for src in s["sources"])
+        if reconnects:
+            text += f"  reconnects {reconnects}"
+        shedding = self.pipeline.shedding
+        if shedding:
+            text += f"  policy sheds at the source ({shedding[:60]})"
+        self.stream.write(("\r" + text.ljust(110)) if self.tty else text + "\n")
+        self.stream.flush()
+        self.shown = True
+
+    def end(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+        if self.tty and self.shown:
+            self.stream.write("\n")
+
+
+def _temperature(model) -> str:
+    telemetry = getattr(model, "telemetry", None)
+    if not telemetry:
+        return "temp n/a (use --policy to sample it)"
+    temps = [f"{name} {sample.temp_c:.1f}C" for name, sample in telemetry.items()
+             if getattr(sample, "temp_c", None) is not None]
+    return " ".join(temps) or "temp n/a"
+
+
+def _print_summary(s: dict) -> None:
+    lat = s["latency_ms"]
+    print(f"summary   {s['frames_out']} frames out of {s['frames_in']} in {s['elapsed_s']:.1f} s ({s['fps']} FPS) "
+          f"on {s['executor']}")
+    print("          dropped " + ", ".join(f"{k} {v}" for k, v in s["dropped"].items())
+          + f"; failed {s['failed']}; latency p50 {lat['p50']} ms, p99 {lat['p99']} ms")
+    for src in s["sources"]:
+        extra = f", reconnects {src['reconnects']} ({src['outage_s']} s without frames)" if src["reconnects"] else ""
+        print(f"source    {src['source']}: in {src['frames_in']}, out {src['frames_out']}{extra}")
+        for event in src["events"]:
+            print(f"          {event}")
+        if src["error"]:
+            print(f"          ended: {src['error']}")
+    for path in s["saved"]:
+        print(f"saved     {path}")
+    if s["error"]:
+        print(f"error     {s['error']}")

@@ -1,0 +1,46 @@
+"""Live sources: video files, cameras and network streams through one pipeline that never falls behind.
+
+    with edgeaccel.load("traffic_model.tflite") as model:
+        for frame in model.watch("rtsp://cam.local/stream", drop="oldest", max_fps=15):
+            print(frame.index, frame.timestamp, frame.latency_ms, frame.outputs)
+
+Video, cameras and streams need PyAV (``pip install 'edgeaccel[video]'``), imported only when one is opened.
+See docs/sources.md.
+"""
+
+from __future__ import annotations
+
+from .errors import SourceError, SourceLostError
+from .frame import Frame
+from .pipeline import Pipeline
+from .queues import DROP_POLICIES
+from .readers import IterableSource, Source, open_source
+from .sinks import CallbackSink, ImageSink, JsonLinesSink, Sink, VideoSink
+
+__all__ = ["CallbackSink", "DROP_POLICIES", "Frame", "ImageSink", "IterableSource", "JsonLinesSink", "Pipeline",
+           "Sink", "Source", "SourceError", "SourceLostError", "VideoSink", "open_source", "watch"]
+
+
+def watch(model, source, *more, **options) -> Pipeline:
+    """Frames of ``source`` (and ``more`` sources, served in turn: fairly) through ``model``: a Pipeline to
+    iterate for Frames, or to ``run()`` for its sinks. It does not close the model.
+
+    source: a video file, an image folder or glob, ``/dev/videoN``, an ``rtsp://`` / ``http(s)://`` URL, an
+        iterable of (H, W, 3) uint8 arrays, or a list of these (several sources).
+    drop: "none" (every frame; the decoder waits), "oldest" (a full queue drops its oldest frame) or "latest"
+        (only the latest frame waits). Default: "none" for files, folders and iterables, "latest" for cameras
+        and streams.
+    max_fps: at most this many frames per second per source (a live source skips frames, a file is paced).
+    state: recurrent state carried per source: {"output name": "input name", ...}; None recognizes it by names
+        and shapes; False carries none.
+    sinks: a path (video .mp4/.mkv/.mov/.avi, .jsonl, or a folder of images), a callable, a Sink, or a list.
+    queue_size: frames each source queue holds (default 4); max_in_flight: requests in the model at once.
+    preprocess: image -> list of input arrays, instead of the task layer or the default resize.
+    reconnect_timeout, open_timeout, read_timeout: for network sources (seconds; see network.py); loop: replay a
+        video file forever; fps: the timestamps of iterables and image folders; names: one name per source.
+    """
+    if isinstance(source, (list, tuple)) and not any(hasattr(s, "shape") for s in source):
+        sources = [*source, *more]
+    else:
+        sources = [source, *more]
+    return Pipeline(model, sources, **options)

@@ -1,0 +1,56 @@
+"""What a pipeline gives back per frame: where it came from, when, how late, and the model's answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Frame:
+    """One frame through the pipeline.
+
+    source: the source's name (its URL or path, or ``name=`` given to watch); index: its position in that source
+    (counting frames dropped before inference, so gaps show the drops); timestamp: the source's own time in
+    seconds (the stream's presentation time; for iterables and cameras without one, seconds since the start);
+    captured: ``time.monotonic()`` when the frame was decoded; latency_ms: decoded -> result ready.
+    outputs: the raw ``Outputs``; result: the task layer's Result (None without a task); image: the decoded
+    RGB frame (H, W, 3) uint8; error: the exception when this frame's inference failed (outputs are None).
+    """
+
+    source: str
+    index: int
+    timestamp: float | None
+    captured: float
+    image: Any = field(repr=False, default=None)
+    outputs: Any = field(repr=False, default=None)
+    result: Any = None
+    latency_ms: float = 0.0
+    error: BaseException | None = None
+
+    def to_dict(self, small_outputs: int = 64) -> dict:
+        """A JSON-ready record: the task's ``Result.to_dict()`` where there is one, else the outputs that have
+        at most ``small_outputs`` values (larger ones are described by shape and dtype)."""
+        record: dict[str, Any] = {"source": self.source, "index": self.index, "timestamp": self.timestamp,
+                                  "latency_ms": round(self.latency_ms, 3)}
+        if self.error is not None:
+            record["error"] = str(self.error).splitlines()[0]
+        if self.result is not None and hasattr(self.result, "to_dict"):
+            record["result"] = self.result.to_dict()
+        elif self.outputs is not None:
+            record["outputs"] = _outputs_dict(self.outputs, small_outputs)
+        return record
+
+
+def _outputs_dict(outputs, limit: int) -> dict:
+    import numpy as np
+
+    names = getattr(outputs, "names", None) or [f"output_{i}" for i in range(len(outputs))]
+    shown = {}
+    for name, value in zip(names, outputs):
+        array = np.asarray(value)
+        if array.size <= limit:
+            shown[name] = array.tolist()
+        else:
+            shown[name] = {"shape": list(array.shape), "dtype": str(array.dtype)}
+    return shown
