@@ -25,9 +25,13 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from .calibration import CalibrationPlan
+from typing import TYPE_CHECKING
+
 from .errors import EdgeAccelError
-from .selector import Candidate, Measurement, Ranking
+
+if TYPE_CHECKING:  # the measuring imports wait for the thread: a load that never measures does not pay for them
+    from .calibration import CalibrationPlan
+    from .selector import Candidate, Measurement, Ranking
 
 log = logging.getLogger("edgeaccel.calibration")
 
@@ -53,7 +57,7 @@ class BackgroundStatus:
 
     state: str = "waiting"  # waiting, measuring, kept, switched, skipped, failed, stopped
     reason: str = ""
-    measurements: dict[str, Measurement] = field(default_factory=dict)
+    measurements: dict = field(default_factory=dict)  # key -> Measurement
     started: float | None = None
     finished: float | None = None
 
@@ -100,6 +104,8 @@ class BackgroundCalibration:
         if self._stop.wait(self._delay_s):
             self._finish("stopped", "the model was closed before measuring began")
             return
+        from .calibration import CalibrationPlan
+
         self.status.state, self.status.started = "measuring", time.time()
         block_s = 0.05
         plan = CalibrationPlan(budget_s=self._budget_s, block_s=block_s,

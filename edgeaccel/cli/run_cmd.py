@@ -63,9 +63,11 @@ def main(args: argparse.Namespace) -> int:
     labels = None if vision_view.wanted(args) else _labels(args.labels)
     fallbacks_in_report()
     with quiet_native_stderr():
+        # a one-shot run ends before background calibration would have measured anything: `edgeaccel tune`
+        # measures; long runs (--duration, live sources) keep load()'s default
         model = load(args.model, executor=args.executor, device=args.device, precision=args.precision,
-                     threads=args.threads, strict=args.strict, isolate=args.isolate, **cache_kwargs(args),
-                     **vision_view.load_kwargs(args))
+                     threads=args.threads, strict=args.strict, isolate=args.isolate, calibrate=False,
+                     **cache_kwargs(args), **vision_view.load_kwargs(args))
     with model:
         if vision_view.wanted(args):
             return _run_vision(model, args, np)

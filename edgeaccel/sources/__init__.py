@@ -10,12 +10,24 @@ See docs/sources.md.
 
 from __future__ import annotations
 
-from .errors import SourceError, SourceLostError
-from .frame import Frame
-from .pipeline import Pipeline
-from .queues import DROP_POLICIES
-from .readers import IterableSource, Source, open_source
-from .sinks import CallbackSink, ImageSink, JsonLinesSink, Sink, VideoSink
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline
+
+# Resolved on first use: `edgeaccel run IMAGE` asks only whether an --input is a live source (readers'
+# constants) and must not pay for the pipeline's imports (peak memory of `run`, issue 16).
+_LAZY = {"SourceError": "errors", "SourceLostError": "errors", "Frame": "frame", "Pipeline": "pipeline",
+         "DROP_POLICIES": "queues", "IterableSource": "readers", "Source": "readers", "open_source": "readers",
+         "CallbackSink": "sinks", "ImageSink": "sinks", "JsonLinesSink": "sinks", "Sink": "sinks",
+         "VideoSink": "sinks"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["CallbackSink", "DROP_POLICIES", "Frame", "ImageSink", "IterableSource", "JsonLinesSink", "Pipeline",
            "Sink", "Source", "SourceError", "SourceLostError", "VideoSink", "open_source", "watch"]
@@ -43,4 +55,6 @@ def watch(model, source, *more, **options) -> Pipeline:
         sources = [*source, *more]
     else:
         sources = [source, *more]
+    from .pipeline import Pipeline
+
     return Pipeline(model, sources, **options)
