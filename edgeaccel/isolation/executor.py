@@ -9,13 +9,17 @@ retried as it is.
 from __future__ import annotations
 
 import collections
+import dataclasses
+import json
 import logging
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -62,6 +66,7 @@ class IsolatedExecutor(Executor):
         self._starts += 1
         worker = _Worker(self.inner_runtime, self.model, self.device, self.options, self.limits)
         self._memory = worker.memory  # the limits of the last worker, shown while none runs
+        self._sandbox = worker.sandbox
         return worker
 
     def _current(self) -> _Worker:
@@ -85,7 +90,8 @@ class IsolatedExecutor(Executor):
         plan = worker.memory if worker else self._memory
         details["isolated"] = {"pid": worker.pid if worker else None, "starts": self._starts,
                                "memory_limit": plan.address_space, "memory": plan.to_dict(),
-                               "load_timeout": self.limits.load_timeout, "run_timeout": self.limits.run_timeout}
+                               "load_timeout": self.limits.load_timeout, "run_timeout": self.limits.run_timeout,
+                               "sandbox": worker.sandbox if worker else self._sandbox}
         return ExecutorInfo(base.runtime, base.version, base.device, base.precision, base.threads,
                             details=details)
 
@@ -118,7 +124,10 @@ class _Worker:
         self._timed_out = False
         self.memory = memory.plan(device, limits)
         self._over_memory: str | None = None  # why the memory guard killed it
-        self._max_reply = max(1 << 30, 4 * sum(_nbytes(t) for t in model.outputs))
+        self._max_reply = limits.output_bytes or max(1 << 30, 4 * sum(_nbytes(t) for t in model.outputs))
+        self.sandbox: dict = {}
+        # private: the only folder the sandboxed worker may write; removed by this process when the worker ends
+        self.temp_folder = tempfile.mkdtemp(prefix="edgeaccel-worker-")
         self._channels: list[socket.socket] = []  # idle channels
         self._open_channels = 0
         self._max_channels = max(1, int(options.runtime_options.get("max_interpreters", 8)))
@@ -126,10 +135,19 @@ class _Worker:
         self._control_lock = threading.Lock()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = _worker_env()
+        env["TMPDIR"] = self.temp_folder
+        if limits.sandbox != "off":
+            # HOME too: runtimes keep ids and caches under ~ (OpenVINO's telemetry reads ~/intel at load, and
+            # fails the load when it may not); user site-packages stay where they are
+            import site
+
+            env.setdefault("PYTHONUSERBASE", site.getuserbase())
+            env["HOME"] = self.temp_folder
         try:
             self.proc = _spawn(
                 [limits.python or sys.executable, "-m", "edgeaccel.isolation.worker", str(theirs.fileno()),
-                 str(os.getpid()), str(self.memory.address_space)],
+                 str(os.getpid()), str(self.memory.address_space),
+                 json.dumps(self._sandbox_request(model, device))],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, env=env, start_new_session=True,
             )
@@ -137,6 +155,7 @@ class _Worker:
             ours.close()
             if self.memory.cgroup is not None:
                 memory.remove_cgroup(self.memory.cgroup)
+            shutil.rmtree(self.temp_folder, ignore_errors=True)
             raise errors.ModelLoadError(f"could not start a worker process: {exc}", runtime=runtime,
                                         hint="check IsolationLimits.python, or load without isolate") from exc
         finally:
@@ -172,6 +191,7 @@ class _Worker:
     def _release_memory_guard(self) -> None:
         """Once the worker is gone: stop watching it, read whether its cgroup's limit killed it, remove it."""
         memory.watchdog.unwatch(self.pid)
+        shutil.rmtree(self.temp_folder, ignore_errors=True)
         cgroup = self.memory.cgroup
         if cgroup is not None and cgroup.exists():
             if memory.oom_kills(cgroup) and self._over_memory is None:
@@ -188,6 +208,10 @@ class _Worker:
 
     # -- load ---------------------------------------------------------------------------------------------------
     def _load(self, model: ModelInfo, device: str, options: ExecutorOptions) -> ExecutorInfo:
+        sandboxed = self.limits.sandbox != "off"
+        if sandboxed and options.cache_dir:
+            # a worker that writes compiled models which trusted loads read later could poison them
+            options = dataclasses.replace(options, cache_dir=None)
         request = {"op": "load", "runtime": self.runtime, "model": model, "device": device, "options": options,
                    "threads": options.runtime_options.get("max_interpreters", 8)}
         self.sock.settimeout(self.limits.load_timeout)
@@ -210,9 +234,23 @@ class _Worker:
         if not reply.get("ok"):
             self.close()
             raise _as_error(reply, self.runtime, self.memory.address_space)
+        self.sandbox = dict(reply.get("sandbox") or {})
+        if sandboxed:
+            self.sandbox["cache"] = ("off: a sandboxed worker neither reads nor writes edgeaccel's compiled-model "
+                                     "cache (a hostile model could poison what trusted loads read)")
         info = reply["info"]
         return ExecutorInfo(str(info["runtime"]), str(info["version"]), str(info["device"]), str(info["precision"]),
                             info.get("threads"), details=dict(info.get("details") or {}))
+
+    def _sandbox_request(self, model: ModelInfo, device: str) -> dict:
+        limits = self.limits
+        extra = tuple(str(Path(p).resolve().parent) for p in model.extra_files)  # inside its folder (validated)
+        probe = limits.probe
+        return {"mode": limits.sandbox, "model_folder": str(model.path.resolve().parent),
+                "temp_folder": self.temp_folder,
+                "readable": limits.readable + extra, "open_files": limits.open_files,
+                "cpu_seconds": limits.cpu_seconds, "on_cpu": memory.on_cpu(device),
+                "probe": {"files": list(probe.files), "tcp_port": probe.tcp_port} if probe else None}
 
     # -- run ------------------------------------------------------------------------------------------------------
     def call(self, arrays: list[np.ndarray], timeout: float) -> list[np.ndarray]:

@@ -1,0 +1,87 @@
+"""The test hook (IsolationLimits(probe=SandboxProbe(...))): inside a sandboxed worker, attempt what a model
+that took over its runtime would try, and report what happened. Never runs unless a caller asks for it.
+
+Each outcome is {"action", "outcome": "refused" | "allowed", "detail"}. Writing into the worker's own temp
+folder is attempted too and must be allowed: it shows the sandbox refuses selectively, not everything.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+
+def run(files: list[str], tcp_port: int, model_folder: str, temp_folder: str, address_space: int) -> list[dict]:
+    marker = f"edgeaccel-probe-{os.getpid()}"
+    attempts = [("read /etc/passwd", lambda: _read("/etc/passwd"))]
+    for path in files:
+        attempts.append((f"read {path}", lambda p=path: _read(p)))
+        attempts.append((f"write beside {path}", lambda p=path: _write(Path(p).parent / marker)))
+    attempts += [
+        ("write /tmp", lambda: _write(Path("/tmp") / marker)),
+        ("write into the model's folder", lambda: _write(Path(model_folder) / marker)),
+        ("write into its own temp folder", lambda: _write(Path(temp_folder) / marker)),
+        (f"connect to 127.0.0.1:{tcp_port}", lambda: _connect(tcp_port)),
+        ("start /bin/sh", _shell),
+        ("execve /bin/sh", _exec),
+        ("ptrace its caller", _ptrace_parent),
+        ("signal its caller", lambda: os.kill(os.getppid(), 0)),
+        ("allocate past its address-space limit", lambda: _allocate(address_space)),
+    ]
+    results = []
+    for action, attempt in attempts:
+        try:
+            detail = attempt()
+            outcome = "allowed"
+        except (OSError, MemoryError, subprocess.SubprocessError) as exc:
+            detail, outcome = f"{type(exc).__name__}: {exc}", "refused"
+        results.append({"action": action, "outcome": outcome, "detail": str(detail)[:200]})
+    return results
+
+
+def _read(path: str) -> str:
+    with open(path, "rb") as handle:
+        return f"read {len(handle.read(64))} bytes"
+
+
+def _write(path: Path) -> str:
+    with open(path, "w") as handle:
+        handle.write("written by a sandboxed worker\n")
+    return f"wrote {path}"
+
+
+def _connect(port: int) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=2):
+        return "connected"
+
+
+def _shell() -> str:
+    out = subprocess.run(["/bin/sh", "-c", "echo started"], capture_output=True, timeout=5)
+    return f"exit {out.returncode}: {out.stdout!r}"
+
+
+def _exec() -> str:
+    # Only reached when start /bin/sh was refused for another reason; if execve were allowed the worker would
+    # become a shell that exits at once, and the caller would see a dead worker instead of an answer.
+    os.execv("/bin/sh", ["sh", "-c", "exit 0"])
+    return "unreachable"
+
+
+def _ptrace_parent() -> str:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.restype = ctypes.c_long
+    if libc.ptrace(16, os.getppid(), None, None) != 0:  # PTRACE_ATTACH
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    libc.ptrace(17, os.getppid(), None, None)  # PTRACE_DETACH
+    return "attached"
+
+
+def _allocate(address_space: int) -> str:
+    if not address_space:
+        raise MemoryError("no address-space limit on this worker's device: its resident limit kills it instead")
+    block = bytearray(address_space + (64 << 20))
+    return f"allocated {len(block)} bytes"
