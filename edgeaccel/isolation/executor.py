@@ -233,7 +233,7 @@ class _Worker:
                 self.sock.settimeout(None)
         if not reply.get("ok"):
             self.close()
-            raise _as_error(reply, self.runtime, self.memory.address_space)
+            raise _as_error(reply, self.runtime, self.memory.address_space, self.limits.open_files)
         self.sandbox = dict(reply.get("sandbox") or {})
         if sandboxed:
             self.sandbox["cache"] = ("off: a sandboxed worker neither reads nor writes edgeaccel's compiled-model "
@@ -271,12 +271,18 @@ class _Worker:
                 hint="raise IsolationLimits(run_timeout=...) if the model is just slow; your inputs are "
                 "unchanged and the request can be retried",
             ) from None
+        except wire.WireLimitError as exc:  # the worker lives on; this channel, with the reply unread, is closed
+            raise errors.InferenceError(
+                f"{self.name}: run() produced {exc.declared} bytes of outputs, over the limit of {exc.limit} bytes; "
+                "they were refused", hint=f"raise IsolationLimits(output_bytes=...) (now {exc.limit}) if the model "
+                "really produces that much; a model that declares small outputs and returns huge ones is suspect",
+            ) from None
         except (wire.WireError, OSError) as exc:
             raise self._crashed("running", exc) from None
         finally:
             self._give_channel(channel, healthy)
         if not reply.get("ok"):
-            raise _as_error(reply, self.runtime, self.memory.address_space)
+            raise _as_error(reply, self.runtime, self.memory.address_space, self.limits.open_files)
         return outputs
 
     def _take_channel(self, timeout: float) -> socket.socket:
@@ -346,6 +352,10 @@ class _Worker:
         else:
             hint = ("the model crashed its runtime; this process is unharmed. Your inputs are unchanged: retry "
                     "(a new worker starts), or fall back to another executor or model")
+        if self._killed_by_signal() == signal.SIGXCPU:
+            hint = (f"the worker used up its CPU time, IsolationLimits(cpu_seconds={self.limits.cpu_seconds:g}) over "
+                    "its life: raise it (or 0 for none) if the model is just slow; a new worker serves the next "
+                    "request and your inputs are unchanged")
         if self._killed_by_signal() in (signal.SIGKILL, signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS) \
                 and self.memory.address_space:
             hint += (f". The worker's address space is limited to {self.memory.address_space / 2**30:g} GiB: if "
@@ -371,6 +381,8 @@ class _Worker:
         elif code is not None and code < 0:
             sig = signal.Signals(-code)
             how = f"was killed by {sig.name} ({signal.strsignal(sig) or sig.name})"
+            if sig == signal.SIGXCPU:
+                how += f": it reached its CPU time limit of {self.limits.cpu_seconds:g} s (RLIMIT_CPU)"
         elif code is not None:
             how = f"exited with status {code}"
         else:
@@ -476,7 +488,7 @@ def _mib(count: int) -> str:
     return f"{count / 2**20:.0f} MiB"
 
 
-def _as_error(reply: dict, runtime: str, address_space: int) -> EdgeAccelError:
+def _as_error(reply: dict, runtime: str, address_space: int, open_files: int = 0) -> EdgeAccelError:
     """The worker's error as the same edgeaccel class; only names of that tree are honoured."""
     cls = _ERROR_CLASSES.get(str(reply.get("error")), errors.InferenceError)
     message = str(reply.get("message") or f"{cls.__name__} in the worker, with no message")
@@ -486,6 +498,9 @@ def _as_error(reply: dict, runtime: str, address_space: int) -> EdgeAccelError:
         hint = (f"the worker's address space is limited to {address_space / 2**30:g} GiB and the runtime "
                 "could not get memory (or a thread) under it: raise IsolationLimits(memory_bytes=...) if the "
                 "model is that large" + (f"; otherwise: {hint}" if hint else ""))
+    if open_files and ("Too many open files" in message or "EMFILE" in message):
+        hint = (f"the worker may keep {open_files} files open (IsolationLimits(open_files={open_files})): raise it "
+                "if the runtime needs more" + (f"; otherwise: {hint}" if hint else ""))
     if issubclass(cls, errors.ExecutorError):
         return cls(message, runtime=str(reply.get("runtime") or runtime), hint=hint)
     if issubclass(cls, (errors.NoExecutorError, errors.ConfigError)):

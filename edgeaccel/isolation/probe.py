@@ -14,7 +14,8 @@ import subprocess
 from pathlib import Path
 
 
-def run(files: list[str], tcp_port: int, model_folder: str, temp_folder: str, address_space: int) -> list[dict]:
+def run(files: list[str], tcp_port: int, model_folder: str, temp_folder: str, address_space: int,
+        open_files: int) -> list[dict]:
     marker = f"edgeaccel-probe-{os.getpid()}"
     attempts = [("read /etc/passwd", lambda: _read("/etc/passwd"))]
     for path in files:
@@ -30,6 +31,7 @@ def run(files: list[str], tcp_port: int, model_folder: str, temp_folder: str, ad
         ("ptrace its caller", _ptrace_parent),
         ("signal its caller", lambda: os.kill(os.getppid(), 0)),
         ("allocate past its address-space limit", lambda: _allocate(address_space)),
+        ("open more files than its limit", lambda: _open_many(open_files)),
     ]
     results = []
     for action, attempt in attempts:
@@ -64,9 +66,9 @@ def _shell() -> str:
 
 
 def _exec() -> str:
-    # Only reached when start /bin/sh was refused for another reason; if execve were allowed the worker would
-    # become a shell that exits at once, and the caller would see a dead worker instead of an answer.
-    os.execv("/bin/sh", ["sh", "-c", "exit 0"])
+    # An argument longer than the kernel's MAX_ARG_STRLEN (128 KiB): without the sandbox execve fails with E2BIG
+    # before the point of no return, so the probe never replaces the worker; seccomp refuses it (EPERM) earlier.
+    os.execv("/bin/sh", ["sh", "-c", "x" * (256 << 10)])
     return "unreachable"
 
 
@@ -85,3 +87,14 @@ def _allocate(address_space: int) -> str:
         raise MemoryError("no address-space limit on this worker's device: its resident limit kills it instead")
     block = bytearray(address_space + (64 << 20))
     return f"allocated {len(block)} bytes"
+
+
+def _open_many(limit: int) -> str:
+    handles = []
+    try:
+        for _ in range(limit + 1 if limit else 4096):
+            handles.append(open("/dev/null", "rb"))
+        return f"opened {len(handles)} files"
+    finally:
+        for handle in handles:
+            handle.close()

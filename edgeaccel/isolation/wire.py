@@ -32,6 +32,14 @@ class WireError(Exception):
     """The peer closed the connection or sent a frame that breaks the protocol."""
 
 
+class WireLimitError(WireError):
+    """A frame declares more bytes of arrays than the receiver accepts (IsolationLimits.output_bytes)."""
+
+    def __init__(self, declared: int, limit: int) -> None:
+        super().__init__(f"frame declares {declared} bytes of arrays, above the {limit}-byte limit")
+        self.declared, self.limit = declared, limit
+
+
 def send_frame(sock: socket.socket, header: bytes, buffers: Sequence) -> None:
     views = [memoryview(b).cast("B") for b in buffers]
     prefix = _PREFIX.pack(len(header), len(views)) + b"".join(_LEN.pack(v.nbytes) for v in views)
@@ -61,7 +69,7 @@ def recv_frame(sock: socket.socket, max_bytes: int) -> tuple[bytes, list[bytearr
         raise WireError(f"frame declares a {header_len}-byte header and {count} buffers")
     lengths = list(struct.unpack(f"<{count}Q", _recv_exact(sock, 8 * count))) if count else []
     if sum(lengths) > max_bytes:
-        raise WireError(f"frame declares {sum(lengths)} bytes of arrays, above the {max_bytes}-byte limit")
+        raise WireLimitError(sum(lengths), max_bytes)
     header = bytes(_recv_exact(sock, header_len))
     buffers = [_recv_exact(sock, n) for n in lengths]
     return header, buffers
