@@ -15,6 +15,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,7 +34,8 @@ CASES = {
     "onnxruntime": "mobilenet_v2_1.0_224_quant.onnx",
     "openvino": "openvino/mobilenet_v2_1.0_224_quant.xml",
 }
-FORBIDDEN = ("read /etc/passwd", "read {secret}", "write beside {secret}", "write /tmp", "write into the model's folder",
+FORBIDDEN = ("read /etc/passwd", "read {secret}", "write beside {secret}", "write /tmp",
+             "write into the model's folder",
              "connect to 127.0.0.1:{port}", "start /bin/sh", "execve /bin/sh", "ptrace its caller",
              "signal its caller", "allocate past its address-space limit", "open more files than its limit")
 full_sandbox = pytest.mark.skipif(landlock_abi() < 6 or platform.machine() not in ("x86_64", "aarch64"),
@@ -95,7 +97,7 @@ def test_every_forbidden_action_is_refused_while_answers_stay_right(runtime, tmp
         assert labels[int(np.argmax(got[0]))] == "chickadee"
         temp_folder = report["temp_folder"]
     deadline = time.time() + 10
-    while (tmp := __import__("pathlib").Path(temp_folder)).exists() and time.time() < deadline:
+    while (tmp := Path(temp_folder)).exists() and time.time() < deadline:
         time.sleep(0.05)
     assert not tmp.exists(), "the worker's private temp folder is removed with it"
 

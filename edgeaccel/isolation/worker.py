@@ -1,12 +1,13 @@
 """The worker process: loads one model on one executor and serves run requests from its caller.
 
 Started by ``IsolatedExecutor`` as ``python -m edgeaccel.isolation.worker FD PARENT_PID MEMORY_BYTES SANDBOX``,
-with the socket's end as FD and SANDBOX the sandbox's settings in JSON. Limits are set before any runtime is imported. The worker dies with its caller
-(PR_SET_PDEATHSIG), and exits when the socket closes.
+with the socket's end as FD and SANDBOX the sandbox's settings in JSON. The worker dies with its caller
+(PR_SET_PDEATHSIG), and exits when the socket closes. It enters its sandbox (sandbox.py) and limits first, while
+it has one thread: before it imports numpy (whose BLAS starts threads) or a runtime, and before it reads the
+load request or the model.
 
-The control socket carries one pickled {"op": "load", runtime, model, device, options, sandbox} and its JSON
-reply, then channels (see _serve). The worker enters its sandbox (sandbox.py) first, while it has one thread:
-before it imports numpy (whose BLAS starts threads) or a runtime, and before it reads the request or the model. On a channel: pickled {"op": "run", arrays}, answered in JSON {"ok": true} + the output
+The control socket carries one pickled {"op": "load", runtime, model, device, options} and its JSON reply, then
+channels (see _serve). On a channel: pickled {"op": "run", arrays}, answered in JSON {"ok": true} + the output
 arrays, or {"ok": false, "error": class name, message, hint}.
 """
 
