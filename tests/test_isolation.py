@@ -205,6 +205,26 @@ def test_replies_are_never_unpickled():
             wire.recv_json(b, 16)
 
 
+def test_a_cached_reply_header_still_checks_every_buffer():
+    """Headers are parsed once and cached; a later frame with the same header and a buffer of the wrong size
+    (a worker lying about what it sends) is still refused, and a good one still decodes to the right values."""
+    from edgeaccel.isolation import wire
+
+    a, b = socket.socketpair()
+    with a, b:
+        for _ in range(2):  # the second time from the cache
+            wire.send_json(a, {"ok": True}, [np.arange(6, dtype=np.int16).reshape(2, 3)])
+            message, (got,) = wire.recv_json(b, 1 << 20)
+            assert message["ok"] is True
+            np.testing.assert_array_equal(got, np.arange(6).reshape(2, 3))
+        header = b'{"ok": true, "arrays": [{"dtype": "<i2", "shape": [2, 3]}]}'
+        wire.send_frame(a, header, [np.zeros(6, np.int16)])
+        wire.recv_json(b, 1 << 20)
+        wire.send_frame(a, header, [b"\0" * 4])
+        with pytest.raises(wire.WireError, match="does not match"):
+            wire.recv_json(b, 1 << 20)
+
+
 def test_cli_isolate():
     out = subprocess.run([sys.executable, "-m", "edgeaccel", "run", str(SMALL), "--isolate", "--runs", "2", "--json"],
                          capture_output=True, text=True, timeout=120)

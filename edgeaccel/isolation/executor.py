@@ -258,7 +258,7 @@ class _Worker:
         healthy = False
         try:
             channel.settimeout(timeout)
-            wire.send_pickle(channel, {"op": "run", "arrays": arrays})
+            wire.send_json(channel, {"op": "run"}, arrays)
             reply, outputs = wire.recv_json(channel, self._max_reply)
             healthy = True
         except (TimeoutError, socket.timeout):

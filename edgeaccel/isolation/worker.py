@@ -7,7 +7,7 @@ it has one thread: before it imports numpy (whose BLAS starts threads) or a runt
 load request or the model.
 
 The control socket carries one pickled {"op": "load", runtime, model, device, options} and its JSON reply, then
-channels (see _serve). On a channel: pickled {"op": "run", arrays}, answered in JSON {"ok": true} + the output
+channels (see _serve). On a channel: {"op": "run"} and the input arrays, answered in JSON {"ok": true} + the output
 arrays, or {"ok": false, "error": class name, message, hint}.
 """
 
@@ -125,11 +125,11 @@ def _serve(control: socket.socket, executor) -> None:
         with channel:
             while True:
                 try:
-                    request = wire.recv_pickle(channel)
+                    _, inputs = wire.recv_json(channel, 1 << 62)  # {"op": "run"}: the only request on a channel
                 except (wire.WireError, OSError):
                     return
                 try:
-                    outputs = executor.run(request["arrays"])
+                    outputs = executor.run(inputs)
                     reply, arrays = {"ok": True}, outputs
                 except BaseException as exc:
                     reply, arrays = _error_reply(exc, "InferenceError"), []
