@@ -36,19 +36,23 @@ CASES = {
 }
 FORBIDDEN = ("read /etc/passwd", "read {secret}", "write beside {secret}", "write /tmp",
              "write into the model's folder",
-             "connect to 127.0.0.1:{port}", "start /bin/sh", "execve /bin/sh", "ptrace its caller",
+             "connect to 127.0.0.1:{port}", "connect to {unix_socket}", "start /bin/sh", "execve /bin/sh", "ptrace its caller", "read its caller's memory",
              "signal its caller", "allocate past its address-space limit", "open more files than its limit")
 full_sandbox = pytest.mark.skipif(landlock_abi() < 6 or platform.machine() not in ("x86_64", "aarch64"),
                                   reason="needs Landlock ABI >= 6 and a seccomp filter for this architecture")
 
 
 @pytest.fixture
-def listener():
-    """A TCP server on 127.0.0.1 that accepts whoever connects: what a worker must not reach."""
-    server = socket.create_server(("127.0.0.1", 0))
+def listener(tmp_path):
+    """A TCP server on 127.0.0.1 and a Unix socket server in the app's folder that accept whoever connects: what
+    a worker must not reach (a local database, Docker's or D-Bus's socket)."""
+    tcp = socket.create_server(("127.0.0.1", 0))
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(str(tmp_path / "app.sock"))
+    unix.listen()
     accepted = []
 
-    def serve():
+    def serve(server):
         while True:
             try:
                 conn, _ = server.accept()
@@ -56,9 +60,11 @@ def listener():
                 return
             accepted.append(conn)
 
-    threading.Thread(target=serve, daemon=True).start()
-    yield server.getsockname()[1], accepted
-    server.close()
+    for server in (tcp, unix):
+        threading.Thread(target=serve, args=(server,), daemon=True).start()
+    yield tcp.getsockname()[1], str(tmp_path / "app.sock"), accepted
+    for server in (tcp, unix):
+        server.close()
     for conn in accepted:
         conn.close()
 
@@ -70,11 +76,11 @@ def probed(model) -> dict[str, dict]:
 @full_sandbox
 @pytest.mark.parametrize("runtime", sorted(CASES))
 def test_every_forbidden_action_is_refused_while_answers_stay_right(runtime, tmp_path, listener, labels):
-    port, accepted = listener
+    port, unix_socket, accepted = listener
     secret = tmp_path / "app.key"
     secret.write_text("the app's private key\n")
     limits = IsolationLimits(sandbox="require", open_files=64,
-                             probe=SandboxProbe(files=(str(secret),), tcp_port=port))
+                             probe=SandboxProbe(files=(str(secret),), tcp_port=port, unix_socket=unix_socket))
     with edgeaccel.load(MODELS / CASES[runtime], strict=True) as direct, \
             edgeaccel.load(MODELS / CASES[runtime], strict=True, isolate=limits) as isolated:
         assert isolated.executor.name == f"{runtime}:CPU"
@@ -83,10 +89,11 @@ def test_every_forbidden_action_is_refused_while_answers_stay_right(runtime, tmp
         assert report["limits"]["open_files"] == 64 and "off" in report["cache"]
         outcomes = probed(isolated)
         for action in FORBIDDEN:
-            action = action.format(secret=secret, port=port)
+            action = action.format(secret=secret, port=port, unix_socket=unix_socket)
             assert outcomes[action]["outcome"] == "refused", outcomes[action]
         assert "Permission denied" in outcomes[f"read {secret}"]["detail"]
-        assert "Operation not permitted" in outcomes["execve /bin/sh"]["detail"]  # seccomp, not E2BIG
+        for action in ("execve /bin/sh", "ptrace its caller", "read its caller's memory"):
+            assert "Operation not permitted" in outcomes[action]["detail"], outcomes[action]  # seccomp's EPERM
         assert "Too many open files" in outcomes["open more files than its limit"]["detail"]
         assert outcomes["write into its own temp folder"]["outcome"] == "allowed"  # selective, not broken
         assert not accepted and not list(tmp_path.glob("edgeaccel-probe-*"))
@@ -104,24 +111,26 @@ def test_every_forbidden_action_is_refused_while_answers_stay_right(runtime, tmp
 
 def test_without_the_sandbox_the_same_probe_reaches_everything(tmp_path, listener):
     """The control: the probe's attempts succeed when nothing stops them, so refusals above are the sandbox's."""
-    port, accepted = listener
+    port, unix_socket, accepted = listener
     secret = tmp_path / "app.key"
     secret.write_text("the app's private key\n")
-    limits = IsolationLimits(sandbox="off", open_files=0, probe=SandboxProbe(files=(str(secret),), tcp_port=port))
+    limits = IsolationLimits(sandbox="off", open_files=0,
+                             probe=SandboxProbe(files=(str(secret),), tcp_port=port, unix_socket=unix_socket))
     with edgeaccel.load(MODELS / CASES["litert"], strict=True, isolate=limits) as model:
         report = model.executor.details["isolated"]["sandbox"]
         assert report["active"] == [] and set(report["missing"]) == set(LAYERS)
         outcomes = probed(model)
-        for action in (f"read {secret}", f"write beside {secret}", f"connect to 127.0.0.1:{port}", "start /bin/sh",
-                       "signal its caller", "open more files than its limit"):
+        for action in (f"read {secret}", f"write beside {secret}", f"connect to 127.0.0.1:{port}",
+                       f"connect to {unix_socket}", "start /bin/sh", "signal its caller",
+                       "open more files than its limit"):
             assert outcomes[action]["outcome"] == "allowed", outcomes[action]
         assert outcomes["allocate past its address-space limit"]["outcome"] == "refused"  # the rlimit is not a layer
         assert "Argument list too long" in outcomes["execve /bin/sh"]["detail"]  # the probe never replaces the worker
         assert list(tmp_path.glob("edgeaccel-probe-*"))
     deadline = time.time() + 5
-    while not accepted and time.time() < deadline:
+    while len(accepted) < 2 and time.time() < deadline:
         time.sleep(0.05)
-    assert accepted
+    assert len(accepted) == 2
 
 
 CALLER_WITHOUT_UNSHARE = textwrap.dedent("""

@@ -250,7 +250,8 @@ class _Worker:
                 "temp_folder": self.temp_folder,
                 "readable": limits.readable + extra, "open_files": limits.open_files,
                 "cpu_seconds": limits.cpu_seconds, "on_cpu": memory.on_cpu(device),
-                "probe": {"files": list(probe.files), "tcp_port": probe.tcp_port} if probe else None}
+                "probe": {"files": list(probe.files), "tcp_port": probe.tcp_port, "unix_socket": probe.unix_socket}
+                if probe else None}
 
     # -- run ------------------------------------------------------------------------------------------------------
     def call(self, arrays: list[np.ndarray], timeout: float) -> list[np.ndarray]:

@@ -13,12 +13,14 @@ SANDBOX_MODES = ("auto", "require", "off")
 @dataclass(frozen=True)
 class SandboxProbe:
     """For tests only: once the sandbox is up and the model loaded, the worker attempts each forbidden action
-    (read /etc/passwd and ``files``, write outside its temp folder, connect to 127.0.0.1:``tcp_port``, start
-    /bin/sh, ptrace or signal its caller, allocate past its address-space limit) and reports each outcome in
+    (read /etc/passwd and ``files``, write outside its temp folder, connect to 127.0.0.1:``tcp_port`` and to
+    the Unix socket ``unix_socket``, start /bin/sh, ptrace or signal its caller, allocate past its
+    address-space limit, open more files than its limit) and reports each outcome in
     ``executor.details["isolated"]["sandbox"]["probe"]``. Off unless ``IsolationLimits(probe=...)`` asks."""
 
     files: tuple[str, ...] = ()
     tcp_port: int = 9
+    unix_socket: str = ""
 
 
 def physical_memory() -> int:

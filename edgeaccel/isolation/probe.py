@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 
 
-def run(files: list[str], tcp_port: int, model_folder: str, temp_folder: str, address_space: int,
-        open_files: int) -> list[dict]:
+def run(files: list[str], tcp_port: int, unix_socket: str, model_folder: str, temp_folder: str,
+        address_space: int, open_files: int) -> list[dict]:
     marker = f"edgeaccel-probe-{os.getpid()}"
     attempts = [("read /etc/passwd", lambda: _read("/etc/passwd"))]
     for path in files:
@@ -26,9 +26,11 @@ def run(files: list[str], tcp_port: int, model_folder: str, temp_folder: str, ad
         ("write into the model's folder", lambda: _write(Path(model_folder) / marker)),
         ("write into its own temp folder", lambda: _write(Path(temp_folder) / marker)),
         (f"connect to 127.0.0.1:{tcp_port}", lambda: _connect(tcp_port)),
+        *([(f"connect to {unix_socket}", lambda: _connect_unix(unix_socket))] if unix_socket else []),
         ("start /bin/sh", _shell),
         ("execve /bin/sh", _exec),
         ("ptrace its caller", _ptrace_parent),
+        ("read its caller's memory", _read_parent_memory),
         ("signal its caller", lambda: os.kill(os.getppid(), 0)),
         ("allocate past its address-space limit", lambda: _allocate(address_space)),
         ("open more files than its limit", lambda: _open_many(open_files)),
@@ -60,6 +62,13 @@ def _connect(port: int) -> str:
         return "connected"
 
 
+def _connect_unix(path: str) -> str:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(2)
+        sock.connect(path)
+        return "connected"
+
+
 def _shell() -> str:
     out = subprocess.run(["/bin/sh", "-c", "echo started"], capture_output=True, timeout=5)
     return f"exit {out.returncode}: {out.stdout!r}"
@@ -73,13 +82,39 @@ def _exec() -> str:
 
 
 def _ptrace_parent() -> str:
+    # PTRACE_PEEKDATA without attaching: never stops the caller (an attach that worked would, and hang the test
+    # run). Unsandboxed the kernel answers ESRCH (not traced); seccomp answers EPERM before it looks.
     libc = ctypes.CDLL(None, use_errno=True)
     libc.ptrace.restype = ctypes.c_long
-    if libc.ptrace(16, os.getppid(), None, None) != 0:  # PTRACE_ATTACH
+    ctypes.set_errno(0)
+    libc.ptrace(2, os.getppid(), None, None)
+    code = ctypes.get_errno()
+    if code:
+        raise OSError(code, os.strerror(code))
+    return "peeked"
+
+
+def _read_parent_memory() -> str:
+    """process_vm_readv of 8 bytes of the caller's first mapping: how a taken-over worker would read its keys."""
+    parent, address = os.getppid(), 0x400000
+    try:
+        with open(f"/proc/{parent}/maps") as maps:
+            address = int(maps.readline().split("-")[0], 16)
+    except OSError:
+        pass  # sandboxed: /proc/<caller> is closed; try the usual address of an executable's first page
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.process_vm_readv.restype = ctypes.c_ssize_t
+
+    class IoVec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+    buf = ctypes.create_string_buffer(8)
+    local, remote = IoVec(ctypes.addressof(buf), 8), IoVec(address, 8)
+    got = libc.process_vm_readv(parent, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+    if got < 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
-    libc.ptrace(17, os.getppid(), None, None)  # PTRACE_DETACH
-    return "attached"
+    return f"read {got} bytes of its caller's memory"
 
 
 def _allocate(address_space: int) -> str:

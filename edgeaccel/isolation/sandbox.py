@@ -13,7 +13,7 @@ a new user namespace needs a single-threaded process). In this order:
    bind or connect; with ABI >= 6 no signals to, and no abstract Unix sockets of, processes outside;
 5. seccomp (a denylist written as classic BPF): no execve, no new processes (fork, vfork, clone without
    CLONE_THREAD; clone3 answers ENOSYS so that glibc falls back to clone for threads), no ptrace or reading
-   other processes' memory, no sockets but AF_UNIX, no mount, namespaces, kernel modules, bpf, io_uring,
+   other processes' memory, no socket() at all and socketpair() for AF_UNIX only, no mount, namespaces, kernel modules, bpf, io_uring,
    keyrings, perf events. Runtimes call none of these to load or run a model (tests run all three under it).
 
 ``mode``: "auto" uses what exists and says what is missing, "require" refuses to load without every layer,
@@ -290,8 +290,15 @@ def seccomp_program(machine: str) -> bytes:
     ins(_JSET, _CLONE_THREAD, 0, 1)
     ins(_RET, _RET_ALLOW)
     ins(_RET, eperm)
-    # socket / socketpair: the family (first argument) must be AF_UNIX
-    ins(_JEQ, numbers["socket"], 1, 0)
+    # socket(): none at all. The worker's channels arrive made (SCM_RIGHTS). AF_UNIX is refused too: Landlock
+    # does not govern connect() to a named Unix socket (/run/docker.sock, a D-Bus bus), nor a datagram sent
+    # to one, so the only safe Unix socket is one the worker cannot point anywhere.
+    ins(_JEQ, numbers["socket"], 0, 4)
+    ins(_LD_W_ABS, 16)
+    ins(_JEQ, _AF_UNIX, 0, 1)
+    ins(_RET, eperm)
+    ins(_RET, eafnosupport)  # other families: "no network here", which runtimes take in their stride
+    # socketpair(): AF_UNIX only (a pair connected to itself reaches nothing)
     ins(_JEQ, numbers["socketpair"], 0, 4)
     ins(_LD_W_ABS, 16)
     ins(_JEQ, _AF_UNIX, 0, 1)

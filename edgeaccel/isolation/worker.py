@@ -101,7 +101,8 @@ def main(argv: list[str]) -> int:
             from . import probe
 
             confined["probe"] = probe.run(config["probe"]["files"], config["probe"]["tcp_port"],
-                                          config["model_folder"], config["temp_folder"], memory,
+                                          config["probe"]["unix_socket"], config["model_folder"],
+                                          config["temp_folder"], memory,
                                           config["open_files"])
         reply = {"ok": True, "pid": os.getpid(), "sandbox": confined,
                  "info": {"runtime": info.runtime, "version": info.version, "device": info.device,
