@@ -36,7 +36,8 @@ CASES = {
 }
 FORBIDDEN = ("read /etc/passwd", "read {secret}", "write beside {secret}", "write /tmp",
              "write into the model's folder", "connect to 127.0.0.1:{port}", "connect to {unix_socket}",
-             "start /bin/sh", "execve /bin/sh", "ptrace its caller", "read its caller's memory", "signal its caller", "allocate past its address-space limit", "open more files than its limit")
+             "start /bin/sh", "execve /bin/sh", "ptrace its caller", "read its caller's memory", "signal its caller",
+             "allocate past its address-space limit", "open more files than its limit")
 full_sandbox = pytest.mark.skipif(landlock_abi() < 6 or platform.machine() not in ("x86_64", "aarch64"),
                                   reason="needs Landlock ABI >= 6 and a seccomp filter for this architecture")
 

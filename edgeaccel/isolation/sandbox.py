@@ -14,7 +14,8 @@ a new user namespace needs a single-threaded process). In this order:
 5. seccomp (a denylist written as classic BPF): no execve, no new processes (fork, vfork, clone without
    CLONE_THREAD; clone3 answers ENOSYS so that glibc falls back to clone for threads), no ptrace or reading
    other processes' memory, no socket() at all and socketpair() for AF_UNIX only, no mount, namespaces,
-   kernel modules, bpf, io_uring, keyrings, perf events. Runtimes call none of these to load or run a model (tests run all three under it).
+   kernel modules, bpf, io_uring, keyrings, perf events. Runtimes call none of these to load or run a model
+   (the tests run all three under it).
 
 ``mode``: "auto" uses what exists and says what is missing, "require" refuses to load without every layer,
 "off" applies none. The report says, per layer, "active" or why not.
