@@ -258,8 +258,7 @@ class _Worker:
         channel = self._take_channel(timeout)
         healthy = False
         try:
-            channel.settimeout(timeout)
-            wire.send_json(channel, {"op": "run"}, arrays)
+            wire.send_json(channel, {"op": "run"}, arrays)  # the channel's timeout: set_timeout when it was made
             reply, outputs = wire.recv_json(channel, self._max_reply)
             healthy = True
         except (TimeoutError, socket.timeout):
@@ -301,6 +300,7 @@ class _Worker:
                         f"{self.name}: waited {timeout:g} s for one of its {self._max_channels} channels",
                         runtime=self.runtime, hint="fewer concurrent callers, or raise max_interpreters")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        wire.set_timeout(ours, timeout)
         try:
             with self._control_lock:
                 socket.send_fds(self.sock, [b"c"], [theirs.fileno()], socket.MSG_NOSIGNAL)

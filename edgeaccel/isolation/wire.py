@@ -53,7 +53,10 @@ def _send_all(sock: socket.socket, views: list[memoryview]) -> None:
     while views:
         # MSG_NOSIGNAL: a dead peer is an EPIPE error, never a SIGPIPE that would kill an embedding process
         # which did not ignore it (Python ignores it; a C host may not)
-        sent = sock.sendmsg(views[:512], (), socket.MSG_NOSIGNAL)  # IOV_MAX is 1024 on Linux
+        try:
+            sent = sock.sendmsg(views[:512], (), socket.MSG_NOSIGNAL)  # IOV_MAX is 1024 on Linux
+        except BlockingIOError:  # SO_SNDTIMEO ran out (set_timeout): the peer stopped reading
+            raise TimeoutError("timed out") from None
         while sent:
             if sent >= views[0].nbytes:
                 sent -= views[0].nbytes
@@ -63,8 +66,20 @@ def _send_all(sock: socket.socket, views: list[memoryview]) -> None:
                 sent = 0
 
 
+def set_timeout(sock: socket.socket, seconds: float) -> None:
+    """A blocking socket whose reads and writes give up after ``seconds`` (raising TimeoutError), enforced by
+    the kernel (SO_RCVTIMEO/SO_SNDTIMEO): Python's own socket timeout polls before every recv and send, a
+    system call more each (measured: a tiny model's call went from about 146 to 93 us)."""
+    sock.settimeout(None)
+    whole = int(seconds)
+    timeval = struct.pack("@ll", whole, int((seconds - whole) * 1e6))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+
+
 def recv_frame(sock: socket.socket, max_bytes: int) -> tuple[bytes, list[memoryview]]:
-    """One frame; raises WireError on EOF or on sizes past the limits (a confused or hostile peer)."""
+    """One frame; raises WireError on EOF or on sizes past the limits (a confused or hostile peer).
+    Polling for the reply before sleeping was tried: on 2 busy cores it doubled a tiny model's call."""
     header_len, count, total = _PREFIX.unpack(_recv_exact(sock, _PREFIX.size))
     if header_len > MAX_HEADER or count > MAX_BUFFERS:
         raise WireError(f"frame declares a {header_len}-byte header and {count} buffers")
@@ -88,7 +103,10 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
     view = memoryview(buf)
     got = 0
     while got < n:
-        k = sock.recv_into(view[got:], n - got)
+        try:
+            k = sock.recv_into(view[got:], n - got)
+        except BlockingIOError:  # SO_RCVTIMEO ran out (set_timeout)
+            raise TimeoutError("timed out") from None
         if k == 0:
             raise WireError("the peer closed the connection")
         got += k
