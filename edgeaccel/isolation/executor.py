@@ -271,6 +271,9 @@ class _Worker:
                 hint="raise IsolationLimits(run_timeout=...) if the model is just slow; your inputs are "
                 "unchanged and the request can be retried",
             ) from None
+        except TypeError as exc:  # an input the wire cannot describe (send_json refused it before sending a byte)
+            raise errors.InputDTypeError(
+                f"{self.name}: {exc}", hint="pass numeric arrays, or str/bytes elements for string tensors") from None
         except wire.WireLimitError as exc:  # the worker lives on; this channel, with the reply unread, is closed
             raise errors.InferenceError(
                 f"{self.name}: run() produced {exc.declared} bytes of outputs, over the limit of {exc.limit} bytes; "
