@@ -9,6 +9,7 @@ is made real by a caller that a seccomp filter forbids unshare(), as Docker's de
 from __future__ import annotations
 
 import platform
+import struct
 import socket
 import subprocess
 import sys
@@ -214,3 +215,50 @@ def test_resident_memory_defaults_to_a_share_of_this_machines_ram():
         IsolationLimits(memory_share=1.5)
     with pytest.raises(ValueError, match="sandbox must be one of auto, require, off"):
         IsolationLimits(sandbox="strict")
+
+
+def run_filter(program: bytes, arch: int, nr: int, arg0: int = 0) -> int:
+    """Classic BPF as the kernel runs a seccomp filter, for the few instructions the filter uses."""
+    data = struct.pack("<iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
+    code = [struct.unpack_from("<HBBI", program, 8 * i) for i in range(len(program) // 8)]
+    acc, pc = 0, 0
+    while True:
+        op, jt, jf, k = code[pc]
+        if op == 0x20:  # ld [k]
+            acc = struct.unpack_from("<I", data, k)[0]
+        elif op == 0x06:  # ret k
+            return k
+        elif op in (0x15, 0x35, 0x45):  # jeq, jge, jset
+            hit = acc == k if op == 0x15 else acc >= k if op == 0x35 else bool(acc & k)
+            pc += jt if hit else jf
+        else:
+            raise AssertionError(f"unexpected instruction {op:#x}")
+        pc += 1
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_seccomp_filter_decides_as_documented(machine):
+    """The filter of each architecture, run by a BPF interpreter: the x86_64 one also runs in the kernel above;
+    the aarch64 one cannot run here, so its decisions are checked this way."""
+    import errno
+
+    from edgeaccel.isolation.sandbox import _SYSCALLS, seccomp_program
+
+    arch, numbers = _SYSCALLS[machine]
+    program = seccomp_program(machine)
+    allow, kill = 0x7FFF0000, 0x80000000
+    eperm, enosys, eafnosupport = 0x50000 | errno.EPERM, 0x50000 | errno.ENOSYS, 0x50000 | errno.EAFNOSUPPORT
+    threads, process = 0x3D0F00, 0x11  # glibc's pthread_create flags; fork's SIGCHLD
+    assert run_filter(program, arch, numbers["clone"], threads) == allow
+    assert run_filter(program, arch, numbers["clone"], process) == eperm
+    assert run_filter(program, arch, numbers["clone3"]) == enosys
+    assert run_filter(program, arch, numbers["socket"], 2) == eafnosupport  # AF_INET
+    assert run_filter(program, arch, numbers["socket"], 1) == eperm  # AF_UNIX: no named sockets either
+    assert run_filter(program, arch, numbers["socketpair"], 1) == allow
+    assert run_filter(program, arch, numbers["socketpair"], 16) == eafnosupport  # AF_NETLINK
+    for name in ("execve", "execveat", "ptrace", "mount", "unshare", "bpf", "io_uring_setup", "process_vm_readv"):
+        assert run_filter(program, arch, numbers[name]) == eperm, name
+    for nr in (0, 1, 63, 98, 202, 222, 226, 233, 334):  # read/write/futex/mmap/... of one table or the other
+        if nr not in numbers.values():
+            assert run_filter(program, arch, nr) == allow, nr
+    assert run_filter(program, 0x40000003, 11) == kill  # i386's execve through int 0x80: another ABI
