@@ -80,8 +80,9 @@ def test_every_forbidden_action_is_refused_while_answers_stay_right(runtime, tmp
     port, unix_socket, accepted = listener
     secret = tmp_path / "app.key"
     secret.write_text("the app's private key\n")
-    limits = IsolationLimits(sandbox="require", open_files=64,
-                             probe=SandboxProbe(files=(str(secret),), tcp_port=port, unix_socket=unix_socket))
+    beside_model = MODELS / "imagenet_labels.txt"  # readable: the model's own files, not its folder
+    limits = IsolationLimits(sandbox="require", open_files=64, probe=SandboxProbe(
+        files=(str(secret), str(beside_model)), tcp_port=port, unix_socket=unix_socket))
     with edgeaccel.load(MODELS / CASES[runtime], strict=True) as direct, \
             edgeaccel.load(MODELS / CASES[runtime], strict=True, isolate=limits) as isolated:
         assert isolated.executor.name == f"{runtime}:CPU"
@@ -93,6 +94,7 @@ def test_every_forbidden_action_is_refused_while_answers_stay_right(runtime, tmp
             action = action.format(secret=secret, port=port, unix_socket=unix_socket)
             assert outcomes[action]["outcome"] == "refused", outcomes[action]
         assert "Permission denied" in outcomes[f"read {secret}"]["detail"]
+        assert outcomes[f"read {beside_model}"]["outcome"] == "refused", outcomes[f"read {beside_model}"]
         for action in ("execve /bin/sh", "ptrace its caller", "read its caller's memory"):
             assert "Operation not permitted" in outcomes[action]["detail"], outcomes[action]  # seccomp's EPERM
         assert "Too many open files" in outcomes["open more files than its limit"]["detail"]

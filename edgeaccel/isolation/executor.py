@@ -244,11 +244,11 @@ class _Worker:
 
     def _sandbox_request(self, model: ModelInfo, device: str) -> dict:
         limits = self.limits
-        extra = tuple(str(Path(p).resolve().parent) for p in model.extra_files)  # inside its folder (validated)
         probe = limits.probe
-        return {"mode": limits.sandbox, "model_folder": str(model.path.resolve().parent),
-                "temp_folder": self.temp_folder,
-                "readable": limits.readable + extra, "open_files": limits.open_files,
+        # the model's own files, not its folder: a model beside the app's files must not open the way to them
+        files = [str(Path(p).resolve()) for p in (model.path, *model.extra_files)]
+        return {"mode": limits.sandbox, "model_files": files, "model_folder": str(model.path.resolve().parent),
+                "temp_folder": self.temp_folder, "readable": limits.readable, "open_files": limits.open_files,
                 "cpu_seconds": limits.cpu_seconds, "on_cpu": memory.on_cpu(device),
                 "probe": {"files": list(probe.files), "tcp_port": probe.tcp_port, "unix_socket": probe.unix_socket}
                 if probe else None}

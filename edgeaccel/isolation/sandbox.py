@@ -8,9 +8,9 @@ a new user namespace needs a single-threaded process). In this order:
    privileged): the worker sees only a loopback device that is down, so nothing on the host or the network;
 2. resource limits: open files (RLIMIT_NOFILE), CPU seconds (RLIMIT_CPU) when asked;
 3. ``no_new_privs``: no set-uid or file-capability gain, ever (and what lets an unprivileged process seccomp);
-4. Landlock (kernel >= 5.13): files readable only under the model's folder, the interpreter's and runtimes'
-   folders and a few system files; writable only in the worker's private temp folder; with ABI >= 4 no TCP
-   bind or connect; with ABI >= 6 no signals to, and no abstract Unix sockets of, processes outside;
+4. Landlock (kernel >= 5.13): readable only the model's own files, what is under the interpreter's and
+   runtimes' folders and a few system files; writable only the worker's private temp folder; with ABI >= 4
+   no TCP bind or connect; with ABI >= 6 no signals to, and no abstract Unix sockets of, processes outside;
 5. seccomp (a denylist written as classic BPF): no execve, no new processes (fork, vfork, clone without
    CLONE_THREAD; clone3 answers ENOSYS so that glibc falls back to clone for threads), no ptrace or reading
    other processes' memory, no socket() at all and socketpair() for AF_UNIX only, no mount, namespaces,
@@ -100,7 +100,7 @@ class SandboxError(Exception):
     """sandbox='require' and a layer could not be had (the message says which and why)."""
 
 
-def apply(mode: str, model_folder: str, temp_folder: str, readable: tuple[str, ...] = (),
+def apply(mode: str, model_files: tuple[str, ...], temp_folder: str, readable: tuple[str, ...] = (),
           open_files: int = 0, cpu_seconds: float = 0, on_cpu: bool = True) -> dict:
     """Enter the sandbox; returns {"mode", "active": [...], "missing": {layer: why}, "limits": {...}}.
     Raises SandboxError in "require" mode when any layer is missing (after trying them all, so the message
@@ -119,7 +119,7 @@ def apply(mode: str, model_folder: str, temp_folder: str, readable: tuple[str, .
 
     layer("network_namespace", _new_network_namespace())
     layer("no_new_privs", _no_new_privs())
-    landlock = _landlock(_readable_paths(model_folder, readable), (temp_folder,), on_cpu)
+    landlock = _landlock(_readable_paths(model_files, readable), (temp_folder,), on_cpu)
     for name in ("landlock_files", "landlock_network", "landlock_scope"):
         layer(name, landlock.get(name))
     layer("seccomp", _seccomp())
@@ -177,15 +177,15 @@ def landlock_abi() -> int:
     return max(0, int(version))
 
 
-def _readable_paths(model_folder: str, extra: tuple[str, ...]) -> list[str]:
-    """The model's folder, edgeaccel's package, the interpreter's prefixes and every site-packages / stdlib
+def _readable_paths(model_files: tuple[str, ...], extra: tuple[str, ...]) -> list[str]:
+    """The model's files (with its weights / external data), edgeaccel's package, the interpreter's prefixes and every site-packages / stdlib
     folder on sys.path, system library folders, and ``extra`` (IsolationLimits.readable). Not sys.path
     entries in general: the app's own folder is often one."""
     package = str(Path(__file__).resolve().parents[1])
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     stdlib_like = [p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p
                                                  or any(p.startswith(x) for x in prefixes))]
-    return [model_folder, package, *sorted(prefixes), *stdlib_like, *_SYSTEM_READ, *extra]
+    return [*model_files, package, *sorted(prefixes), *stdlib_like, *_SYSTEM_READ, *extra]
 
 
 def _landlock(readable: list[str], writable: tuple[str, ...], on_cpu: bool) -> dict:

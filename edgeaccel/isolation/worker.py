@@ -48,7 +48,7 @@ def _enter_sandbox(config: dict) -> dict:
     from . import sandbox
 
     try:
-        return sandbox.apply(config["mode"], config["model_folder"], config["temp_folder"],
+        return sandbox.apply(config["mode"], tuple(config["model_files"]), config["temp_folder"],
                              tuple(config["readable"]), config["open_files"], config["cpu_seconds"], config["on_cpu"])
     except sandbox.SandboxError as exc:
         from ..errors import ModelLoadError
