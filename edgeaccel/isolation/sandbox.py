@@ -178,9 +178,9 @@ def landlock_abi() -> int:
 
 
 def _readable_paths(model_files: tuple[str, ...], extra: tuple[str, ...]) -> list[str]:
-    """The model's files (with its weights / external data), edgeaccel's package, the interpreter's prefixes and every site-packages / stdlib
-    folder on sys.path, system library folders, and ``extra`` (IsolationLimits.readable). Not sys.path
-    entries in general: the app's own folder is often one."""
+    """The model's files (with its weights / external data), edgeaccel's package, the interpreter's prefixes
+    and every site-packages / stdlib folder on sys.path, system library folders, and ``extra``
+    (IsolationLimits.readable). Not sys.path entries in general: the app's own folder is often one."""
     package = str(Path(__file__).resolve().parents[1])
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     stdlib_like = [p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p
