@@ -178,15 +178,23 @@ def test_worker_dies_with_its_caller(tmp_path):
     code = (
         "import edgeaccel, os, sys\n"
         f"m = edgeaccel.load({str(SMALL)!r}, isolate=True)\n"
-        "print(m.executor.details['isolated']['pid'], flush=True)\n"
+        "print(m.executor.details['isolated']['pid'], m.executor.details['isolated']['sandbox']['temp_folder'], "
+        "flush=True)\n"
         "os._exit(0)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    pid = int(out.stdout.split()[0])
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    pid, temp_folder = out.stdout.split()
     deadline = time.time() + 10
-    while alive(pid) and time.time() < deadline:
+    while alive(int(pid)) and time.time() < deadline:
         time.sleep(0.05)
-    assert not alive(pid)
+    assert not alive(int(pid))
+    # nobody was left to remove the worker's temp folder: the next caller's first worker does
+    from pathlib import Path
+
+    assert Path(temp_folder).is_dir() and Path(temp_folder).parent == tmp_path
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert not Path(temp_folder).exists(), out.stderr[-2000:]
 
 
 def test_replies_are_never_unpickled():

@@ -126,8 +126,10 @@ class _Worker:
         self._over_memory: str | None = None  # why the memory guard killed it
         self._max_reply = limits.output_bytes or max(1 << 30, 4 * sum(_nbytes(t) for t in model.outputs))
         self.sandbox: dict = {}
-        # private: the only folder the sandboxed worker may write; removed by this process when the worker ends
-        self.temp_folder = tempfile.mkdtemp(prefix="edgeaccel-worker-")
+        # private: the only folder the sandboxed worker may write; removed by this process when the worker ends,
+        # or by a later caller when this one died first (its pid is in the name)
+        _remove_orphan_temp_folders()
+        self.temp_folder = tempfile.mkdtemp(prefix=f"edgeaccel-worker-{os.getpid()}-")
         self._channels: list[socket.socket] = []  # idle channels
         self._open_channels = 0
         self._max_channels = max(1, int(options.runtime_options.get("max_interpreters", 8)))
@@ -475,6 +477,23 @@ def _worker_env() -> dict[str, str]:
     if os.path.realpath(_PACKAGE_ROOT) not in installed:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     return env
+
+
+_swept = False
+
+
+def _remove_orphan_temp_folders() -> None:
+    """Once per process: remove the temp folders of workers whose caller died without removing them (killed,
+    or os._exit). A folder whose pid lives (ours, or reused) is left alone."""
+    global _swept
+    if _swept:
+        return
+    _swept = True
+    for folder in Path(tempfile.gettempdir()).glob("edgeaccel-worker-*-*"):
+        pid = folder.name.split("-")[2]
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        shutil.rmtree(folder, ignore_errors=True)  # never follows a link the worker may have left inside
 
 
 def _nbytes(spec) -> int:
