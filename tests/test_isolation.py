@@ -178,15 +178,23 @@ def test_worker_dies_with_its_caller(tmp_path):
     code = (
         "import edgeaccel, os, sys\n"
         f"m = edgeaccel.load({str(SMALL)!r}, isolate=True)\n"
-        "print(m.executor.details['isolated']['pid'], flush=True)\n"
+        "print(m.executor.details['isolated']['pid'], m.executor.details['isolated']['sandbox']['temp_folder'], "
+        "flush=True)\n"
         "os._exit(0)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    pid = int(out.stdout.split()[0])
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    pid, temp_folder = out.stdout.split()
     deadline = time.time() + 10
-    while alive(pid) and time.time() < deadline:
+    while alive(int(pid)) and time.time() < deadline:
         time.sleep(0.05)
-    assert not alive(pid)
+    assert not alive(int(pid))
+    # nobody was left to remove the worker's temp folder: the next caller's first worker does
+    from pathlib import Path
+
+    assert Path(temp_folder).is_dir() and Path(temp_folder).parent == tmp_path
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert not Path(temp_folder).exists(), out.stderr[-2000:]
 
 
 def test_replies_are_never_unpickled():
@@ -203,6 +211,26 @@ def test_replies_are_never_unpickled():
         wire.send_frame(a, b"{}", [b"\0" * 64])
         with pytest.raises(wire.WireError, match="limit"):
             wire.recv_json(b, 16)
+
+
+def test_a_cached_reply_header_still_checks_every_buffer():
+    """Headers are parsed once and cached; a later frame with the same header and a buffer of the wrong size
+    (a worker lying about what it sends) is still refused, and a good one still decodes to the right values."""
+    from edgeaccel.isolation import wire
+
+    a, b = socket.socketpair()
+    with a, b:
+        for _ in range(2):  # the second time from the cache
+            wire.send_json(a, {"ok": True}, [np.arange(6, dtype=np.int16).reshape(2, 3)])
+            message, (got,) = wire.recv_json(b, 1 << 20)
+            assert message["ok"] is True
+            np.testing.assert_array_equal(got, np.arange(6).reshape(2, 3))
+        header = b'{"ok": true, "arrays": [{"dtype": "<i2", "shape": [2, 3]}]}'
+        wire.send_frame(a, header, [np.zeros(6, np.int16)])
+        wire.recv_json(b, 1 << 20)
+        wire.send_frame(a, header, [b"\0" * 4])
+        with pytest.raises(wire.WireError, match="does not match"):
+            wire.recv_json(b, 1 << 20)
 
 
 def test_cli_isolate():

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""What isolate=True costs per run() call: the same model loaded in process and isolated, timed in
-alternating blocks (a short pause before each block: ORT threads spin after a run, FINDINGS).
+"""What isolate=True costs per run() call: the same model loaded in process ("direct"), isolated with the
+sandbox ("isolated", the default sandbox="auto") and isolated without it ("unsandboxed", sandbox="off"),
+timed in alternating blocks (the order rotates; a short pause before each block: ORT threads spin after a run,
+FINDINGS).
 
-    python tools/bench_isolation.py --blocks 20 --calls 25
+    python tools/bench_isolation.py --blocks 20 --calls 25 --models /work/shared/models
 
-Prints, per model, the median and p90 per-call latency of each mode over blocks x calls runs, and the
-median added cost. Figures drift 2x between runs on a shared machine; compare within one run only.
-Also prints the one-off cost of loading isolated (worker start + runtime import + model load).
+Prints, per model, the median and p90 per-call latency of each mode over blocks x calls runs, the median
+added cost and ratio of each isolated mode against direct, and the one-off cost of loading (for isolated
+modes: worker start + sandbox + runtime import + model load). Figures drift 2x between runs on a shared
+machine; compare within one run only.
 """
 
 from __future__ import annotations
@@ -31,23 +34,27 @@ CASES = {
 }
 
 
+MODES = {"direct": False, "isolated": edgeaccel.IsolationLimits(sandbox="auto"),
+         "unsandboxed": edgeaccel.IsolationLimits(sandbox="off")}
+
+
 def bench(path: Path, blocks: int, calls: int, pause: float) -> dict:
-    t0 = time.perf_counter()
-    isolated = edgeaccel.load(path, isolate=True, strict=True)
-    load_isolated = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    direct = edgeaccel.load(path, strict=True)
-    load_direct = time.perf_counter() - t0
+    models, load_s = {}, {}
+    for mode, isolate in MODES.items():
+        t0 = time.perf_counter()
+        models[mode] = edgeaccel.load(path, isolate=isolate, strict=True)
+        load_s[mode] = round(time.perf_counter() - t0, 3)
+    direct = models["direct"]
     rng = np.random.default_rng(0)
     inputs = [rng.integers(0, 256, s.shape, dtype=np.uint8) for s in direct.inputs]
-    times: dict[str, list[float]] = {"direct": [], "isolated": []}
-    models = {"direct": direct, "isolated": isolated}
-    with direct, isolated:
+    times: dict[str, list[float]] = {mode: [] for mode in MODES}
+    names = list(MODES)
+    try:
         for model in models.values():
             for _ in range(20):
                 model.run(inputs)
         for b in range(blocks):
-            order = ("direct", "isolated") if b % 2 == 0 else ("isolated", "direct")
+            order = names[b % len(names):] + names[:b % len(names)]
             for mode in order:
                 time.sleep(pause)
                 run = models[mode].run
@@ -55,15 +62,19 @@ def bench(path: Path, blocks: int, calls: int, pause: float) -> dict:
                     start = time.perf_counter()
                     run(inputs)
                     times[mode].append(time.perf_counter() - start)
+        sandbox = models["isolated"].executor.details["isolated"]["sandbox"]["active"]
+    finally:
+        for model in models.values():
+            model.close()
     ms = {k: np.asarray(v) * 1e3 for k, v in times.items()}
     med = {k: float(np.median(v)) for k, v in ms.items()}
     return {
         "runs_per_mode": blocks * calls, "blocks": blocks, "calls_per_block": calls,
         "median_ms": {k: round(v, 4) for k, v in med.items()},
         "p90_ms": {k: round(float(np.percentile(v, 90)), 4) for k, v in ms.items()},
-        "added_median_ms": round(med["isolated"] - med["direct"], 4),
-        "ratio": round(med["isolated"] / med["direct"], 3),
-        "load_s": {"direct": round(load_direct, 3), "isolated": round(load_isolated, 3)},
+        "added_median_us": {k: round((med[k] - med["direct"]) * 1e3, 1) for k in names[1:]},
+        "ratio": {k: round(med[k] / med["direct"], 3) for k in names[1:]},
+        "load_s": load_s, "sandbox_layers": sandbox,
         "input_bytes": int(sum(a.nbytes for a in inputs)),
     }
 
@@ -74,8 +85,11 @@ def main() -> int:
     p.add_argument("--calls", type=int, default=25)
     p.add_argument("--pause", type=float, default=0.05)
     p.add_argument("--models", type=Path, default=ROOT.parent / "shared" / "models")
+    p.add_argument("--only", help="run only the cases whose label contains this text")
     args = p.parse_args()
     for label, name in CASES.items():
+        if args.only and args.only not in label:
+            continue
         result = bench(args.models / name, args.blocks, args.calls, args.pause)
         print(json.dumps({"model": label, **result}), flush=True)
     return 0

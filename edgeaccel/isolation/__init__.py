@@ -4,9 +4,9 @@
 ``IsolatedExecutor``; the Model and its fallback logic are unchanged.
 """
 
-from .limits import IsolationLimits
+from .limits import IsolationLimits, SandboxProbe
 
-__all__ = ["IsolationLimits", "IsolatedExecutor"]
+__all__ = ["IsolationLimits", "IsolatedExecutor", "SandboxProbe"]
 
 
 def __getattr__(name: str):

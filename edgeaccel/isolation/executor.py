@@ -9,13 +9,17 @@ retried as it is.
 from __future__ import annotations
 
 import collections
+import dataclasses
+import json
 import logging
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -62,6 +66,7 @@ class IsolatedExecutor(Executor):
         self._starts += 1
         worker = _Worker(self.inner_runtime, self.model, self.device, self.options, self.limits)
         self._memory = worker.memory  # the limits of the last worker, shown while none runs
+        self._sandbox = worker.sandbox
         return worker
 
     def _current(self) -> _Worker:
@@ -85,7 +90,8 @@ class IsolatedExecutor(Executor):
         plan = worker.memory if worker else self._memory
         details["isolated"] = {"pid": worker.pid if worker else None, "starts": self._starts,
                                "memory_limit": plan.address_space, "memory": plan.to_dict(),
-                               "load_timeout": self.limits.load_timeout, "run_timeout": self.limits.run_timeout}
+                               "load_timeout": self.limits.load_timeout, "run_timeout": self.limits.run_timeout,
+                               "sandbox": worker.sandbox if worker else self._sandbox}
         return ExecutorInfo(base.runtime, base.version, base.device, base.precision, base.threads,
                             details=details)
 
@@ -118,7 +124,12 @@ class _Worker:
         self._timed_out = False
         self.memory = memory.plan(device, limits)
         self._over_memory: str | None = None  # why the memory guard killed it
-        self._max_reply = max(1 << 30, 4 * sum(_nbytes(t) for t in model.outputs))
+        self._max_reply = limits.output_bytes or max(1 << 30, 4 * sum(_nbytes(t) for t in model.outputs))
+        self.sandbox: dict = {}
+        # private: the only folder the sandboxed worker may write; removed by this process when the worker ends,
+        # or by a later caller when this one died first (its pid is in the name)
+        _remove_orphan_temp_folders()
+        self.temp_folder = tempfile.mkdtemp(prefix=f"edgeaccel-worker-{os.getpid()}-")
         self._channels: list[socket.socket] = []  # idle channels
         self._open_channels = 0
         self._max_channels = max(1, int(options.runtime_options.get("max_interpreters", 8)))
@@ -126,10 +137,19 @@ class _Worker:
         self._control_lock = threading.Lock()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = _worker_env()
+        env["TMPDIR"] = self.temp_folder
+        if limits.sandbox != "off":
+            # HOME too: runtimes keep ids and caches under ~ (OpenVINO's telemetry reads ~/intel at load, and
+            # fails the load when it may not); user site-packages stay where they are
+            import site
+
+            env.setdefault("PYTHONUSERBASE", site.getuserbase())
+            env["HOME"] = self.temp_folder
         try:
             self.proc = _spawn(
                 [limits.python or sys.executable, "-m", "edgeaccel.isolation.worker", str(theirs.fileno()),
-                 str(os.getpid()), str(self.memory.address_space)],
+                 str(os.getpid()), str(self.memory.address_space),
+                 json.dumps(self._sandbox_request(model, device))],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, env=env, start_new_session=True,
             )
@@ -137,6 +157,7 @@ class _Worker:
             ours.close()
             if self.memory.cgroup is not None:
                 memory.remove_cgroup(self.memory.cgroup)
+            shutil.rmtree(self.temp_folder, ignore_errors=True)
             raise errors.ModelLoadError(f"could not start a worker process: {exc}", runtime=runtime,
                                         hint="check IsolationLimits.python, or load without isolate") from exc
         finally:
@@ -172,6 +193,7 @@ class _Worker:
     def _release_memory_guard(self) -> None:
         """Once the worker is gone: stop watching it, read whether its cgroup's limit killed it, remove it."""
         memory.watchdog.unwatch(self.pid)
+        shutil.rmtree(self.temp_folder, ignore_errors=True)
         cgroup = self.memory.cgroup
         if cgroup is not None and cgroup.exists():
             if memory.oom_kills(cgroup) and self._over_memory is None:
@@ -188,6 +210,10 @@ class _Worker:
 
     # -- load ---------------------------------------------------------------------------------------------------
     def _load(self, model: ModelInfo, device: str, options: ExecutorOptions) -> ExecutorInfo:
+        sandboxed = self.limits.sandbox != "off"
+        if sandboxed and options.cache_dir:
+            # a worker that writes compiled models which trusted loads read later could poison them
+            options = dataclasses.replace(options, cache_dir=None)
         request = {"op": "load", "runtime": self.runtime, "model": model, "device": device, "options": options,
                    "threads": options.runtime_options.get("max_interpreters", 8)}
         self.sock.settimeout(self.limits.load_timeout)
@@ -209,18 +235,32 @@ class _Worker:
                 self.sock.settimeout(None)
         if not reply.get("ok"):
             self.close()
-            raise _as_error(reply, self.runtime, self.memory.address_space)
+            raise _as_error(reply, self.runtime, self.memory.address_space, self.limits.open_files)
+        self.sandbox = dict(reply.get("sandbox") or {})
+        if sandboxed:
+            self.sandbox["cache"] = ("off: a sandboxed worker neither reads nor writes edgeaccel's compiled-model "
+                                     "cache (a hostile model could poison what trusted loads read)")
         info = reply["info"]
         return ExecutorInfo(str(info["runtime"]), str(info["version"]), str(info["device"]), str(info["precision"]),
                             info.get("threads"), details=dict(info.get("details") or {}))
+
+    def _sandbox_request(self, model: ModelInfo, device: str) -> dict:
+        limits = self.limits
+        probe = limits.probe
+        # the model's own files, not its folder: a model beside the app's files must not open the way to them
+        files = [str(Path(p).resolve()) for p in (model.path, *model.extra_files)]
+        return {"mode": limits.sandbox, "model_files": files, "model_folder": str(model.path.resolve().parent),
+                "temp_folder": self.temp_folder, "readable": limits.readable, "open_files": limits.open_files,
+                "cpu_seconds": limits.cpu_seconds, "on_cpu": memory.on_cpu(device),
+                "probe": {"files": list(probe.files), "tcp_port": probe.tcp_port, "unix_socket": probe.unix_socket}
+                if probe else None}
 
     # -- run ------------------------------------------------------------------------------------------------------
     def call(self, arrays: list[np.ndarray], timeout: float) -> list[np.ndarray]:
         channel = self._take_channel(timeout)
         healthy = False
         try:
-            channel.settimeout(timeout)
-            wire.send_pickle(channel, {"op": "run", "arrays": arrays})
+            wire.send_json(channel, {"op": "run"}, arrays)  # the channel's timeout: set_timeout when it was made
             reply, outputs = wire.recv_json(channel, self._max_reply)
             healthy = True
         except (TimeoutError, socket.timeout):
@@ -233,12 +273,21 @@ class _Worker:
                 hint="raise IsolationLimits(run_timeout=...) if the model is just slow; your inputs are "
                 "unchanged and the request can be retried",
             ) from None
+        except TypeError as exc:  # an input the wire cannot describe (send_json refused it before sending a byte)
+            raise errors.InputDTypeError(
+                f"{self.name}: {exc}", hint="pass numeric arrays, or str/bytes elements for string tensors") from None
+        except wire.WireLimitError as exc:  # the worker lives on; this channel, with the reply unread, is closed
+            raise errors.InferenceError(
+                f"{self.name}: run() produced {exc.declared} bytes of outputs, over the limit of {exc.limit} bytes; "
+                "they were refused", hint=f"raise IsolationLimits(output_bytes=...) (now {exc.limit}) if the model "
+                "really produces that much; a model that declares small outputs and returns huge ones is suspect",
+            ) from None
         except (wire.WireError, OSError) as exc:
             raise self._crashed("running", exc) from None
         finally:
             self._give_channel(channel, healthy)
         if not reply.get("ok"):
-            raise _as_error(reply, self.runtime, self.memory.address_space)
+            raise _as_error(reply, self.runtime, self.memory.address_space, self.limits.open_files)
         return outputs
 
     def _take_channel(self, timeout: float) -> socket.socket:
@@ -256,6 +305,7 @@ class _Worker:
                         f"{self.name}: waited {timeout:g} s for one of its {self._max_channels} channels",
                         runtime=self.runtime, hint="fewer concurrent callers, or raise max_interpreters")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        wire.set_timeout(ours, timeout)
         try:
             with self._control_lock:
                 socket.send_fds(self.sock, [b"c"], [theirs.fileno()], socket.MSG_NOSIGNAL)
@@ -308,6 +358,10 @@ class _Worker:
         else:
             hint = ("the model crashed its runtime; this process is unharmed. Your inputs are unchanged: retry "
                     "(a new worker starts), or fall back to another executor or model")
+        if self._killed_by_signal() == signal.SIGXCPU:
+            hint = (f"the worker used up its CPU time, IsolationLimits(cpu_seconds={self.limits.cpu_seconds:g}) over "
+                    "its life: raise it (or 0 for none) if the model is just slow; a new worker serves the next "
+                    "request and your inputs are unchanged")
         if self._killed_by_signal() in (signal.SIGKILL, signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS) \
                 and self.memory.address_space:
             hint += (f". The worker's address space is limited to {self.memory.address_space / 2**30:g} GiB: if "
@@ -333,6 +387,8 @@ class _Worker:
         elif code is not None and code < 0:
             sig = signal.Signals(-code)
             how = f"was killed by {sig.name} ({signal.strsignal(sig) or sig.name})"
+            if sig == signal.SIGXCPU:
+                how += f": it reached its CPU time limit of {self.limits.cpu_seconds:g} s (RLIMIT_CPU)"
         elif code is not None:
             how = f"exited with status {code}"
         else:
@@ -423,6 +479,23 @@ def _worker_env() -> dict[str, str]:
     return env
 
 
+_swept = False
+
+
+def _remove_orphan_temp_folders() -> None:
+    """Once per process: remove the temp folders of workers whose caller died without removing them (killed,
+    or os._exit). A folder whose pid lives (ours, or reused) is left alone."""
+    global _swept
+    if _swept:
+        return
+    _swept = True
+    for folder in Path(tempfile.gettempdir()).glob("edgeaccel-worker-*-*"):
+        pid = folder.name.split("-")[2]
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        shutil.rmtree(folder, ignore_errors=True)  # never follows a link the worker may have left inside
+
+
 def _nbytes(spec) -> int:
     count = 1
     for d in spec.shape:
@@ -438,7 +511,7 @@ def _mib(count: int) -> str:
     return f"{count / 2**20:.0f} MiB"
 
 
-def _as_error(reply: dict, runtime: str, address_space: int) -> EdgeAccelError:
+def _as_error(reply: dict, runtime: str, address_space: int, open_files: int = 0) -> EdgeAccelError:
     """The worker's error as the same edgeaccel class; only names of that tree are honoured."""
     cls = _ERROR_CLASSES.get(str(reply.get("error")), errors.InferenceError)
     message = str(reply.get("message") or f"{cls.__name__} in the worker, with no message")
@@ -448,6 +521,9 @@ def _as_error(reply: dict, runtime: str, address_space: int) -> EdgeAccelError:
         hint = (f"the worker's address space is limited to {address_space / 2**30:g} GiB and the runtime "
                 "could not get memory (or a thread) under it: raise IsolationLimits(memory_bytes=...) if the "
                 "model is that large" + (f"; otherwise: {hint}" if hint else ""))
+    if open_files and ("Too many open files" in message or "EMFILE" in message):
+        hint = (f"the worker may keep {open_files} files open (IsolationLimits(open_files={open_files})): raise it "
+                "if the runtime needs more" + (f"; otherwise: {hint}" if hint else ""))
     if issubclass(cls, errors.ExecutorError):
         return cls(message, runtime=str(reply.get("runtime") or runtime), hint=hint)
     if issubclass(cls, (errors.NoExecutorError, errors.ConfigError)):

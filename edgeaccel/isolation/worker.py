@@ -1,11 +1,13 @@
 """The worker process: loads one model on one executor and serves run requests from its caller.
 
-Started by ``IsolatedExecutor`` as ``python -m edgeaccel.isolation.worker FD PARENT_PID MEMORY_BYTES``, with
-the socket's end as FD. Limits are set before any runtime is imported. The worker dies with its caller
-(PR_SET_PDEATHSIG), and exits when the socket closes.
+Started by ``IsolatedExecutor`` as ``python -m edgeaccel.isolation.worker FD PARENT_PID MEMORY_BYTES SANDBOX``,
+with the socket's end as FD and SANDBOX the sandbox's settings in JSON. The worker dies with its caller
+(PR_SET_PDEATHSIG), and exits when the socket closes. It enters its sandbox (sandbox.py) and limits first, while
+it has one thread: before it imports numpy (whose BLAS starts threads) or a runtime, and before it reads the
+load request or the model.
 
 The control socket carries one pickled {"op": "load", runtime, model, device, options} and its JSON reply, then
-channels (see _serve). On a channel: pickled {"op": "run", arrays}, answered in JSON {"ok": true} + the output
+channels (see _serve). On a channel: {"op": "run"} and the input arrays, answered in JSON {"ok": true} + the output
 arrays, or {"ok": false, "error": class name, message, hint}.
 """
 
@@ -42,6 +44,22 @@ def _limit_memory(limit: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def _enter_sandbox(config: dict) -> dict:
+    from . import sandbox
+
+    try:
+        return sandbox.apply(config["mode"], tuple(config["model_files"]), config["temp_folder"],
+                             tuple(config["readable"]), config["open_files"], config["cpu_seconds"], config["on_cpu"])
+    except sandbox.SandboxError as exc:
+        from ..errors import ModelLoadError
+
+        raise ModelLoadError(
+            f"IsolationLimits(sandbox='require'), but the worker cannot have every sandbox layer here: {exc}",
+            hint="run on a kernel that offers them (Landlock: Linux >= 5.13 with landlock in lsm=; a network "
+            "namespace: root, or unprivileged user namespaces enabled), or accept the layers this kernel has "
+            "with sandbox='auto' (executor.details['isolated']['sandbox'] then lists what is missing)") from None
+
+
 def _error_reply(exc: BaseException, default: str) -> dict:
     from ..errors import EdgeAccelError, runtime_message
 
@@ -54,10 +72,16 @@ def _error_reply(exc: BaseException, default: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    fd, parent_pid, memory = int(argv[0]), int(argv[1]), int(argv[2])
+    import json
+
+    fd, parent_pid, memory, config = int(argv[0]), int(argv[1]), int(argv[2]), json.loads(argv[3])
     _die_with_parent(parent_pid)
     _limit_memory(memory)
     sock = socket.socket(fileno=fd)
+    try:
+        confined, refused = _enter_sandbox(config), None
+    except BaseException as exc:  # sandbox='require' and a layer is missing: said in the reply to the request
+        confined, refused = {}, exc
     from . import wire
 
     try:
@@ -66,12 +90,21 @@ def main(argv: list[str]) -> int:
         return 0
     executor = None
     try:
+        if refused is not None:
+            raise refused
         from ..executors.registry import runtimes
 
         cls = runtimes()[request["runtime"]]
         executor = cls(request["model"], request["device"], request["options"])
         info = executor.info
-        reply = {"ok": True, "pid": os.getpid(),
+        if config.get("probe"):  # the test hook: only when a test asked for it
+            from . import probe
+
+            confined["probe"] = probe.run(config["probe"]["files"], config["probe"]["tcp_port"],
+                                          config["probe"]["unix_socket"], config["model_folder"],
+                                          config["temp_folder"], memory,
+                                          config["open_files"])
+        reply = {"ok": True, "pid": os.getpid(), "sandbox": confined,
                  "info": {"runtime": info.runtime, "version": info.version, "device": info.device,
                           "precision": info.precision, "threads": info.threads,
                           "details": _jsonable(info.details)}}
@@ -93,11 +126,11 @@ def _serve(control: socket.socket, executor) -> None:
         with channel:
             while True:
                 try:
-                    request = wire.recv_pickle(channel)
+                    _, inputs = wire.recv_json(channel, 1 << 62)  # {"op": "run"}: the only request on a channel
                 except (wire.WireError, OSError):
                     return
                 try:
-                    outputs = executor.run(request["arrays"])
+                    outputs = executor.run(inputs)
                     reply, arrays = {"ok": True}, outputs
                 except BaseException as exc:
                     reply, arrays = _error_reply(exc, "InferenceError"), []

@@ -1,0 +1,325 @@
+"""The sandbox an isolated worker enters before it reads the model: each layer where the kernel offers it.
+
+Applied by the worker (``apply``) after it received its load request and before it imports a runtime or
+opens the model, while it still has one thread (Landlock binds the calling thread and its future children;
+a new user namespace needs a single-threaded process). In this order:
+
+1. a new network namespace (``unshare(CLONE_NEWNET)``, with a new user namespace when the caller is not
+   privileged): the worker sees only a loopback device that is down, so nothing on the host or the network;
+2. resource limits: open files (RLIMIT_NOFILE), CPU seconds (RLIMIT_CPU) when asked;
+3. ``no_new_privs``: no set-uid or file-capability gain, ever (and what lets an unprivileged process seccomp);
+4. Landlock (kernel >= 5.13): readable only the model's own files, what is under the interpreter's and
+   runtimes' folders and a few system files; writable only the worker's private temp folder; with ABI >= 4
+   no TCP bind or connect; with ABI >= 6 no signals to, and no abstract Unix sockets of, processes outside;
+5. seccomp (a denylist written as classic BPF): no execve, no new processes (fork, vfork, clone without
+   CLONE_THREAD; clone3 answers ENOSYS so that glibc falls back to clone for threads), no ptrace or reading
+   other processes' memory, no socket() at all and socketpair() for AF_UNIX only, no mount, namespaces,
+   kernel modules, bpf, io_uring, keyrings, perf events. Runtimes call none of these to load or run a model
+   (the tests run all three under it).
+
+``mode``: "auto" uses what exists and says what is missing, "require" refuses to load without every layer,
+"off" applies none. The report says, per layer, "active" or why not.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import resource
+import struct
+import sys
+from pathlib import Path
+
+MODES = ("auto", "require", "off")
+LAYERS = ("network_namespace", "no_new_privs", "landlock_files", "landlock_network", "landlock_scope", "seccomp")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+# -- Landlock (include/uapi/linux/landlock.h) ------------------------------------------------------------------
+_LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446  # x86_64 and aarch64 alike
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_FS_ABI1 = (1 << 13) - 1  # EXECUTE .. MAKE_SYM
+_REFER, _TRUNCATE, _IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
+_SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+_FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | _TRUNCATE | _IOCTL_DEV  # the rights a rule on a file may grant
+_READ = READ_FILE | READ_DIR
+
+# -- seccomp ---------------------------------------------------------------------------------------------------
+_PR_SET_NO_NEW_PRIVS, _PR_GET_NO_NEW_PRIVS = 38, 39
+_SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
+_RET_ALLOW, _RET_ERRNO, _RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+_LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_CLONE_THREAD, _CLONE_NEWUSER, _CLONE_NEWNET = 0x00010000, 0x10000000, 0x40000000
+_AF_UNIX = 1
+
+# Per architecture: (AUDIT_ARCH, syscall numbers). Names refused with EPERM; "clone" and "socket"/"socketpair"
+# are checked on their first argument; "clone3" gets ENOSYS.
+_SYSCALLS = {
+    "x86_64": (0xC000003E, {
+        "execve": 59, "execveat": 322, "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "ptrace": 101,
+        "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438, "kcmp": 312,
+        "socket": 41, "socketpair": 53, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
+        "unshare": 272, "setns": 308, "fsopen": 430, "fsmount": 432, "move_mount": 429, "open_tree": 428,
+        "init_module": 175, "finit_module": 313, "delete_module": 176, "kexec_load": 246, "kexec_file_load": 320,
+        "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "keyctl": 250, "add_key": 248, "request_key": 249,
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_by_handle_at": 304,
+        "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163, "iopl": 172, "ioperm": 173,
+        "settimeofday": 164, "clock_settime": 227, "adjtimex": 159, "personality": 135,
+    }),
+    "aarch64": (0xC00000B7, {
+        "execve": 221, "execveat": 281, "clone": 220, "clone3": 435, "ptrace": 117,
+        "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_getfd": 438, "kcmp": 272,
+        "socket": 198, "socketpair": 199, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
+        "unshare": 97, "setns": 268, "fsopen": 430, "fsmount": 432, "move_mount": 429, "open_tree": 428,
+        "init_module": 105, "finit_module": 273, "delete_module": 106, "kexec_load": 104, "kexec_file_load": 294,
+        "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "keyctl": 219, "add_key": 217, "request_key": 218,
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_by_handle_at": 265,
+        "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89,
+        "settimeofday": 170, "clock_settime": 112, "adjtimex": 171, "personality": 92,
+    }),
+}
+
+# Read-only system files the runtimes and the dynamic loader read; the rest of /etc and /proc stays closed.
+_SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+                "/etc/localtime", "/proc/self", "/proc/thread-self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat",
+                "/sys/devices/system/cpu", "/sys/devices/system/node", "/sys/fs/cgroup", "/dev/urandom",
+                "/dev/random", "/dev/zero")
+_SYSTEM_WRITE = ("/dev/null",)
+# Accelerator device nodes, read/write with ioctls, for workers off the CPU
+_DEVICES = ("/dev/dri", "/dev/accel", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia0", "/dev/apex_0",
+            "/dev/bus/usb", "/dev/kfd")
+
+
+class SandboxError(Exception):
+    """sandbox='require' and a layer could not be had (the message says which and why)."""
+
+
+def apply(mode: str, model_files: tuple[str, ...], temp_folder: str, readable: tuple[str, ...] = (),
+          open_files: int = 0, cpu_seconds: float = 0, on_cpu: bool = True) -> dict:
+    """Enter the sandbox; returns {"mode", "active": [...], "missing": {layer: why}, "limits": {...}}.
+    Raises SandboxError in "require" mode when any layer is missing (after trying them all, so the message
+    lists every missing one)."""
+    report: dict = {"mode": mode, "active": [], "missing": {}, "temp_folder": temp_folder,
+                    "limits": _limit_resources(open_files, cpu_seconds)}
+    if mode == "off":
+        report["missing"] = {layer: "sandbox='off'" for layer in LAYERS}
+        return report
+
+    def layer(name: str, why_not: str | None) -> None:
+        if why_not is None:
+            report["active"].append(name)
+        else:
+            report["missing"][name] = why_not
+
+    layer("network_namespace", _new_network_namespace())
+    layer("no_new_privs", _no_new_privs())
+    landlock = _landlock(_readable_paths(model_files, readable), (temp_folder,), on_cpu)
+    for name in ("landlock_files", "landlock_network", "landlock_scope"):
+        layer(name, landlock.get(name))
+    layer("seccomp", _seccomp())
+    if mode == "require" and report["missing"]:
+        raise SandboxError("; ".join(f"{k}: {v}" for k, v in report["missing"].items()))
+    return report
+
+
+def _limit_resources(open_files: int, cpu_seconds: float) -> dict:
+    applied = {}
+    if open_files:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        limit = open_files if hard == resource.RLIM_INFINITY else min(open_files, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+        applied["open_files"] = limit
+    if cpu_seconds:
+        # soft: SIGXCPU (the caller names the limit); hard one second later: SIGKILL if SIGXCPU is caught
+        seconds = max(1, int(round(cpu_seconds)))
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
+        applied["cpu_seconds"] = seconds
+    return applied
+
+
+def _errno_text(what: str) -> str:
+    code = ctypes.get_errno()
+    return f"{what} failed: {errno.errorcode.get(code, code)} ({os.strerror(code)})"
+
+
+# -- network namespace -------------------------------------------------------------------------------------------
+def _new_network_namespace() -> str | None:
+    if _libc.unshare(_CLONE_NEWNET) == 0:
+        return None
+    direct = _errno_text("unshare(CLONE_NEWNET)")
+    # Unprivileged: a user namespace of our own first (where the kernel allows it: unprivileged_userns_clone,
+    # max_user_namespaces, AppArmor's restrict_unprivileged_userns). File access keeps the real uid.
+    if _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0:
+        return None
+    return f"{direct}; {_errno_text('unshare(CLONE_NEWUSER|CLONE_NEWNET)')} (unprivileged user namespaces off?)"
+
+
+# -- no_new_privs ------------------------------------------------------------------------------------------------
+def _no_new_privs() -> str | None:
+    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return _errno_text("prctl(PR_SET_NO_NEW_PRIVS)")
+    return None
+
+
+# -- Landlock ----------------------------------------------------------------------------------------------------
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 where it has none (or it is disabled at boot)."""
+    if platform.machine() not in _SYSCALLS:
+        return 0
+    version = _libc.syscall(_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
+                            ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
+    return max(0, int(version))
+
+
+def _readable_paths(model_files: tuple[str, ...], extra: tuple[str, ...]) -> list[str]:
+    """The model's files (with its weights / external data), edgeaccel's package, the interpreter's prefixes
+    and every site-packages / stdlib folder on sys.path, system library folders, and ``extra``
+    (IsolationLimits.readable). Not sys.path entries in general: the app's own folder is often one."""
+    package = str(Path(__file__).resolve().parents[1])
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    stdlib_like = [p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p
+                                                 or any(p.startswith(x) for x in prefixes))]
+    return [*model_files, package, *sorted(prefixes), *stdlib_like, *_SYSTEM_READ, *extra]
+
+
+def _landlock(readable: list[str], writable: tuple[str, ...], on_cpu: bool) -> dict:
+    """Restrict this thread (and threads it starts later) to the given paths; returns {layer: why not} for
+    the three Landlock layers that could not be had, nothing for those that are active."""
+    abi = landlock_abi()
+    names = ("landlock_files", "landlock_network", "landlock_scope")
+    if abi < 1:
+        why = (f"no Landlock on {platform.machine()} or on this kernel ({platform.release()}; needs Linux "
+               ">= 5.13 with landlock in the lsm= boot list)")
+        return dict.fromkeys(names, why)
+    threads = _thread_count()
+    if threads != 1:  # Landlock binds the calling thread only: others would stay unrestricted
+        return dict.fromkeys(names, f"the worker already runs {threads} threads")
+    fs = _FS_ABI1 | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0) | (_IOCTL_DEV if abi >= 5 else 0)
+    net = (_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0
+    scoped = (_SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL) if abi >= 6 else 0
+    attr = struct.pack("<QQQ", fs, net, scoped)[: 8 if abi < 4 else 16 if abi < 6 else 24]
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    ruleset = _libc.syscall(_LANDLOCK_CREATE_RULESET, buf, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return dict.fromkeys(names, _errno_text("landlock_create_ruleset"))
+    try:
+        for path in readable:
+            _allow(ruleset, path, (_READ | EXECUTE) & fs)
+        for path in _SYSTEM_WRITE:
+            _allow(ruleset, path, (_READ | WRITE_FILE | _TRUNCATE) & fs)
+        for path in writable:
+            _allow(ruleset, path, fs)
+        if not on_cpu:
+            for path in _DEVICES:
+                _allow(ruleset, path, (_READ | WRITE_FILE | _IOCTL_DEV) & fs)
+        if _libc.syscall(_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+            return dict.fromkeys(names, _errno_text("landlock_restrict_self"))
+    finally:
+        os.close(ruleset)
+    missing = {}
+    if not net:
+        missing["landlock_network"] = f"Landlock ABI {abi} < 4 has no TCP rules (the seccomp filter still " \
+                                      "refuses non-Unix sockets)"
+    if not scoped:
+        missing["landlock_scope"] = f"Landlock ABI {abi} < 6 cannot scope signals and abstract Unix sockets"
+    return missing
+
+
+def _allow(ruleset: int, path: str, rights: int) -> None:
+    """One path_beneath rule; a path that does not exist here is skipped (a system without /lib64)."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if not os.path.isdir(path):
+            rights &= _FILE_ONLY
+        rule = struct.pack("<Qi", rights, fd)  # struct landlock_path_beneath_attr is packed: 12 bytes
+        buf = ctypes.create_string_buffer(rule, len(rule))
+        if _libc.syscall(_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), buf,
+                         ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), f"landlock_add_rule({path})")
+    finally:
+        os.close(fd)
+
+
+def _thread_count() -> int:
+    try:
+        with open("/proc/self/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Threads:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+# -- seccomp -----------------------------------------------------------------------------------------------------
+def seccomp_program(machine: str) -> bytes:
+    """The filter as struct sock_filter[] bytes: arch check, then each refused call, then allow."""
+    arch, numbers = _SYSCALLS[machine]
+    code: list[tuple[int, int, int, int]] = []
+
+    def ins(op: int, k: int, jt: int = 0, jf: int = 0) -> None:
+        code.append((op, jt, jf, k))
+
+    eperm, enosys, eafnosupport = (_RET_ERRNO | errno.EPERM, _RET_ERRNO | errno.ENOSYS,
+                                   _RET_ERRNO | errno.EAFNOSUPPORT)
+    ins(_LD_W_ABS, 4)  # seccomp_data.arch
+    ins(_JEQ, arch, 1, 0)
+    ins(_RET, _RET_KILL_PROCESS)  # a syscall made through another ABI (int 0x80) never gets past this
+    ins(_LD_W_ABS, 0)  # seccomp_data.nr
+    if machine == "x86_64":
+        ins(_JGE, 0x40000000, 0, 1)  # the x32 ABI's numbers
+        ins(_RET, eperm)
+    special = {"clone", "clone3", "socket", "socketpair"}
+    for name, nr in numbers.items():
+        if name not in special:
+            ins(_JEQ, nr, 0, 1)
+            ins(_RET, eperm)
+    ins(_JEQ, numbers["clone3"], 0, 1)
+    ins(_RET, enosys)  # glibc then creates threads with clone(CLONE_THREAD, ...), which is checked below
+    # clone: a thread (CLONE_THREAD in flags, the first argument: seccomp_data.args[0] at offset 16) or nothing
+    ins(_JEQ, numbers["clone"], 0, 4)
+    ins(_LD_W_ABS, 16)
+    ins(_JSET, _CLONE_THREAD, 0, 1)
+    ins(_RET, _RET_ALLOW)
+    ins(_RET, eperm)
+    # socket(): none at all. The worker's channels arrive made (SCM_RIGHTS). AF_UNIX is refused too: Landlock
+    # does not govern connect() to a named Unix socket (/run/docker.sock, a D-Bus bus), nor a datagram sent
+    # to one, so the only safe Unix socket is one the worker cannot point anywhere.
+    ins(_JEQ, numbers["socket"], 0, 4)
+    ins(_LD_W_ABS, 16)
+    ins(_JEQ, _AF_UNIX, 0, 1)
+    ins(_RET, eperm)
+    ins(_RET, eafnosupport)  # other families: "no network here", which runtimes take in their stride
+    # socketpair(): AF_UNIX only (a pair connected to itself reaches nothing)
+    ins(_JEQ, numbers["socketpair"], 0, 4)
+    ins(_LD_W_ABS, 16)
+    ins(_JEQ, _AF_UNIX, 0, 1)
+    ins(_RET, _RET_ALLOW)
+    ins(_RET, eafnosupport)
+    ins(_RET, _RET_ALLOW)
+    return b"".join(struct.pack("<HBBI", *c) for c in code)
+
+
+def _seccomp() -> str | None:
+    machine = platform.machine()
+    if machine not in _SYSCALLS:
+        return f"no seccomp filter written for {machine} (x86_64 and aarch64 only)"
+    program = seccomp_program(machine)
+    filters = ctypes.create_string_buffer(program, len(program))
+    fprog = struct.pack("<HxxxxxxQ", len(program) // 8, ctypes.addressof(filters))  # struct sock_fprog
+    fprog_buf = ctypes.create_string_buffer(fprog, len(fprog))
+    seccomp_nr = 317 if machine == "x86_64" else 277
+    # TSYNC: every thread of the worker gets the filter, should a runtime have started one already
+    if _libc.syscall(seccomp_nr, ctypes.c_uint(_SECCOMP_SET_MODE_FILTER), ctypes.c_uint(_SECCOMP_FILTER_FLAG_TSYNC),
+                     fprog_buf) != 0:
+        return _errno_text("seccomp(SECCOMP_SET_MODE_FILTER)")
+    return None

@@ -1,0 +1,266 @@
+"""The sandbox of isolated workers (issue 21): from inside a real worker that loaded a real model on each runtime,
+every forbidden action is attempted (the test-only SandboxProbe) and refused, while the answers stay right.
+
+A control run with sandbox="off" makes the same attempts succeed: the probe really reaches the app's file, the
+listening socket and /bin/sh, so a refusal comes from the sandbox and not from a broken probe. A missing layer
+is made real by a caller that a seccomp filter forbids unshare(), as Docker's default profile does.
+"""
+
+from __future__ import annotations
+
+import platform
+import struct
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import edgeaccel
+from conftest import MODELS, image_input
+from edgeaccel import IsolationLimits
+from edgeaccel.errors import WorkerCrashedError
+from edgeaccel.isolation import SandboxProbe
+from edgeaccel.isolation.sandbox import LAYERS, landlock_abi
+
+pytestmark = pytest.mark.shared
+
+CASES = {
+    "litert": "mobilenet_v1_0.25_128_quant.tflite",
+    "onnxruntime": "mobilenet_v2_1.0_224_quant.onnx",
+    "openvino": "openvino/mobilenet_v2_1.0_224_quant.xml",
+}
+FORBIDDEN = ("read /etc/passwd", "read {secret}", "write beside {secret}", "write /tmp",
+             "write into the model's folder", "connect to 127.0.0.1:{port}", "connect to {unix_socket}",
+             "start /bin/sh", "execve /bin/sh", "ptrace its caller", "read its caller's memory", "signal its caller",
+             "allocate past its address-space limit", "open more files than its limit")
+full_sandbox = pytest.mark.skipif(landlock_abi() < 6 or platform.machine() not in ("x86_64", "aarch64"),
+                                  reason="needs Landlock ABI >= 6 and a seccomp filter for this architecture")
+
+
+@pytest.fixture
+def listener(tmp_path):
+    """A TCP server on 127.0.0.1 and a Unix socket server in the app's folder that accept whoever connects: what
+    a worker must not reach (a local database, Docker's or D-Bus's socket)."""
+    tcp = socket.create_server(("127.0.0.1", 0))
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(str(tmp_path / "app.sock"))
+    unix.listen()
+    accepted = []
+
+    def serve(server):
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+
+    for server in (tcp, unix):
+        threading.Thread(target=serve, args=(server,), daemon=True).start()
+    yield tcp.getsockname()[1], str(tmp_path / "app.sock"), accepted
+    for server in (tcp, unix):
+        server.close()
+    for conn in accepted:
+        conn.close()
+
+
+def probed(model) -> dict[str, dict]:
+    return {p["action"]: p for p in model.executor.details["isolated"]["sandbox"]["probe"]}
+
+
+@full_sandbox
+@pytest.mark.parametrize("runtime", sorted(CASES))
+def test_every_forbidden_action_is_refused_while_answers_stay_right(runtime, tmp_path, listener, labels):
+    port, unix_socket, accepted = listener
+    secret = tmp_path / "app.key"
+    secret.write_text("the app's private key\n")
+    beside_model = MODELS / "imagenet_labels.txt"  # readable: the model's own files, not its folder
+    limits = IsolationLimits(sandbox="require", open_files=64, probe=SandboxProbe(
+        files=(str(secret), str(beside_model)), tcp_port=port, unix_socket=unix_socket))
+    with edgeaccel.load(MODELS / CASES[runtime], strict=True) as direct, \
+            edgeaccel.load(MODELS / CASES[runtime], strict=True, isolate=limits) as isolated:
+        assert isolated.executor.name == f"{runtime}:CPU"
+        report = isolated.executor.details["isolated"]["sandbox"]
+        assert report["mode"] == "require" and report["missing"] == {} and sorted(report["active"]) == sorted(LAYERS)
+        assert report["limits"]["open_files"] == 64 and "off" in report["cache"]
+        outcomes = probed(isolated)
+        for action in FORBIDDEN:
+            action = action.format(secret=secret, port=port, unix_socket=unix_socket)
+            assert outcomes[action]["outcome"] == "refused", outcomes[action]
+        assert "Permission denied" in outcomes[f"read {secret}"]["detail"]
+        assert outcomes[f"read {beside_model}"]["outcome"] == "refused", outcomes[f"read {beside_model}"]
+        for action in ("execve /bin/sh", "ptrace its caller", "read its caller's memory"):
+            assert "Operation not permitted" in outcomes[action]["detail"], outcomes[action]  # seccomp's EPERM
+        assert "Too many open files" in outcomes["open more files than its limit"]["detail"]
+        assert outcomes["write into its own temp folder"]["outcome"] == "allowed"  # selective, not broken
+        assert not accepted and not list(tmp_path.glob("edgeaccel-probe-*"))
+        image = image_input("bird", isolated.inputs[0])
+        got, want = isolated.run(image), direct.run(image)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+        assert labels[int(np.argmax(got[0]))] == "chickadee"
+        temp_folder = report["temp_folder"]
+    deadline = time.time() + 10
+    while (tmp := Path(temp_folder)).exists() and time.time() < deadline:
+        time.sleep(0.05)
+    assert not tmp.exists(), "the worker's private temp folder is removed with it"
+
+
+def test_without_the_sandbox_the_same_probe_reaches_everything(tmp_path, listener):
+    """The control: the probe's attempts succeed when nothing stops them, so refusals above are the sandbox's."""
+    port, unix_socket, accepted = listener
+    secret = tmp_path / "app.key"
+    secret.write_text("the app's private key\n")
+    limits = IsolationLimits(sandbox="off", open_files=0,
+                             probe=SandboxProbe(files=(str(secret),), tcp_port=port, unix_socket=unix_socket))
+    with edgeaccel.load(MODELS / CASES["litert"], strict=True, isolate=limits) as model:
+        report = model.executor.details["isolated"]["sandbox"]
+        assert report["active"] == [] and set(report["missing"]) == set(LAYERS)
+        outcomes = probed(model)
+        for action in (f"read {secret}", f"write beside {secret}", f"connect to 127.0.0.1:{port}",
+                       f"connect to {unix_socket}", "start /bin/sh", "signal its caller",
+                       "open more files than its limit"):
+            assert outcomes[action]["outcome"] == "allowed", outcomes[action]
+        assert outcomes["allocate past its address-space limit"]["outcome"] == "refused"  # the rlimit is not a layer
+        assert "Argument list too long" in outcomes["execve /bin/sh"]["detail"]  # the probe never replaces the worker
+        assert list(tmp_path.glob("edgeaccel-probe-*"))
+    deadline = time.time() + 5
+    while len(accepted) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    assert len(accepted) == 2
+
+
+CALLER_WITHOUT_UNSHARE = textwrap.dedent("""
+    import ctypes, struct, sys
+    import numpy as np
+    import edgeaccel
+    from edgeaccel import IsolationLimits
+
+    # the caller runs under a seccomp filter that refuses unshare() (nr 272), as in a default Docker container
+    libc = ctypes.CDLL(None, use_errno=True)
+    code = [(0x20, 0, 0, 0), (0x15, 0, 1, 272), (0x06, 0, 0, 0x00050001), (0x06, 0, 0, 0x7FFF0000)]
+    program = ctypes.create_string_buffer(b"".join(struct.pack("<HBBI", *c) for c in code))
+    fprog = ctypes.create_string_buffer(struct.pack("<HxxxxxxQ", len(code), ctypes.addressof(program)))
+    assert libc.prctl(38, 1, 0, 0, 0) == 0 and libc.prctl(22, 2, fprog, 0, 0) == 0
+    path = sys.argv[1]
+    with edgeaccel.load(path, strict=True, isolate=IsolationLimits(sandbox="auto")) as model:
+        report = model.executor.details["isolated"]["sandbox"]
+        print("AUTO", sorted(report["missing"]), report["missing"].get("network_namespace"))
+        print("RAN", model.run(np.zeros(model.inputs[0].shape, np.uint8))[0].shape)
+    try:
+        edgeaccel.load(path, strict=True, isolate=IsolationLimits(sandbox="require"))
+    except edgeaccel.EdgeAccelError as exc:
+        print("REQUIRE", type(exc).__name__, exc.message)
+        print("HINT", exc.hint)
+""")
+
+
+@full_sandbox
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the caller's filter is written for x86_64")
+def test_a_missing_layer_is_named_and_require_refuses_to_run():
+    out = subprocess.run([sys.executable, "-c", CALLER_WITHOUT_UNSHARE, str(MODELS / CASES["litert"])],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+    assert lines["AUTO"].startswith("['network_namespace']") and "EPERM" in lines["AUTO"], out.stdout
+    assert lines["RAN"] == "(1, 1001)"
+    assert lines["REQUIRE"].startswith("ModelLoadError") and "network_namespace" in lines["REQUIRE"], out.stdout
+    assert "sandbox='auto'" in lines["HINT"]
+
+
+def test_cpu_time_limit_is_named_when_hit():
+    """RLIMIT_CPU counts the worker's whole life (import and load included), so the limit is met either while
+    loading or within a few hundred runs; either way the error names it."""
+    limits = IsolationLimits(cpu_seconds=1)
+    with pytest.raises(WorkerCrashedError) as err:
+        with edgeaccel.load(MODELS / CASES["onnxruntime"], strict=True, isolate=limits) as model:
+            x = np.zeros(model.inputs[0].shape, np.uint8)
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                model.run(x)
+    assert "SIGXCPU" in err.value.message and "CPU time limit of 1 s" in err.value.message, err.value
+    assert "IsolationLimits(cpu_seconds=1)" in err.value.hint
+
+
+def test_outputs_over_the_limit_are_refused_and_the_worker_lives_on(tmp_path):
+    from test_isolation import tile_model
+
+    x = np.ones([1], np.float32)
+    with edgeaccel.load(tile_model(tmp_path / "tile.tflite", 1000), strict=True,
+                        isolate=IsolationLimits(output_bytes=1000)) as model:
+        pid = model.executor.details["isolated"]["pid"]
+        with pytest.raises(edgeaccel.InferenceError) as err:
+            model.run(x)
+        assert "4000 bytes of outputs, over the limit of 1000 bytes" in err.value.message
+        assert "IsolationLimits(output_bytes=...)" in err.value.hint
+        with pytest.raises(edgeaccel.InferenceError, match="over the limit"):
+            model.run(x)
+        assert model.executor.details["isolated"]["pid"] == pid  # refused, not crashed
+    with edgeaccel.load(tile_model(tmp_path / "tile.tflite", 1000), strict=True,
+                        isolate=IsolationLimits(output_bytes=4000)) as model:
+        assert model.run(x)[0].shape == (1000,)
+
+
+def test_resident_memory_defaults_to_a_share_of_this_machines_ram():
+    total_kib = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal:"))
+    ram = IsolationLimits().resident_bytes
+    assert abs(ram - total_kib * 1024 // 2) < 8 << 20  # MemTotal leaves out what the kernel reserves
+    assert IsolationLimits(memory_share=0.25).resident_bytes == pytest.approx(ram / 2, rel=0.01)
+    assert IsolationLimits(resident_bytes=123 << 20).resident_bytes == 123 << 20
+    with pytest.raises(ValueError, match="memory_share"):
+        IsolationLimits(memory_share=1.5)
+    with pytest.raises(ValueError, match="sandbox must be one of auto, require, off"):
+        IsolationLimits(sandbox="strict")
+
+
+def run_filter(program: bytes, arch: int, nr: int, arg0: int = 0) -> int:
+    """Classic BPF as the kernel runs a seccomp filter, for the few instructions the filter uses."""
+    data = struct.pack("<iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
+    code = [struct.unpack_from("<HBBI", program, 8 * i) for i in range(len(program) // 8)]
+    acc, pc = 0, 0
+    while True:
+        op, jt, jf, k = code[pc]
+        if op == 0x20:  # ld [k]
+            acc = struct.unpack_from("<I", data, k)[0]
+        elif op == 0x06:  # ret k
+            return k
+        elif op in (0x15, 0x35, 0x45):  # jeq, jge, jset
+            hit = acc == k if op == 0x15 else acc >= k if op == 0x35 else bool(acc & k)
+            pc += jt if hit else jf
+        else:
+            raise AssertionError(f"unexpected instruction {op:#x}")
+        pc += 1
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_seccomp_filter_decides_as_documented(machine):
+    """The filter of each architecture, run by a BPF interpreter: the x86_64 one also runs in the kernel above;
+    the aarch64 one cannot run here, so its decisions are checked this way."""
+    import errno
+
+    from edgeaccel.isolation.sandbox import _SYSCALLS, seccomp_program
+
+    arch, numbers = _SYSCALLS[machine]
+    program = seccomp_program(machine)
+    allow, kill = 0x7FFF0000, 0x80000000
+    eperm, enosys, eafnosupport = 0x50000 | errno.EPERM, 0x50000 | errno.ENOSYS, 0x50000 | errno.EAFNOSUPPORT
+    threads, process = 0x3D0F00, 0x11  # glibc's pthread_create flags; fork's SIGCHLD
+    assert run_filter(program, arch, numbers["clone"], threads) == allow
+    assert run_filter(program, arch, numbers["clone"], process) == eperm
+    assert run_filter(program, arch, numbers["clone3"]) == enosys
+    assert run_filter(program, arch, numbers["socket"], 2) == eafnosupport  # AF_INET
+    assert run_filter(program, arch, numbers["socket"], 1) == eperm  # AF_UNIX: no named sockets either
+    assert run_filter(program, arch, numbers["socketpair"], 1) == allow
+    assert run_filter(program, arch, numbers["socketpair"], 16) == eafnosupport  # AF_NETLINK
+    for name in ("execve", "execveat", "ptrace", "mount", "unshare", "bpf", "io_uring_setup", "process_vm_readv"):
+        assert run_filter(program, arch, numbers[name]) == eperm, name
+    for nr in (0, 1, 63, 98, 202, 222, 226, 233, 334):  # read/write/futex/mmap/... of one table or the other
+        if nr not in numbers.values():
+            assert run_filter(program, arch, nr) == allow, nr
+    assert run_filter(program, 0x40000003, 11) == kill  # i386's execve through int 0x80: another ABI
