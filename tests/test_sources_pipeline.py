@@ -27,7 +27,7 @@ TRAFFIC_COUNTS = [3, 3, 2, 3, 3, 3, 4, 4, 4, 4, 4, 3, 2, 3, 2, 3, 2, 2, 2, 2]  #
 def _no_pipeline_threads(timeout: float = 5.0) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if not [t for t in threading.enumerate() if t.name.startswith("edgeaccel-")]:
+        if not [t for t in threading.enumerate() if t.name.startswith("edgeaccel-pipeline-")]:
             return True
         time.sleep(0.05)
     return False

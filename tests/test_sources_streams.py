@@ -32,7 +32,7 @@ def model():
 def _threads_gone(timeout: float = 10.0) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if not [t for t in threading.enumerate() if t.name.startswith("edgeaccel-")]:
+        if not [t for t in threading.enumerate() if t.name.startswith("edgeaccel-pipeline-")]:
             return True
         time.sleep(0.05)
     return False

@@ -208,7 +208,7 @@ class Pipeline:
 
     # -- stages ----------------------------------------------------------------------------------------------------
     def _spawn(self, name: str, target, *args) -> None:
-        thread = threading.Thread(target=self._guard, args=(target, *args), name=f"edgeaccel-{name}", daemon=True)
+        thread = threading.Thread(target=self._guard, args=(target, *args), name=f"edgeaccel-pipeline-{name}", daemon=True)
         self._threads.append(thread)
         thread.start()
 
