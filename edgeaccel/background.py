@@ -109,7 +109,7 @@ class BackgroundCalibration:
         self.status.state, self.status.started = "measuring", time.time()
         block_s = 0.05
         plan = CalibrationPlan(budget_s=self._budget_s, block_s=block_s,
-                               pause_s=block_s * (1 / max(self._cpu_share, 0.05) - 1))
+                               pause_s=block_s * (1 / max(self._cpu_share, 0.05) - 1), stop=self._stop)
         try:
             measurements = self._measure(plan)
         except Exception as exc:  # never let measuring hurt the model that serves

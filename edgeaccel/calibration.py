@@ -16,6 +16,7 @@ size or an id edgeaccel invented says nothing about the caller's real inputs. Ti
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -51,6 +52,9 @@ class CalibrationPlan:
     # Sleep before each timed block. Background calibration raises it so that measuring takes a bounded share of
     # one core beside the requests being served: the share is block_s / (block_s + pause_s).
     pause_s: float = PAUSE_S
+    # set from another thread to end the calibration early (background calibration at close or interpreter
+    # exit): no new candidate is opened and timing stops after the block under way
+    stop: threading.Event | None = field(default=None, compare=False)
 
 
 def sample_inputs(specs: Sequence[TensorSpec], count: int, seed: int) -> list[list[np.ndarray]]:
@@ -164,11 +168,12 @@ def calibrate(
     try:
         ref = _compute_reference(choices, open_candidate, given, plan, opened, {c.key for c in todo})
         for cand in todo:
-            if cand.key in results:
+            if cand.key in results or (plan.stop is not None and plan.stop.is_set()):
                 continue
             results[cand.key] = _check(cand, ref, open_candidate, given, plan, opened)
         remaining = max(plan.budget_s - (clock() - started), 1.0)
-        _time(opened, results, plan, remaining, clock)
+        if plan.stop is None or not plan.stop.is_set():
+            _time(opened, results, plan, remaining, clock)
     finally:
         for _, executor, _ in opened.values():
             executor.close()
@@ -278,7 +283,7 @@ _STAGES = {"run": "checking accuracy", "timing": "being timed"}
 def _time(opened: dict, results: dict[str, Measurement], plan: CalibrationPlan, budget_s: float, clock) -> None:
     runners = [(key, executor, samples) for key, (_, executor, samples) in opened.items()]
     timings = measure(runners, budget_s, plan.block_s, plan.max_rounds, plan.min_runs, plan.warmup_s, clock,
-                      plan.pause_s)
+                      plan.pause_s, plan.stop)
     cands = {key: cand for key, (cand, _, _) in opened.items()}
     for key, timing in timings.items():
         if timing.error is not None:
@@ -305,7 +310,8 @@ def _settle_leaders(opened, cands, timed, p50, results, plan: CalibrationPlan, c
         return {}
     a, b = leaders
     ta, tb, ratio = head_to_head((a, opened[a][1], opened[a][2]), (b, opened[b][1], opened[b][2]),
-                                 plan.head_to_head_s, plan.block_s, clock=clock, pause_s=plan.pause_s)
+                                 plan.head_to_head_s, plan.block_s, clock=clock, pause_s=plan.pause_s,
+                                 stop=plan.stop)
     for key, timing in ((a, ta), (b, tb)):
         if timing.error is not None:  # failed now: out, the other keeps its round-robin figures
             results[key] = _failed(cands[key], "timing", timing.error, synthetic=False)

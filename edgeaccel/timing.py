@@ -62,7 +62,8 @@ def _r(value) -> float:
 
 def measure(runners: Sequence[Runner], budget_s: float, block_s: float = 0.05, max_rounds: int = 16,
             min_runs: int = 20, warmup_s: float = 0.1,
-            clock: Callable[[], float] = time.perf_counter, pause_s: float = PAUSE_S) -> dict[str, Timing]:
+            clock: Callable[[], float] = time.perf_counter, pause_s: float = PAUSE_S,
+            stop=None) -> dict[str, Timing]:
     """Time each runner in alternating blocks until ``budget_s`` is spent and each has ``min_runs`` calls in
     ``MIN_BLOCKS`` blocks (up to ``OVERRUN`` times the budget), or ``max_rounds`` rounds are done. A runner that
     raises stops with its error."""
@@ -76,6 +77,8 @@ def measure(runners: Sequence[Runner], budget_s: float, block_s: float = 0.05, m
             timings[key].error = exc
     started = clock()
     for round_no in range(max_rounds):
+        if stop is not None and stop.is_set():  # the caller ends it early (a closed model, interpreter exit)
+            break
         order = live if round_no % 2 == 0 else live[::-1]
         for key, executor, samples in list(order):
             try:
@@ -91,8 +94,8 @@ def measure(runners: Sequence[Runner], budget_s: float, block_s: float = 0.05, m
 
 
 def head_to_head(a: Runner, b: Runner, budget_s: float, block_s: float = 0.05, min_pairs: int = 6,
-                 max_pairs: int = 40, clock: Callable[[], float] = time.perf_counter, pause_s: float = PAUSE_S
-                 ) -> tuple[Timing, Timing, float | None]:
+                 max_pairs: int = 40, clock: Callable[[], float] = time.perf_counter, pause_s: float = PAUSE_S,
+                 stop=None) -> tuple[Timing, Timing, float | None]:
     """``a`` and ``b`` timed in adjacent pairs of blocks (a b, b a, ...); returns both timings and the median
     ratio a/b of the pairs' block medians, the figure a side-by-side comparison gives (None when one of them
     failed: its Timing carries the error)."""
@@ -100,6 +103,8 @@ def head_to_head(a: Runner, b: Runner, budget_s: float, block_s: float = 0.05, m
     ratios: list[float] = []
     started = clock()
     for pair in range(max_pairs):
+        if stop is not None and stop.is_set() and ratios:
+            break
         first, second = ((ta, a), (tb, b)) if pair % 2 == 0 else ((tb, b), (ta, a))
         for timing, (_, executor, samples) in (first, second):
             try:

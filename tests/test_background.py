@@ -79,3 +79,20 @@ def test_an_accelerator_the_rules_chose_that_answers_wrong_is_abandoned(quick, t
             assert model.fallbacks[-1].stage == "calibrate"
             with edgeaccel.load(model_path, executor="litert", calibrate=False, cache=False) as cpu:
                 np.testing.assert_array_equal(model.run(x)[0], cpu.run(x)[0])
+
+
+def test_closing_while_it_measures_stops_it_promptly_and_keeps_nothing(monkeypatch, tmp_path):
+    import time
+
+    monkeypatch.setattr(background, "DELAY_S", 0.0)
+    monkeypatch.setattr(background, "BUDGET_S", 60.0)  # it would measure for a minute
+    model = edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.onnx", calibrate="background", cache_dir=tmp_path)
+    deadline = time.monotonic() + 60
+    while model.calibration.state == "waiting" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(1.0)  # well into measuring
+    started = time.monotonic()
+    model.close()
+    assert time.monotonic() - started < 10  # the block under way finishes, nothing more
+    assert model.calibration.state == "stopped"
+    assert not list((tmp_path / "calibration").glob("*.json"))  # a cut-short measurement is not kept
