@@ -187,7 +187,8 @@ def _encode_strings(a: np.ndarray) -> tuple[str, bytes, list[int]]:
     kind = "str" if items and all(isinstance(v, str) for v in items) else "bytes"
     if kind == "bytes" and not all(isinstance(v, bytes) for v in items):
         odd = type(next(v for v in items if not isinstance(v, (bytes, str)))).__name__
-        raise TypeError(f"an array holds {odd} objects; only numbers and strings cross to or from a worker")
+        raise TypeError(f"an object array holds {odd} objects; only numeric arrays and arrays of strings or bytes "
+                        "cross to or from a worker")
     encoded = [v.encode("utf-8") if isinstance(v, str) else v for v in items]
     return kind, b"".join(encoded), [len(v) for v in encoded]
 
