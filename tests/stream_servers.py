@@ -314,3 +314,14 @@ class MjpegServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self._thread.join(2)
+
+
+def pipeline_threads_gone(timeout: float = 10.0) -> bool:
+    """Whether every pipeline thread has ended within ``timeout`` (other edgeaccel threads, such as the isolation
+    spawner, live on by design)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if not [t for t in threading.enumerate() if t.name.startswith("edgeaccel-pipeline-")]:
+            return True
+        time.sleep(0.05)
+    return False

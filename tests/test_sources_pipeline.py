@@ -18,19 +18,12 @@ import edgeaccel  # noqa: E402
 from edgeaccel.errors import InputError  # noqa: E402
 from edgeaccel.sources import SourceError  # noqa: E402
 from edgeaccel.sources.queues import Closed, DropQueue  # noqa: E402
-from stream_servers import moving_frames, write_video  # noqa: E402
+from stream_servers import moving_frames, pipeline_threads_gone, write_video  # noqa: E402
 
 pytestmark = pytest.mark.shared
 TRAFFIC_COUNTS = [3, 3, 2, 3, 3, 3, 4, 4, 4, 4, 4, 3, 2, 3, 2, 3, 2, 2, 2, 2]  # ../shared/README.md
 
 
-def _no_pipeline_threads(timeout: float = 5.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if not [t for t in threading.enumerate() if t.name.startswith("edgeaccel-pipeline-")]:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +73,7 @@ def test_file_with_drop_none_gives_every_frame_in_order(small_model, video):
     assert all(f.error is None and f.outputs[0].shape == (1, 1001) and f.latency_ms > 0 for f in frames)
     summary = pipeline.summary()
     assert summary["frames_in"] == summary["frames_out"] == 45 and sum(summary["dropped"].values()) == 0
-    assert _no_pipeline_threads()
+    assert pipeline_threads_gone(5.0)
 
 
 def test_frames_match_running_each_decoded_frame(small_model, video):
@@ -113,7 +106,7 @@ def test_live_policy_drops_at_the_source_and_never_queues(small_model, drop):
     assert summary["frames_out"] + summary["dropped"]["source"] == produced
     assert summary["dropped"]["source"] > produced // 2
     assert seen == sorted(seen) and seen[-1] == produced - 1  # never behind: the last frame is served
-    assert _no_pipeline_threads()
+    assert pipeline_threads_gone(5.0)
 
 
 def test_drop_queue_policies():
@@ -199,7 +192,7 @@ def test_bad_sources_are_clear_errors(small_model, tmp_path):
     items = [np.zeros((32, 32, 3), np.uint8), np.zeros((32, 32), np.float32)]  # the second is not an image
     with pytest.raises(SourceError, match=r"item 1 is float32\[32, 32\], not an image"):
         list(small_model.watch(items))
-    assert _no_pipeline_threads()
+    assert pipeline_threads_gone(5.0)
 
 
 def test_close_from_any_state(small_model, video):
@@ -211,7 +204,7 @@ def test_close_from_any_state(small_model, video):
             break
     assert frame.index == 60  # past the end of the 45-frame file: it looped
     looped.close()
-    assert not looped.running and _no_pipeline_threads()
+    assert not looped.running and pipeline_threads_gone(5.0)
     running = small_model.watch(video, loop=True).start()
     time.sleep(0.2)
     closer = threading.Thread(target=running.close)

@@ -18,7 +18,7 @@ pytest.importorskip("PIL")
 import edgeaccel  # noqa: E402
 from edgeaccel.sources import SourceLostError  # noqa: E402
 from edgeaccel.sources.network import Backoff  # noqa: E402
-from stream_servers import MjpegServer, RtspServer, moving_frames, write_video  # noqa: E402
+from stream_servers import MjpegServer, RtspServer, moving_frames, pipeline_threads_gone, write_video  # noqa: E402
 
 pytestmark = pytest.mark.shared
 
@@ -29,13 +29,6 @@ def model():
         yield loaded
 
 
-def _threads_gone(timeout: float = 10.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if not [t for t in threading.enumerate() if t.name.startswith("edgeaccel-pipeline-")]:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_rtsp_stream(model):
@@ -48,7 +41,7 @@ def test_rtsp_stream(model):
                     break
     assert all(f.image.shape == (120, 160, 3) and f.outputs[0].shape == (1, 1001) for f in frames)
     assert [f.index for f in frames] == sorted(f.index for f in frames)
-    assert _threads_gone()
+    assert pipeline_threads_gone(10.0)
 
 
 def test_rtsp_stream_that_drops_comes_back(model):
@@ -66,7 +59,7 @@ def test_rtsp_stream_that_drops_comes_back(model):
     assert summary["reconnects"] == 1 and summary["outage_s"] >= 0.9
     assert any("lost" in e for e in summary["events"]) and any("reconnected" in e for e in summary["events"])
     assert server.connections >= 2
-    assert _threads_gone()
+    assert pipeline_threads_gone(10.0)
 
 
 def test_source_that_never_connects_ends_with_a_clear_error_and_others_go_on(model, tmp_path):
@@ -82,7 +75,7 @@ def test_source_that_never_connects_ends_with_a_clear_error_and_others_go_on(mod
             got.append(frame.source)
     assert error.value.hint and "reconnect_timeout" in error.value.hint
     assert got.count(str(video)) == 20  # the file was served to its end meanwhile
-    assert _threads_gone()
+    assert pipeline_threads_gone(10.0)
 
 
 def test_close_while_a_stream_is_reconnecting(model):
@@ -94,7 +87,7 @@ def test_close_while_a_stream_is_reconnecting(model):
     start = time.monotonic()
     pipeline.close()
     assert not pipeline.running and time.monotonic() - start < 15
-    assert _threads_gone()
+    assert pipeline_threads_gone(10.0)
 
 
 def test_mjpeg_over_http(model):
@@ -106,7 +99,7 @@ def test_mjpeg_over_http(model):
                 if len(frames) == 15:
                     break
     assert all(f.image.shape == (120, 160, 3) and f.error is None for f in frames)
-    assert _threads_gone()
+    assert pipeline_threads_gone(10.0)
 
 
 def test_backoff_grows_with_jitter_and_resets():
@@ -132,11 +125,11 @@ def test_two_streams_share_the_model_and_max_fps_skips_frames(model):
     # 30 frames/s offered, at most 10/s taken: about two frames in three are skipped at the source
     for source in summary["sources"]:
         assert source["dropped"]["max_fps"] >= source["frames_in"] // 2
-    assert _threads_gone()
+    assert pipeline_threads_gone(10.0)
 
 
 def test_http_url_that_is_not_found_says_what_the_server_answered(model):
     with MjpegServer(moving_frames(3)) as server:
         with pytest.raises(SourceLostError, match="404 Not Found"):
             list(model.watch(server.url.replace("stream.mjpg", "missing"), reconnect_timeout=1))
-    assert _threads_gone()
+    assert pipeline_threads_gone(10.0)

@@ -162,12 +162,7 @@ def _initializer(buf, span) -> OnnxInitializer:
         elif num == 8 and wire == pb.LENGTH:
             name = pb.text(buf, val)
         elif num == 13 and wire == pb.LENGTH:
-            key = value = ""
-            for n2, w2, v2 in pb.fields(buf, *val):
-                if n2 == 1 and w2 == pb.LENGTH:
-                    key = pb.text(buf, v2)
-                elif n2 == 2 and w2 == pb.LENGTH:
-                    value = pb.text(buf, v2)
+            key, value = string_entry(buf, val)
             ext[key] = value
         elif wire == pb.LENGTH and num in (4, 5, 7, 9):
             spans[num] = val
@@ -277,3 +272,14 @@ def _qparams(buf, model: OnnxModel, scale_name: str, zp_name: str) -> Quantizati
     if not zps or len(zps) != 1:
         return None
     return Quantization((float(scales[0]),), (int(zps[0]),))
+
+
+def string_entry(buf: bytes, span) -> tuple[str, str]:
+    """An ONNX StringStringEntryProto (key 1, value 2): external-data locations, ``metadata_props``."""
+    key = value = ""
+    for num, wire, val in pb.fields(buf, *span):
+        if num == 1 and wire == pb.LENGTH:
+            key = pb.text(buf, val)
+        elif num == 2 and wire == pb.LENGTH:
+            value = pb.text(buf, val)
+    return key, value

@@ -159,18 +159,14 @@ def tflite_packed_labels(path: str | Path) -> Labels | None:
 def onnx_metadata(path: str | Path) -> dict[str, str]:
     """ONNX ``metadata_props`` (ModelProto field 14: key 1, value 2), read with edgeaccel's own protobuf reader."""
     from ..formats import protobuf as pb
+    from ..formats.onnx import string_entry
 
     try:
         data = Path(path).read_bytes()
         props: dict[str, str] = {}
         for num, wire, val in pb.fields(data):
             if num == 14 and wire == pb.LENGTH:
-                key = value = ""
-                for n2, w2, v2 in pb.fields(data, *val):
-                    if n2 == 1 and w2 == pb.LENGTH:
-                        key = pb.text(data, v2)
-                    elif n2 == 2 and w2 == pb.LENGTH:
-                        value = pb.text(data, v2)
+                key, value = string_entry(data, val)
                 props[key] = value
         return props
     except (OSError, pb.ProtobufError):
