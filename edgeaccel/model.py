@@ -38,6 +38,8 @@ class FallbackEvent:
         first = first if len(first) <= 300 else first[:297] + "..."  # a runtime's message can be 17 KB long
         if self.stage == "calibrate":
             return f"{self.failed} replaced by measurement: {first}{to}"
+        if self.stage == "select":  # not tried: the artifact cannot run here, so its twin does
+            return f"{self.failed} passed over: {first}{to}"
         return f"{self.failed} failed at {self.stage}: {first}{to}"
 
 
