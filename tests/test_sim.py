@@ -105,8 +105,18 @@ def test_simulated_results_are_labelled(tmp_path):
                       keep_trace=True)
     assert result.stats.simulated and "simulated" in result.stats.as_dict()
     assert all(line.startswith("[simulated]") for line in result.stats.lines())
+    # requests without deadlines cannot be late: the line says there were none rather than "0 late"
+    assert any("no deadlines" in line for line in result.stats.lines())
+    assert not any(" 0 late" in line or "nan" in line for line in result.stats.lines())
     header = result.trace.to_csv().splitlines()[0]
     assert header.startswith("simulated_time_s,") and "simulated_d_temp_c" in header
+
+
+def test_late_counts_only_requests_that_carried_a_deadline(tmp_path):
+    result = simulate([DEVICE], make_policy("thermal"), Arrivals(rate=30.0, deadline_s=0.5), 20.0, seed=3,
+                      root=tmp_path)
+    line = next(x for x in result.stats.lines() if "done," in x)
+    assert "late of" in line and "with a deadline" in line
 
 
 def test_arrivals_are_bursty_with_the_asked_mean():

@@ -127,9 +127,12 @@ class SchedulerStats:
                           f"(not measured: {e.energy_reason})")
             else:
                 energy = f"energy n/a ({e.energy_reason})"
-            out.append(f"{tag}  {name:22} {e.completed:7d} done, {e.failed} failed, "
-                       f"{e.deadline_missed} late; latency p50 {lat.get('p50', float('nan')):.2f} "
-                       f"p99 {lat.get('p99', float('nan')):.2f} ms; {energy}")
+            # "0 late" where no request carried a deadline says nothing: say there were none to miss
+            late = (f"{e.deadline_missed} late of {e.deadline_met + e.deadline_missed} with a deadline"
+                    if e.deadline_met + e.deadline_missed else "no deadlines")
+            latency = (f"latency p50 {lat['p50']:.2f} p99 {lat['p99']:.2f} ms" if "p50" in lat and "p99" in lat
+                       else "latency n/a (nothing completed)")
+            out.append(f"{tag}  {name:22} {e.completed:7d} done, {e.failed} failed, {late}; {latency}; {energy}")
         for name, d in self.devices.items():
             temp = (f"{d.last_temp_c:.1f} C (max {d.max_temp_c:.1f} C)" if d.last_temp_c is not None
                     else f"no temperature ({d.temp_reason})")
