@@ -427,13 +427,12 @@ def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False
             failed.append(candidate)
             continue
         for bad in passed_over(ranking, candidate):
-            first = bad.reason.split(". ")[0]  # what is missing; the rest points at the twin that now runs
-            event = FallbackEvent(time.time(), "select", f"{bad.name} [{bad.artifact.path.name}]", first,
+            event = FallbackEvent(time.time(), "select", f"{bad.name} [{bad.artifact.path.name}]", bad.reason,
                                   candidate.name)
             fallbacks.append(event)
             log.warning("fallback: %s", event)
             candidate = replace(candidate, reason=f"{candidate.reason}; chosen because {bad.name} "
-                                f"[{bad.artifact.path.name}] was passed over: {first}")
+                                f"[{bad.artifact.path.name}] was passed over: {bad.reason}")
         for bad, exc in errors:
             event = FallbackEvent(time.time(), "load", bad.name, str(exc), candidate.name)
             fallbacks.append(event)

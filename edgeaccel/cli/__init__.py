@@ -13,6 +13,7 @@ import os
 import re
 import sys
 
+from ..native_log import NATIVE_NOISE as _NATIVE_NOISE, filtered_native_stderr
 from ..errors import (
     ConfigError,
     DeviceUnavailableError,
@@ -44,9 +45,6 @@ COMMANDS = {
 }
 
 
-# Native log lines the runtimes write straight to fd 2 that tell a user nothing (LiteRT prints this one on
-# its first interpreter whatever TF_CPP_MIN_LOG_LEVEL says).
-_NATIVE_NOISE = ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",)
 # ONNX Runtime's own log (red on a terminal): its errors come back as the exception edgeaccel reports, and its
 # warnings are about graph internals (one line per initializer listed as an input in an IR 3 model). --debug
 # shows them.
@@ -61,38 +59,9 @@ def _native_noise(line: str) -> bool:
 @contextlib.contextmanager
 def quiet_native_stderr(is_noise=None):
     """Capture what native code writes to fd 2 while loading, and pass on all but the known noise
-    (``is_noise(line)``; by default LiteRT's XNNPACK line and, without --debug, ONNX Runtime's log)."""
-    is_noise = is_noise or _native_noise
-    try:
-        saved = os.dup(2)
-    except OSError:  # no fd 2 (embedded interpreters): nothing to filter
+    (by default LiteRT's XNNPACK line and, without --debug, ONNX Runtime's log)."""
+    with filtered_native_stderr(is_noise or _native_noise):
         yield
-        return
-    with _capture_file() as capture:
-        sys.stderr.flush()
-        os.dup2(capture.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            capture.seek(0)
-            for line in capture.read().decode("utf-8", "replace").splitlines():
-                if line.strip() and not is_noise(line.strip()):
-                    print(line, file=sys.stderr)
-
-
-def _capture_file():
-    """An anonymous file for captured output: memfd on Linux (no tempfile module, no disk), else a temp file."""
-    if hasattr(os, "memfd_create"):
-        try:
-            return os.fdopen(os.memfd_create("edgeaccel-stderr"), "w+b")
-        except OSError:
-            pass
-    import tempfile
-
-    return tempfile.TemporaryFile()
 
 
 def exit_code(exc: BaseException) -> int:

@@ -57,8 +57,9 @@ def print_selection(report: dict) -> None:
         runtime, _, device = entry["candidate"].partition(":")
         groups[(runtime, _short(entry["artifact"]), entry["reason"], entry["fix"])].append(device)
     for (runtime, artifact, reason, fix), devices in groups.items():
-        fix_text = f" (fix: {fix})" if fix else ""
-        print(f"  - {runtime}:{','.join(devices)} [{artifact}]: {reason}{fix_text}")
+        print(f"  - {runtime}:{','.join(devices)} [{artifact}]: {reason}")
+        if fix:  # on its own line: a reason and its fix on one line ran past a thousand characters
+            print(f"      fix: {fix}")
 
 
 def _short(path: str) -> str:

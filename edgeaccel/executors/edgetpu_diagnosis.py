@@ -303,13 +303,13 @@ class EdgeTpuExplanation:
 
     @property
     def reason(self) -> str:
-        """One line: what is missing, piece by piece, and the twin; or that the Edge TPU can run it."""
+        """One line: what is missing, piece by piece; or that the Edge TPU can run it. The CPU twin is in ``fix``
+        (the way to run the model now), not repeated here."""
         if self.ok:
             return f"the Edge TPU can run {self.model.name}: " + "; ".join(p.text for p in self.pieces)
         missing = "; ".join(f"{p.name}: {p.text}" for p in self.missing)
         other = "; ".join(f.text for f in self.diagnosis.blocking if f.topic not in _TOPIC_OF_PIECE.values())
-        return f"the Edge TPU cannot run {self.model.name}: {missing}" + (f"; {other}" if other else "") + \
-            f". {self.twin.text}"
+        return f"the Edge TPU cannot run {self.model.name}: {missing}" + (f"; {other}" if other else "")
 
     @property
     def fix(self) -> str | None:

@@ -12,9 +12,11 @@ explained by ``edgetpu_diagnosis`` instead of LiteRT's bare "Failed to load dele
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import logging
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -280,8 +282,9 @@ class LiteRTExecutor(Executor):
         if delegates:
             kwargs["experimental_delegates"] = delegates
         try:
-            interpreter = self._module.Interpreter(**kwargs)
-            interpreter.allocate_tensors()
+            with _first_interpreter_quietly():
+                interpreter = self._module.Interpreter(**kwargs)
+                interpreter.allocate_tensors()
         except Exception as exc:
             raise translate(type(self), exc, "load", self.model, self.device) from exc
         return _Slot(interpreter, delegates)
@@ -378,6 +381,24 @@ class LiteRTExecutor(Executor):
         self._closed = True
         self.stop_workers()
         self._pool.drain()
+
+
+_first_made = threading.Event()
+_first_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _first_interpreter_quietly():
+    """LiteRT logs "Created TensorFlow Lite XNNPACK delegate" from C++ on a process's first interpreter, with no
+    switch to stop it: that one interpreter is made with fd 2 filtered (native_log); later ones cost nothing."""
+    if _first_made.is_set():
+        yield
+        return
+    from ..native_log import filtered_native_stderr
+
+    with _first_lock, filtered_native_stderr():
+        yield
+        _first_made.set()
 
 
 def _quantized_label(model: ModelInfo) -> str:

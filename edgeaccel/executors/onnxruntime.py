@@ -222,9 +222,7 @@ class OnnxRuntimeExecutor(Executor):
         super().__init__(model, device, options)
         ort = _ort()
         self._threads = options.stream_threads()
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = self._threads
-        so.inter_op_num_threads = 1
+        so = session_options(self._threads, options)
         kind = _device_kind(device)
         if kind not in PROVIDERS:
             raise DeviceUnavailableError(f"unknown ONNX Runtime device {device!r}; known: {', '.join(PROVIDERS)}")
@@ -250,8 +248,6 @@ class OnnxRuntimeExecutor(Executor):
             ort.GraphOptimizationLevel.ORT_ENABLE_ALL if safe else ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         )
         self._optimization = str(so.graph_optimization_level).split(".")[-1]
-        for key, value in options.runtime_options.get("session_config", {}).items():
-            so.add_session_config_entry(key, str(value))
         if kind != "CPU":  # which nodes the accelerator took (ORT >= 1.24 records it when asked)
             so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
         providers = [(p, provider_options(p, device, options)) for p in PROVIDERS[kind]]
@@ -265,7 +261,6 @@ class OnnxRuntimeExecutor(Executor):
             else:
                 pending = cached_path.with_suffix(f".tmp{os.getpid()}")
                 so.optimized_model_filepath = str(pending)
-                so.log_severity_level = 3  # ORT warns that the file is hardware specific: it is keyed so
         try:
             self._session = ort.InferenceSession(
                 source, sess_options=so, providers=[p for p, _ in providers],
@@ -334,12 +329,8 @@ class OnnxRuntimeExecutor(Executor):
                 raise RuntimeError("session closed")
             if self._extended is None:
                 ort = _ort()
-                so = ort.SessionOptions()
-                so.intra_op_num_threads = self._threads
-                so.inter_op_num_threads = 1
+                so = session_options(self._threads, self.options)
                 so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-                for key, value in self.options.runtime_options.get("session_config", {}).items():
-                    so.add_session_config_entry(key, str(value))
                 self._extended = ort.InferenceSession(
                     str(self.model.path), sess_options=so, providers=[p for p, _ in self._providers_asked],
                     provider_options=[o for _, o in self._providers_asked])
@@ -372,6 +363,19 @@ def optimized_graph_cacheable(model: ModelInfo) -> bool:
     second run would differ from the first. Such models are optimized again on each load instead."""
     ir_version = model.details.get("ir_version")
     return not (isinstance(ir_version, int) and ir_version < 4)
+
+
+def session_options(threads: int, options: ExecutorOptions):
+    """SessionOptions of every session an executor makes: its threads, the caller's session_config entries, and
+    ORT's own log kept off fd 2 (red on a terminal): its errors come back as the exception translate() reports,
+    its warnings are about graph internals. Fatal only, unless runtime_options["log_severity_level"] asks more."""
+    so = _ort().SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.log_severity_level = int(options.runtime_options.get("log_severity_level", 4))
+    for key, value in options.runtime_options.get("session_config", {}).items():
+        so.add_session_config_entry(key, str(value))
+    return so
 
 
 def placement(session, provider: str) -> dict | None:
