@@ -130,3 +130,38 @@ def _value(label: str, quantity: str, raw: Any, unit: str, reason: str | None) -
     except (TypeError, ValueError):
         return missing(label, quantity, to_si(0, unit)[1], f"NVML returned {raw!r}")
     return Reading(label, quantity, value, si)
+
+
+@dataclass(frozen=True)
+class GpuLoad:
+    """How busy one GPU is now: NVML's utilization (the share of the last sample period, 1/6 s to 1 s by
+    board, in which a kernel ran), device memory in use and total, and this process's share where NVML says."""
+
+    index: int
+    name: str | None
+    util_percent: float | None
+    memory_used_mb: float | None
+    memory_total_mb: float | None
+    process_memory_mb: float | None = None
+    reason: str | None = None  # why a figure is None
+
+
+def read_load(nvml: Any, index: int, pid: int | None = None) -> GpuLoad:
+    """GPU ``index``'s load through an initialised ``nvml`` module (or a fake with the same functions)."""
+    handle, reason = _call(nvml.nvmlDeviceGetHandleByIndex, index)
+    if handle is None:
+        return GpuLoad(index, None, None, None, None, None, reason or "no handle")
+    name, _ = _call(nvml.nvmlDeviceGetName, handle)
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "replace")
+    rates, u_reason = _call(nvml.nvmlDeviceGetUtilizationRates, handle)
+    memory, m_reason = _call(nvml.nvmlDeviceGetMemoryInfo, handle)
+    mine = None
+    if pid is not None:
+        running, _ = _call(getattr(nvml, "nvmlDeviceGetComputeRunningProcesses", None), handle)
+        used = [getattr(p, "usedGpuMemory", None) for p in running or () if getattr(p, "pid", None) == pid]
+        mine = sum(used) / (1 << 20) if used and None not in used else None  # None: NVML cannot say (WDDM)
+    mb = 1 << 20
+    return GpuLoad(index, name, float(rates.gpu) if rates is not None else None,
+                   memory.used / mb if memory is not None else None, memory.total / mb if memory is not None else None,
+                   mine, "; ".join(r for r in (u_reason, m_reason) if r) or None)
