@@ -66,6 +66,8 @@ def calibration_key(artifact_hashes: Iterable[str], fingerprint: str, versions: 
     if options is not None:
         payload.update(precision=options.precision, performance_hint=options.performance_hint,
                        runtime_options=_jsonable(options.runtime_options))
+        if getattr(options, "gpu_mem_limit_mb", None) is not None:  # only when set: earlier keys stay valid
+            payload["gpu_mem_limit_mb"] = options.gpu_mem_limit_mb
     return short(json.dumps(payload, sort_keys=True, default=repr), 32)
 
 

@@ -121,6 +121,10 @@ class WorkerMemoryError(WorkerCrashedError, MemoryError):
     """An isolated worker went over its resident-memory limit (IsolationLimits.resident_bytes) and was killed."""
 
 
+class GpuMemoryLimitError(ExecutorError, MemoryError):
+    """The model did not fit in the GPU memory limit set at load (``gpu_mem_limit_mb``); the message names it."""
+
+
 class InferenceTimeoutError(InferenceError, TimeoutError):
     """A run or load exceeded its time limit."""
 

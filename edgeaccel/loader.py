@@ -57,6 +57,7 @@ def load(
     task: str | None = None,
     labels: str | os.PathLike | Sequence[str] | dict | None = None,
     task_options: dict | None = None,
+    gpu_mem_limit_mb: float | None = None,
 ) -> Model | ScheduledModel:
     """Load ``model`` on the best executor this machine has for it.
 
@@ -96,12 +97,17 @@ def load(
         the outputs now: TaskError when it does not fit); by default it is recognized from the outputs on first
         use. labels: a label file (.txt, .pbtxt), a list or a dict of names; by default the model's metadata.
         task_options: conf, iou, max_det, top_k, letterbox, normalize, imgsz (``edgeaccel.vision.Task``).
+    gpu_mem_limit_mb: the GPU memory (MB of 2**20 bytes) the runtime may take: ONNX Runtime's CUDA arena limit
+        (``gpu_mem_limit``). A GPU whose runtime cannot be capped (OpenVINO's GPU plugin) is refused rather than
+        run uncapped; on a CPU or NPU the limit does not apply, which is logged. A model that does not fit
+        raises GpuMemoryLimitError (or falls back to the next candidate, without ``strict``).
     """
     isolation = (IsolationLimits() if isolate is True else isolate) or None
     chosen = select(model, executor=executor, device=device, precision=precision, threads=threads, goal=goal,
                     profile=profile, calibrate=calibrate, calibration_inputs=calibration_inputs,
                     performance_hint=performance_hint, cache_dir=cache_dir, cache=cache,
-                    runtime_options=runtime_options, isolation=isolation, accuracy_tolerance=accuracy_tolerance)
+                    runtime_options=runtime_options, isolation=isolation, accuracy_tolerance=accuracy_tolerance,
+                    gpu_mem_limit_mb=gpu_mem_limit_mb)
     if policy is not None:
         from .scheduling.open import open_scheduled, scheduled_options
 
@@ -178,9 +184,11 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
            profile: Profile | str | None = None, calibrate: bool | str | None = False, calibration_inputs=None,
            performance_hint: str = "latency", cache_dir=None, cache: bool = True,
            runtime_options: dict | None = None, calibration_budget_s: float | None = None,
-           isolation: IsolationLimits | None = None, accuracy_tolerance: float | None = None) -> Selection:
+           isolation: IsolationLimits | None = None, accuracy_tolerance: float | None = None,
+           gpu_mem_limit_mb: float | None = None) -> Selection:
     from .cache import (CalibrationCache, ValidationMemo, cache_root, calibration_key, hardware_fingerprint,
                         inputs_digest)
+    from .executors.gpu_memory import check_limit
 
     if performance_hint not in ("latency", "throughput"):
         raise ValueError(f"performance_hint must be 'latency' or 'throughput', not {performance_hint!r}")
@@ -191,6 +199,7 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
         performance_hint=performance_hint,
         cache_dir=os.fspath(root) if root else None,
         runtime_options=dict(runtime_options or {}),
+        gpu_mem_limit_mb=check_limit(gpu_mem_limit_mb),
     )
     if executor and executor not in runtimes():
         raise ConfigError(f"unknown executor {executor!r}", key="executor",
@@ -382,6 +391,10 @@ def open_candidate(candidate: Candidate, options: ExecutorOptions,
             raise DeviceUnavailableError(f"{candidate.name}: {available.reason}", hint=available.fix)
     if candidate.precision != options.precision:
         options = replace(options, precision=candidate.precision)
+    if options.gpu_mem_limit_mb is not None:
+        from .executors.gpu_memory import log_note, note
+
+        log_note(note(cls, candidate.device, options))  # a limit on a CPU or NPU: said, not ignored
     if isolation is not None:  # the same executor, in a worker process
         from .isolation.executor import IsolatedExecutor
 

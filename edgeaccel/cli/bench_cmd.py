@@ -46,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from .. import bench
     from ..errors import InputError
-    from ..loader import load_candidate, select
+    from ..loader import select
+    from ..telemetry.utilization import UtilizationSampler
     from . import quiet_native_stderr
 
     if args.runs < 1 or args.requests < 1 or args.warmup < 0 or not 0 <= args.min_seconds < 86400:
@@ -63,7 +64,32 @@ def main(args: argparse.Namespace) -> int:
 
         raise _nothing_can_run(selection.ranking)
     progress = None if args.no_progress or args.json or not sys.stderr.isatty() else _bar
-    results = []
+    with UtilizationSampler() as sampler:  # from the first load to the last measurement
+        results = _measure(candidates, selection, args, bench, progress)
+    if progress:
+        print(file=sys.stderr)
+    if args.plot:
+        bench.plot([r for r in results if isinstance(r, bench.Result)], args.plot)
+        print(f"plot: wrote the latency distribution per executor to {os.path.abspath(args.plot)}", file=sys.stderr)
+    report = {"schema": "edgeaccel.bench/1", "model": [str(a.path) for a in selection.artifacts.artifacts],
+              "how": {"latency": "synchronous model.run loop (one request at a time)",
+                      "throughput": "load(performance_hint='throughput') + submit(), 2 x concurrency in flight",
+                      "runs": args.runs, "requests": args.requests, "min_seconds": args.min_seconds},
+              "results": [r.as_dict() for r in results], "utilization": sampler.summary()}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print(report)
+        print("\n" + "\n".join(sampler.lines()))
+    return 0
+
+
+def _measure(candidates: list, selection, args, bench, progress) -> list:
+    """Latency of every candidate (loaded together, measured interleaved), then throughput of each in turn."""
+    from ..loader import load_candidate
+    from . import quiet_native_stderr
+
+    results: list = []
     if args.mode in ("latency", "both"):
         models = []
         try:
@@ -87,21 +113,7 @@ def main(args: argparse.Namespace) -> int:
                 arrays, _ = prepare_inputs(model, args)
                 results.append(bench.throughput(cand.name, model, arrays, args.requests, args.warmup, progress,
                                                 args.min_seconds))
-    if progress:
-        print(file=sys.stderr)
-    if args.plot:
-        bench.plot([r for r in results if isinstance(r, bench.Result)], args.plot)
-        print(f"plot: wrote the latency distribution per executor to {os.path.abspath(args.plot)}", file=sys.stderr)
-    report = {"schema": "edgeaccel.bench/1", "model": [str(a.path) for a in selection.artifacts.artifacts],
-              "how": {"latency": "synchronous model.run loop (one request at a time)",
-                      "throughput": "load(performance_hint='throughput') + submit(), 2 x concurrency in flight",
-                      "runs": args.runs, "requests": args.requests, "min_seconds": args.min_seconds},
-              "results": [r.as_dict() for r in results]}
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        _print(report)
-    return 0
+    return results
 
 
 def _stages(models: list, args, bench) -> list:

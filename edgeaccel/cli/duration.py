@@ -52,6 +52,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _real(args, policy: str) -> int:
     from ..loader import load
+    from ..telemetry.utilization import UtilizationSampler
     from . import quiet_native_stderr
     from .inputs import prepare_inputs
     from .options import cache_kwargs
@@ -68,7 +69,8 @@ def _real(args, policy: str) -> int:
             print(f"executor  {name}: {info.runtime} {info.version} on {info.device} ({info.reason})", file=out)
         for event in model.fallbacks:
             print(f"fallback  {event}", file=out)
-        failures, interrupted = _serve(model, arrays, args, live if not args.json else None)
+        with UtilizationSampler() as sampler:  # CPU, memory and accelerators while serving
+            failures, interrupted = _serve(model, arrays, args, live if not args.json else None)
         live.end()
         stats = model.stats
         if args.trace:
@@ -76,7 +78,7 @@ def _real(args, policy: str) -> int:
         answer = _answer(model, arrays, args)
     if interrupted:
         print("interrupted: the summary covers the time served until Ctrl-C", file=sys.stderr)
-    _summary(stats, args, failures, model.trace, answer)
+    _summary(stats, args, failures, model.trace, answer, sampler)
     return 130 if interrupted else 0
 
 
@@ -178,7 +180,8 @@ def _ms(value) -> str:
     return "    n/a" if value is None or value != value else f"{value:7.2f}"
 
 
-def _summary(stats, args, failures: dict[str, int], trace, answer: dict | None = None) -> None:
+def _summary(stats, args, failures: dict[str, int], trace, answer: dict | None = None, sampler=None) -> None:
+    """``sampler``: the UtilizationSampler of a real run (a simulated one has no utilization to show)."""
     if args.json:
         body = stats.as_dict()
         figures = body["simulated"] if stats.simulated else body
@@ -186,6 +189,8 @@ def _summary(stats, args, failures: dict[str, int], trace, answer: dict | None =
         figures["trace"] = args.trace
         if answer is not None:
             body["answer"] = {k: answer[k] for k in ("kind", "top_k", "top_k_of")}
+        if sampler is not None:
+            body["utilization"] = sampler.summary()
         json.dump({"schema": "edgeaccel.run.sustained/1", **body}, sys.stdout, indent=2, default=str)
         print()
         return
@@ -201,6 +206,8 @@ def _summary(stats, args, failures: dict[str, int], trace, answer: dict | None =
         print(f"{tag}  failed requests: " + ", ".join(f"{k} {v}" for k, v in sorted(failures.items())))
     if args.trace:
         print(f"{tag}  trace: {args.trace} ({len(trace)} decisions)")
+    if sampler is not None:
+        print("\n".join(sampler.lines()))
     if answer is not None:
         from .output_view import print_outputs
 

@@ -53,6 +53,7 @@ class ExecutorOptions:
     performance_hint: str = "latency"  # or "throughput"
     cache_dir: str | None = None
     runtime_options: dict = field(default_factory=dict)  # passed to the runtime as they are
+    gpu_mem_limit_mb: float | None = None  # the GPU memory the runtime may take (executors/gpu_memory.py)
 
     def resolved_threads(self) -> int:
         return self.threads or default_threads()
@@ -137,6 +138,9 @@ class Executor(ABC):
     # how the runtime's exceptions become edgeaccel errors (``translate.translate``): ErrorRule, first match
     error_rules: ClassVar[tuple] = ()
     load_hint: ClassVar[str | None] = None  # the hint of a load failure no rule explains
+    # devices (their base names) on which the executor holds the runtime to ExecutorOptions.gpu_mem_limit_mb; a
+    # GPU not listed is refused under a limit rather than run without it (executors/gpu_memory.py)
+    gpu_mem_limit_devices: ClassVar[frozenset[str]] = frozenset()
     kindless_devices: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs) -> None:
@@ -269,7 +273,9 @@ class Executor(ABC):
         if options.precision not in offered:
             allowed = ", ".join(dict.fromkeys(p for p in offered if p))
             return f"{cls.runtime} on {device} cannot run at precision {options.precision} (it offers {allowed})"
-        return None
+        from .gpu_memory import refusal  # a GPU whose memory this executor cannot cap, under a limit
+
+        return refusal(cls, device, options)
 
     @property
     @abstractmethod

@@ -37,6 +37,7 @@ from ..packages import installed, installed_version
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions
 from .device import DeviceRef, base_of
 from .facts import DeviceTarget, RuntimeSurvey
+from .gpu_memory import ORT_LIMIT_RULE, note as gpu_memory_note, ort_provider_options
 from .translate import ErrorRule, Failure, translate
 
 # device name -> the providers to ask for, best first; CPU always last so that ORT can place
@@ -94,6 +95,7 @@ def _load_hint(f: Failure) -> str:
 
 
 ERROR_RULES = (
+    ORT_LIMIT_RULE,  # an allocation failure under gpu_mem_limit_mb names the limit
     ErrorRule(UnsupportedModelError, contains=("NOT_IMPLEMENTED", "Could not find an implementation"),
               message="ONNX Runtime failed to load {name}: {message}", hint=_load_hint),
     ErrorRule(ModelLoadError, message="ONNX Runtime failed to load {name}: {message}", hint=_load_hint),
@@ -135,6 +137,7 @@ class OnnxRuntimeExecutor(Executor):
     presence = "probe"
     precisions = (None, "f32")
     error_rules = ERROR_RULES
+    gpu_mem_limit_devices = frozenset({"CUDA", "TensorRT"})  # the CUDA provider's arena cap
 
     @classmethod
     def options_beside_others(cls, options: ExecutorOptions) -> ExecutorOptions:
@@ -267,7 +270,7 @@ class OnnxRuntimeExecutor(Executor):
                 provider_options=[o for _, o in providers],
             )
         except Exception as exc:
-            raise translate(type(self), exc, "load", model, device) from exc
+            raise translate(type(self), exc, "load", model, device, options) from exc
         finally:
             if pending is not None and pending.is_file():
                 os.replace(pending, pending.with_suffix(".onnx"))
@@ -279,7 +282,7 @@ class OnnxRuntimeExecutor(Executor):
             raise
         except Exception as exc:
             self._session = None
-            raise translate(type(self), exc, "describe", model, device) from exc
+            raise translate(type(self), exc, "describe", model, device, options) from exc
         self._run = self._session.run
 
     def _describe_session(self, model: ModelInfo, kind: str, providers: list) -> None:
@@ -318,8 +321,16 @@ class OnnxRuntimeExecutor(Executor):
             threads=self._threads,
             details={"providers": list(self._providers), "provider_options": dict(self._provider_options),
                      "graph_optimization": self._optimization, "window_guard": self._guard is not None,
-                     "optimized_model_from_cache": self._from_cache, **(self._placement or {})},
+                     "optimized_model_from_cache": self._from_cache, **(self._placement or {}), **self._gpu_limit()},
         )
+
+    def _gpu_limit(self) -> dict:
+        """gpu_mem_limit_mb as applied (the provider options hold the bytes), or the note that it does not apply."""
+        limit = self.options.gpu_mem_limit_mb
+        if limit is None:
+            return {}
+        return {"gpu_mem_limit_mb": limit if _device_kind(self.device) in self.gpu_mem_limit_devices
+                else gpu_memory_note(type(self), self.device, self.options)}
 
     def _extended_run(self):
         """The run of an ORT_ENABLE_EXTENDED session of the same model, for input shapes the WindowGuard could
@@ -345,7 +356,7 @@ class OnnxRuntimeExecutor(Executor):
         except Exception as exc:
             if self._session is None:
                 raise InferenceError("ONNX Runtime session is closed", runtime=self.runtime) from exc
-            raise translate(type(self), exc, "run", self.model, self.device) from exc
+            raise translate(type(self), exc, "run", self.model, self.device, self.options) from exc
 
     def close(self) -> None:
         self.stop_workers()
@@ -434,6 +445,7 @@ def provider_options(provider: str, device: str, options: ExecutorOptions) -> di
             folder = compiled_dir(cache, "onnxruntime") / "openvino-ep"
             folder.mkdir(parents=True, exist_ok=True)
             opts["cache_dir"] = str(folder)
+    opts.update(ort_provider_options(provider, options.gpu_mem_limit_mb))
     user: Mapping = options.runtime_options.get("provider_options", {}).get(provider, {})
     if provider == "QNNExecutionProvider" and not {"backend_path", "backend_type"} & set(user):
         # the HTP (Hexagon tensor processor) backend is the NPU; ORT docs name its library per OS

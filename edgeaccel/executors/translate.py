@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from ..errors import (
     MEMORY_HINT,
     EdgeAccelError,
+    ExecutorError,
     InferenceError,
     ModelLoadError,
     looks_out_of_memory,
@@ -30,6 +31,7 @@ from ..errors import (
 
 if TYPE_CHECKING:
     from ..modelinfo import ModelInfo
+    from .base import ExecutorOptions
 
 STAGES = ("load", "describe", "run")
 
@@ -45,6 +47,7 @@ class Failure:
     model: ModelInfo | None
     device: str
     exc: BaseException
+    options: ExecutorOptions | None = None  # what the executor was loaded with (a rule may name a limit)
 
     @property
     def name(self) -> str:
@@ -78,7 +81,7 @@ class ErrorRule:
             runtime=failure.runtime, name=failure.name, message=failure.message, device=failure.device,
             verb=_VERB[failure.stage])
         hint = self.hint(failure) if callable(self.hint) else self.hint
-        if issubclass(self.error, (ModelLoadError, InferenceError)):
+        if issubclass(self.error, ExecutorError):
             return self.error(text, runtime=failure.runtime_id, hint=hint)
         return self.error(text, hint=hint)
 
@@ -88,14 +91,14 @@ DESCRIBE_HINT = "the model's tensor names are corrupted; export it again"
 
 
 def translate(cls: type, exc: BaseException, stage: str, model: ModelInfo | None = None,
-              device: str = "CPU") -> EdgeAccelError:
+              device: str = "CPU", options: ExecutorOptions | None = None) -> EdgeAccelError:
     """The edgeaccel error for ``exc`` raised by ``cls``'s runtime at ``stage`` ("load", "describe", "run")."""
     if isinstance(exc, EdgeAccelError):
         return exc
     clean = getattr(cls, "clean_message", None)
     message = runtime_message(exc)
     message = clean(message) if clean is not None else message
-    failure = Failure(message, stage, getattr(cls, "label", cls.runtime), cls.runtime, model, device, exc)
+    failure = Failure(message, stage, getattr(cls, "label", cls.runtime), cls.runtime, model, device, exc, options)
     for rule in getattr(cls, "error_rules", ()):
         if rule.matches(failure):
             return rule.build(failure)
