@@ -182,7 +182,8 @@ def runtime_message(exc: BaseException) -> str:
 # measured under RLIMIT_AS with LiteRT (RuntimeError with no message), ONNX Runtime and OpenVINO (also "failed
 # to map segment from shared object" when a plugin library no longer fits).
 _OUT_OF_MEMORY = ("bad_alloc", "memoryerror", "out of memory", "cannot allocate", "failed to allocate",
-                  "resource temporarily unavailable", "cannot create thread", "failed to map segment")
+                  "resource temporarily unavailable", "cannot create thread", "failed to map segment",
+                  "is smaller than requested bytes")  # ONNX Runtime's BFC arena at its memory limit
 MEMORY_HINT = ("the runtime could not get memory: free memory, load fewer models at once, or raise the process's "
                "address-space limit (ulimit -v, or IsolationLimits(memory_bytes=...) for an isolated model)")
 
