@@ -138,6 +138,9 @@ class Executor(ABC):
     error_rules: ClassVar[tuple] = ()
     load_hint: ClassVar[str | None] = None  # the hint of a load failure no rule explains
     kindless_devices: ClassVar[tuple[str, ...]] = ()
+    # "module:function" of the per-operator collector `edgeaccel profile` uses (edgeaccel.profiling.collect:
+    # collect(job) -> Collected); None: whole-model time only, said so
+    profiler: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)

@@ -135,6 +135,7 @@ class OnnxRuntimeExecutor(Executor):
     presence = "probe"
     precisions = (None, "f32")
     error_rules = ERROR_RULES
+    profiler = "edgeaccel.profiling.onnxruntime:collect"
 
     @classmethod
     def options_beside_others(cls, options: ExecutorOptions) -> ExecutorOptions:
@@ -321,6 +322,11 @@ class OnnxRuntimeExecutor(Executor):
                      "optimized_model_from_cache": self._from_cache, **(self._placement or {})},
         )
 
+    @property
+    def session(self):
+        """The InferenceSession (``edgeaccel profile`` ends its profiling and reads the trace)."""
+        return self._session
+
     def _extended_run(self):
         """The run of an ORT_ENABLE_EXTENDED session of the same model, for input shapes the WindowGuard could
         not prove safe at ORT_ENABLE_ALL."""
@@ -373,6 +379,9 @@ def session_options(threads: int, options: ExecutorOptions):
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.log_severity_level = int(options.runtime_options.get("log_severity_level", 4))
+    if options.runtime_options.get("profile_file_prefix"):  # edgeaccel profile: ORT's per-node trace
+        so.enable_profiling = True
+        so.profile_file_prefix = str(options.runtime_options["profile_file_prefix"])
     for key, value in options.runtime_options.get("session_config", {}).items():
         so.add_session_config_entry(key, str(value))
     return so
