@@ -33,10 +33,19 @@ def profile_model(model, *, executor: str | None = None, device: str | None = No
         raise InputError(f"runs must be at least 1 and warmup at least 0 (got runs={runs}, warmup={warmup})")
     selection = select(model, executor=executor, device=device, precision=precision, threads=threads,
                        cache_dir=cache_dir, cache=cache)
-    candidates = selection.ranking.candidates if every else selection.ranking.candidates[:1]
+    ranking = selection.ranking
+    notes = []
+    if every and selection.measurements:  # side by side means every executor that runs here, also those an
+        # earlier calibration ruled out for load (accuracy, speed): said per executor
+        ranking = selection.rerank({})
+        profiled = {c.name for c in ranking.candidates}
+        for rejection in selection.ranking.rejected:
+            if rejection.reason.startswith("calibration") and rejection.name in profiled:
+                notes.append(f"{rejection.name}: profiled although edgeaccel.load passes it over ({rejection.reason})")
+    candidates = ranking.candidates if every else ranking.candidates[:1]
     if not candidates:
-        raise _nothing_can_run(selection.ranking)
-    result = ModelProfile(", ".join(str(a.path) for a in selection.artifacts.artifacts))
+        raise _nothing_can_run(ranking)
+    result = ModelProfile(", ".join(str(a.path) for a in selection.artifacts.artifacts), notes=notes)
     for candidate in candidates:
         arrays = _inputs_for(candidate.artifact, inputs, seed)
         try:

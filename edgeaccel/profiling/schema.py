@@ -144,10 +144,11 @@ class ModelProfile:
     failed: dict[str, str] = field(default_factory=dict)  # executor -> why it could not be profiled
     matching: dict | None = None  # --all: edgeaccel.profiling.matching.match_ops(...).to_dict()
     compare: dict | None = None  # --compare: edgeaccel.profiling.compare's LayerComparison.to_dict()
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         out = {"schema": SCHEMA, "model": self.model, "executors": [e.to_dict() for e in self.executors],
-               "failed": dict(self.failed)}
+               "failed": dict(self.failed), "notes": list(self.notes)}
         if self.matching is not None:
             out["matching"] = self.matching
         if self.compare is not None:
