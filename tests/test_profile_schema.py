@@ -33,26 +33,30 @@ def test_an_operator_twice_in_one_run_counts_once_with_the_sum():
     assert len(ops) == 1 and ops[0].median_ms == pytest.approx(0.15) and ops[0].runs == 2
 
 
-def test_openvino_per_run_times_from_its_running_average():
-    """OpenVINO reports each node's average over every inference so far (measured); run k added
-    k * avg_k - (k - 1) * avg_(k-1)."""
-    from edgeaccel.profiling.openvino import run_events
+def counters(avg_us: float, status: str = "Status.EXECUTED", name: str = "conv"):
+    return SimpleNamespace(node_name=name, node_type="Convolution", exec_type="jit", status=status,
+                           real_time=timedelta(microseconds=int(avg_us)))
 
-    def info(avg_us):
-        return SimpleNamespace(node_name="conv", node_type="Convolution", exec_type="jit", status="Status.EXECUTED",
-                               real_time=timedelta(microseconds=avg_us))
 
-    durations = [100, 300, 200]
-    before, seen = {}, []
-    for k in range(1, 4):
-        avg = sum(durations[:k]) // k
-        totals = {"conv": avg * k}
-        seen += [e.dur_us for e in run_events([info(avg)], totals, before, "CPU")]
-        before = totals
-    assert seen == [100, 300, 200]
-    skipped = SimpleNamespace(node_name="fq", node_type="FakeQuantize", exec_type="undef",
-                              status="Status.OPTIMIZED_OUT", real_time=timedelta(0))
-    assert run_events([skipped], {"fq": 0}, {}, "CPU") == []
+@pytest.mark.parametrize("semantics", ["running average", "per inference"])
+def test_openvino_counters_read_the_way_that_tracks_the_run_times(semantics):
+    """OpenVINO's CPU plugin reports each node's average over every inference so far (measured); another
+    plugin may report the last one. Run k added k * avg_k - (k - 1) * avg_(k-1) under the first reading; the
+    reading whose per-run sums follow the measured run times is kept."""
+    from edgeaccel.profiling.openvino import read_counters
+
+    durations = [400, 100, 900, 300, 700, 200, 800]  # microseconds; the run times follow them (plus 10%)
+    walls_ms = [d * 1.1 / 1e3 for d in durations]
+    snapshots = []
+    for k in range(1, len(durations) + 1):
+        value = sum(durations[:k]) / k if semantics == "running average" else durations[k - 1]
+        snapshots.append([counters(value), counters(0, "Status.OPTIMIZED_OUT", "fq")])
+    warmup = 2
+    chosen, runs = read_counters(snapshots, warmup, walls_ms[warmup:], "CPU")
+    assert chosen == semantics
+    assert all(len(ops) == 1 for ops in runs)  # the optimized-out node is not an operator that ran
+    got = [ops[0].dur_us for ops in runs]
+    assert got == pytest.approx(durations[warmup:], abs=len(durations))  # averages are in whole microseconds
 
 
 @pytest.mark.parametrize("name, key", [

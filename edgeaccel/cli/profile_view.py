@@ -22,10 +22,12 @@ def profile_lines(profile: ModelProfile, top: int = 15) -> list[str]:
 def executor_lines(p: ExecutorProfile, top: int) -> list[str]:
     threads = f", {p.threads} threads" if p.threads else ""
     peak = f"{p.peak_rss_mb:.0f} MB" if p.peak_rss_mb is not None else "unknown"
+    if p.peak_rss_mb is not None and p.rss_before_mb is not None:
+        peak += f", {p.rss_before_mb:.0f} MB before the load"
     lines = [f"{p.executor}  ({p.runtime} {p.version}, precision {p.precision}{threads})",
              f"  whole model  {p.whole_model_ms:.3f} ms median of {p.runs} runs (p90 {p.whole_model_p90_ms:.3f} ms, "
              f"{p.warmup} warm-up runs not counted)",
-             f"  load         {p.load_s:.3f} s      peak RSS {peak} (process, from before the load)"]
+             f"  load         {p.load_s:.3f} s      peak RSS {peak} (the process's)"]
     if p.per_op_available:
         lines.append(f"  operators    {sum(op.median_ms is not None for op in p.ops)} timed, medians sum to "
                      f"{p.op_sum_ms:.3f} ms; per-op sum / whole-model time = {p.coverage:.2f} (median over runs)"
@@ -57,6 +59,9 @@ def matching_lines(matching: dict, top: int) -> list[str]:
     executors = matching["executors"]
     rows = matching["matched"]
     lines = [f"side by side: {len(rows)} operators matched by name across {', '.join(executors)}"]
+    if not rows:
+        lines.append("  no operator names in common: these runtimes name the nodes of this model differently "
+                     "(OpenVINO's TFLite reader, for one, gives generated names)")
     if rows:
         def biggest(row: dict) -> float:
             return max((v for v in row["median_ms"].values() if v is not None), default=0.0)

@@ -125,6 +125,7 @@ def profile_candidate(candidate, options: ExecutorOptions, inputs: Sequence[np.n
     collect = collector_for(executor_class(candidate.runtime))
     time.sleep(pause_s)
     reset = memory.reset_peak()
+    before = memory.rss_mb()
     with tempfile.TemporaryDirectory(prefix="edgeaccel-profile-") as workdir:
         job = ProfileJob(candidate, options, list(inputs), runs, warmup, Path(workdir), sampler)
         try:
@@ -147,7 +148,7 @@ def profile_candidate(candidate, options: ExecutorOptions, inputs: Sequence[np.n
         precision=info.precision, threads=info.threads, artifact=str(candidate.artifact.path), runs=runs,
         warmup=warmup, whole_model_ms=float(np.median(walls)), whole_model_p90_ms=float(np.percentile(walls, 90)),
         load_s=job.load_s, peak_rss_mb=peak,
-        peak_rss_note=memory.PEAK_NOTE if reset else memory.PEAK_NOTE_UNRESET,
+        peak_rss_note=memory.PEAK_NOTE if reset else memory.PEAK_NOTE_UNRESET, rss_before_mb=before,
         per_op_available=collected.per_op_available, note=collected.note, ops=ops, devices=device_split(ops),
         not_executed=collected.not_executed, graph=collected.graph, records=collected.records)
     if job.sampled is not None:

@@ -38,3 +38,8 @@ def status_kb(field: str, proc: Path = Path("/proc")) -> int | None:
 def peak_rss_mb(proc: Path = Path("/proc")) -> float | None:
     kb = status_kb("VmHWM", proc)
     return None if kb is None else kb / 1024
+
+
+def rss_mb(proc: Path = Path("/proc")) -> float | None:
+    kb = status_kb("VmRSS", proc)
+    return None if kb is None else kb / 1024

@@ -91,6 +91,7 @@ class ExecutorProfile:
     load_s: float  # load and compile, as edgeaccel.load does it
     peak_rss_mb: float | None  # the process's peak resident memory from before the load to the last run
     peak_rss_note: str
+    rss_before_mb: float | None  # resident memory just before the load: the peak less this is the model's
     per_op_available: bool
     note: str  # what the runtime gives and what it does not
     ops: list[OpProfile] = field(default_factory=list)
@@ -128,6 +129,7 @@ class ExecutorProfile:
             "whole_model_ms": _r(self.whole_model_ms), "whole_model_p90_ms": _r(self.whole_model_p90_ms),
             "op_sum_ms": _r(self.op_sum_ms), "coverage": _r(self.coverage),
             "load_s": _r(self.load_s), "peak_rss_mb": _r(self.peak_rss_mb), "peak_rss_note": self.peak_rss_note,
+            "rss_before_mb": _r(self.rss_before_mb),
             "per_op_available": self.per_op_available, "note": self.note,
             "devices": [d.to_dict() for d in self.devices], "not_executed": self.not_executed,
             "graph": self.graph, "ops": [op.to_dict() for op in self.ops],
