@@ -50,6 +50,17 @@ def test_json_all_side_by_side(capsys):
     assert report["matching"]["matched"] and set(report["matching"]["unmatched"]) >= {"onnxruntime:CPU"}
 
 
+def test_all_keeps_going_past_an_executor_that_cannot_run_the_model(capsys):
+    """OpenVINO cannot compile the LSTM (FINDINGS): --all profiles LiteRT and says why OpenVINO is missing."""
+    code, out, err = profile(capsys, str(MODELS / "keras_lstm_mnist_ptq.tflite"), "--all", "--runs", "2", "--json",
+                             "--no-cache")
+    assert code == 0, err
+    report = json.loads(out)
+    assert [e["executor"] for e in report["executors"]] == ["litert:CPU"]
+    assert "openvino:CPU" in report["failed"] and "hint:" in report["failed"]["openvino:CPU"]
+    assert "matching" not in report  # one executor: nothing to set side by side
+
+
 def test_litert_says_it_gives_no_per_op_times(capsys):
     code, out, err = profile(capsys, TFLITE_MODEL, "--executor", "litert", "--runs", "2", "--warmup", "0")
     assert code == 0, err

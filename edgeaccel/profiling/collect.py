@@ -131,12 +131,13 @@ def profile_candidate(candidate, options: ExecutorOptions, inputs: Sequence[np.n
         try:
             collected = collect(job)
             peak = memory.peak_rss_mb()
+            if job.executor is None or not collected.records:
+                raise EdgeAccelError(f"the profiler of {candidate.runtime} ran nothing (a bug in its collector)",
+                                     hint="a collector loads through job.open() and runs through job.time_runs()")
             info = job.executor.info
         finally:
             if job.executor is not None:
                 job.executor.close()
-    if job.executor is None:
-        raise EdgeAccelError(f"the profiler of {candidate.runtime} loaded no executor (a bug in its collector)")
     walls = [r.wall_ms for r in collected.records]
     if collected.per_op_available:
         ops = aggregate(collected.records)

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from .collect import Collected, ProfileJob
-from .schema import OpEvent, RunRecord
+from .schema import OpEvent
 
 KERNEL_SUFFIX = "_kernel_time"
 

@@ -54,12 +54,12 @@ def profile_model(model, *, executor: str | None = None, device: str | None = No
         except EdgeAccelError as exc:
             if not every:
                 raise
-            result.failed[candidate.name] = exc.message
+            result.failed[candidate.name] = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
     if not result.executors:
         reasons = "; ".join(f"{name}: {why}" for name, why in result.failed.items())
         raise EdgeAccelError(f"no executor could be profiled: {reasons}",
                              hint="`edgeaccel explain MODEL` shows the candidates and why each was chosen")
-    if every:
+    if every and len(result.executors) > 1:
         result.matching = match_ops(result.executors).to_dict()
     return result
 

@@ -144,7 +144,7 @@ class ModelProfile:
     model: str
     executors: list[ExecutorProfile] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # executor -> why it could not be profiled
-    matching: dict | None = None  # --all: edgeaccel.profiling.matching.match_ops(...).to_dict()
+    matching: dict | None = None  # --all, two executors or more: matching.match_ops(...).to_dict()
     compare: dict | None = None  # --compare: edgeaccel.profiling.compare's LayerComparison.to_dict()
     notes: list[str] = field(default_factory=list)
 
