@@ -123,3 +123,13 @@ def test_trace_has_one_complete_event_per_operator_per_run(ort_profile, ov_profi
         assert p.executor in names
     ov_events = [e for e in events if e["ph"] == "X" and e["pid"] == 2 and e["cat"] == "op"]
     assert "durations only" in ov_events[0]["args"]["ts"]  # OpenVINO's laid-out start times are said so
+
+
+def test_litert_partitions_of_a_model_split_between_xnnpack_and_the_tflite_kernels():
+    """The traffic detector: six XNNPACK partitions around an LSTM cell and the detection post-processing."""
+    p = one(MODELS / "traffic_model.tflite", "litert", runs=1)
+    partitions = p.graph["partitions"]
+    assert len(partitions) > 1 and {part["delegate"] for part in partitions} == {"XNNPACK"}
+    on_cpu = [op for op in p.ops if op.device == "CPU (TFLite kernels)"]
+    assert sum(part["operators"] for part in partitions) + len(on_cpu) == len(p.ops)  # each op in one place
+    assert "TFLite_Detection_PostProcess" in {op.op_type for op in on_cpu}  # a custom op XNNPACK cannot take
