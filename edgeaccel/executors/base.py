@@ -142,6 +142,9 @@ class Executor(ABC):
     # GPU not listed is refused under a limit rather than run without it (executors/gpu_memory.py)
     gpu_mem_limit_devices: ClassVar[frozenset[str]] = frozenset()
     kindless_devices: ClassVar[tuple[str, ...]] = ()
+    # "module:function" of the per-operator collector `edgeaccel profile` uses (edgeaccel.profiling.collect:
+    # collect(job) -> Collected); None: whole-model time only, said so
+    profiler: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)

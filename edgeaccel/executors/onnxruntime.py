@@ -138,6 +138,7 @@ class OnnxRuntimeExecutor(Executor):
     precisions = (None, "f32")
     error_rules = ERROR_RULES
     gpu_mem_limit_devices = frozenset({"CUDA", "TensorRT"})  # the CUDA provider's arena cap
+    profiler = "edgeaccel.profiling.onnxruntime:collect"
 
     @classmethod
     def options_beside_others(cls, options: ExecutorOptions) -> ExecutorOptions:
@@ -331,6 +332,10 @@ class OnnxRuntimeExecutor(Executor):
             return {}
         return {"gpu_mem_limit_mb": limit if _device_kind(self.device) in self.gpu_mem_limit_devices
                 else gpu_memory_note(type(self), self.device, self.options)}
+    @property
+    def session(self):
+        """The InferenceSession (``edgeaccel profile`` ends its profiling and reads the trace)."""
+        return self._session
 
     def _extended_run(self):
         """The run of an ORT_ENABLE_EXTENDED session of the same model, for input shapes the WindowGuard could
@@ -384,6 +389,9 @@ def session_options(threads: int, options: ExecutorOptions):
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.log_severity_level = int(options.runtime_options.get("log_severity_level", 4))
+    if options.runtime_options.get("profile_file_prefix"):  # edgeaccel profile: ORT's per-node trace
+        so.enable_profiling = True
+        so.profile_file_prefix = str(options.runtime_options["profile_file_prefix"])
     for key, value in options.runtime_options.get("session_config", {}).items():
         so.add_session_config_entry(key, str(value))
     return so

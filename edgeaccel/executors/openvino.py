@@ -147,6 +147,7 @@ class OpenVINOExecutor(Executor):
     presence = "probe"
     error_rules = ERROR_RULES
     clean_message = staticmethod(clean_message)
+    profiler = "edgeaccel.profiling.openvino:collect"
 
     @classmethod
     def survey(cls) -> RuntimeSurvey:
@@ -295,6 +296,11 @@ class OpenVINOExecutor(Executor):
 
     def _new_request(self) -> _Request:
         return _Request(self._compiled.create_infer_request(), self._in_ports, self._dynamic)
+
+    def new_request(self) -> _Request:
+        """An infer request of the compiled model outside the pool, fed like ``run`` feeds one (``.feed``,
+        ``.request``): ``edgeaccel profile`` reads its performance counters."""
+        return self._new_request()
 
     @property
     def optimal_requests(self) -> int:

@@ -1,0 +1,11 @@
+"""Where the time goes, per operator, on every runtime: ``edgeaccel profile``.
+
+``profile_model`` loads a model as ``edgeaccel.load`` would, with the runtime's own profiler on, and returns a
+``ModelProfile`` (schema ``edgeaccel.profile/1``, see schema.py). Each runtime's collector lives in a module of
+its own here (onnxruntime.py, openvino.py, litert.py), named by the executor class's ``profiler``.
+"""
+
+from .profile import profile_model
+from .schema import SCHEMA, ExecutorProfile, ModelProfile, OpProfile
+
+__all__ = ["SCHEMA", "ExecutorProfile", "ModelProfile", "OpProfile", "profile_model"]

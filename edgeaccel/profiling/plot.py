@@ -1,0 +1,53 @@
+"""``--plot``: time per layer as a PNG, one panel per executor (matplotlib, the ``plot`` extra, imported here
+only). Layers in execution order, so a slow stretch of the network shows where it is; an executor without
+per-operator times gets a panel that says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .schema import ExecutorProfile
+
+
+def pyplot():
+    """matplotlib's pyplot on the file-only backend, or a RuntimeNotInstalledError naming the extra."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        from ..errors import RuntimeNotInstalledError
+
+        raise RuntimeNotInstalledError("--plot needs matplotlib, which is not installed",
+                                       hint="pip install 'edgeaccel[plot]', or drop --plot") from exc
+    return plt
+
+
+def plot_layers(profiles: list[ExecutorProfile], path: str | Path) -> Path:
+    plt = pyplot()
+    fig, axes = plt.subplots(len(profiles), 1, figsize=(11, 2.6 * len(profiles)), squeeze=False)
+    for ax, profile in zip(axes[:, 0], profiles):
+        title = f"{profile.executor}: whole model {profile.whole_model_ms:.3f} ms (median of {profile.runs} runs)"
+        if not profile.per_op_available:
+            ax.text(0.5, 0.5, profile.note, ha="center", va="center", wrap=True, fontsize=9)
+            ax.set_axis_off()
+            ax.set_title(title, fontsize=10)
+            continue
+        times = [op.median_ms or 0.0 for op in profile.ops]
+        devices = sorted({op.device for op in profile.ops})
+        colours = {d: f"C{i}" for i, d in enumerate(devices)}
+        ax.bar(range(len(times)), times, color=[colours[op.device] for op in profile.ops], width=0.9)
+        for device in devices:  # one legend entry per device
+            ax.bar([0], [0], color=colours[device], label=device)
+        ax.legend(fontsize=8, loc="upper right")
+        ax.set_xlabel("operator, in execution order")
+        ax.set_ylabel("median ms")
+        coverage = (f"; operators account for {profile.coverage:.0%} of a run (median)"
+                    if profile.coverage is not None else "")
+        ax.set_title(title + coverage, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
