@@ -226,12 +226,11 @@ def _resolve_pair(model, float_model, executor) -> tuple[ModelInfo, ModelInfo, P
         quantized = [a for a in quantized if a.format in RUNTIME_FORMATS.get(executor, ())] or quantized
         preferred = RUNTIME_FORMATS.get(executor, ()) + _SAME_FORMAT_FIRST  # the executor's own format first
     if not quantized:
-        plain = [a for a in found.artifacts if a.format is not Format.EDGETPU_TFLITE]
-        if len(found.artifacts) == 1 and plain:
-            quantized = plain  # one file given: compare it as it is, whatever precision it has
-            if not plain[0].quantized:
-                notes.append(f"{plain[0].path.name} carries no quantization; its error against the float model "
-                             f"is that of its own precision or conversion")
+        if len(found.artifacts) == 1:
+            quantized = list(found.artifacts)  # one file given: compared as it is (an Edge TPU one is refused)
+            if not quantized[0].quantized:
+                notes.append(f"{quantized[0].path.name} carries no quantization; its error against the float "
+                             f"model is that of its own precision or conversion")
         else:
             raise ModelError(f"{model} holds no quantized model to compare with its float reference",
                              hint="make one with edgeaccel convert --to tflite-int8 (or onnx-int8)")

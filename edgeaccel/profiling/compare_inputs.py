@@ -59,8 +59,18 @@ def fit_to(sample: list[np.ndarray], f_specs: Sequence[TensorSpec], q_specs: Seq
     for k, spec in enumerate(q_specs):
         array = sample[order[k]]
         array = _layout(array, spec, cross_layout)
+        if not spec.unranked and (array.ndim != len(spec.shape) or
+                                  any(w is not None and a != w for a, w in zip(array.shape, spec.shape))):
+            f_spec = f_specs[order[k]]
+            raise ModelError(f"the float model's input {f_spec.name!r} takes {_dims(f_spec.shape)}, the quantized "
+                             f"model's {spec.name!r} {_dims(spec.shape)}: they are not one model",
+                             hint="compare a quantized model with the float model it was made from")
         feeds.append(_dtype(array, spec, f_specs[order[k]]))
     return feeds
+
+
+def _dims(shape) -> str:
+    return "x".join("?" if d is None else str(d) for d in shape) or "scalar"
 
 
 def input_order(f_specs: Sequence[TensorSpec], q_specs: Sequence[TensorSpec]) -> list[int]:
