@@ -28,7 +28,7 @@ from .. import bundle, formats
 from ..errors import ModelError
 from ..modelinfo import Format, ModelInfo
 from . import compare_inputs
-from .compare_match import LayerGraph, Match, match_layers
+from .compare_match import ACTIVATIONS, LayerGraph, Match, canonical_op, match_layers
 from .taps import open_tap, runtime_for
 
 log = logging.getLogger("edgeaccel.profile")
@@ -50,13 +50,14 @@ class LayerError:
     max_abs_error: float = 0.0
     float_name: str = ""  # the matching tensor in the float model
     matched_by: str = "name"  # or "op+shape"
+    activation: str = ""  # the activation right after it, ranked with it as one unit (see _activation_after)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "op_type": self.op_type, "shape": self.shape,
                 "sqnr_db": _finite(self.sqnr_db, 2), "rel_error": _finite(self.rel_error, 6),
                 "added_error": _finite(self.added_error, 6), "input_error": _finite(self.input_error, 6),
                 "inputs": self.inputs, "max_abs_error": _finite(self.max_abs_error, 6),
-                "float_name": self.float_name, "matched_by": self.matched_by}
+                "float_name": self.float_name, "matched_by": self.matched_by, "activation": self.activation}
 
 
 @dataclass
@@ -166,23 +167,44 @@ class _Sums:
 
 
 def _rows(matches: list[Match], sums: _Sums, q_graph: LayerGraph) -> list[LayerError]:
-    rel = {}
-    rows = []
     matched = {m.quantized.index: k for k, m in enumerate(matches)}
+    rel = {m.quantized.index: _relative(sums.err2[k], sums.ref2[k]) for k, m in enumerate(matches)}
+    ups = {m.quantized.index: q_graph.inputs_of(m.quantized, lambda layer: layer.index in matched) for m in matches}
+    unit_end = _activation_after(matches, q_graph, ups, matched)
+    rows = []
     for k, m in enumerate(matches):
-        err2, ref2 = sums.err2[k], sums.ref2[k]
-        rel[m.quantized.index] = _relative(err2, ref2)
-    for k, m in enumerate(matches):
-        ups = q_graph.inputs_of(m.quantized, lambda layer: layer.index in matched)
-        worst_in = max((rel[u.index] for u in ups), default=0.0)
-        own = rel[m.quantized.index]
-        added = own - worst_in if not (math.isinf(own) and math.isinf(worst_in)) else 0.0
+        index = m.quantized.index
+        worst_in = max((rel[u.index] for u in ups[index]), default=0.0)
+        own = rel[index]
+        end = unit_end.get(index)
+        if end is not None:  # a Conv and the activation after it are one unit: the error that survives counts
+            added = rel[end.index] - worst_in
+        elif any(unit_end.get(u.index) is m.quantized for u in ups[index]):
+            added = 0.0  # counted on the op before it
+        else:
+            added = own - worst_in if not (math.isinf(own) and math.isinf(worst_in)) else 0.0
         added = 0.0 if abs(added) < 1e-9 else added  # float noise of ops that only move values
         sqnr = None if sums.err2[k] == 0 else (10 * math.log10(sums.ref2[k] / sums.err2[k]) if sums.ref2[k] > 0
                                                else -math.inf)
         rows.append(LayerError(m.quantized.name, m.quantized.op_type, list(m.quantized.shape), sqnr, own, added,
-                               worst_in, [u.name for u in ups], float(sums.max_abs[k]), m.float.name, m.by))
+                               worst_in, [u.name for u in ups[index]], float(sums.max_abs[k]), m.float.name, m.by,
+                               end.name if end is not None else ""))
     return rows
+
+
+def _activation_after(matches: list[Match], q_graph: LayerGraph, ups: dict, matched: dict) -> dict:
+    """{layer index: the activation layer right after it} where an op's only reader is a ReLU/Clip of the same
+    shape that reads only it. A QDQ graph made by tf2onnx quantizes the Conv's output on the activation's grid
+    (negative values round to zero there): the Conv tensor then differs from the float Conv by everything the
+    activation removes anyway, which is no loss. The pair is ranked as one unit, by the activation's error."""
+    out = {}
+    for m in matches:
+        after = [c for c in q_graph.consumers(m.quantized) if c.index in matched]
+        if (len(after) == 1 and canonical_op(after[0].op_type) in ACTIVATIONS and after[0].shape == m.quantized.shape
+                and [u.index for u in ups[after[0].index]] == [m.quantized.index]
+                and canonical_op(m.quantized.op_type) not in ACTIVATIONS):
+            out[m.quantized.index] = after[0]
+    return out
 
 
 def _relative(err2: float, ref2: float) -> float:

@@ -34,11 +34,11 @@ _CANONICAL_OPS = {
     "averagepool": "avgpool", "avgpool": "avgpool", "globalaveragepool": "mean", "mean": "mean",
     "reducemean": "mean", "concatenation": "concat", "concat": "concat", "mul": "mul", "multiply": "mul",
     "sub": "sub", "subtract": "sub", "hardswish": "hswish", "hswish": "hswish", "relu6": "clip", "clip": "clip",
-    "clamp": "clip", "logistic": "sigmoid", "sigmoid": "sigmoid", "transposeconv": "deconv",
+    "clamp": "clip", "minimum": "clip", "maximum": "clip", "logistic": "sigmoid", "sigmoid": "sigmoid", "transposeconv": "deconv",
     "convtranspose": "deconv", "convolutionbackpropdata": "deconv", "resizebilinear": "resize",
     "resize": "resize", "interpolate": "resize", "squeeze": "reshape", "unsqueeze": "reshape",
     "flatten": "reshape", "reshape": "reshape",
-}
+}  # OpenVINO decomposes Clip into Maximum + Minimum: the named Minimum is the Clip's output
 
 
 def normalise(name: str) -> str:
@@ -200,16 +200,16 @@ def match_layers(q: LayerGraph, f: LayerGraph, cross_layout: str | None) -> tupl
     return matches, unmatched
 
 
-_ACTIVATIONS = frozenset({"relu", "clip", "sigmoid", "hswish", "tanh", "leakyrelu", "prelu", "elu", "gelu"})
+ACTIVATIONS = frozenset({"relu", "clip", "sigmoid", "hswish", "tanh", "leakyrelu", "prelu", "elu", "gelu"})
 
 
 def _fused_activation(f: LayerGraph, fl: Layer, ql: Layer, q_names: frozenset[str]) -> Layer | None:
     """tf2onnx splits a TFLite op's fused activation into its own node and leaves the fused op's name on the
     value before it: an int8 CONV_2D with a fused ReLU is the float ONNX Relu after the Conv of its name."""
-    if canonical_op(ql.op_type) in _ACTIVATIONS:
+    if canonical_op(ql.op_type) in ACTIVATIONS:
         return None
     after = f.consumers(fl)
-    if len(after) == 1 and canonical_op(after[0].op_type) in _ACTIVATIONS and after[0].shape == fl.shape \
+    if len(after) == 1 and canonical_op(after[0].op_type) in ACTIVATIONS and after[0].shape == fl.shape \
             and not after[0].names & q_names:
         return after[0]
     return None

@@ -14,9 +14,11 @@ from ..errors import ModelLoadError, runtime_message
 from ..modelinfo import ModelInfo
 from .taps import Tap, TapTensor, as_float
 
-_PASSTHROUGH = frozenset({"FakeQuantize"})
 _SKIP = frozenset({"Constant", "Result"})
 _BIAS_OPS = frozenset({"Add", "Multiply", "Subtract"})
+_DEQUANTIZE_STEPS = frozenset({"Subtract", "Multiply"})
+_WEIGHTED_OPS = frozenset({"Convolution", "GroupConvolution", "MatMul", "ConvolutionBackpropData",
+                           "GroupConvolutionBackpropData"})
 
 
 class OpenVINOTap(Tap):
@@ -33,7 +35,7 @@ class OpenVINOTap(Tap):
                                  runtime="openvino") from exc
         ports = self._build(ops)
         self._param_ids = [_port_id(p.output(0)) for p in model.get_parameters()]  # model.inputs' order
-        unnamed = sum(1 for t in self.tensors if t.name is None and not t.passthrough)
+        unnamed = sum(1 for t in self.tensors if t.name is None and not t.passthrough and t.op_type != "ShapeOf")
         if unnamed:
             self.notes.append(f"OpenVINO: {unnamed} unnamed values inside decomposed ops (bias adds, weight "
                               f"dequantization) were walked through, not compared")
@@ -52,11 +54,18 @@ class OpenVINOTap(Tap):
                                  f"outputs: {runtime_message(exc)}", runtime="openvino") from exc
 
     def _build(self, ops) -> dict:
-        """TapTensors in OpenVINO's order; returns {tensor id: the op output} for the ones to add as outputs."""
+        """TapTensors in OpenVINO's order; returns {tensor id: the op output} for the ones to add as outputs.
+
+        Re-encoding steps are passthrough: FakeQuantize, Convert, and the Subtract/Multiply of a decomposed
+        DequantizeLinear (one non-constant input, coming from a Convert). A FakeQuantize that feeds a Convert
+        to an integer type gives integers (OpenVINO's QuantizeLinear), not real values: it is not read."""
         constant: set[str] = set()
         names: dict[str, str | None] = {}
         producer: dict[str, object] = {}
+        integer_fq = {_port_id(op.input(0).get_source_output()) for op in ops if op.get_type_name() == "Convert"
+                      and not op.output(0).get_element_type().is_real()}
         ports = {}
+        chain: set[str] = set()  # outputs of Convert and of the dequantize steps after it
         for op in ops:
             kind = op.get_type_name()
             sources = [i.get_source_output() for i in op.inputs()]
@@ -66,14 +75,19 @@ class OpenVINOTap(Tap):
             if kind in _SKIP:
                 continue
             reads = tuple(_port_id(s) for s in sources if _port_id(s) not in constant)
+            passthrough = kind in ("FakeQuantize", "Convert") or (
+                kind in _DEQUANTIZE_STEPS and len(reads) == 1 and reads[0] in chain)
             for out in op.outputs():
                 pid = _port_id(out)
                 name = min(out.get_names(), default=None)
                 names[pid], producer[pid] = name, op
-                readable = out.get_element_type().is_real() and (name is not None or kind in _PASSTHROUGH)
+                if kind == "Convert" or (passthrough and kind in _DEQUANTIZE_STEPS):
+                    chain.add(pid)
+                readable = (out.get_element_type().is_real() and (name is not None or passthrough)
+                            and pid not in integer_fq)
                 op_type = "input" if kind == "Parameter" else _finished_op(op, kind, reads, names, producer)
                 shape = tuple(out.get_partial_shape().to_shape()) if out.get_partial_shape().is_static else ()
-                self.tensors.append(TapTensor(pid, name, op_type, shape, reads, kind in _PASSTHROUGH, readable))
+                self.tensors.append(TapTensor(pid, name, op_type, shape, reads, passthrough, readable))
                 ports[pid] = out
         return ports
 
@@ -101,10 +115,12 @@ def _port_id(output) -> str:
 
 
 def _finished_op(op, kind: str, reads: tuple[str, ...], names: dict, producer: dict) -> str:
-    """A named bias Add (or scale Multiply) on an unnamed op's result stands for that op: Conv+bias read as
-    Convolution + Add, and the tensor the model named is the Add's."""
-    if kind in _BIAS_OPS and len(reads) == 1 and names.get(reads[0]) is None and reads[0] in producer:
-        return producer[reads[0]].get_type_name()
+    """A named bias Add (or scale Multiply) on an unnamed Convolution/MatMul stands for that op: Conv+bias
+    reads as Convolution + Add, and the tensor the model named is the Add's."""
+    if kind in _BIAS_OPS:
+        for r in reads:
+            if names.get(r) is None and r in producer and producer[r].get_type_name() in _WEIGHTED_OPS:
+                return producer[r].get_type_name()
     return kind
 
 
