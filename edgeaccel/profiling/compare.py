@@ -28,6 +28,7 @@ from .. import bundle, formats
 from ..errors import ModelError
 from ..modelinfo import Format, ModelInfo
 from . import compare_inputs
+from .compare_local import LocalErrors
 from .compare_match import ACTIVATIONS, LayerGraph, Match, canonical_op, match_layers
 from .taps import open_tap, runtime_for
 
@@ -51,13 +52,15 @@ class LayerError:
     float_name: str = ""  # the matching tensor in the float model
     matched_by: str = "name"  # or "op+shape"
     activation: str = ""  # the activation right after it, ranked with it as one unit (see _activation_after)
+    added_by: str = "minus worst input"  # or "float op on quantized inputs" (compare_local.py)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "op_type": self.op_type, "shape": self.shape,
                 "sqnr_db": _finite(self.sqnr_db, 2), "rel_error": _finite(self.rel_error, 6),
                 "added_error": _finite(self.added_error, 6), "input_error": _finite(self.input_error, 6),
                 "inputs": self.inputs, "max_abs_error": _finite(self.max_abs_error, 6),
-                "float_name": self.float_name, "matched_by": self.matched_by, "activation": self.activation}
+                "float_name": self.float_name, "matched_by": self.matched_by, "activation": self.activation,
+                "added_by": self.added_by}
 
 
 @dataclass
@@ -135,13 +138,19 @@ def compare_layers(model, float_model=None, inputs=None, *, executor: str | None
         q_graph, f_graph = LayerGraph(q_tap, q_values), LayerGraph(f_tap, f_values)
         matches, unmatched = match_layers(q_graph, f_graph, layout)
         _refuse_unrelated(matches, q_graph, f_graph, q_info, f_info)
+        plan = _Plan(matches, q_graph)
+        local = LocalErrors(f_info, f_graph, matches, plan.segments())
+        if local.note:
+            notes.append(local.note)
         sums = _Sums(matches)
-        sums.add(q_values, f_values)
-        del q_values, f_values
-        for sample in f_samples[1:]:
-            sums.add(q_tap.run(compare_inputs.fit_to(sample, f_info.inputs, q_info.inputs, order, layout)),
-                     f_tap.run(sample))
-    rows = _rows(matches, sums, q_graph)
+        for k, sample in enumerate(f_samples):
+            if k:
+                q_values = q_tap.run(compare_inputs.fit_to(sample, f_info.inputs, q_info.inputs, order, layout))
+                f_values = f_tap.run(sample)
+            sums.add(q_values, f_values)
+            local.add(q_values, f_values, {s.name: a for s, a in zip(f_info.inputs, sample)})
+        local.close()
+    rows = _rows(plan, sums, local)
     return LayerComparison(rows, unmatched, inputs_used, str(q_info.path), str(f_info.path),
                            {"quantized": q_runtime, "float": f_runtime}, len(f_samples), notes)
 
@@ -166,29 +175,56 @@ class _Sums:
                 self.max_abs[k] = max(self.max_abs[k], float(np.abs(diff).max()))
 
 
-def _rows(matches: list[Match], sums: _Sums, q_graph: LayerGraph) -> list[LayerError]:
-    matched = {m.quantized.index: k for k, m in enumerate(matches)}
+class _Plan:
+    """What each matched layer reads (the nearest matched layers upstream) and which layers rank as a unit with
+    the activation right after them."""
+
+    def __init__(self, matches: list[Match], q_graph: LayerGraph) -> None:
+        self.matches = matches
+        self.row_of = {m.quantized.index: k for k, m in enumerate(matches)}
+        self.ups = {m.quantized.index: q_graph.inputs_of(m.quantized, lambda layer: layer.index in self.row_of)
+                    for m in matches}
+        self.unit_end = _activation_after(matches, q_graph, self.ups, self.row_of)
+
+    def end_of(self, m: Match) -> Match:
+        end = self.unit_end.get(m.quantized.index)
+        return self.matches[self.row_of[end.index]] if end is not None else m
+
+    def folded(self, m: Match) -> bool:
+        """An activation whose error is counted on the op before it."""
+        return any(self.unit_end.get(u.index) is m.quantized for u in self.ups[m.quantized.index])
+
+    def segments(self) -> list:
+        return [([self.matches[self.row_of[u.index]] for u in self.ups[m.quantized.index]], self.end_of(m))
+                for m in self.matches]
+
+
+def _rows(plan: _Plan, sums: _Sums, local: LocalErrors) -> list[LayerError]:
+    matches = plan.matches
     rel = {m.quantized.index: _relative(sums.err2[k], sums.ref2[k]) for k, m in enumerate(matches)}
-    ups = {m.quantized.index: q_graph.inputs_of(m.quantized, lambda layer: layer.index in matched) for m in matches}
-    unit_end = _activation_after(matches, q_graph, ups, matched)
     rows = []
     for k, m in enumerate(matches):
         index = m.quantized.index
-        worst_in = max((rel[u.index] for u in ups[index]), default=0.0)
+        ups = plan.ups[index]
+        worst_in = max((rel[u.index] for u in ups), default=0.0)
         own = rel[index]
-        end = unit_end.get(index)
-        if end is not None:  # a Conv and the activation after it are one unit: the error that survives counts
-            added = rel[end.index] - worst_in
-        elif any(unit_end.get(u.index) is m.quantized for u in ups[index]):
+        end = plan.end_of(m)
+        if plan.folded(m):
             added = 0.0  # counted on the op before it
-        else:
-            added = own - worst_in if not (math.isinf(own) and math.isinf(worst_in)) else 0.0
+        elif local.measured(k):  # the float op(s) on the quantized inputs: what this layer alone changes
+            added = _relative(local.err2[k], local.ref2[k])
+        else:  # a Conv and the activation after it are one unit: the error that survives counts
+            added = rel[end.quantized.index] - worst_in
+            if math.isnan(added):
+                added = 0.0
         added = 0.0 if abs(added) < 1e-9 else added  # float noise of ops that only move values
         sqnr = None if sums.err2[k] == 0 else (10 * math.log10(sums.ref2[k] / sums.err2[k]) if sums.ref2[k] > 0
                                                else -math.inf)
         rows.append(LayerError(m.quantized.name, m.quantized.op_type, list(m.quantized.shape), sqnr, own, added,
-                               worst_in, [u.name for u in ups[index]], float(sums.max_abs[k]), m.float.name, m.by,
-                               end.name if end is not None else ""))
+                               worst_in, [u.name for u in ups], float(sums.max_abs[k]), m.float.name, m.by,
+                               end.quantized.name if end is not m else "",
+                               "float op on quantized inputs" if local.measured(k) and not plan.folded(m)
+                               else "minus worst input"))
     return rows
 
 
@@ -265,7 +301,10 @@ def _resolve_pair(model, float_model, executor) -> tuple[ModelInfo, ModelInfo, P
     if len(quantized) > 1:
         notes.append(f"compared {q_info.path.name}; the bundle also holds "
                      f"{', '.join(a.path.name for a in quantized[1:])} (choose one with executor= or pass its path)")
-    same_format = [f for f in float_candidates if f.format is q_info.format]
+    # the float model in the quantized one's format (names match best); for an IR, the ONNX it was made from
+    # where there is one: same names, and its layers can be run one by one (compare_local.py)
+    wanted = (Format.ONNX, Format.OPENVINO_IR) if q_info.format is Format.OPENVINO_IR else (q_info.format,)
+    same_format = sorted((f for f in float_candidates if f.format in wanted), key=lambda f: wanted.index(f.format))
     f_info = same_format[0] if same_format else float_candidates[0]
     return q_info, f_info, found.calibration, notes
 

@@ -107,7 +107,8 @@ def _from_arrays(item, specs) -> list[list[np.ndarray]]:
     if isinstance(item, dict):
         missing = [s.name for s in specs if s.name not in item]
         if missing:
-            raise InputError(f"the input arrays have no entry for {missing}", hint=f"key them by {[s.name for s in specs]}")
+            raise InputError(f"the input arrays have no entry for {missing}",
+                             hint=f"key them by {[s.name for s in specs]}")
         item = [item[s.name] for s in specs]
     if not isinstance(item, (list, tuple)) or len(item) != len(specs):
         raise InputError(f"the float model takes {len(specs)} inputs ({', '.join(s.name for s in specs)}); give "

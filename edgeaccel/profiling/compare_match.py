@@ -34,7 +34,8 @@ _CANONICAL_OPS = {
     "averagepool": "avgpool", "avgpool": "avgpool", "globalaveragepool": "mean", "mean": "mean",
     "reducemean": "mean", "concatenation": "concat", "concat": "concat", "mul": "mul", "multiply": "mul",
     "sub": "sub", "subtract": "sub", "hardswish": "hswish", "hswish": "hswish", "relu6": "clip", "clip": "clip",
-    "clamp": "clip", "minimum": "clip", "maximum": "clip", "logistic": "sigmoid", "sigmoid": "sigmoid", "transposeconv": "deconv",
+    "clamp": "clip", "minimum": "clip", "maximum": "clip", "logistic": "sigmoid", "sigmoid": "sigmoid",
+    "transposeconv": "deconv",
     "convtranspose": "deconv", "convolutionbackpropdata": "deconv", "resizebilinear": "resize",
     "resize": "resize", "interpolate": "resize", "squeeze": "reshape", "unsqueeze": "reshape",
     "flatten": "reshape", "reshape": "reshape",
@@ -66,6 +67,7 @@ class Layer:
     names: frozenset[str]  # normalised names of all its tensors
     reads: tuple[str, ...]  # tensor ids its op read (resolved to layers by LayerGraph.inputs_of)
     members: frozenset[str] = field(default_factory=frozenset)
+    read_name: str | None = None  # the model's name for the tensor read (ids are the runtime's own)
 
 
 class LayerGraph:
@@ -109,7 +111,8 @@ class LayerGraph:
             read = readable[-1]
             layer = Layer(order[members[0].id], _display_name(defining, named), defining.op_type, read.id,
                           tuple(values[read.id].shape), frozenset(normalise(t.name) for t in named),
-                          tuple(r for r in defining.inputs if r in tensors), frozenset(t.id for t in members))
+                          tuple(r for r in defining.inputs if r in tensors), frozenset(t.id for t in members),
+                          read.name)
             self.layers.append(layer)
             for t in members:
                 self.layer_of[t.id] = layer

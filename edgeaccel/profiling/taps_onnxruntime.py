@@ -30,8 +30,10 @@ class OnnxRuntimeTap(Tap):
             model = onnx.load(str(info.path))  # external data is read from beside the model, by path
             fit_ir_version(model, info.path)
         except Exception as exc:
-            raise ModelLoadError(f"cannot read {info.path.name}: {runtime_message(exc)}", runtime="onnxruntime") from exc
-        self._input_names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+            raise ModelLoadError(f"cannot read {info.path.name}: {runtime_message(exc)}",
+                                 runtime="onnxruntime") from exc
+        weights = {t.name for t in model.graph.initializer}  # below IR 4 they are listed as inputs too
+        self._input_names = [i.name for i in model.graph.input if i.name not in weights]
         self._build(model.graph, _elem_types(onnx, model))
         present = {o.name for o in model.graph.output}
         wanted = [t.id for t in self.tensors if t.readable and t.op_type != "input"]
