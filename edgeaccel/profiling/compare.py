@@ -119,6 +119,11 @@ def compare_layers(model, float_model=None, inputs=None, *, executor: str | None
     "openvino"); the float model runs on it too where it reads that format. At most ``samples`` samples."""
     if samples < 1:
         raise ValueError("samples must be at least 1")
+    if executor is not None:
+        from ..cli.names import ALIASES
+
+        folded = executor.strip().lower()
+        executor = ALIASES.get(folded, folded)  # "ORT", "ov", "tflite" as --executor takes them
     q_info, f_info, calibration, notes = _resolve_pair(model, float_model, executor)
     f_runtime, q_runtime = runtime_for(f_info, executor), runtime_for(q_info, executor)
     if executor is not None and q_runtime != executor:

@@ -96,7 +96,7 @@ def _load(path: Path, specs, normalize, max_samples) -> list[list[np.ndarray]]:
     try:
         return calib_mod.load(path, specs, normalize=normalize, max_samples=max_samples).samples
     except ConversionError as exc:  # its messages name the file and the input; say they are compare inputs
-        raise InputError(f"compare inputs: {exc.message.replace('calibration data ', '')}", hint=exc.hint) from exc
+        raise InputError(exc.message.replace("calibration data", "compare input"), hint=exc.hint) from exc
 
 
 def _from_arrays(item, specs) -> list[list[np.ndarray]]:
