@@ -7,9 +7,10 @@ the same tensor of its float origin, on the same inputs (``edgeaccel profile MOD
     print("\\n".join(result.table_lines(top=10)))
 
 Per matched tensor, over all samples: SQNR (dB) and relative L2 error ||q - f|| / ||f||, both cumulative
-(everything upstream contributes), and the error the layer ADDS: its relative error minus the worst of the
-layers it reads. Rows are ranked by what a layer adds, so a layer with broken weights comes first and the
-layers after it, which inherit its error without adding to it, do not.
+(everything upstream contributes), and the error the layer ADDS: its float op(s) run on the quantized values of
+the layers it reads, against its quantized output (compare_local.py: float ONNX and TFLite models), else its
+relative error minus the worst of those layers'. Rows are ranked by what a layer adds, so a layer with broken
+weights comes first and the layers after it, which inherit its error without adding to it, do not.
 
 Tensors are captured on real runtimes (``taps``) and matched by name, then by op type and shape
 (``compare_match``); what matches on neither side is listed in ``unmatched``, never dropped.
@@ -144,9 +145,7 @@ def compare_layers(model, float_model=None, inputs=None, *, executor: str | None
         matches, unmatched = match_layers(q_graph, f_graph, layout)
         _refuse_unrelated(matches, q_graph, f_graph, q_info, f_info)
         plan = _Plan(matches, q_graph)
-        local = LocalErrors(f_info, f_graph, matches, plan.segments())
-        if local.note:
-            notes.append(local.note)
+        local = LocalErrors(f_info, plan.segments())
         sums = _Sums(matches)
         for k, sample in enumerate(f_samples):
             if k:
@@ -155,6 +154,8 @@ def compare_layers(model, float_model=None, inputs=None, *, executor: str | None
             sums.add(q_values, f_values)
             local.add(q_values, f_values, {s.name: a for s, a in zip(f_info.inputs, sample)})
         local.close()
+    if local.note:
+        notes.append(local.note)
     rows = _rows(plan, sums, local)
     return LayerComparison(rows, unmatched, inputs_used, str(q_info.path), str(f_info.path),
                            {"quantized": q_runtime, "float": f_runtime}, len(f_samples), notes)

@@ -2,11 +2,11 @@
 model's values of the layers it reads, against the quantized layer's output. Downstream of a broken layer the
 inputs are already wrong on both sides, so a layer that only inherits error adds almost none here.
 
-This needs the float model's ops one layer at a time, which ONNX allows: every layer's segment (the float
-nodes between the matched layers it reads and its own output, constants included) is copied, renamed, into
-one ONNX model whose inputs are those layers' values, and ONNX Runtime runs all segments in one call per
-sample. Float TFLite and OpenVINO models cannot be cut like this; there the added error is the layer's
-relative error minus the worst of its inputs' (compare.py).
+This needs the float model's ops one layer at a time: every layer's segment (the float ops between the matched
+layers it reads and its own output; constants shared) is copied, renamed, into one model whose inputs are those
+layers' values, run once per sample: ONNX here (ONNX Runtime), TFLite in compare_local_tflite.py (LiteRT).
+A float OpenVINO IR is not cut; there the added error is the layer's relative error minus the worst of its
+inputs' (compare.py), and a note says so.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..modelinfo import Format, ModelInfo
-from .compare_match import LayerGraph, Match
+from .compare_match import Match
 
 MAX_SEGMENT_NODES = 64  # a longer walk means the boundary was missed (unmatched branch): use the estimate
 
@@ -23,26 +23,67 @@ class LocalErrors:
     """Per row, summed over samples: the squared difference between the quantized layer's output and the float
     op(s) run on the quantized inputs, and the squared norm of the latter (what the layer should have given)."""
 
-    def __init__(self, f_info: ModelInfo, f_graph: LayerGraph, matches: list[Match], segments: list) -> None:
+    def __init__(self, f_info: ModelInfo, segments: list) -> None:
         """``segments[k]``: (boundary matches, end match) for row k; the local value of row k is the end
         match's float op(s) run on the boundary matches' quantized values."""
-        self.available = False
         self.note = ""
         self.err2 = np.zeros(len(segments))
         self.ref2 = np.zeros(len(segments))  # of the float op's output on the quantized inputs
         self._segments = segments
-        if f_info.format is not Format.ONNX:
+        self._backend = None
+        if f_info.format not in (Format.ONNX, Format.TFLITE):
             self.note = (f"added error = a tensor's relative error minus the worst of its inputs' (the float model "
                          f"is {f_info.format.value}: its layers cannot be run one by one here)")
             return
         try:
-            self._build(f_info, f_graph)
-            self.available = True
+            if f_info.format is Format.ONNX:
+                self._backend = _OnnxSegments(f_info, segments)
+            else:
+                from .compare_local_tflite import TfliteSegments
+
+                self._backend = TfliteSegments(f_info, segments)
         except Exception as exc:  # a graph this cannot cut (subgraphs, odd types): say so, use the estimate
             self.note = (f"added error = relative error minus the worst input's: the float layers could not be "
                          f"run on the quantized inputs ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})")
+        self._measured = [e is not None for e in self._backend.ends] if self._backend else [False] * len(segments)
 
-    def _build(self, f_info: ModelInfo, f_graph: LayerGraph) -> None:
+
+    def add(self, q_values: dict, f_values: dict, f_feeds: dict) -> None:
+        if self._backend is None:
+            return
+        try:
+            got = self._backend.run(q_values, f_values, f_feeds)
+        except Exception as exc:  # the cut model took its build but not these values: use the estimate
+            self._backend = None
+            self._measured = [False] * len(self._segments)
+            self.note = (f"added error = relative error minus the worst input's: the float layers could not be "
+                         f"run on the quantized inputs ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})")
+            return
+        for k, (_, end) in enumerate(self._segments):
+            if k not in got:
+                continue
+            q = end.align(q_values[end.quantized.read]).astype(np.float64)
+            want = got[k].astype(np.float64).reshape(q.shape)
+            self.err2[k] += float(np.square(q - want).sum())
+            self.ref2[k] += float(np.square(want).sum())
+
+    def measured(self, k: int) -> bool:
+        return self._measured[k]
+
+    def close(self) -> None:
+        self._backend = None  # its session or interpreter; the sums stay
+
+
+def boundary_value(m: Match, q_values: dict, f_values: dict) -> np.ndarray:
+    """The quantized model's value of a boundary layer, laid out as the float tensor it replaces."""
+    value = np.ascontiguousarray(m.align(q_values[m.quantized.read]), np.float32)
+    return value.reshape(f_values[m.float.read].shape)
+
+
+class _OnnxSegments:
+    """Every segment copied, renamed, into one ONNX model; ONNX Runtime runs them all in one call."""
+
+    def __init__(self, f_info: ModelInfo, segments: list) -> None:
         import onnx
         from onnx import TensorProto, helper
 
@@ -58,14 +99,14 @@ class LocalErrors:
         producer = {o: n for n in graph.node for o in n.output}
         weights = {t.name for t in graph.initializer}
         graph_inputs = {i.name for i in graph.input} - weights
-        nodes, inputs, outputs, self._feeds, self._ends = [], [], [], [], []
+        nodes, inputs, outputs, self._feeds, self.ends = [], [], [], [], []
         used_inputs: set[str] = set()
         order = {id(n): i for i, n in enumerate(graph.node)}
-        for k, (boundary, end) in enumerate(self._segments):
+        for k, (boundary, end) in enumerate(segments):
             stop = {_name(m): m for m in boundary}
             picked = _walk_back(_name(end), producer, stop, weights | graph_inputs, order)
             if picked is None:
-                self._ends.append(None)
+                self.ends.append(None)
                 continue
             tag = f"__seg{k}"
 
@@ -88,7 +129,7 @@ class LocalErrors:
                     inputs.append(helper.make_tensor_value_info(rename(name), TensorProto.FLOAT, None))
                     self._feeds.append((rename(name), m))
             outputs.append(onnx.ValueInfoProto(name=rename(_name(end))))
-            self._ends.append(rename(_name(end)))
+            self.ends.append(rename(_name(end)))
         if not nodes:
             raise ValueError("no layer segment to run")
         self._graph_inputs = [i for i in graph.input if i.name in used_inputs]
@@ -100,30 +141,14 @@ class LocalErrors:
         self._session = _ort().InferenceSession(segment_model.SerializeToString(),
                                                 session_options(default_threads(), ExecutorOptions()),
                                                 providers=["CPUExecutionProvider"])
-        self._fetch = [e for e in self._ends if e is not None]
+        self._fetch = [e for e in self.ends if e is not None]
 
-    def add(self, q_values: dict, f_values: dict, f_feeds: dict) -> None:
-        if not self.available:
-            return
+    def run(self, q_values: dict, f_values: dict, f_feeds: dict) -> dict:
         feeds = {i.name: f_feeds[i.name] for i in self._graph_inputs}
         for name, m in self._feeds:
-            feeds[name] = np.ascontiguousarray(m.align(q_values[m.quantized.read]), np.float32).reshape(
-                f_values[m.float.read].shape)
+            feeds[name] = boundary_value(m, q_values, f_values)
         got = dict(zip(self._fetch, self._session.run(self._fetch, feeds)))
-        for k, (_, end) in enumerate(self._segments):
-            name = self._ends[k]
-            if name is None:
-                continue
-            q = end.align(q_values[end.quantized.read]).astype(np.float64)
-            want = got[name].astype(np.float64).reshape(q.shape)
-            self.err2[k] += float(np.square(q - want).sum())
-            self.ref2[k] += float(np.square(want).sum())
-
-    def measured(self, k: int) -> bool:
-        return self.available and self._ends[k] is not None
-
-    def close(self) -> None:
-        self._session = None
+        return {k: got[name] for k, name in enumerate(self.ends) if name is not None}
 
 
 def _name(m: Match) -> str:
