@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import bundle, formats
-from ..errors import ModelError
+from ..errors import EdgeAccelError, InferenceError, ModelError, runtime_message
 from ..modelinfo import Format, ModelInfo
 from . import compare_inputs
 from .compare_local import LocalErrors
@@ -101,7 +101,7 @@ class LayerComparison:
             lines.append(f"{len(self.rows)} tensors compared; the last ({_short(last.name)}) ends at relative "
                          f"error {last.rel_error:.3g}" + ("" if last.sqnr_db is None else f", {last.sqnr_db:.1f} dB"))
         if self.unmatched:
-            shown = ", ".join(u for u in self.unmatched[:6])
+            shown = ", ".join(u if len(u) <= 100 else f"{u[:60]}...{u[-36:]}" for u in self.unmatched[:6])
             more = f" and {len(self.unmatched) - 6} more" if len(self.unmatched) > 6 else ""
             lines.append(f"not matched ({len(self.unmatched)}): {shown}{more}")
         lines += [f"note: {n}" for n in self.notes]
@@ -139,8 +139,8 @@ def compare_layers(model, float_model=None, inputs=None, *, executor: str | None
     with open_tap(q_info, q_runtime) as q_tap, open_tap(f_info, f_runtime) as f_tap:
         notes += q_tap.notes + [n for n in f_tap.notes if n not in q_tap.notes]
         first = f_samples[0]
-        q_values = q_tap.run(compare_inputs.fit_to(first, f_info.inputs, q_info.inputs, order, layout))
-        f_values = f_tap.run(first)
+        q_values = _run(q_tap, compare_inputs.fit_to(first, f_info.inputs, q_info.inputs, order, layout))
+        f_values = _run(f_tap, first)
         q_graph, f_graph = LayerGraph(q_tap, q_values), LayerGraph(f_tap, f_values)
         matches, unmatched = match_layers(q_graph, f_graph, layout)
         _refuse_unrelated(matches, q_graph, f_graph, q_info, f_info)
@@ -149,16 +149,30 @@ def compare_layers(model, float_model=None, inputs=None, *, executor: str | None
         sums = _Sums(matches)
         for k, sample in enumerate(f_samples):
             if k:
-                q_values = q_tap.run(compare_inputs.fit_to(sample, f_info.inputs, q_info.inputs, order, layout))
-                f_values = f_tap.run(sample)
+                q_values = _run(q_tap, compare_inputs.fit_to(sample, f_info.inputs, q_info.inputs, order, layout))
+                f_values = _run(f_tap, sample)
             sums.add(q_values, f_values)
             local.add(q_values, f_values, {s.name: a for s, a in zip(f_info.inputs, sample)})
         local.close()
     if local.note:
         notes.append(local.note)
     rows = _rows(plan, sums, local)
+    log.debug("compared %d tensors of %s with %s on %d samples; %d unmatched", len(rows), q_info.path.name,
+              f_info.path.name, len(f_samples), len(unmatched))
     return LayerComparison(rows, unmatched, inputs_used, str(q_info.path), str(f_info.path),
                            {"quantized": q_runtime, "float": f_runtime}, len(f_samples), notes)
+
+
+def _run(tap, feeds) -> dict:
+    """One run of a tap; a runtime's own exception becomes an InferenceError that names the model."""
+    try:
+        return tap.run(feeds)
+    except EdgeAccelError:
+        raise
+    except Exception as exc:
+        raise InferenceError(f"{tap.runtime} failed running {tap.info.path.name} with every tensor kept: "
+                             f"{runtime_message(exc)}", runtime=tap.runtime,
+                             hint="check that the model runs on these inputs: edgeaccel run MODEL") from exc
 
 
 class _Sums:

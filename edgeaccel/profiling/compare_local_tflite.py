@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
-
 from ..errors import runtime_message
 from ..modelinfo import ModelInfo
 from .compare_local import MAX_SEGMENT_NODES, boundary_value
