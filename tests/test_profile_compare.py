@@ -184,6 +184,8 @@ def test_inputs_images_arrays_and_random(onnx_bundle):
     randomly = compare_layers(int8, ref)  # no bundle, no inputs: seeded random data, and it says so
     assert "random" in randomly.inputs_used and randomly.samples == 8
     assert randomly.to_dict()["rows"] == compare_layers(int8, ref).to_dict()["rows"]  # deterministic
+    asked = compare_layers(onnx_bundle.out, inputs=["random"], samples=2)  # even where calibration samples are
+    assert "random inputs (seed 0) in the quantized input's range, as asked" in asked.inputs_used
     with pytest.raises(EdgeAccelError, match="takes 1x3x16x16"):
         compare_layers(int8, ref, [np.zeros((1, 16, 16, 3), np.float32)])
 

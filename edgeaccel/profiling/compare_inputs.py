@@ -26,13 +26,15 @@ def float_samples(inputs, f_info: ModelInfo, q_info: ModelInfo, calibration: Pat
                   normalize: str | None) -> tuple[list[list[np.ndarray]], str]:
     """Samples for the float model's inputs, at most ``samples``, and where they came from."""
     specs = f_info.inputs
-    if inputs is None and calibration is not None:
+    if inputs is None and calibration is not None:  # "random" asks for random data even then
         loaded = _load(calibration, specs, normalize, samples)
         return loaded, f"{len(loaded)} calibration samples in bundle ({calibration.name})"
-    if inputs is None:
+    asked_random = _is_random(inputs)
+    if inputs is None or asked_random:
+        why = "as asked" if asked_random else "no inputs given and no calibration samples in a bundle"
         return _random(f_info, q_info, samples), (
-            f"{samples} random inputs (seed {RANDOM_SEED}) in the quantized input's range: no inputs given and "
-            f"no calibration samples in a bundle; errors on random data can differ from those on real data")
+            f"{samples} random inputs (seed {RANDOM_SEED}) in the quantized input's range, {why}; errors on "
+            f"random data can differ from those on real data")
     items = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
     if not items:
         raise InputError("an empty list of inputs was given", hint="pass images, .npy files or arrays, or None")
@@ -50,6 +52,13 @@ def float_samples(inputs, f_info: ModelInfo, q_info: ModelInfo, calibration: Pat
     out = out[:samples]
     what = " and ".join(sorted(kinds))
     return out, f"{len(out)} samples from {len(items)} {what}" if len(items) != len(out) else f"{len(out)} {what}"
+
+
+def _is_random(inputs) -> bool:
+    """``"random"`` (or ``["random"]``, as ``--input random`` arrives) asks for seeded random data."""
+    if isinstance(inputs, (list, tuple)) and len(inputs) == 1:
+        inputs = inputs[0]
+    return isinstance(inputs, str) and inputs.strip().lower() == "random"
 
 
 def fit_to(sample: list[np.ndarray], f_specs: Sequence[TensorSpec], q_specs: Sequence[TensorSpec],
