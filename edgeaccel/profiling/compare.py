@@ -46,7 +46,7 @@ class LayerError:
     shape: list[int]
     sqnr_db: float | None  # 10 log10(||f||^2 / ||q - f||^2); None where the values are identical
     rel_error: float  # ||q - f|| / ||f|| over all samples: the error accumulated up to this tensor
-    added_error: float  # rel_error minus the worst rel_error of the layers it reads: what this layer adds
+    added_error: float  # what this layer alone adds: measured, or rel_error minus input_error (see added_by)
     input_error: float = 0.0  # the worst rel_error among the layers it reads
     inputs: list[str] = field(default_factory=list)  # those layers (matched ones, nearest upstream)
     max_abs_error: float = 0.0
