@@ -92,10 +92,13 @@ class LayerGraph:
                 root[find(t.id)] = find(t.inputs[0])
             if t.name is not None:
                 key = normalise(t.name)
-                if key in by_name:
-                    root[find(t.id)] = find(by_name[key])
+                first = by_name.get(key)
+                # "x" and "x_DequantizeLinear_Output" are one value re-encoded; two tensors that both carry the
+                # same plain name (TFLite does not forbid it) are not
+                if first is not None and (t.name != key or tensors[first].name != key):
+                    root[find(t.id)] = find(first)
                 else:
-                    by_name[key] = t.id
+                    by_name.setdefault(key, t.id)
         groups: dict[str, list] = {}
         for t in tap.tensors:
             groups.setdefault(find(t.id), []).append(t)
