@@ -156,6 +156,27 @@ def test_another_graph_lists_what_did_not_match_and_compares_the_rest(onnx_bundl
     assert any("not matched" in line for line in result.table_lines())
 
 
+def test_without_common_names_layers_match_by_op_and_shape(onnx_bundle, tmp_path):
+    """A float model whose values were all renamed (another exporter's names): the same layers are found by op
+    type and shape in graph order, with the same figures as the match by name."""
+    import onnx
+
+    model = onnx.load(str(onnx_bundle.reference))
+    renamed = {o: f"other_{i}" for i, n in enumerate(model.graph.node) for o in n.output}
+    for node in model.graph.node:
+        node.input[:] = [renamed.get(x, x) for x in node.input]
+        node.output[:] = [renamed[x] for x in node.output]
+    model.graph.output[0].name = renamed[model.graph.output[0].name]
+    onnx.save(model, str(tmp_path / "renamed.onnx"))
+    int8 = _artifact(onnx_bundle, "onnx-int8")
+    by_name = compare_layers(int8, onnx_bundle.reference, onnx_bundle.calibration)
+    by_op = compare_layers(int8, tmp_path / "renamed.onnx", onnx_bundle.calibration)
+    assert {r.matched_by for r in by_op.rows if r.op_type != "input"} == {"op+shape"}
+    assert [r.name for r in by_op.rows] == [r.name for r in by_name.rows]
+    for a, b in zip(by_op.rows, by_name.rows):
+        assert a.rel_error == pytest.approx(b.rel_error, rel=1e-4) and a.float_name.startswith(("other_", "x"))
+
+
 @pytest.mark.shared
 def test_nothing_matching_is_an_error_with_a_hint(onnx_bundle, tmp_path):
     from onnx import TensorProto, helper

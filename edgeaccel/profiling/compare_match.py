@@ -177,7 +177,7 @@ def match_layers(q: LayerGraph, f: LayerGraph, cross_layout: str | None) -> tupl
                 problems[ql.index] = f"same name as float {fl.name!r} but shape {_dims(ql.shape)} vs {_dims(fl.shape)}"
                 continue
             if cross_layout == "q_nhwc":
-                fl = _fused_activation(f, fl, ql, q.names) or fl
+                fl = _fused_activation(q, f, fl, ql) or fl
             by_name[ql.index] = (fl, align)
             taken.add(fl.index)
             break
@@ -194,8 +194,7 @@ def match_layers(q: LayerGraph, f: LayerGraph, cross_layout: str | None) -> tupl
         found = _by_op_and_shape(ql, f, taken, low, high, cross_layout)
         if found is not None:
             fl, align = found
-            if cross_layout == "q_nhwc":
-                fl = _fused_activation(f, fl, ql, q.names) or fl
+            fl = _fused_activation(q, f, fl, ql) or fl
             matches.append(Match(ql, fl, "op+shape", align))
             taken.add(fl.index)
             low = fl.index
@@ -209,14 +208,22 @@ def match_layers(q: LayerGraph, f: LayerGraph, cross_layout: str | None) -> tupl
 ACTIVATIONS = frozenset({"relu", "clip", "sigmoid", "hswish", "tanh", "leakyrelu", "prelu", "elu", "gelu"})
 
 
-def _fused_activation(f: LayerGraph, fl: Layer, ql: Layer, q_names: frozenset[str]) -> Layer | None:
-    """tf2onnx splits a TFLite op's fused activation into its own node and leaves the fused op's name on the
-    value before it: an int8 CONV_2D with a fused ReLU is the float ONNX Relu after the Conv of its name."""
-    if canonical_op(ql.op_type) in ACTIVATIONS:
+def _fused_activation(q: LayerGraph, f: LayerGraph, fl: Layer, ql: Layer) -> Layer | None:
+    """The float activation after ``fl`` where the quantized op has it fused: tf2onnx splits a TFLite op's
+    fused ReLU into its own node and leaves the op's name on the value before it, and ONNX Runtime's quantizer
+    fuses Conv + Relu into one Conv whose output is the Relu's. Not where the quantized graph has the
+    activation as an op of its own after ``ql``."""
+    if canonical_op(ql.op_type) in ACTIVATIONS or _activation_after(q, ql):
         return None
-    after = f.consumers(fl)
-    if len(after) == 1 and canonical_op(after[0].op_type) in ACTIVATIONS and after[0].shape == fl.shape \
-            and not after[0].names & q_names:
+    after = _activation_after(f, fl)
+    if after is not None and not after.names & q.names:
+        return after
+    return None
+
+
+def _activation_after(graph: LayerGraph, layer: Layer) -> Layer | None:
+    after = graph.consumers(layer)
+    if len(after) == 1 and canonical_op(after[0].op_type) in ACTIVATIONS and after[0].shape == layer.shape:
         return after[0]
     return None
 
