@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ModelError, UnsupportedModelError
+from ..errors import ModelError, RuntimeNotInstalledError, UnsupportedModelError
 from ..modelinfo import Format, ModelInfo, TensorSpec
 
 # The runtime that reads each format best; a tap on another runtime is asked for by name.
@@ -84,18 +84,27 @@ def runtime_for(info: ModelInfo, asked: str | None) -> str:
     return DEFAULT_RUNTIME[info.format]
 
 
+_EXTRAS = {"litert": "ai-edge-litert", "onnxruntime": "'edgeaccel[onnx]'", "openvino": "'edgeaccel[openvino]'"}
+
+
 def open_tap(info: ModelInfo, runtime: str) -> Tap:
-    if runtime == "litert":
-        from .taps_litert import LiteRTTap
+    try:
+        if runtime == "litert":
+            from .taps_litert import LiteRTTap
 
-        return LiteRTTap(info)
-    if runtime == "onnxruntime":
-        from .taps_onnxruntime import OnnxRuntimeTap
+            return LiteRTTap(info)
+        if runtime == "onnxruntime":
+            from .taps_onnxruntime import OnnxRuntimeTap
 
-        return OnnxRuntimeTap(info)
-    from .taps_openvino import OpenVINOTap
+            return OnnxRuntimeTap(info)
+        from .taps_openvino import OpenVINOTap
 
-    return OpenVINOTap(info)
+        return OpenVINOTap(info)
+    except RuntimeNotInstalledError:
+        raise
+    except ImportError as exc:
+        raise RuntimeNotInstalledError(f"reading the tensors of {info.path.name} needs {runtime} ({exc})",
+                                       hint=f"pip install {_EXTRAS[runtime]}") from exc
 
 
 def dequantize(values: np.ndarray, scales, zero_points, axis: int) -> np.ndarray:
