@@ -232,6 +232,27 @@ def test_models_no_tensor_can_be_read_from_are_refused(onnx_bundle, tmp_path):
         compare_layers(onnx_bundle.out, executor="tensorrt")
 
 
+@pytest.mark.shared
+def test_int8_tflite_against_a_float_onnx_across_formats(tmp_path):
+    """The shared int8 MobileNetV2 .tflite on LiteRT against a float ONNX of it (tf2onnx kept the TFLite names;
+    here made by dequantizing the shared QDQ .onnx): NHWC against NCHW, fused ReLU6 against a separate Clip."""
+    from edgeaccel.convert.onnx_dequantize import dequantize
+
+    int8 = MODELS / "mobilenet_v2_1.0_224_quant.tflite"
+    float_onnx = dequantize(MODELS / "mobilenet_v2_1.0_224_quant.onnx", tmp_path / "mnv2_float.onnx")
+    intact = compare_layers(int8, float_onnx, [IMAGES / "bird.png"])
+    assert intact.runtimes == {"quantized": "litert", "float": "onnxruntime"}
+    assert any("cross-format" in n for n in intact.notes)
+    assert len(intact.rows) > 60 and intact.rows[-1].rel_error < 0.05  # matched right: int8-sized errors
+    assert max(r.rel_error for r in intact.rows) < 0.2
+    out, weights = _conv_layers(int8)[10]
+    assert intact.worst(1)[0].name != out
+    broken = _corrupt_tflite_weights(int8, tmp_path / "broken.tflite", weights)
+    result = compare_layers(broken, float_onnx, [IMAGES / "bird.png"])
+    top, second = result.worst(2)
+    assert top.name == out and top.added_error > 4 * second.added_error, "\n".join(result.table_lines())
+
+
 # -- TFLite int8 from a Keras model (TensorFlow) ---------------------------------------------------------------
 
 @pytest.fixture(scope="module")
