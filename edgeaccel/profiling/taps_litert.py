@@ -50,14 +50,18 @@ class LiteRTTap(Tap):
         self._build(ops)
 
     def _build(self, ops: list[dict]) -> None:
-        produced = {int(i) for op in ops for i in op["outputs"]}
-        live = set(self._input_index) | produced  # everything else is a constant (weights, biases, shapes)
+        # live: computed from the inputs. The rest are constants: weights, biases, shapes, and what ops make
+        # from constants alone (the DEQUANTIZE of a float16 model's weights)
+        live = set(self._input_index)
         for index in self._input_index:
             self.tensors.append(self._tensor(index, "input", (), False))
         for op in ops:
             if op["op_name"] == "DELEGATE":  # a delegate's node repeats the ops it took over
                 continue
             reads = tuple(str(int(i)) for i in op["inputs"] if int(i) in live)
+            if not reads:
+                continue
+            live.update(int(i) for i in op["outputs"])
             for index in op["outputs"]:
                 self.tensors.append(self._tensor(int(index), op["op_name"], reads, op["op_name"] in _PASSTHROUGH))
 
