@@ -41,11 +41,13 @@ def float_samples(inputs, f_info: ModelInfo, q_info: ModelInfo, calibration: Pat
     out: list[list[np.ndarray]] = []
     kinds: set[str] = set()
     for item in items:
+        if len(out) >= samples:
+            break
         if isinstance(item, (str, os.PathLike)):
             path = Path(item)
             kinds.add("images" if path.suffix.lower() in calib_mod.IMAGE_SUFFIXES else
                       "folders" if path.is_dir() else f"{path.suffix} files")
-            out.extend(_load(path, specs, normalize, None))
+            out.extend(_load(path, specs, normalize, samples - len(out)))  # a folder of 1000 images: the first
         else:
             kinds.add("arrays")
             out.extend(_from_arrays(item, specs))
