@@ -134,7 +134,7 @@ class OnnxRuntimeExecutor(Executor):
                      via="Qualcomm Hexagon NPU through QNN's HTP backend (libQnnHtp.so / QnnHtp.dll)"),
         # Ascend NPUs (Atlas 200/300/500, 310-class) through Huawei's CANN provider; CANN:N picks NPU N (device_id).
         # They compute in f16 by default (precision_mode force_fp16); f32 (force_fp32) is the opt-in.
-        DeviceTarget("CANN", "npu", provider="CANNExecutionProvider", packages=("onnxruntime-cann",),
+        DeviceTarget("CANN", "npu", provider="CANNExecutionProvider", extra="ascend", packages=("onnxruntime-cann",),
                      requires="a Huawei Ascend NPU with its driver and the CANN toolkit (source set_env.sh)",
                      default_precision="f16", precisions=("f16", "f32"),
                      via="CANNExecutionProvider (device_id, precision_mode), then CPU for unplaced nodes"),

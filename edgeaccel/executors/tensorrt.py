@@ -144,7 +144,7 @@ class TensorRTExecutor(Executor):
             if options.precision not in (None, "f32"):
                 return (f"a TensorRT engine's precision was fixed when it was built; {options.precision} needs a build "
                         "from the ONNX model")
-            return version_refusal(model.path.name, model.details.get("tensorrt_version"), tensorrt_version(),
+            return version_refusal(model.path.name, model.details.get("tensorrt_version"), cls.installed(),
                                    build.version_compatible)
         if options.precision == "int8":
             return int8_refusal(model.quantized, build)
