@@ -99,7 +99,7 @@ def read_ascend_npu(root: Root = Path("/"), access: Access | None = None,
                                   f"({'driver ' + card.driver if card.driver else 'no driver bound'}{installed})"),
             fix=DRIVER_FIX, details=details))
     absent = (f"{dev_reason or 'no /dev/davinciN node'}, {DRIVER_VERSION_FILE} "
-              f"{'says driver ' + version if version else read.reason or 'is missing'}, and no Huawei Ascend device "
+              f"{'says driver ' + version if version else 'is ' + (read.reason or 'missing')}, and no Huawei Ascend device "
               f"{among_pci(pci)}")
     return Found(tuple(accelerators), looked=(Looked("ascend-npu", LOOKED_FOR, absent),))
 
