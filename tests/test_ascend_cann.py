@@ -45,7 +45,8 @@ def test_the_npu_runs_f16_by_default_and_f32_is_the_opt_in(conv):
     assert OnnxRuntimeExecutor.rejects(conv, "CANN", ExecutorOptions(precision="f16")) is None
     assert "offers int8 through TensorRT only, not CANN" in OnnxRuntimeExecutor.rejects(
         conv, "CANN", ExecutorOptions(precision="int8"))
-    assert "through CANN on an Ascend NPU" in OnnxRuntimeExecutor.rejects(conv, "CUDA", ExecutorOptions(precision="f16"))
+    f16_on_cuda = OnnxRuntimeExecutor.rejects(conv, "CUDA", ExecutorOptions(precision="f16"))
+    assert "through TensorRT only (and through CANN on an Ascend NPU), not CUDA" in f16_on_cuda
     assert OnnxRuntimeExecutor.install_hint("CANN") == ("pip install 'edgeaccel[ascend]'; also a Huawei Ascend NPU with "
                                                         "its driver and the CANN toolkit (source set_env.sh)")
 

@@ -428,10 +428,8 @@ def provider_options(provider: str, device: str, options: ExecutorOptions) -> di
     provider-option parser reads them (booleans as "True"/"False")."""
     cache = options.cache_dir
     opts: dict = {}
-    if provider in ("CUDAExecutionProvider", "TensorrtExecutionProvider", "CANNExecutionProvider"):
+    if provider in ("CUDAExecutionProvider", "TensorrtExecutionProvider"):
         opts["device_id"] = device_index(device)
-    if provider == "CANNExecutionProvider" and options.precision in CANN_PRECISION_MODE:
-        opts["precision_mode"] = CANN_PRECISION_MODE[options.precision]
     if provider == "TensorrtExecutionProvider":
         if cache:  # engines take minutes to build on a Jetson: keep them, keyed by TensorRT itself
             from ..cache import compiled_dir
@@ -444,6 +442,10 @@ def provider_options(provider: str, device: str, options: ExecutorOptions) -> di
             opts["trt_fp16_enable"] = True
         if options.precision == "int8":
             opts["trt_int8_enable"] = True
+    if provider == "CANNExecutionProvider":  # CANN:N is NPU N; the precision asked, as CANN's precision_mode
+        opts["device_id"] = device_index(device)
+        if options.precision in CANN_PRECISION_MODE:
+            opts["precision_mode"] = CANN_PRECISION_MODE[options.precision]
     if provider == "OpenVINOExecutionProvider":
         opts["device_type"] = "NPU"  # the EP's default is CPU; this device is the NPU
         if cache:

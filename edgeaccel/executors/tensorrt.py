@@ -111,7 +111,8 @@ class TensorRTExecutor(Executor):
             reasons.append("TensorRT is not installed (no tensorrt module)")
             fixes.append(INSTALL)
         elif cuda_binding() is None:
-            reasons.append("no CUDA binding for TensorRT's buffers (neither cuda-bindings nor cuda-python is installed)")
+            reasons.append("no CUDA binding for TensorRT's buffers (neither cuda-bindings nor cuda-python is "
+                           "installed)")
             fixes.append("pip install cuda-python")
         if device is not None:
             if base_of(device) != "TensorRT":

@@ -18,8 +18,8 @@ from ..formats.tensorrt import REBUILD_HINT, UNKNOWN
 
 # runtime_options["tensorrt"] keys: what changes the engine TensorRT builds (part of the cache key), and what
 # only changes how an engine is used
-BUILD_KEYS = ("workspace_bytes", "shapes", "builder_optimization_level", "int8_calibration")
-USE_KEYS = ("version_compatible", "dla_core")
+BUILD_KEYS = ("workspace_bytes", "shapes", "builder_optimization_level", "int8_calibration", "dla_core")
+USE_KEYS = ("version_compatible",)
 TWIN_SUFFIXES = ("_fp16", "_f16", "_fp32", "_f32", "_int8", "_float")
 _VERSION_TEXT = re.compile(r"""^__version__\s*=\s*["']([0-9][^"']*)["']""", re.M)
 # TensorRT's words when an engine meets another GPU ("The engine plan file is generated on an incompatible

@@ -32,6 +32,8 @@ VERSION_AT = 24
 NAMES = (".engine", ".plan", ".trt")  # what engines are called; the format is still read from the bytes
 MAX_METADATA = 16 << 20  # a length prefix above this is not Ultralytics metadata
 UNKNOWN = "unknown"
+REBUILD_HINT = ("build the engine again from its ONNX model on the target (trtexec --onnx=m.onnx "
+                "--saveEngine=m.engine, or edgeaccel convert --to tensorrt-f16), or pass the ONNX model itself")
 GPU_UNKNOWN = ("unknown: the engine header names no GPU; TensorRT says which compute capability it needs when it "
                "deserializes the engine")
 
@@ -46,10 +48,6 @@ class EngineHeader:
     tensorrt_version: str | None
     metadata: dict | None = None  # Ultralytics' JSON, when the file carries it
     wrapper: str | None = None  # "ultralytics" when the engine follows Ultralytics' metadata
-
-    @property
-    def version_tuple(self) -> tuple[int, ...] | None:
-        return tuple(int(p) for p in self.tensorrt_version.split(".")) if self.tensorrt_version else None
 
 
 def engine_offset(buf) -> tuple[int, dict | None] | None:
@@ -90,10 +88,6 @@ def parse_header(buf, name: str = "the engine") -> EngineHeader:
     return EngineHeader(offset, serialization, version, metadata, "ultralytics" if metadata is not None else None)
 
 
-REBUILD_HINT = ("build the engine again from its ONNX model on the target (trtexec --onnx=m.onnx --saveEngine=m.engine, "
-                "or edgeaccel convert --to tensorrt-f16), or pass the ONNX model itself")
-
-
 def not_an_engine(buf) -> str:
     """Why the bytes are not an engine, for a file named like one."""
     head = bytes(buf[:16])
@@ -116,11 +110,3 @@ def describe(path: Path, buf, digest: str) -> ModelInfo:
     return ModelInfo(path=path, format=Format.TENSORRT_ENGINE, inputs=(), outputs=(), size_bytes=len(buf),
                      digest=digest, details=details)
 
-
-def header_of(info: ModelInfo) -> EngineHeader:
-    """The header fields a description keeps (no file access)."""
-    version = info.details.get("tensorrt_version")
-    metadata = info.details.get("metadata")
-    return EngineHeader(int(info.details.get("engine_offset", 0)), int(info.details.get("serialization_version", 0)),
-                        None if version in (None, UNKNOWN) else version, metadata,
-                        info.details.get("wrapper"))

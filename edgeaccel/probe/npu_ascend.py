@@ -98,8 +98,8 @@ def read_ascend_npu(root: Root = Path("/"), access: Access | None = None,
             usable=False, reason=(f"an {model} is on the PCI bus but there is no /dev/davinciN "
                                   f"({'driver ' + card.driver if card.driver else 'no driver bound'}{installed})"),
             fix=DRIVER_FIX, details=details))
-    absent = (f"{dev_reason or 'no /dev/davinciN node'}, {DRIVER_VERSION_FILE} "
-              f"{'says driver ' + version if version else 'is ' + (read.reason or 'missing')}, and no Huawei Ascend device "
-              f"{among_pci(pci)}")
+    said = f"says driver {version}" if version else f"is {read.reason or 'missing'}"
+    absent = (f"{dev_reason or 'no /dev/davinciN node'}, {DRIVER_VERSION_FILE} {said}, and no Huawei Ascend "
+              f"device {among_pci(pci)}")
     return Found(tuple(accelerators), looked=(Looked("ascend-npu", LOOKED_FOR, absent),))
 
