@@ -173,3 +173,21 @@ def test_convert_to_tensorrt_is_refused_here_before_any_work(tmp_path):
     assert "build an engine on this machine's NVIDIA GPU, and here no NVIDIA GPU" in info.value.message
     assert "edgeaccel[tensorrt]" in info.value.hint and "onnx-float / onnx-int8 here" in info.value.hint
     assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+def test_an_engine_that_fits_ranks_before_its_twin_and_onnx_alone_goes_to_onnx_runtime_first(tmp_path):
+    from edgeaccel.executors.onnxruntime import OnnxRuntimeExecutor
+    from edgeaccel.profiles import get_profile
+    from edgeaccel.selector import MachineFacts, rank
+    from onnx_models import small_conv
+
+    twin = edgeaccel.describe(small_conv(tmp_path / "conv.onnx"))
+    engine = edgeaccel.describe(write(tmp_path, "conv.engine", engine_bytes((10, 3, 0, 26))))
+    runtimes = {"onnxruntime": OnnxRuntimeExecutor, "tensorrt": TensorRT103}
+    facts = MachineFacts({"onnxruntime": "1.24", "tensorrt": "10.3.0.26"}, frozenset({"CPU", "CUDA", "TensorRT"}))
+    for profile in (None, get_profile("jetson-orin-nano"), get_profile("x86-nvidia-gpu")):
+        both = rank([engine, twin], runtimes, facts, None, ExecutorOptions(), profile=profile).candidates
+        assert (both[0].runtime, both[0].artifact.path.name) == ("tensorrt", "conv.engine"), both
+        alone = [c.runtime for c in rank([twin], runtimes, facts, None, ExecutorOptions(), profile=profile).candidates
+                 if c.device == "TensorRT"]
+        assert alone == ["onnxruntime", "tensorrt"]  # ONNX Runtime reads ONNX; TensorRT would build an engine

@@ -78,7 +78,10 @@ class TensorRTExecutor(Executor):
     )
     distributions = packages.TENSORRT
     extra = "tensorrt"
-    preference = 30  # after ONNX Runtime (10) for an ONNX model: its TensorRT provider is the verified path
+    # Before ONNX Runtime (10) among runtimes reading a format natively: an engine handed in was built for this
+    # GPU, and runs before ONNX Runtime's provider on its ONNX twin. For an ONNX model ONNX Runtime still ranks
+    # first (it reads ONNX natively; here ONNX is converted), its TensorRT provider being the verified path.
+    preference = 5
     presence = "probe"
     precisions = (None, "f32")
     error_rules = ERROR_RULES
