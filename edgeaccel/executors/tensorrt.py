@@ -202,9 +202,9 @@ class TensorRTExecutor(Executor):
             raise translate(type(self), RuntimeError("; ".join(self._logger.errors) or "deserialization failed"),
                             "load", model, device)
         self._io_specs(trt)
-        self._slots = Pool(lambda: gpu.Slot(self._engine, self._in, self._out), limit=options.streams(),
+        self._slots = Pool(lambda: gpu.Slot(self._engine, self._in, self._out, self._index), limit=options.streams(),
                            close=lambda slot: slot.close())
-        self._slots.prime(gpu.Slot(self._engine, self._in, self._out))  # fail now, not on the first run
+        self._slots.prime(gpu.Slot(self._engine, self._in, self._out, self._index))  # fail now, not on the first run
 
     def _engine_file(self, trt) -> bytes:
         """The engine's bytes (after Ultralytics' metadata), refused before deserializing when its header names

@@ -173,7 +173,9 @@ class DeviceBuffers:
 class Slot:
     """One execution context with its own stream and buffers: what one thread runs the engine with."""
 
-    def __init__(self, engine, inputs, outputs) -> None:
+    def __init__(self, engine, inputs, outputs, device_index: int = 0) -> None:
+        self.device_index = device_index  # CUDA's current device is per thread: set in every thread that runs
+        check(cuda_runtime().cudaSetDevice(device_index), f"cudaSetDevice({device_index})")
         self.context = engine.create_execution_context()
         if self.context is None:
             raise ModelLoadError("TensorRT could not make an execution context (GPU memory?)", runtime="tensorrt",
@@ -184,6 +186,7 @@ class Slot:
 
     def run(self, arrays) -> list[np.ndarray]:
         cudart = cuda_runtime()
+        check(cudart.cudaSetDevice(self.device_index), f"cudaSetDevice({self.device_index})")
         for (name, dtype), array in zip(self.inputs, arrays):
             a = np.ascontiguousarray(array, dtype=dtype)
             if not self.context.set_input_shape(name, a.shape):
@@ -200,7 +203,7 @@ class Slot:
             out = np.empty(shape, dtype)
             self.context.set_tensor_address(name, self.buffers.ensure(name, out.nbytes))
             results.append(out)
-        if not self.context.execute_async_v3(self.stream):
+        if not self.context.execute_async_v3(int(self.stream)):
             raise InferenceError("TensorRT's execute_async_v3 returned False", runtime="tensorrt")
         kind = cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
         for (name, _), out in zip(self.outputs, results):
