@@ -95,7 +95,7 @@ def _jsonable(value):
 
 
 DEFAULT_MAX_BYTES = 1 << 30  # compiled models kept at most; $EDGEACCEL_CACHE_MAX_MB overrides
-COMPILED_FOLDERS = ("openvino", "onnxruntime")
+COMPILED_FOLDERS = ("openvino", "onnxruntime", "tensorrt")
 
 
 def compiled_dir(root: str | os.PathLike, runtime: str) -> Path:
@@ -243,6 +243,7 @@ CACHE_PARTS = {
     "calibration": "measurements from `edgeaccel tune` / calibrate=True: they change which executor is chosen",
     "openvino": "OpenVINO's compiled models (faster loads)",
     "onnxruntime": "ONNX Runtime's optimized graphs and TensorRT engines (faster loads)",
+    "tensorrt": "engines TensorRT built from ONNX models, by model, GPU, TensorRT version and options (faster loads)",
     "validated": "descriptions of model files that passed validation, by content hash (faster loads)",
 }
 

@@ -467,6 +467,13 @@ def _nothing_can_run(ranking: Ranking) -> EdgeAccelError:
             hint="connect an Edge TPU with libedgetpu installed, or load the CPU twin (the same model before "
             "edgetpu_compiler), or hand both as a set so the CPU twin takes over",
         )
+    if artifacts and all(a.format is Format.TENSORRT_ENGINE for a in artifacts.values()):
+        # only TensorRT reads an engine: its own account (what is missing, the version, the ONNX twin) is the error
+        own = next((r for r in ranking.rejected if r.runtime == "tensorrt" and not r.reason.startswith("not the ")),
+                   None)
+        if own is not None:
+            return UnsupportedModelError(own.reason, hint=own.fix or
+                                         "load the ONNX model the engine was built from, or build the engine here")
     return NoExecutorError("no executor can run this model here:", rejections=ranking.rejection_reasons(),
                            hint="install the runtime named in a fix above, or pass another model format")
 

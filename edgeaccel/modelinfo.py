@@ -19,6 +19,7 @@ class Format(str, enum.Enum):
     ONNX = "onnx"
     OPENVINO_IR = "openvino-ir"
     SAVEDMODEL = "savedmodel"
+    TENSORRT_ENGINE = "tensorrt-engine"  # a serialized TensorRT engine (.engine / .plan), bound to GPU and version
 
     def __str__(self) -> str:
         return self.value

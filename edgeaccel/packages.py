@@ -15,9 +15,15 @@ from collections.abc import Sequence
 LITERT = (("ai_edge_litert", "ai-edge-litert"), ("tflite_runtime", "tflite-runtime"),
           ("tensorflow", "tensorflow"), ("tensorflow", "tensorflow-cpu"))
 ONNXRUNTIME = tuple(("onnxruntime", d) for d in ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino",
-                                                  "onnxruntime-qnn", "onnxruntime-directml"))
+                                                  "onnxruntime-qnn", "onnxruntime-directml",
+                                                  "onnxruntime-cann"))
 OPENVINO = (("openvino", "openvino"),)
 TENSORFLOW = (("tensorflow", "tensorflow"), ("tensorflow", "tensorflow-cpu"))
+# NVIDIA's TensorRT wheels (the `tensorrt` meta-package pulls one per CUDA major) and a CUDA binding for it:
+# cuda-python's cuda.bindings (12.6+), or its older flat `cuda` package
+TENSORRT = tuple(("tensorrt", d) for d in ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11",
+                                          "tensorrt-cu13-bindings", "tensorrt-cu12-bindings"))
+CUDA_BINDINGS = (("cuda.bindings", "cuda-bindings"), ("cuda", "cuda-python"))
 # What accelerators need beside the runtimes: distribution -> its (module, distribution) pairs
 HELPERS = {
     "nvidia-ml-py": (("pynvml", "nvidia-ml-py"),),

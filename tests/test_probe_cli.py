@@ -24,7 +24,7 @@ def test_json_of_this_machine():
     assert validate(report) == []
     # every registered runtime appears (installed tensorflow-cpu too, which the survey once left out)
     assert report["runtimes"]["surveyed"] and {r["name"] for r in report["runtimes"]["items"]} == {
-        "litert", "onnxruntime", "openvino", "tensorflow"}
+        "litert", "onnxruntime", "openvino", "tensorflow", "tensorrt"}
     tensorflow = next(r for r in report["runtimes"]["items"] if r["name"] == "tensorflow")
     assert tensorflow["installed"] == (importlib.util.find_spec("tensorflow") is not None)
     assert not tensorflow["installed"] or "CPU" in tensorflow["reaches"]

@@ -20,7 +20,7 @@ from edgeaccel.testing import BOARDS, FakeTree, rpi5_with_coral_usb, x86_with_co
 STRANGER = Identity(uid=4242, gids=frozenset({4242}))
 HARDWARE = [spec.id for spec in FAMILIES if spec.id != "plugins"]
 # The families the issue names, each one looked for on every survey.
-NAMED = {"cuda-gpu", "edgetpu-usb", "edgetpu-pcie", "intel-npu", "rockchip-npu", "hailo", "qualcomm-npu",
+NAMED = {"cuda-gpu", "edgetpu-usb", "edgetpu-pcie", "intel-npu", "rockchip-npu", "hailo", "qualcomm-npu", "ascend-npu",
          "cloud-tpu", "intel-gpu", "jetson", "plugins"}
 
 

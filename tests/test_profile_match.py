@@ -84,6 +84,7 @@ BOARDS = {
     "intel_laptop_with_npu": "intel-core-ultra",
     "rk3588_board": "rk3588",
     "cloud_tpu_vm": "cloud-tpu-vm",
+    "atlas_200_dk": "atlas-310",
 }
 
 

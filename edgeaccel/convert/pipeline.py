@@ -28,10 +28,11 @@ from .._version import __version__
 from ..errors import ConversionError, ModelError
 from ..modelinfo import ModelInfo
 from . import calibration as calib_mod
-from . import edgetpu, onnx_dequantize, onnx_quantize, onnx_util, openvino_ir, tf_source, tflite, tflite_to_onnx
+from . import edgetpu, onnx_dequantize, onnx_quantize, onnx_util, openvino_ir, tensorrt_engine, tf_source, tflite
+from . import tflite_to_onnx
 from .calibration import CalibrationSet
 from .sources import Source, SourceKind, identify
-from .targets import TARGETS, Target, parse
+from .targets import TARGETS, TENSORRT_TARGETS, Target, parse
 
 log = logging.getLogger("edgeaccel.convert")
 
@@ -195,6 +196,12 @@ class _Job:
         if kind == "openvino-int8":
             int8 = self._int8_onnx()
             return self._ir(int8, dest), f"{target.what} ({int8.name}; {self.calibration_note})"
+        if kind == "tensorrt-f16":
+            float_model = self._float_onnx()
+            return tensorrt_engine.build(float_model, dest, "f16"), f"{target.what} ({float_model.name})"
+        if kind == "tensorrt-int8":
+            int8 = self._int8_onnx()
+            return tensorrt_engine.build(int8, dest, "int8"), f"{target.what} ({int8.name}; {self.calibration_note})"
         raise ConversionError(f"no conversion path for {kind}")  # parse() only lets TARGETS through
 
     def _float_onnx(self, dest: Path | None = None) -> Path:
@@ -263,6 +270,8 @@ def _same_input(a: str, b: str) -> bool:
 
 
 def _check_feasible(source: Source, targets: list[Target], calibration, input_shapes) -> None:
+    if any(t.name in TENSORRT_TARGETS for t in targets):
+        tensorrt_engine.check_buildable()  # before any other work: TensorRT and a GPU, or a clear refusal
     for t in targets:
         if source.kind not in t.sources:
             raise ConversionError(

@@ -34,7 +34,11 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
            "ONNX, static QDQ quantization by ONNX Runtime (int8 per-channel weights, uint8 activations)"),
     Target("openvino", "_float.xml", False, _ANY, "OpenVINO IR of the reference model, weights kept as they are"),
     Target("openvino-int8", "_int8.xml", True, _ANY, "OpenVINO IR from the int8 QDQ ONNX model (int8 weights)"),
+    # built on this machine's NVIDIA GPU, for it alone (an engine runs only on its GPU and TensorRT version)
+    Target("tensorrt-f16", "_f16.engine", False, _ANY, "TensorRT engine of the float ONNX model, f16 enabled"),
+    Target("tensorrt-int8", "_int8.engine", True, _ANY, "TensorRT engine of the int8 QDQ ONNX model"),
 )}
+TENSORRT_TARGETS = ("tensorrt-f16", "tensorrt-int8")
 
 
 def parse(spec: str | list[str]) -> list[Target]:

@@ -6,7 +6,8 @@ A session that did not get the provider it was asked for is an error, not ORT's 
 
 Devices: CPU; CUDA and TensorRT (onnxruntime-gpu: TensorRT, then CUDA, then CPU for the nodes TensorRT
 does not take; ``CUDA:1`` / ``TensorRT:1`` pick the GPU); NPU (onnxruntime-openvino's OpenVINO provider
-with device_type NPU); QNN (onnxruntime-qnn, the Hexagon NPU through the HTP backend); DirectML; CoreML.
+with device_type NPU); QNN (onnxruntime-qnn, the Hexagon NPU through the HTP backend); CANN (onnxruntime-cann,
+a Huawei Ascend NPU; ``CANN:1`` picks NPU 1); DirectML; CoreML.
 Provider options are built by ``provider_options`` (a pure function); the caller's
 ``runtime_options={"provider_options": {provider: {...}}}`` override them key by key.
 """
@@ -50,13 +51,15 @@ PROVIDERS = {
     "QNN": ("QNNExecutionProvider", "CPUExecutionProvider"),
     "DirectML": ("DmlExecutionProvider", "CPUExecutionProvider"),
     "CoreML": ("CoreMLExecutionProvider", "CPUExecutionProvider"),
+    "CANN": ("CANNExecutionProvider", "CPUExecutionProvider"),
 }
 # What installs the build that has a device's provider: each replaces the CPU-only onnxruntime (they all
 # install the same `onnxruntime` module, FINDINGS).
 INSTALL_FOR = {"CUDA": "pip install 'edgeaccel[gpu]'", "TensorRT": "pip install 'edgeaccel[gpu]' and TensorRT "
                "(pip install tensorrt, matching the onnxruntime-gpu build)",
                "NPU": "pip install onnxruntime-openvino", "QNN": "pip install onnxruntime-qnn",
-               "DirectML": "pip install onnxruntime-directml"}
+               "DirectML": "pip install onnxruntime-directml",
+               "CANN": "pip install onnxruntime-cann (matching the CANN toolkit; source its set_env.sh)"}
 # The hardware the probe must find for a device (its present_devices() names), and what to say without it.
 HARDWARE = {"CUDA": ("CUDA", "no NVIDIA GPU with its driver on this machine (no PCI display device of vendor "
                              "0x10de bound to nvidia, no /proc/driver/nvidia/gpus)"),
@@ -65,7 +68,12 @@ HARDWARE = {"CUDA": ("CUDA", "no NVIDIA GPU with its driver on this machine (no 
             "NPU": ("NPU", "no Intel NPU on this machine (no /dev/accel/accel* of the intel_vpu driver, no PCI "
                            "NPU of vendor 0x8086)"),
             "QNN": ("QNN", "no Qualcomm Hexagon NPU on this machine (no FastRPC compute-DSP node /dev/fastrpc-cdsp "
-                           "or /dev/adsprpc-smd)")}
+                           "or /dev/adsprpc-smd)"),
+            "CANN": ("CANN", "no Huawei Ascend NPU on this machine (no /dev/davinciN of the Ascend driver, no PCI "
+                             "device of vendor 0x19e5 class 0x1200)")}
+# CANN's precision_mode (ONNX Runtime's CANN provider options; the values of Ascend's ATC --precision_mode) for the
+# precision asked: the Ascend inference NPUs compute in f16 unless told to keep f32
+CANN_PRECISION_MODE = {None: "force_fp16", "f16": "force_fp16", "f32": "force_fp32"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -126,6 +134,12 @@ class OnnxRuntimeExecutor(Executor):
         DeviceTarget("QNN", "npu", provider="QNNExecutionProvider", packages=("onnxruntime-qnn",),
                      requires="a Qualcomm SoC with the FastRPC compute DSP (/dev/fastrpc-cdsp)",
                      via="Qualcomm Hexagon NPU through QNN's HTP backend (libQnnHtp.so / QnnHtp.dll)"),
+        # Ascend NPUs (Atlas 200/300/500, 310-class) through Huawei's CANN provider; CANN:N picks NPU N (device_id).
+        # They compute in f16 by default (precision_mode force_fp16); f32 (force_fp32) is the opt-in.
+        DeviceTarget("CANN", "npu", provider="CANNExecutionProvider", extra="ascend", packages=("onnxruntime-cann",),
+                     requires="a Huawei Ascend NPU with its driver and the CANN toolkit (source set_env.sh)",
+                     default_precision="f16", precisions=("f16", "f32"),
+                     via="CANNExecutionProvider (device_id, precision_mode), then CPU for unplaced nodes"),
         DeviceTarget("DirectML", "gpu", provider="DmlExecutionProvider", packages=("onnxruntime-directml",),
                      planned=True, via="DmlExecutionProvider (Windows); not verified"),
         DeviceTarget("CoreML", "npu", provider="CoreMLExecutionProvider", planned=True,
@@ -176,8 +190,10 @@ class OnnxRuntimeExecutor(Executor):
     @classmethod
     def rejects(cls, model: ModelInfo, device: str, options: ExecutorOptions) -> str | None:
         kind = _device_kind(device)
-        if options.precision in ("f16", "int8") and kind != "TensorRT":  # the CUDA provider has no such switch
-            return f"ONNX Runtime offers {options.precision} through TensorRT only, not {device}"
+        if options.precision == "int8" and kind != "TensorRT" or \
+                options.precision == "f16" and kind not in ("TensorRT", "CANN"):  # CUDA's provider has no such switch
+            return (f"ONNX Runtime offers {options.precision} through TensorRT only"
+                    f"{' (and through CANN on an Ascend NPU)' if options.precision == 'f16' else ''}, not {device}")
         why = super().rejects(model, device, options)
         if why:
             return why
@@ -445,6 +461,10 @@ def provider_options(provider: str, device: str, options: ExecutorOptions) -> di
             opts["trt_fp16_enable"] = True
         if options.precision == "int8":
             opts["trt_int8_enable"] = True
+    if provider == "CANNExecutionProvider":  # CANN:N is NPU N; the precision asked, as CANN's precision_mode
+        opts["device_id"] = device_index(device)
+        if options.precision in CANN_PRECISION_MODE:
+            opts["precision_mode"] = CANN_PRECISION_MODE[options.precision]
     if provider == "OpenVINOExecutionProvider":
         opts["device_type"] = "NPU"  # the EP's default is CPU; this device is the NPU
         if cache:
@@ -482,6 +502,9 @@ def _hardware_problem(kind: str, device: str, root, identity) -> tuple[str, str 
     if found:  # there, but not usable: the probe says why (driver, node permissions)
         return f"{found[0].name}: {found[0].reason}", found[0].fix
     return absent, None
+
+
+hardware_problem = _hardware_problem  # for the TensorRT executor, which reaches the same GPUs
 
 
 def _closed(*_args, **_kwargs):

@@ -30,6 +30,7 @@ BUILTIN = {
     "onnxruntime": "edgeaccel.executors.onnxruntime:OnnxRuntimeExecutor",
     "openvino": "edgeaccel.executors.openvino:OpenVINOExecutor",
     "tensorflow": "edgeaccel.executors.tensorflow:TensorFlowExecutor",
+    "tensorrt": "edgeaccel.executors.tensorrt:TensorRTExecutor",
 }
 BUILTIN_RUNTIMES = frozenset(BUILTIN)
 

@@ -20,7 +20,7 @@ class ModelNotFoundError(UnsupportedFormatError, FileNotFoundError):
     FileNotFoundError, which is what a missing file is."""
 from ..modelinfo import Format, ModelInfo
 from . import onnx as onnx_format
-from . import openvino_ir, tflite, tflite_checks
+from . import openvino_ir, tensorrt, tflite, tflite_checks
 
 __all__ = ["describe", "detect_format", "Format"]
 
@@ -35,7 +35,8 @@ def detect_format(path: str | os.PathLike) -> Format:
             return Format.SAVEDMODEL
         raise UnsupportedFormatError(
             f"{path} is a folder without saved_model.pb",
-            hint="pass a model file (.tflite, .onnx, an OpenVINO .xml) or a TensorFlow SavedModel folder",
+            hint="pass a model file (.tflite, .onnx, an OpenVINO .xml, a TensorRT .engine) or a TensorFlow SavedModel "
+            "folder",
         )
     with _open(path) as buf:
         return _sniff(path, buf)
@@ -66,6 +67,8 @@ def describe(path: str | os.PathLike, memo: ValidationMemo | None = None) -> Mod
             info = _describe_tflite(path, buf, digest)
         elif fmt is Format.ONNX:
             info = _describe_onnx(path, buf, digest)
+        elif fmt is Format.TENSORRT_ENGINE:
+            info = tensorrt.describe(path, buf, digest)
         else:
             info = _describe_ir(path, buf, digest)
     if memo:
@@ -114,12 +117,17 @@ def _sniff(path: Path, buf) -> Format:
         return Format.OPENVINO_IR
     if onnx_format.looks_like_onnx(buf):
         return Format.ONNX
+    if tensorrt.looks_like_engine(buf):
+        return Format.TENSORRT_ENGINE
     cut = _truncated_onnx(buf)
     if cut:
         raise ModelValidationError(f"{path.name} is a truncated ONNX model: {cut}",
                                    hint="the download or copy was cut short; fetch or export the model again")
+    if path.suffix.lower() in tensorrt.NAMES:  # named like an engine, and not one: say so, not "not a model"
+        raise ModelValidationError(f"{path.name} is named like a TensorRT engine but is not one "
+                                   f"({tensorrt.not_an_engine(buf)})", hint=tensorrt.REBUILD_HINT)
     raise UnsupportedFormatError(
-        f"{path.name} is not a TFLite, ONNX or OpenVINO IR model ({_what_it_looks_like(head)})",
+        f"{path.name} is not a TFLite, ONNX, OpenVINO IR model or TensorRT engine ({_what_it_looks_like(head)})",
         hint="edgeaccel reads the format from the file's content, not its name; check that the file is a model",
     )
 

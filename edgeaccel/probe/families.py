@@ -42,6 +42,7 @@ FAMILIES = (
     FamilySpec("rockchip-npu", "Rockchip NPU", ("RKNPU",)),
     FamilySpec("hailo", "Hailo", ("Hailo",)),
     FamilySpec("qualcomm-npu", "Qualcomm NPU (Hexagon DSP)", ("QNN",)),
+    FamilySpec("ascend-npu", "Huawei Ascend NPU", ("CANN",)),
     FamilySpec("cloud-tpu", "Cloud TPU", ("TPU",)),
     FamilySpec("plugins", "executor plug-ins", ()),
 )

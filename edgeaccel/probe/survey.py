@@ -27,6 +27,7 @@ from .jetson import read_jetson
 from .libraries import LibraryLookup, find_edgetpu_library
 from .machine import Machine, read_machine
 from .memory import Memory
+from .npu_ascend import read_ascend_npu
 from .npu_intel import read_intel_npu
 from .npu_rockchip import read_rockchip_npu
 from .pci import read_pci
@@ -95,6 +96,7 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None, 
         ("Rockchip NPU", lambda: read_rockchip_npu(tree, access)),
         ("Hailo", lambda: read_hailo(tree, access, pci)),
         ("Qualcomm DSP", lambda: read_qualcomm(tree, access)),
+        ("Ascend NPU", lambda: read_ascend_npu(tree, access, pci)),
         ("Cloud TPU", lambda: read_tpu(tree, access, pci, packages.get("libtpu"), libtpu_reason)),
     ]
     accelerators: list[Accelerator] = []

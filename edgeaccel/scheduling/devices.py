@@ -24,6 +24,7 @@ KIND_OF_NAME = {
     "gpu": "gpu", "cuda": "gpu", "tensorrt": "gpu", "rocm": "gpu", "migraphx": "gpu", "dml": "gpu",
     "directml": "gpu", "opencl": "gpu", "vulkan": "gpu", "webgpu": "gpu",
     "npu": "npu", "qnn": "npu", "coreml": "npu", "rknpu": "npu", "rknn": "npu", "hailo": "npu", "vitisai": "npu",
+    "cann": "npu", "ascend": "npu",
     "edgetpu": "edgetpu", "coral": "edgetpu", "apex": "edgetpu",
     "tpu": "tpu",
     "dsp": "dsp", "hexagon": "dsp",

@@ -2,9 +2,10 @@
 
 A ``SensorSpec`` names sources by kind and name, the same names ``discover`` lists:
 
-    temperature  "thermal:x86_pkg_temp" (zone type or thermal_zoneN), "hwmon:k10temp/Tctl", "apex:apex_0", "nvml:0"
+    temperature  "thermal:x86_pkg_temp" (zone type or thermal_zoneN), "hwmon:k10temp/Tctl", "apex:apex_0", "nvml:0",
+                 "npusmi:0" (an Ascend NPU through npu-smi)
     energy       "rapl:package-0", "hwmon:amdgpu/energy1", "nvml:0"
-    power        "hwmon:ina3221/power1", "ina3221:VDD_IN", "ina3221x:POM_5V_IN", "nvml:0"
+    power        "hwmon:ina3221/power1", "ina3221:VDD_IN", "ina3221x:POM_5V_IN", "nvml:0", "npusmi:0"
     throttle     "thermal:<zone>" (its cooling devices engaged), "rpi:get_throttled", "apex:apex_0", "nvml:0"
 
 Trip points come with the temperature source (zone trips, hwmon max/crit, apex trip 0 / hw_temp_warn2, NVML
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import coral, hwmon, jetson, nvml as nvml_reader, rapl, rpi, thermal
+from . import coral, hwmon, jetson, npu_smi, nvml as nvml_reader, rapl, rpi, thermal
 from .reading import Reading, missing
 from .sysfs import children, is_dir, read_text, under
 
@@ -86,6 +87,9 @@ def read_temperature(spec: str, root: Path, nvml: Any | None = None, limits: boo
         if isinstance(gpu, str):
             return TempSample(missing(spec, "temperature", "C", gpu))
         return TempSample(gpu.temperature, gpu.slowdown_c, gpu.shutdown_c)
+    if kind == "npusmi":
+        found = npu_smi.chip(root, name)
+        return TempSample(missing(spec, "temperature", "C", found) if isinstance(found, str) else found.temperature)
     return TempSample(missing(spec, "temperature", "C", f"unknown temperature source kind {kind!r}"))
 
 
@@ -125,6 +129,9 @@ def read_power(spec: str, root: Path, nvml: Any | None = None) -> Reading:
     if kind == "nvml":
         gpu = _gpu(nvml, name)
         return missing(spec, "power", "W", gpu) if isinstance(gpu, str) else gpu.power
+    if kind == "npusmi":
+        found = npu_smi.chip(root, name)
+        return missing(spec, "power", "W", found) if isinstance(found, str) else found.power
     return missing(spec, "power", "W", f"unknown power source kind {kind!r}")
 
 
@@ -199,11 +206,17 @@ def auto_spec(kind: str, root: Path = Path("/"), nvml: Any | None = None) -> Sen
         notes.append("the Edge TPU has no power or energy sensor")
     elif kind == "npu":
         zone = _first_zone(root, NPU_ZONE_TYPES)
+        chips = npu_smi.read_chips(root)[0] if zone is None and npu_smi.find(root) else []
         if zone:
             temperature = f"thermal:{zone}"
+        elif chips:  # an Ascend NPU: npu-smi reports its temperature and power
+            temperature = chips[0].spec
+            power = chips[0].spec if chips[0].power.ok else None
         else:
-            notes.append(f"no NPU temperature: no thermal zone of type {', '.join(NPU_ZONE_TYPES[:3])}...")
-        notes.append("no NPU power or energy sensor is known")
+            notes.append(f"no NPU temperature: no thermal zone of type {', '.join(NPU_ZONE_TYPES[:3])}... and no "
+                         "npu-smi")
+        if power is None:
+            notes.append("no NPU power or energy sensor is known")
     else:
         notes.append(f"no known sensors for a {kind!r} device")
     return SensorSpec(temperature, energy, power, throttle, tuple(notes))

@@ -21,6 +21,7 @@ from .boards import (
     SAPPHIRE_RAPIDS_FLAGS,
     FakeTree,
     arm64_cpuinfo,
+    atlas_200_dk,
     cloud_tpu_vm,
     coral_dev_board,
     intel_laptop_with_npu,
@@ -33,6 +34,7 @@ from .boards import (
 )
 
 __all__ = ["BOARDS", "CORTEX_A53_FEATURES", "CORTEX_A76_FEATURES", "CORTEX_A78AE_FEATURES", "EPYC_MILAN_FLAGS",
-           "METEOR_LAKE_FLAGS", "SAPPHIRE_RAPIDS_FLAGS", "FakeTree", "arm64_cpuinfo", "cloud_tpu_vm", "coral_dev_board",
+           "METEOR_LAKE_FLAGS", "SAPPHIRE_RAPIDS_FLAGS", "FakeTree", "arm64_cpuinfo", "atlas_200_dk", "cloud_tpu_vm",
+           "coral_dev_board",
            "intel_laptop_with_npu", "jetson_agx_orin", "rk3588_board", "rpi5_with_coral_usb", "x86_cpuinfo",
            "x86_server_with_cuda_gpu", "x86_with_coral_m2"]

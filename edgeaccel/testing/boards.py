@@ -31,6 +31,9 @@ Where the layouts come from (each fixture below names the fact it takes from the
   version), Documentation/accel/rocket (mainline driver), rk3588s.dtsi (npu@fdab0000, thermal zones).
 - Cloud TPU: github.com/AI-Hypercomputer/cloud-accelerator-diagnostics tpu_info/device.py (PCI ids,
   /dev/accelN vs /dev/vfio/N).
+- Ascend: the driver's nodes and version file as Ascend's container recipes pass them through (vLLM-Ascend,
+  MindIE: /dev/davinciN, davinci_manager, devmm_svm, hisi_hdc, /usr/local/Ascend/driver/version.info), PCI ids
+  from Ascend's log-collection script (19e5:d100 Ascend 310), npu-smi's table as its guides reproduce it.
 - Raspberry Pi 5: bcm2712.dtsi (cpu-thermal, critical trip 110 C) and the Pi 5 fan trips (50/60/67.5/75 C)
   of raspberrypi/linux bcm2712-rpi-5-b.dts.
 """
@@ -474,6 +477,48 @@ def cloud_tpu_vm(root: str | os.PathLike, chip: str = "v5e") -> FakeTree:
     return t
 
 
+# `npu-smi info` of one Ascend 310, as test data written in the table layout npu-smi prints (the layout that
+# Huawei's install guides and ModelZoo READMEs reproduce: NPU/Name/Health/Power(W)/Temp(C)/Hugepages-Usage rows,
+# then Chip/Device/Bus-Id/AICore(%)/Memory-Usage rows); not captured from a board.
+NPU_SMI_310_SAMPLE = """\
++--------------------------------------------------------------------------------------------------------+
+| npu-smi 23.0.0                                   Version: 23.0.0                                       |
++-------------------------------+-----------------+------------------------------------------------------+
+| NPU     Name                  | Health          | Power(W)     Temp(C)           Hugepages-Usage(page) |
+| Chip    Device                | Bus-Id          | AICore(%)    Memory-Usage(MB)                        |
++===============================+=================+======================================================+
+| 0       310                   | OK              | 12.8         61                0     / 969           |
+| 0       0                     | 0000:01:00.0    | 0            577  / 7759                             |
++===============================+=================+======================================================+
+"""
+
+
+def atlas_200_dk(root: str | os.PathLike, driver: bool = True, group_access: bool = True) -> FakeTree:
+    """An Atlas 200-class developer board (Ascend 310 with Arm CPU cores), Ubuntu 18.04 aarch64, with the Ascend
+    driver (``driver``): /dev/davinci0 and the driver's /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc in
+    group HwHiAiUser mode 0660 (``group_access``: the test's own group is HwHiAiUser; else the nodes are root's
+    0600), /usr/local/Ascend/driver/version.info, and an npu-smi stand-in that prints NPU_SMI_310_SAMPLE.
+    Without ``driver``: none of it (the NPU is a SoC block, not on PCI, so nothing says it is there)."""
+    t = FakeTree(root).device_group("HwHiAiUser")
+    # the CPU figures are illustrative (4 Cortex-A55 cores, arm64 cpuinfo layout); the probe only needs a CPU
+    t.file("/proc/cpuinfo", arm64_cpuinfo(CORTEX_A53_FEATURES + " atomics asimdhp asimdrdm lrcpc dcpop asimddp",
+                                          [(0x41, 0x2, 0xD05, 0)] * 4))
+    t.cpus_online(4).meminfo(8_043_120, 6_512_384)
+    t.os_release("Ubuntu 18.04.6 LTS", "4.19.95+", "aarch64")
+    if driver:
+        mode = 0o660 if group_access else 0o600
+        for node in ("/dev/davinci0", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"):
+            t.node(node, mode)
+        # version.info as the driver package writes it (key=value lines; keys as in Huawei's troubleshooting guides)
+        t.file("/usr/local/Ascend/driver/version.info",
+               "Version=23.0.0\nascendhal_version=7.35.19\naicpu_version=1.0\ntdt_version=1.0\n"
+               "Innerversion=V100R001C15SPC002B224\npackage_version=23.0.0\n")
+        t.file("/usr/local/bin/npu-smi", "#!/bin/sh\n# stand-in for npu-smi: prints test data, not a board's state\n"
+               "cat \"$(dirname \"$0\")/npu-smi.sample\"\n", mode=0o755)
+        t.file("/usr/local/bin/npu-smi.sample", NPU_SMI_310_SAMPLE)
+    return t
+
+
 BOARDS = {
     "x86-cuda": x86_server_with_cuda_gpu,
     "jetson-agx-orin": jetson_agx_orin,
@@ -483,4 +528,5 @@ BOARDS = {
     "intel-npu-laptop": intel_laptop_with_npu,
     "rk3588": rk3588_board,
     "cloud-tpu-vm": cloud_tpu_vm,
+    "atlas-200-dk": atlas_200_dk,
 }
