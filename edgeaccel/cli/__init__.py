@@ -42,6 +42,7 @@ COMMANDS = {
     "convert": "convert_cmd",
     "check": "check_cmd",
     "cache": "cache_cmd",
+    "serve": "serve_cmd",
 }
 
 

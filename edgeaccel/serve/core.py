@@ -147,6 +147,7 @@ class ServeCore:
         if served is None:
             raise ServeError(400, f"model '{name}' is not loaded")
         self._close_model(served)
+        log.info("unloaded %s", name)
 
     def _close_model(self, served: ServedModel) -> None:
         if served.batcher is not None:
