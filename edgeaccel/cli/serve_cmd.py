@@ -8,6 +8,8 @@ import argparse
 import logging
 import sys
 
+from .names import executor_arg
+
 HELP = "serve a folder of models over the Open Inference Protocol (HTTP and gRPC)"
 
 
@@ -24,6 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                     "'none' to load only through the repository API)")
     p.add_argument("--policy", choices=("latency", "efficiency", "thermal", "power"), default="thermal",
                    help="scheduling policy over every model's executors (default thermal)")
+    p.add_argument("--executor", type=executor_arg,
+                   help="pin every model to one runtime (litert, onnxruntime, openvino, or a plug-in's name)")
     p.add_argument("--power-budget", type=float, metavar="WATTS", help="the budget for --policy power")
     p.add_argument("--isolate", action="store_true",
                    help="run each model in a worker process: a runtime crash fails its requests, not the server")
@@ -70,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
         raise InputError("--max-queue and --max-batch must be at least 1; --timeout and --max-request-mb positive")
     if args.policy == "power" and not args.power_budget:
         raise InputError("--policy power needs --power-budget WATTS")
-    options = ServeOptions(policy=args.policy, power_budget_w=args.power_budget, isolate=args.isolate,
+    options = ServeOptions(policy=args.policy, executor=args.executor, power_budget_w=args.power_budget, isolate=args.isolate,
                            telemetry_root=args.telemetry_root, max_queue=args.max_queue, timeout_s=args.timeout,
                            max_batch=args.max_batch, batch_window_ms=args.batch_window_ms,
                            priorities=_pairs(args.priority, "--priority"),

@@ -40,6 +40,7 @@ VERSION = "1"  # one version per model: the repository holds one artifact set pe
 @dataclass
 class ServeOptions:
     policy: str = "thermal"
+    executor: str | None = None  # pin every model to one runtime (as load(executor=...))
     power_budget_w: float | None = None
     isolate: bool = False
     telemetry_root: str = "/"
@@ -116,7 +117,8 @@ class ServeCore:
         opts = self.options
         try:
             with quiet_native_stderr():
-                model = edgeaccel.load(entry.path, policy=opts.policy, power_budget_w=opts.power_budget_w,
+                model = edgeaccel.load(entry.path, executor=opts.executor, policy=opts.policy,
+                                       power_budget_w=opts.power_budget_w,
                                        isolate=opts.isolate, telemetry_root=opts.telemetry_root)
         except Exception as exc:  # a model that does not load is a reason in the index, never a crash
             error = from_edgeaccel(exc, entry.name)
