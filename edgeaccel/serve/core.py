@@ -82,6 +82,8 @@ class ServeCore:
         self._failed: dict[str, str] = {}  # name -> why its last load failed
         self._loading: dict[str, threading.Lock] = {}
         self._pending = 0
+        self.accepted = 0  # requests taken (each is answered: with outputs or an error)
+        self.answered = 0
         self._idle = threading.Condition(self._lock)
         self._draining = False
 
@@ -229,6 +231,7 @@ class ServeCore:
                 raise ServeError(503, f"{self._pending} requests are already waiting (--max-queue "
                                       f"{self.options.max_queue}); retry later", retry_after=1)
             self._pending += 1
+            self.accepted += 1
         try:
             if served.batcher is not None:
                 inner = served.batcher.submit(arrays, time.monotonic() + timeout)
@@ -272,6 +275,7 @@ class ServeCore:
     def _done(self) -> None:
         with self._lock:
             self._pending -= 1
+            self.answered += 1
             if self._pending == 0:
                 self._idle.notify_all()
 

@@ -74,6 +74,7 @@ async def _serve(core: ServeCore, metrics: Metrics, listen: Listen, announce) ->
     await asyncio.gather(*waits, return_exceptions=True)
     stopped.cancel()
     await loop.run_in_executor(None, core.close)
+    log.info("stopped: answered %d of the %d requests accepted", core.answered, core.accepted)
     return 0
 
 
