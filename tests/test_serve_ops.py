@@ -248,8 +248,9 @@ def test_non_loopback_bind_without_a_good_token_is_refused_before_binding(repo, 
 
 
 # -- two client processes, one emulated Edge TPU -------------------------------------------------------------
-CORAL_PLUGIN = '''"""An emulated Edge TPU (LiteRT answers, 5 ms a run) that records the most runs it ever held at once, across
-every model and executor in the process, into $CORAL_PEAK_FILE: the device's own view of its concurrency."""
+CORAL_PLUGIN = '''"""An emulated Edge TPU (LiteRT answers, 5 ms a run) that records the most runs it ever held at
+once, across every model and executor in the process, into $CORAL_PEAK_FILE: the device's own view of its
+concurrency."""
 
 import os
 import threading

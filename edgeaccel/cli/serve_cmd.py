@@ -74,7 +74,8 @@ def main(args: argparse.Namespace) -> int:
         raise InputError("--max-queue and --max-batch must be at least 1; --timeout and --max-request-mb positive")
     if args.policy == "power" and not args.power_budget:
         raise InputError("--policy power needs --power-budget WATTS")
-    options = ServeOptions(policy=args.policy, executor=args.executor, power_budget_w=args.power_budget, isolate=args.isolate,
+    options = ServeOptions(policy=args.policy, executor=args.executor, power_budget_w=args.power_budget,
+                           isolate=args.isolate,
                            telemetry_root=args.telemetry_root, max_queue=args.max_queue, timeout_s=args.timeout,
                            max_batch=args.max_batch, batch_window_ms=args.batch_window_ms,
                            priorities=_pairs(args.priority, "--priority"),

@@ -80,6 +80,7 @@ class ModelRepository:
             target = path.resolve()
             if target != self.root and self.root not in target.parents:
                 link = "is a symlink to" if path.is_symlink() else "resolves to"
-                return (f"{path.relative_to(self.root)} {link} {target}, outside the model repository {self.root}: copy the model into the repository "
+                return (f"{path.relative_to(self.root)} {link} {target}, outside the model repository {self.root}: "
+                        "copy the model into the repository "
                         "(the server loads only from its own folder)")
         return None
