@@ -97,6 +97,9 @@ def _listen_socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # uvicorn writes a response's head and body separately: with Nagle's algorithm on, the body waits for the
+    # client's delayed ACK (40 ms on Linux). Connections accepted from this socket inherit TCP_NODELAY.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
