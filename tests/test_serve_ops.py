@@ -138,15 +138,17 @@ def test_flood_fills_the_queue_503_with_retry_after_and_loses_nothing(start, rep
     assert _get(server.http, "/v2/health/live")[0] == 200
 
 
-def test_a_request_timeout_is_504_and_says_so(start, repo, bird):
-    server = start([repo, "--port", 0, "--grpc-port", "off"])
+def test_isolated_models_serve_and_a_request_timeout_is_504(start, repo, bird, labels):
+    server = start([repo, "--port", 0, "--grpc-port", "off", "--isolate"])
     client = tritonclient_http.InferenceServerClient(server.http, connection_timeout=10, network_timeout=30)
+    assert client.get_model_metadata("mobilenet")["parameters"]["isolated"] is True  # in a worker process
     tensor = tritonclient_http.InferInput("input", list(bird.shape), "UINT8")
     tensor.set_data_from_numpy(bird)
     with pytest.raises(tritonclient_http.InferenceServerException) as err:
         client.infer("mobilenet", [tensor], timeout=1)  # microseconds: no executor can make it
     assert err.value.status() == "504" and "deadline" in err.value.message()
-    assert client.infer("mobilenet", [tensor]).as_numpy(SOFTMAX).shape == (1, 1001)
+    scores = client.infer("mobilenet", [tensor]).as_numpy(SOFTMAX)
+    assert labels[int(scores.argmax())] == "chickadee"
 
 
 # -- SIGTERM under load ------------------------------------------------------------------------------------

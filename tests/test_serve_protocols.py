@@ -107,7 +107,7 @@ def test_model_metadata_says_shapes_and_why_no_batching(http, grpc_client):
     meta = http.get_model_metadata("mobilenet")
     assert meta["inputs"] == [{"name": "input", "datatype": "UINT8", "shape": [1, 224, 224, 3]}]
     assert meta["outputs"] == [{"name": SOFTMAX, "datatype": "UINT8", "shape": [1, 1001]}]
-    assert "fixed batch of 1" in meta["parameters"]["batching"]
+    assert "fixed batch of 1" in meta["parameters"]["batching"] and meta["parameters"]["isolated"] is False
     assert http.get_model_metadata("mobilenet", model_version="1")["name"] == "mobilenet"
     grpc_meta = grpc_client.get_model_metadata("mobilenet", client_timeout=10)
     assert [list(t.shape) for t in grpc_meta.inputs] == [[1, 224, 224, 3]] and grpc_meta.inputs[0].datatype == "UINT8"

@@ -212,6 +212,7 @@ class ServeCore:
                 "inputs": [tensor(t) for t in model.inputs], "outputs": [tensor(t) for t in model.outputs],
                 "parameters": {"executors": ", ".join(model.executors), "policy": str(model.policy),
                                "priority": served.priority, "devices": ", ".join(dict.fromkeys(served.devices)),
+                               "isolated": any("isolated" in (info.details or {}) for info in model.executors.values()),
                                "batching": served.batching}}
 
     # -- inference ----------------------------------------------------------------------------------------
