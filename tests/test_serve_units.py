@@ -191,3 +191,32 @@ def test_a_fixed_batch_model_is_not_batched_and_says_why():
 
     ok, why = batchable(edgeaccel.describe(MODELS / "mobilenet_v2_1.0_224_quant.tflite"))
     assert not ok and "fixed batch of 1" in why
+
+
+# -- metrics from the scheduler's telemetry ------------------------------------------------------------------
+@pytest.mark.shared
+def test_metrics_show_the_device_temperature_the_scheduler_reads(tmp_path):
+    import shutil
+
+    pytest.importorskip("prometheus_client")
+    from edgeaccel.serve.core import ServeCore, ServeOptions
+    from edgeaccel.serve.metrics import Metrics
+    from edgeaccel.testing import FakeTree
+
+    FakeTree(tmp_path / "sys").thermal_zone(0, "x86_pkg_temp", 61500, [("passive", 95000), ("critical", 105000)])
+    (tmp_path / "models").mkdir()
+    shutil.copy(MODELS / "split_concat.tflite", tmp_path / "models" / "tiny.tflite")
+    metrics = Metrics()
+    core = ServeCore(ModelRepository(tmp_path / "models"),
+                     ServeOptions(policy="thermal", telemetry_root=str(tmp_path / "sys")), metrics)
+    metrics.attach(core)
+    try:
+        served = core.load("tiny")
+        arrays = {t.name: np.zeros(t.shape, t.dtype) for t in served.model.inputs}
+        core.infer("tiny", arrays).result(timeout=30)
+        text = metrics.render()[0].decode()
+    finally:
+        core.close()
+    assert 'edgeaccel_serve_device_temperature_celsius{device="cpu"} 61.5' in text
+    assert 'edgeaccel_serve_device_throttled_seconds{device="cpu"}' in text
+    assert "edgeaccel_serve_queue_depth 0.0" in text
