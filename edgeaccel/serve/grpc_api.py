@@ -119,6 +119,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 async def _abort(context, exc: ServeError):
     import grpc
 
+    if exc.retry_after:  # as HTTP's Retry-After header: when a refused request may come back
+        context.set_trailing_metadata((("retry-after", str(exc.retry_after)),))
     await context.abort(getattr(grpc.StatusCode, exc.grpc_code), exc.message)
 
 
