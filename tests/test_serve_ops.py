@@ -103,10 +103,22 @@ def _get(url: str, path: str, headers: dict | None = None) -> tuple[int, str]:
 
 # -- a full queue ------------------------------------------------------------------------------------------
 def test_flood_fills_the_queue_503_with_retry_after_and_loses_nothing(start, repo, bird, labels):
-    server = start([repo, "--port", 0, "--grpc-port", "off", "--max-queue", 2])
+    server = start([repo, "--port", 0, "--grpc-port", 0, "--max-queue", 2])
     host, port = server.http.rsplit(":", 1)
     body, headers = _binary_request(bird)
     results: list[tuple[int, str | None, str | None]] = []
+    grpc_results: list[tuple[str, str | None]] = []
+
+    def grpc_client():
+        client = tritonclient_grpc.InferenceServerClient(server.grpc)
+        tensor = tritonclient_grpc.InferInput("input", list(bird.shape), "UINT8")
+        tensor.set_data_from_numpy(bird)
+        for _ in range(6):
+            try:
+                scores = client.infer("mobilenet", [tensor], client_timeout=30).as_numpy(SOFTMAX)
+                grpc_results.append(("OK", labels[int(scores.argmax())]))
+            except tritonclient_grpc.InferenceServerException as exc:
+                grpc_results.append((exc.status(), exc.message()))
 
     def client():
         conn = http.client.HTTPConnection(host, int(port), timeout=30)
@@ -117,12 +129,15 @@ def test_flood_fills_the_queue_503_with_retry_after_and_loses_nothing(start, rep
         finally:
             conn.close()
 
-    threads = [threading.Thread(target=client) for _ in range(12)]
+    threads = [threading.Thread(target=client) for _ in range(12)] + [threading.Thread(target=grpc_client)
+                                                                       for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(120)
-    assert len(results) == 72  # every request had an answer
+    assert len(results) == 72 and len(grpc_results) == 24  # every request had an answer
+    for status, what in grpc_results:
+        assert (status, what) == ("OK", "chickadee") or (status == "StatusCode.UNAVAILABLE" and "retry" in what)
     statuses = {status for status, _, _ in results}
     assert statuses <= {200, 503}, statuses
     refused = [r for r in results if r[0] == 503]
