@@ -113,6 +113,16 @@ def test_model_metadata_says_shapes_and_why_no_batching(http, grpc_client):
     assert [list(t.shape) for t in grpc_meta.inputs] == [[1, 224, 224, 3]] and grpc_meta.inputs[0].datatype == "UINT8"
 
 
+def test_model_config_as_tritonclient_reads_it(http, grpc_client):
+    config = http.get_model_config("mobilenet")
+    assert config["max_batch_size"] == 0  # not batched: the dims are the model's own, batch dimension included
+    assert config["input"] == [{"name": "input", "data_type": "TYPE_UINT8", "dims": [1, 224, 224, 3]}]
+    grpc_config = grpc_client.get_model_config("mobilenet", client_timeout=10).config
+    assert grpc_config.name == "mobilenet" and grpc_config.max_batch_size == 0
+    assert list(grpc_config.input[0].dims) == [1, 224, 224, 3]
+    assert grpc_config.output[0].name == SOFTMAX and grpc_config.output[0].data_type == 2  # TYPE_UINT8
+
+
 def test_repository_index_says_why_a_model_is_missing(http, grpc_client):
     index = {row["name"]: row for row in http.get_model_repository_index()}
     assert set(index) == {"mobilenet", "split_concat", "broken", "escape"}  # labels.txt is not a model

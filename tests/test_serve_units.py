@@ -167,6 +167,9 @@ def test_requests_for_a_dynamic_batch_model_run_as_one_batch_with_right_answers(
     try:
         served = core.load("dyn")
         assert "batched dynamically" in served.batching
+        config = core.config("dyn")  # Triton's form: the batch dimension is max_batch_size, not in dims
+        assert config["max_batch_size"] == 8 and config["input"] == [{"name": "x", "data_type": "TYPE_FP32",
+                                                                       "dims": [4]}]
         rng = np.random.default_rng(0)
         requests = [rng.standard_normal((rows, 4)).astype(np.float32) for rows in (1, 2, 1)]
         futures = [core.infer("dyn", {"x": x}) for x in requests]

@@ -215,6 +215,21 @@ class ServeCore:
                                "isolated": any("isolated" in (info.details or {}) for info in model.executors.values()),
                                "batching": served.batching}}
 
+    def config(self, name: str, version: str = "") -> dict:
+        """The model as Triton's model configuration describes it (what tritonclient's get_model_config reads):
+        ``max_batch_size`` > 0 only for a batched model, whose ``dims`` then leave out the batch dimension."""
+        meta = self.metadata(name, version)
+        served = self.get(name, version)
+        batched = served.batcher is not None
+
+        def tensor(t: dict) -> dict:
+            return {"name": t["name"], "data_type": f"TYPE_{'STRING' if t['datatype'] == 'BYTES' else t['datatype']}",
+                    "dims": t["shape"][1:] if batched else t["shape"]}
+
+        return {"name": name, "platform": meta["platform"],
+                "max_batch_size": self.options.max_batch if batched else 0,
+                "input": [tensor(t) for t in meta["inputs"]], "output": [tensor(t) for t in meta["outputs"]]}
+
     # -- inference ----------------------------------------------------------------------------------------
     def infer(self, name: str, inputs: dict[str, np.ndarray], version: str = "",
               timeout_s: float | None = None) -> Future:

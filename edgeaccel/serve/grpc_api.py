@@ -74,6 +74,18 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             inputs=[tensor(name=t["name"], datatype=t["datatype"], shape=t["shape"]) for t in meta["inputs"]],
             outputs=[tensor(name=t["name"], datatype=t["datatype"], shape=t["shape"]) for t in meta["outputs"]])
 
+    async def ModelConfig(self, request, context):
+        await self._guard(context)
+        try:
+            config = self.core.config(request.name, request.version)
+        except ServeError as exc:
+            await _abort(context, exc)
+        tensors = {"input": pb.ModelInput, "output": pb.ModelOutput}
+        return pb.ModelConfigResponse(config=pb.ModelConfig(
+            name=config["name"], platform=config["platform"], max_batch_size=config["max_batch_size"],
+            **{key: [cls(name=t["name"], data_type=pb.DataType.Value(t["data_type"]), dims=t["dims"])
+                     for t in config[key]] for key, cls in tensors.items()}))
+
     async def RepositoryIndex(self, request, context):
         await self._guard(context)
         index = pb.RepositoryIndexResponse.ModelIndex

@@ -4,7 +4,8 @@ A plain ASGI callable rather than a framework: the protocol has a dozen fixed ro
 extension needs the raw body anyway, and the app stays free of a dependency that the gRPC side does not need.
 
 Routes: ``/v2/health/live``, ``/v2/health/ready``, ``/v2`` (server metadata), ``/v2/models/{m}[/versions/{v}]``
-(metadata), ``.../ready``, ``.../infer`` (JSON tensors and the binary tensor extension:
+(metadata), ``.../ready``, ``.../config`` (Triton's model configuration, the tensors and batching part),
+``.../infer`` (JSON tensors and the binary tensor extension:
 ``Inference-Header-Content-Length``, ``binary_data_size``, ``binary_data`` / ``binary_data_output``), the
 repository extension (``/v2/repository/index``, ``/v2/repository/models/{m}/load`` and ``/unload``) and
 ``/metrics``. Every error is ``{"error": "..."}`` with its status.
@@ -27,7 +28,8 @@ from .tensors import datatype_of, from_bytes, from_json, to_bytes, to_json
 
 log = logging.getLogger("edgeaccel.serve")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "metrics"]
-MODEL_ROUTE = re.compile(r"^/v2/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?(?P<action>/ready|/infer)?$")
+MODEL_ROUTE = re.compile(r"^/v2/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?"
+                         r"(?P<action>/ready|/infer|/config)?$")
 REPO_ROUTE = re.compile(r"^/v2/repository/models/(?P<name>[^/]+)/(?P<action>load|unload)$")
 HEADER_LENGTH = b"inference-header-content-length"
 GRACE_S = 5.0  # beyond a request's timeout, the most the HTTP side waits for the core's answer
@@ -92,6 +94,8 @@ class RestApp:
             elif action == "/ready":
                 self.core.get(name, version)
                 await _send_json(send, 200, {"name": name, "ready": True})
+            elif action == "/config":
+                await _send_json(send, 200, self.core.config(name, version))
             else:
                 await _send_json(send, 200, self.core.metadata(name, version))
         else:
