@@ -5,8 +5,10 @@ the Open Inference Protocol (KServe v2), HTTP/REST and gRPC.
 
 The pieces, each in its own module: ``repository`` (which models a folder holds, refusing path escapes),
 ``gate`` (one concurrency limit per device shared by every model, in priority order), ``core`` (the loaded
-models, the bounded queue, timeouts, dynamic batching), ``tensors`` (protocol tensors to and from numpy),
+models, the bounded queue, timeouts), ``batching`` (dynamic batching), ``errors`` (one error type for
+both protocols), ``tensors`` (protocol tensors to and from numpy),
 ``rest`` (the ASGI app), ``grpc_api`` (the gRPC servicer), ``metrics`` (Prometheus), ``security`` (bind
-address and token) and ``server`` (both protocols in one event loop, graceful shutdown on SIGTERM).
+address and token), ``server`` (both protocols in one event loop, graceful shutdown on SIGTERM) and
+``process`` (a server in a subprocess, for the tests and tools/bench_serve.py).
 Needs the ``serve`` extra (uvicorn, grpcio, protobuf, prometheus-client); importing this package imports none.
 """
