@@ -126,6 +126,14 @@ class ServeCore:
             error = from_edgeaccel(exc, entry.name)
             raise ServeError(409 if error.status == 500 else error.status,
                              f"model '{entry.name}' did not load: {error.message.split(': ', 1)[-1]}") from None
+        try:
+            return self._serve(entry, model)
+        except BaseException:
+            model.close()
+            raise
+
+    def _serve(self, entry: Entry, model: Any) -> ServedModel:
+        opts = self.options
         priority = int(opts.priorities.get(entry.name, 0))
         devices = gate_model(model, self.gate, priority)
         can_batch, why = batchable(model)
@@ -162,7 +170,9 @@ class ServeCore:
         out = []
         with self._lock:
             loaded = dict(self._models)
-        for name, entry in self.repository.entries().items():
+        entries = self.repository.entries()
+        for name in sorted(set(entries) | set(loaded)):  # a loaded model whose files were removed still serves
+            entry = entries.get(name)
             if name in loaded:
                 out.append({"name": name, "version": VERSION, "state": "READY"})
             elif ready_only:
