@@ -170,6 +170,11 @@ def test_curl_json_request_as_in_the_issue(server, bird, labels, tmp_path):
     (out,) = reply["outputs"]
     assert out["name"] == SOFTMAX and out["shape"] == [1, 1001] and out["datatype"] == "UINT8"
     assert _top1(out["data"], labels) == "chickadee"
+    # the same request indented past 1 MB: parsed off the event loop (rest.PARSE_INLINE_BYTES), same answer
+    (tmp_path / "req.json").write_text(json.dumps(body, indent=2))
+    assert (1 << 20) < (tmp_path / "req.json").stat().st_size < (MAX_MB << 20)
+    status, again, _ = _curl(f"{server.url}/v2/models/mobilenet/infer", "-d", f"@{tmp_path / 'req.json'}")
+    assert status == 200 and again["outputs"][0]["data"] == out["data"]
 
 
 def test_curl_health_and_metadata(server):

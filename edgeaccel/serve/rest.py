@@ -33,6 +33,7 @@ MODEL_ROUTE = re.compile(r"^/v2/models/(?P<name>[^/]+)(?:/versions/(?P<version>[
 REPO_ROUTE = re.compile(r"^/v2/repository/models/(?P<name>[^/]+)/(?P<action>load|unload)$")
 HEADER_LENGTH = b"inference-header-content-length"
 GRACE_S = 5.0  # beyond a request's timeout, the most the HTTP side waits for the core's answer
+PARSE_INLINE_BYTES = 1 << 20  # JSON parsed on the event loop up to this size; larger in a worker thread
 
 
 class RestApp:
@@ -128,9 +129,12 @@ class RestApp:
         try:
             self.core.get(name, version)  # an unknown model is a 404 before its body is read
             body = await self._body(headers, receive)
-            request, binary = _split(body, headers.get(HEADER_LENGTH))
+            if len(body) > PARSE_INLINE_BYTES:  # a big JSON body takes a while to parse: not on the event loop,
+                request, inputs = await asyncio.get_running_loop().run_in_executor(  # where others wait
+                    None, _parse, body, headers.get(HEADER_LENGTH))
+            else:
+                request, inputs = _parse(body, headers.get(HEADER_LENGTH))
             request_id = str(request.get("id", ""))
-            inputs = _inputs(request, binary)
             timeout = _timeout_s(request.get("parameters"))
             future = self.core.infer(name, inputs, version, timeout)
             wait = (timeout or self.core.options.timeout_s) + GRACE_S
@@ -167,6 +171,11 @@ def _json(data: bytes) -> dict:
     if not isinstance(value, dict):
         raise ServeError(400, "the request must be a JSON object")
     return value
+
+
+def _parse(body: bytes, header_length: bytes | None) -> tuple[dict, dict]:
+    request, binary = _split(body, header_length)
+    return request, _inputs(request, binary)
 
 
 def _split(body: bytes, header_length: bytes | None) -> tuple[dict, memoryview]:
