@@ -82,6 +82,8 @@ def _curl(url: str, *args: str) -> tuple[int, dict | str, str]:
     done = subprocess.run(["curl", "-sS", "-D", "-", "--max-time", "30", *args, url], capture_output=True,
                           text=True, timeout=60, check=True)
     head, _, body = done.stdout.replace("\r\n", "\n").partition("\n\n")
+    while head.split()[1] == "100":  # curl's 'Expect: 100-continue' for a big body: the answer follows
+        head, _, body = body.partition("\n\n")
     status = int(head.split()[1])
     try:
         return status, json.loads(body), head
