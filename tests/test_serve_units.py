@@ -28,9 +28,13 @@ def test_repository_names_models_by_folder_and_stem_and_ignores_the_rest(tmp_pat
     (tmp_path / "c.bin").write_bytes(b"w")  # an IR's weights: not a model of its own
     (tmp_path / "labels.txt").write_text("x")
     (tmp_path / ".hidden.tflite").write_bytes(b"x")
+    (tmp_path / "a.onnx").write_bytes(b"x")  # the same stem: another artifact of model a
     entries = ModelRepository(tmp_path).entries()
     assert set(entries) == {"a", "b", "c"}
-    assert entries["b"].path == (tmp_path / "b").resolve() and all(e.problem is None for e in entries.values())
+    assert entries["b"].source == (tmp_path / "b").resolve() and all(e.problem is None for e in entries.values())
+    assert entries["a"].source == [(tmp_path / "a.onnx").resolve(), (tmp_path / "a.tflite").resolve()]
+    (tmp_path / "b.tflite").write_bytes(b"x")
+    assert "both a folder and a file" in ModelRepository(tmp_path).entries()["b"].problem
 
 
 def test_repository_refuses_paths_and_escapes(tmp_path):

@@ -94,7 +94,12 @@ def main(args: argparse.Namespace) -> int:
         try:
             core.load(name)
         except ServeError as exc:  # the server starts with the others; the index says why this one is missing
-            print(f"warning: {exc.message}", file=sys.stderr)
+            from .error_view import short
+
+            print(f"warning: {short(exc.message)}", file=sys.stderr)
+    if names and not core.loaded():
+        print("warning: no model loaded; the server starts for the repository API (GET /v2/repository/index says "
+              "why each one is missing)", file=sys.stderr)
     listen = Listen(args.host, args.port, grpc_port, token, int(args.max_request_mb * (1 << 20)))
     return serve(core, metrics, listen)
 

@@ -119,7 +119,7 @@ class ServeCore:
         opts = self.options
         try:
             with quiet_native_stderr():
-                model = edgeaccel.load(entry.path, executor=opts.executor, policy=opts.policy,
+                model = edgeaccel.load(entry.source, executor=opts.executor, policy=opts.policy,
                                        power_budget_w=opts.power_budget_w,
                                        isolate=opts.isolate, telemetry_root=opts.telemetry_root)
         except Exception as exc:  # a model that does not load is a reason in the index, never a crash

@@ -1,9 +1,11 @@
 """The model repository: the one folder the server loads models from.
 
 Each entry of the folder is one model: a sub-folder (the artifacts of one model, or a bundle with
-``edgeaccel-bundle.yaml``; loaded as ``edgeaccel.load(folder)`` would) or a single model file (``.tflite``,
-``.onnx``, an OpenVINO ``.xml`` with its ``.bin``). The model's name is the folder's name or the file's stem.
-Other files (labels, licences, weights beside an ``.xml``) and hidden entries are not models.
+``edgeaccel-bundle.yaml``; loaded as ``edgeaccel.load(folder)`` would) or a model file (``.tflite``, ``.onnx``,
+an OpenVINO ``.xml`` with its ``.bin``). The model's name is the folder's name or the file's stem; files that
+share a stem (``m.tflite`` and ``m.onnx``) are the artifacts of one model, loaded together as
+``edgeaccel.load([...])`` loads a list (which refuses files whose inputs or outputs differ, saying so). Other
+files (labels, licences, weights beside an ``.xml``) and hidden entries are not models.
 
 A model is found only by its name, never by a path a client sends: names are plain ([A-Za-z0-9._-], no
 leading dot), and an entry that is, or holds, a symlink leading outside the folder is refused with the reason
@@ -26,8 +28,13 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 @dataclass(frozen=True)
 class Entry:
     name: str
-    path: Path  # resolved, inside the repository
+    paths: tuple[Path, ...]  # resolved, inside the repository: a folder, or the files of one model
     problem: str | None = None  # why it cannot be loaded (a path escape), or None
+
+    @property
+    def source(self) -> Path | list[Path]:
+        """What edgeaccel.load takes: the folder or file, or the list of a model's files."""
+        return self.paths[0] if len(self.paths) == 1 else list(self.paths)
 
 
 class ModelRepository:
@@ -40,12 +47,20 @@ class ModelRepository:
 
     def entries(self) -> dict[str, Entry]:
         """Every model the folder holds now, by name (read again on every call: models may be added)."""
-        found: dict[str, Entry] = {}
+        children: dict[str, list[Path]] = {}
         for child in sorted(self.root.iterdir()):
             name = self._name_of(child)
-            if name is None or name in found:
+            if name is not None:
+                children.setdefault(name, []).append(child)
+        found = {}
+        for name, paths in children.items():
+            if len(paths) > 1 and any(p.is_dir() for p in paths):
+                found[name] = Entry(name, tuple(p.resolve() for p in paths),
+                                    f"'{name}' is both a folder and a file ({', '.join(p.name for p in paths)}): "
+                                    "rename one, a name is one model")
                 continue
-            found[name] = Entry(name, child.resolve(), self._escape(child))
+            problems = [why for why in map(self._escape, paths) if why]
+            found[name] = Entry(name, tuple(p.resolve() for p in paths), problems[0] if problems else None)
         return found
 
     def resolve(self, name: str) -> Entry:
