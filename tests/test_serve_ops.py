@@ -168,7 +168,7 @@ def test_isolated_models_serve_and_a_request_timeout_is_504(start, repo, bird, l
 
 # -- SIGTERM under load ------------------------------------------------------------------------------------
 def test_sigterm_under_load_answers_every_accepted_request_and_exits_0(start, repo, bird, labels):
-    server = start([repo, "--port", 0, "--grpc-port", 0, "--log-json"])
+    server = start([repo, "--port", 0, "--grpc-port", 0, "--log-json", "--models", "mobilenet"])
     host, port = server.http.rsplit(":", 1)
     body, headers = _binary_request(bird)
     answers: list[tuple[str, int, str | None]] = []
@@ -329,12 +329,13 @@ def test_two_client_processes_share_one_emulated_edgetpu(start, tmp_path):
     try:
         peak_file = tmp_path / "peak.txt"
         env = dict(os.environ, CORAL_PEAK_FILE=str(peak_file))
-        server = start([repo, "--port", 0, "--grpc-port", 0, "--executor", "coralemu"], env=env,
-                       pythonpath=str(plugin.folder))
+        server = start([repo, "--port", 0, "--grpc-port", 0, "--executor", "coralemu", "--priority", "cam_a=5",
+                        "--device-limit", "cpu=1"], env=env, pythonpath=str(plugin.folder))  # edgetpu: its own 1
     finally:
         uninstall(plugin)
     meta = json.loads(_get(server.http, "/v2/models/cam_a")[1])
     assert meta["parameters"]["executors"] == "coralemu:EdgeTPU" and meta["parameters"]["devices"] == "edgetpu"
+    assert meta["parameters"]["priority"] == 5
     n = 25
     clients = [subprocess.Popen([sys.executable, "-c", CLIENT, protocol, url, model, str(n), str(IMAGES / "bird.png"),
                                  str(small), str(MODELS / "imagenet_labels.txt")],

@@ -248,6 +248,10 @@ def test_unknown_model_and_version_are_404(server, http, grpc_client, bird):
     assert status == 404 and "no model named 'nope'" in reply["error"]
     status, reply, _ = _curl(f"{server.url}/v2/models/mobilenet/versions/7")
     assert status == 404 and "only version 1" in reply["error"]
+    status, reply, _ = _curl(f"{server.url}/v2/models/mobilenet/infer")  # GET
+    assert status == 405 and "use POST" in reply["error"]
+    status, reply, _ = _curl(f"{server.url}/v3/anything")
+    assert status == 404 and "no route" in reply["error"]
     tensor = tritonclient_grpc.InferInput("input", list(bird.shape), "UINT8")
     tensor.set_data_from_numpy(bird)
     with pytest.raises(tritonclient_grpc.InferenceServerException) as err:
