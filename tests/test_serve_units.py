@@ -136,6 +136,34 @@ def test_gate_holds_a_device_to_its_limit_and_lets_higher_priority_in_first():
     assert snap["peak"] == 1 and snap["runs"] == 4 and snap["running"] == 0
 
 
+def test_gate_holds_every_model_on_a_device_to_the_lowest_duty_a_policy_asks():
+    now = [100.0]
+    duties = {"a": 0.5, "b": 1.0}
+    gate = DeviceGate(clock=lambda: now[0])
+    for model in duties:
+        gate.register("edgetpu", 1, lambda model=model: duties[model])
+    assert gate.duty("edgetpu") == 0.5
+    with gate.hold("edgetpu"):
+        # a 1 s run at duty 0.5: the bank (0.25 busy-s) and what it earned meanwhile (0.5) leave it 0.25 short,
+        # so the device rests 0.5 s before any model's next run
+        now[0] += 1.0
+    started = threading.Event()
+
+    def next_run():
+        with gate.hold("edgetpu", priority=9):
+            started.set()
+
+    thread = threading.Thread(target=next_run)
+    thread.start()
+    assert not started.wait(0.3)  # held back by the budget (on the gate's clock, which has not moved)
+    assert gate.snapshot()["edgetpu"]["waiting"] == 1
+    now[0] += 0.5
+    assert started.wait(10)
+    thread.join(10)
+    duties["a"] = None  # model a unloaded: its policy no longer counts
+    assert gate.duty("edgetpu") == 1.0
+
+
 def test_gate_limit_from_the_command_line_wins():
     gate = DeviceGate({"CPU": 3})
     gate.register("cpu", 1)
@@ -227,3 +255,35 @@ def test_metrics_show_the_device_temperature_the_scheduler_reads(tmp_path):
     assert 'edgeaccel_serve_device_temperature_celsius{device="cpu"} 61.5' in text
     assert 'edgeaccel_serve_device_throttled_seconds{device="cpu"}' in text
     assert "edgeaccel_serve_queue_depth 0.0" in text
+
+
+@pytest.mark.shared
+def test_a_hot_device_is_duty_cycled_for_all_its_models_together(tmp_path):
+    import shutil
+
+    pytest.importorskip("prometheus_client")
+    from edgeaccel.serve.core import ServeCore, ServeOptions
+    from edgeaccel.serve.metrics import Metrics
+    from edgeaccel.testing import FakeTree
+
+    FakeTree(tmp_path / "sys").thermal_zone(0, "x86_pkg_temp", 99000, [("passive", 85000), ("critical", 105000)])
+    (tmp_path / "models").mkdir()
+    for name in ("a", "b"):
+        shutil.copy(MODELS / "split_concat.tflite", tmp_path / "models" / f"{name}.tflite")
+    metrics = Metrics()
+    core = ServeCore(ModelRepository(tmp_path / "models"),
+                     ServeOptions(policy="thermal", telemetry_root=str(tmp_path / "sys")), metrics)
+    metrics.attach(core)
+    try:
+        for name in ("a", "b"):
+            core.load(name)
+        wanted = [core.get(name).model.trace.records[-1].duty["cpu"] for name in ("a", "b")]
+        assert max(wanted) < 1.0  # 14 C above the passive trip: each policy duty-cycles the CPU
+        assert core.gate.duty("cpu") == min(wanted)  # and the gate holds both models to it together
+        text = metrics.render()[0].decode()
+        assert f'edgeaccel_serve_device_duty{{device="cpu"}} {min(wanted)}' in text
+        core.unload("a")
+        core.unload("b")
+        assert core.gate.duty("cpu") == 1.0  # no model left to ask for less
+    finally:
+        core.close()

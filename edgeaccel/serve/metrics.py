@@ -78,7 +78,8 @@ class _CoreCollector:
         gate = {name: GaugeMetricFamily(f"edgeaccel_serve_device_{name}", text, labels=["device"])
                 for name, text in (("limit", "Runs a device may hold at once, all models together"),
                                    ("running", "Runs on a device now"), ("waiting", "Runs waiting for a device"),
-                                   ("peak", "Most runs a device held at once"))}
+                                   ("peak", "Most runs a device held at once"),
+                                   ("duty", "Duty cycle the policies allow the device now, all models together"))}
         for device, row in core.gate.snapshot().items():
             for name, family in gate.items():
                 family.add_metric([device], row[name])
