@@ -32,7 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-DEFAULT_MODEL = Path(os.environ.get("EDGEACCEL_SHARED", ROOT.parent / "shared")) / "models" / "mobilenet_v2_1.0_224_quant.tflite"
+SHARED = Path(os.environ.get("EDGEACCEL_SHARED", ROOT.parent / "shared"))
+DEFAULT_MODEL = SHARED / "models" / "mobilenet_v2_1.0_224_quant.tflite"
 
 
 def main() -> int:
@@ -203,7 +204,8 @@ def _print(r: dict) -> None:
     print(f"  throughput in-process async {t['in-process-async']:.1f}/s, 4 gRPC clients {t['grpc-4-clients']:.1f}/s, "
           f"4 HTTP clients {t['http-4-clients']:.1f}/s")
     for mode, ratio in r["throughput_ratio"].items():
-        print(f"  {mode:15s} / in-process async = {ratio:.2f}    target >= 0.8   {'met' if ratio >= 0.8 else 'NOT met'}")
+        verdict = "met" if ratio >= 0.8 else "NOT met"
+        print(f"  {mode:15s} / in-process async = {ratio:.2f}    target >= 0.8   {verdict}")
 
 
 if __name__ == "__main__":
