@@ -35,6 +35,7 @@ from .tensors import datatype_of
 
 log = logging.getLogger("edgeaccel.serve")
 VERSION = "1"  # one version per model: the repository holds one artifact set per name
+_NATIVE_LOG_LOCK = threading.Lock()
 
 
 @dataclass
@@ -118,7 +119,9 @@ class ServeCore:
 
         opts = self.options
         try:
-            with quiet_native_stderr():
+            # the runtimes' native log lines are filtered by swapping fd 2 for the process: one load at a time
+            # swaps it (two at once would restore each other's capture file), others serve meanwhile
+            with _NATIVE_LOG_LOCK, quiet_native_stderr():
                 model = edgeaccel.load(entry.source, executor=opts.executor, policy=opts.policy,
                                        power_budget_w=opts.power_budget_w,
                                        isolate=opts.isolate, telemetry_root=opts.telemetry_root)
