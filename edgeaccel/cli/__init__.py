@@ -43,6 +43,7 @@ COMMANDS = {
     "check": "check_cmd",
     "cache": "cache_cmd",
     "profile": "profile_cmd",
+    "serve": "serve_cmd",
 }
 
 

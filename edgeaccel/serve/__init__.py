@@ -1,0 +1,14 @@
+"""``edgeaccel serve``: one process owns the accelerators and serves every model in a folder to many apps over
+the Open Inference Protocol (KServe v2), HTTP/REST and gRPC.
+
+    edgeaccel serve models/ --port 8000 --grpc-port 8001 --policy thermal
+
+The pieces, each in its own module: ``repository`` (which models a folder holds, refusing path escapes),
+``gate`` (one concurrency limit per device shared by every model, in priority order), ``core`` (the loaded
+models, the bounded queue, timeouts), ``batching`` (dynamic batching), ``errors`` (one error type for
+both protocols), ``tensors`` (protocol tensors to and from numpy),
+``rest`` (the ASGI app), ``grpc_api`` (the gRPC servicer), ``metrics`` (Prometheus), ``security`` (bind
+address and token), ``server`` (both protocols in one event loop, graceful shutdown on SIGTERM) and
+``process`` (a server in a subprocess, for the tests and tools/bench_serve.py).
+Needs the ``serve`` extra (uvicorn, grpcio, protobuf, prometheus-client); importing this package imports none.
+"""

@@ -1,0 +1,190 @@
+"""The Open Inference Protocol over gRPC (grpcio's asyncio server): KServe's GRPCInferenceService with the
+repository methods tritonclient.grpc calls, on the same core as HTTP.
+
+Tensors come in ``raw_input_contents`` (what tritonclient sends) or typed ``contents``; outputs go back in
+``raw_output_contents``. Errors are gRPC status codes with the same messages HTTP gives (404 NOT_FOUND, 400
+INVALID_ARGUMENT, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, 401 UNAUTHENTICATED). A request's time limit is the
+smaller of its gRPC deadline and its 'timeout' parameter (microseconds, as Triton's)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from .core import VERSION, ServeCore
+from .errors import ServeError
+from .proto import grpc_service_pb2 as pb
+from .proto import grpc_service_pb2_grpc as pb_grpc
+from .rest import EXTENSIONS, GRACE_S
+from .security import authorized
+from .tensors import datatype_of, dtype_of, from_bytes, from_json, to_bytes
+
+# InferTensorContents field holding each datatype's values
+CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
+            "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents", "UINT32": "uint_contents",
+            "UINT64": "uint64_contents", "FP32": "fp32_contents", "FP64": "fp64_contents"}
+
+
+class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
+    def __init__(self, core: ServeCore, metrics: Any, token: str | None = None) -> None:
+        self.core = core
+        self.metrics = metrics
+        self.token = token
+
+    async def _guard(self, context) -> None:
+        if self.token is not None:
+            header = dict(context.invocation_metadata()).get("authorization")
+            if not authorized(header, self.token):
+                await _abort(context, ServeError(401, "missing or wrong API token: send metadata "
+                                                      "'authorization: Bearer <token>'"))
+
+    async def ServerLive(self, request, context):
+        await self._guard(context)
+        return pb.ServerLiveResponse(live=True)
+
+    async def ServerReady(self, request, context):
+        await self._guard(context)
+        return pb.ServerReadyResponse(ready=self.core.ready)
+
+    async def ServerMetadata(self, request, context):
+        await self._guard(context)
+        return pb.ServerMetadataResponse(name="edgeaccel", version=__version__, extensions=EXTENSIONS)
+
+    async def ModelReady(self, request, context):
+        await self._guard(context)
+        try:
+            self.core.get(request.name, request.version)
+        except ServeError:
+            return pb.ModelReadyResponse(ready=False)
+        return pb.ModelReadyResponse(ready=True)
+
+    async def ModelMetadata(self, request, context):
+        await self._guard(context)
+        try:
+            meta = self.core.metadata(request.name, request.version)
+        except ServeError as exc:
+            await _abort(context, exc)
+        tensor = pb.ModelMetadataResponse.TensorMetadata
+        return pb.ModelMetadataResponse(
+            name=meta["name"], versions=meta["versions"], platform=meta["platform"],
+            inputs=[tensor(name=t["name"], datatype=t["datatype"], shape=t["shape"]) for t in meta["inputs"]],
+            outputs=[tensor(name=t["name"], datatype=t["datatype"], shape=t["shape"]) for t in meta["outputs"]])
+
+    async def ModelConfig(self, request, context):
+        await self._guard(context)
+        try:
+            config = self.core.config(request.name, request.version)
+        except ServeError as exc:
+            await _abort(context, exc)
+        tensors = {"input": pb.ModelInput, "output": pb.ModelOutput}
+        return pb.ModelConfigResponse(config=pb.ModelConfig(
+            name=config["name"], platform=config["platform"], max_batch_size=config["max_batch_size"],
+            **{key: [cls(name=t["name"], data_type=pb.DataType.Value(t["data_type"]), dims=t["dims"])
+                     for t in config[key]] for key, cls in tensors.items()}))
+
+    async def RepositoryIndex(self, request, context):
+        await self._guard(context)
+        index = pb.RepositoryIndexResponse.ModelIndex
+        return pb.RepositoryIndexResponse(models=[index(**row) for row in self.core.index(request.ready)])
+
+    async def RepositoryModelLoad(self, request, context):
+        await self._guard(context)
+        await self._repository(self.core.load, request.model_name, context)
+        return pb.RepositoryModelLoadResponse()
+
+    async def RepositoryModelUnload(self, request, context):
+        await self._guard(context)
+        await self._repository(self.core.unload, request.model_name, context)
+        return pb.RepositoryModelUnloadResponse()
+
+    async def _repository(self, action, name: str, context) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, action, name)
+        except ServeError as exc:
+            await _abort(context, exc)
+
+    async def ModelInfer(self, request, context):
+        await self._guard(context)
+        started = time.perf_counter()
+        name, status, error = request.model_name, 200, None
+        try:
+            inputs = _inputs(request)
+            timeout = _timeout_s(request, context)
+            future = self.core.infer(name, inputs, request.model_version, timeout)
+            wait = (timeout or self.core.options.timeout_s) + GRACE_S
+            try:
+                outputs = await asyncio.wait_for(asyncio.wrap_future(future), wait)
+            except asyncio.TimeoutError:
+                raise ServeError(504, f"model '{name}' did not answer within {wait:g} s") from None
+            return _response(request, outputs)
+        except ServeError as exc:
+            status, error = exc.status, exc.message
+            await _abort(context, exc)
+        finally:
+            self.metrics.request(name, "grpc", status, time.perf_counter() - started, request.id, error)
+
+
+async def _abort(context, exc: ServeError):
+    import grpc
+
+    if exc.retry_after:  # as HTTP's Retry-After header: when a refused request may come back
+        context.set_trailing_metadata((("retry-after", str(exc.retry_after)),))
+    await context.abort(getattr(grpc.StatusCode, exc.grpc_code), exc.message)
+
+
+def _timeout_s(request, context) -> float | None:
+    limits = []
+    remaining = context.time_remaining()
+    if remaining is not None:
+        limits.append(max(remaining, 0.001))
+    if "timeout" in request.parameters:
+        value = request.parameters["timeout"].int64_param
+        if value <= 0:
+            raise ServeError(400, f"parameter 'timeout' is in microseconds and positive, not {value}")
+        limits.append(value / 1e6)
+    return min(limits) if limits else None
+
+
+def _inputs(request) -> dict[str, np.ndarray]:
+    if not request.inputs:
+        raise ServeError(400, "the request has no inputs")
+    raw = request.raw_input_contents
+    if raw and len(raw) != len(request.inputs):
+        raise ServeError(400, f"{len(raw)} raw_input_contents for {len(request.inputs)} inputs: give one per input, "
+                              "in order, or none and each input's contents")
+    arrays = {}
+    for i, tensor in enumerate(request.inputs):
+        where = f"input '{tensor.name}'"
+        if tensor.name in arrays:
+            raise ServeError(400, f"{where} is given twice")
+        shape = list(tensor.shape)
+        if raw:
+            arrays[tensor.name] = from_bytes(raw[i], tensor.datatype, shape, where)
+        else:
+            dtype_of(tensor.datatype, where)
+            field = CONTENTS.get(tensor.datatype)
+            values = getattr(tensor.contents, field) if field else []
+            arrays[tensor.name] = from_json(list(values), tensor.datatype, shape, where)
+    return arrays
+
+
+def _response(request, outputs: dict):
+    wanted = [o.name for o in request.outputs]
+    for out_name in wanted:
+        if out_name not in outputs:
+            raise ServeError(400, f"model '{request.model_name}' has no output '{out_name}'; its outputs are "
+                                  f"{list(outputs)}")
+    reply = pb.ModelInferResponse(model_name=request.model_name, model_version=VERSION, id=request.id)
+    for out_name in wanted or list(outputs):
+        array = outputs[out_name]
+        reply.outputs.add(name=out_name, datatype=datatype_of(array.dtype), shape=list(array.shape))
+        reply.raw_output_contents.append(to_bytes(array))
+    return reply
+
+
+def add_to_server(servicer: InferenceServicer, server) -> None:
+    pb_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)

@@ -1,0 +1,289 @@
+"""The Open Inference Protocol over HTTP/REST, as a small ASGI app served by uvicorn.
+
+A plain ASGI callable rather than a framework: the protocol has a dozen fixed routes, the binary tensor
+extension needs the raw body anyway, and the app stays free of a dependency that the gRPC side does not need.
+
+Routes: ``/v2/health/live``, ``/v2/health/ready``, ``/v2`` (server metadata), ``/v2/models/{m}[/versions/{v}]``
+(metadata), ``.../ready``, ``.../config`` (Triton's model configuration, the tensors and batching part),
+``.../infer`` (JSON tensors and the binary tensor extension:
+``Inference-Header-Content-Length``, ``binary_data_size``, ``binary_data`` / ``binary_data_output``), the
+repository extension (``/v2/repository/index``, ``/v2/repository/models/{m}/load`` and ``/unload``) and
+``/metrics``. Every error is ``{"error": "..."}`` with its status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from typing import Any
+
+from .. import __version__
+from .core import ServeCore
+from .errors import ServeError
+from .security import authorized
+from .tensors import datatype_of, from_bytes, from_json, to_bytes, to_json
+
+log = logging.getLogger("edgeaccel.serve")
+EXTENSIONS = ["binary_tensor_data", "model_repository", "metrics"]
+MODEL_ROUTE = re.compile(r"^/v2/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?"
+                         r"(?P<action>/ready|/infer|/config)?$")
+REPO_ROUTE = re.compile(r"^/v2/repository/models/(?P<name>[^/]+)/(?P<action>load|unload)$")
+HEADER_LENGTH = b"inference-header-content-length"
+GRACE_S = 5.0  # beyond a request's timeout, the most the HTTP side waits for the core's answer
+PARSE_INLINE_BYTES = 1 << 20  # JSON parsed on the event loop up to this size; larger in a worker thread
+
+
+class RestApp:
+    def __init__(self, core: ServeCore, metrics: Any, token: str | None = None,
+                 max_request_bytes: int = 64 << 20) -> None:
+        self.core = core
+        self.metrics = metrics
+        self.token = token
+        self.max_request_bytes = max_request_bytes
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        headers = dict(scope["headers"])
+        if not authorized(headers.get(b"authorization"), self.token):
+            await _send_json(send, 401, {"error": "missing or wrong API token: send 'Authorization: Bearer <token>'"},
+                             extra=[(b"www-authenticate", b"Bearer")])
+            return
+        method, path = scope["method"], scope["path"].rstrip("/") or "/"
+        try:
+            await self._route(method, path, headers, receive, send)
+        except ServeError as exc:
+            await _send_error(send, exc)
+        except _Disconnected:
+            return
+        except Exception as exc:  # a bug of the server: logged whole, answered in one line, the server lives on
+            log.exception("internal error on %s %s", method, path)
+            await _send_error(send, ServeError(500, f"internal error: {type(exc).__name__}: {exc}"))
+
+    async def _route(self, method: str, path: str, headers: dict, receive, send) -> None:
+        if path == "/v2/health/live":
+            await _send_json(send, 200, {"live": True})
+        elif path == "/v2/health/ready":
+            await _send_json(send, 200 if self.core.ready else 503, {"ready": self.core.ready})
+        elif path == "/v2":
+            await _send_json(send, 200, {"name": "edgeaccel", "version": __version__, "extensions": EXTENSIONS})
+        elif path == "/metrics":
+            body, content_type = self.metrics.render()
+            await _send(send, 200, body, content_type.encode())
+        elif path == "/v2/repository/index":
+            _method(method, "POST", "GET")
+            body = await self._body(headers, receive)
+            ready = bool(_json(body).get("ready", False)) if body else False
+            await _send_json(send, 200, self.core.index(ready_only=ready))
+        elif (m := REPO_ROUTE.match(path)) is not None:
+            _method(method, "POST")
+            await self._body(headers, receive)
+            action = self.core.load if m["action"] == "load" else self.core.unload
+            await asyncio.get_running_loop().run_in_executor(None, action, m["name"])
+            await _send_json(send, 200, {})
+        elif (m := MODEL_ROUTE.match(path)) is not None:
+            name, version, action = m["name"], m["version"] or "", m["action"]
+            if action == "/infer":
+                _method(method, "POST")
+                await self._infer(name, version, headers, receive, send)
+            elif action == "/ready":
+                self.core.get(name, version)
+                await _send_json(send, 200, {"name": name, "ready": True})
+            elif action == "/config":
+                await _send_json(send, 200, self.core.config(name, version))
+            else:
+                await _send_json(send, 200, self.core.metadata(name, version))
+        else:
+            raise ServeError(404, f"no route {method} {path}: see the Open Inference Protocol's /v2 routes")
+
+    async def _body(self, headers: dict, receive) -> bytes:
+        if headers.get(b"content-encoding", b"identity").lower() not in (b"identity", b""):
+            raise ServeError(415, "compressed request bodies are not accepted; send them uncompressed")
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_request_bytes:
+            raise ServeError(413, f"the request body is {int(length)} bytes, more than the server's limit of "
+                                  f"{self.max_request_bytes} (--max-request-mb)")
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_request_bytes:
+                raise ServeError(413, f"the request body is more than the server's limit of "
+                                      f"{self.max_request_bytes} bytes (--max-request-mb)")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def _infer(self, name: str, version: str, headers: dict, receive, send) -> None:
+        started = time.perf_counter()
+        request_id, status, error = "", 200, None
+        try:
+            self.core.get(name, version)  # an unknown model is a 404 before its body is read
+            body = await self._body(headers, receive)
+            if len(body) > PARSE_INLINE_BYTES:  # a big JSON body takes a while to parse: not on the event loop,
+                request, inputs = await asyncio.get_running_loop().run_in_executor(  # where others wait
+                    None, _parse, body, headers.get(HEADER_LENGTH))
+            else:
+                request, inputs = _parse(body, headers.get(HEADER_LENGTH))
+            request_id = str(request.get("id", ""))
+            timeout = _timeout_s(request.get("parameters"))
+            future = self.core.infer(name, inputs, version, timeout)
+            wait = (timeout or self.core.options.timeout_s) + GRACE_S
+            try:
+                outputs = await asyncio.wait_for(asyncio.wrap_future(future), wait)
+            except asyncio.TimeoutError:
+                raise ServeError(504, f"model '{name}' did not answer within {wait:g} s") from None
+            payload, extra = _response(name, request, outputs)
+            await _send(send, 200, payload, *extra)
+        except ServeError as exc:
+            status, error = exc.status, exc.message
+            await _send_error(send, exc)
+        except _Disconnected:
+            status, error = 499, "the client disconnected before its request was read"
+            raise
+        finally:
+            self.metrics.request(name, "http", status, time.perf_counter() - started, request_id, error)
+
+
+class _Disconnected(Exception):
+    """The client went away before its request was read: nothing to answer."""
+
+
+def _method(method: str, *allowed: str) -> None:
+    if method not in allowed:
+        raise ServeError(405, f"use {' or '.join(allowed)} here, not {method}")
+
+
+def _json(data: bytes) -> dict:
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ServeError(400, f"the request is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ServeError(400, "the request must be a JSON object")
+    return value
+
+
+def _parse(body: bytes, header_length: bytes | None) -> tuple[dict, dict]:
+    request, binary = _split(body, header_length)
+    return request, _inputs(request, binary)
+
+
+def _split(body: bytes, header_length: bytes | None) -> tuple[dict, memoryview]:
+    """The JSON part and the binary part of an infer body (binary tensor extension)."""
+    if header_length is None:
+        return _json(body), memoryview(b"")
+    if not header_length.isdigit() or int(header_length) > len(body):
+        raise ServeError(400, f"Inference-Header-Content-Length {header_length.decode('latin-1')!r} is not the "
+                              f"length of the JSON part of a {len(body)}-byte body")
+    n = int(header_length)
+    return _json(body[:n]), memoryview(body)[n:]
+
+
+def _inputs(request: dict, binary: memoryview) -> dict:
+    given = request.get("inputs")
+    if not isinstance(given, list) or not given:
+        raise ServeError(400, "the request has no 'inputs' list: each input is {name, shape, datatype, data}")
+    arrays, offset = {}, 0
+    for i, tensor in enumerate(given):
+        if not isinstance(tensor, dict) or not isinstance(tensor.get("name"), str):
+            raise ServeError(400, f"inputs[{i}] must be an object with a 'name'")
+        where = f"input '{tensor['name']}'"
+        if tensor["name"] in arrays:
+            raise ServeError(400, f"{where} is given twice")
+        size = (tensor.get("parameters") or {}).get("binary_data_size")
+        if size is not None:
+            if not isinstance(size, int) or size < 0 or offset + size > len(binary):
+                raise ServeError(400, f"{where}: binary_data_size {size!r} goes past the {len(binary)} bytes of "
+                                      "binary data after the JSON header")
+            arrays[tensor["name"]] = from_bytes(binary[offset:offset + size], tensor.get("datatype"),
+                                                tensor.get("shape"), where)
+            offset += size
+        elif "data" in tensor:
+            arrays[tensor["name"]] = from_json(tensor["data"], tensor.get("datatype"), tensor.get("shape"), where)
+        else:
+            raise ServeError(400, f"{where} has neither 'data' nor a 'binary_data_size' parameter")
+    if offset != len(binary):
+        raise ServeError(400, f"{len(binary) - offset} bytes of binary data after the JSON header belong to no "
+                              "input (binary_data_size of the inputs adds up to less)")
+    return arrays
+
+
+def _timeout_s(parameters: Any) -> float | None:
+    """The request's own timeout: Triton's 'timeout' parameter, in microseconds."""
+    if not isinstance(parameters, dict) or "timeout" not in parameters:
+        return None
+    value = parameters["timeout"]
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        raise ServeError(400, f"parameter 'timeout' is in microseconds and positive, not {value!r}")
+    return value / 1e6
+
+
+def _response(name: str, request: dict, outputs: dict) -> tuple[bytes, list]:
+    parameters = request.get("parameters") if isinstance(request.get("parameters"), dict) else {}
+    binary_default = bool(parameters.get("binary_data_output", False))
+    wanted = request.get("outputs")
+    if wanted is None:
+        chosen = [(n, binary_default) for n in outputs]
+    else:
+        if not isinstance(wanted, list):
+            raise ServeError(400, "'outputs' must be a list of {name, parameters}")
+        chosen = []
+        for item in wanted:
+            out_name = item.get("name") if isinstance(item, dict) else None
+            if out_name not in outputs:
+                raise ServeError(400, f"model '{name}' has no output {out_name!r}; its outputs are {list(outputs)}")
+            binary = (item.get("parameters") or {}).get("binary_data", binary_default)
+            chosen.append((out_name, bool(binary)))
+    tensors, blobs = [], []
+    for out_name, binary in chosen:
+        array = outputs[out_name]
+        tensor = {"name": out_name, "datatype": datatype_of(array.dtype), "shape": list(array.shape)}
+        if binary:
+            blob = to_bytes(array)
+            tensor["parameters"] = {"binary_data_size": len(blob)}
+            blobs.append(blob)
+        else:
+            tensor["data"] = to_json(array)
+        tensors.append(tensor)
+    reply = {"model_name": name, "model_version": "1", "outputs": tensors}
+    if request.get("id") is not None:
+        reply["id"] = request["id"]
+    head = json.dumps(reply, separators=(",", ":")).encode()
+    if not blobs:
+        return head, [b"application/json"]
+    return b"".join([head, *blobs]), [b"application/octet-stream", [(HEADER_LENGTH, str(len(head)).encode())]]
+
+
+async def _send_error(send, exc: ServeError) -> None:
+    extra = [(b"retry-after", str(exc.retry_after).encode())] if exc.retry_after else []
+    await _send_json(send, exc.status, {"error": exc.message}, extra=extra)
+
+
+async def _send_json(send, status: int, value: Any, extra: list | None = None) -> None:
+    await _send(send, status, json.dumps(value, separators=(",", ":")).encode(), b"application/json", extra)
+
+
+async def _send(send, status: int, body: bytes, content_type: bytes, extra: list | None = None) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *(extra or [])]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _lifespan(receive, send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

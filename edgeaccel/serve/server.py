@@ -1,0 +1,135 @@
+"""Both protocols in one process and one event loop: uvicorn for HTTP, grpcio's asyncio server for gRPC, over
+one ServeCore; graceful shutdown on SIGTERM (or SIGINT): stop accepting connections and RPCs, answer every
+request already accepted, close the models, return 0.
+
+A line on stdout says where the server listens once it does (``edgeaccel serve: ready http://127.0.0.1:8000
+grpc 127.0.0.1:8001``): with port 0 the system picks a free port, and that line names it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from .core import ServeCore
+from .grpc_api import InferenceServicer, add_to_server
+from .metrics import Metrics
+from .rest import GRACE_S, RestApp
+
+log = logging.getLogger("edgeaccel.serve")
+
+
+@dataclass
+class Listen:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    grpc_port: int | None = 8001
+    token: str | None = None
+    max_request_bytes: int = 64 << 20
+
+
+def serve(core: ServeCore, metrics: Metrics, listen: Listen, announce=print) -> int:
+    """Serve until SIGTERM/SIGINT; 0 after a graceful shutdown."""
+    return asyncio.run(_serve(core, metrics, listen, announce))
+
+
+async def _serve(core: ServeCore, metrics: Metrics, listen: Listen, announce) -> int:
+    import uvicorn
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    sock = _listen_socket(listen.host, listen.port)
+    app = RestApp(core, metrics, listen.token, listen.max_request_bytes)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                            timeout_graceful_shutdown=int(core.options.timeout_s + GRACE_S) + 1)
+    http = _Server(config)
+    http_task = asyncio.create_task(http.serve(sockets=[sock]))
+    grpc_server, grpc_port = await _start_grpc(core, metrics, listen)
+    while not http.started and not http_task.done():
+        await asyncio.sleep(0.01)
+    if http_task.done():  # uvicorn could not start: say why, stop gRPC
+        if grpc_server is not None:
+            await grpc_server.stop(0)
+        http_task.result()
+        return 1
+    host = f"[{listen.host}]" if ":" in listen.host else listen.host
+    where = f"http://{host}:{sock.getsockname()[1]}"
+    if grpc_port is not None:
+        where += f" grpc {host}:{grpc_port}"
+    announce(f"edgeaccel serve: ready {where}")
+    sys.stdout.flush()
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({stopped, http_task}, return_when=asyncio.FIRST_COMPLETED)
+    log.info("shutting down: no new connections; answering the %d accepted request(s)", core.pending)
+    http.should_exit = True
+    grace = core.options.timeout_s + GRACE_S
+    waits = [http_task] + ([asyncio.create_task(grpc_server.stop(grace))] if grpc_server is not None else [])
+    await asyncio.gather(*waits, return_exceptions=True)
+    stopped.cancel()
+    await loop.run_in_executor(None, core.close)
+    log.info("stopped: answered %d of the %d requests accepted", core.answered, core.accepted)
+    return 0
+
+
+class _Server:
+    """uvicorn's Server without its own signal handling (this loop handles SIGTERM for both protocols, and
+    uvicorn would raise the signal again after its shutdown, ending the process with it instead of 0)."""
+
+    def __new__(cls, config):
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self):
+                yield
+
+        return Server(config)
+
+
+def _listen_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # uvicorn writes a response's head and body separately: with Nagle's algorithm on, the body waits for the
+    # client's delayed ACK (40 ms on Linux). Connections accepted from this socket inherit TCP_NODELAY.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        from ..errors import ConfigError
+
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}",
+                          hint="choose another --port (0 picks a free one) or stop what holds it") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def _start_grpc(core: ServeCore, metrics: Metrics, listen: Listen) -> tuple[Any, int | None]:
+    if listen.grpc_port is None:
+        return None, None
+    import grpc
+
+    size = listen.max_request_bytes
+    server = grpc.aio.server(options=[("grpc.max_receive_message_length", size),
+                                      ("grpc.max_send_message_length", max(size, 256 << 20)),
+                                      ("grpc.so_reuseport", 0)])
+    add_to_server(InferenceServicer(core, metrics, listen.token), server)
+    host = f"[{listen.host}]" if ":" in listen.host else listen.host
+    try:
+        port = server.add_insecure_port(f"{host}:{listen.grpc_port}")
+    except RuntimeError as exc:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"cannot listen for gRPC on {host}:{listen.grpc_port}: {exc}",
+                          hint="choose another --grpc-port (0 picks a free one), or --grpc-port off") from None
+    await server.start()
+    return server, port

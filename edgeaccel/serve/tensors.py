@@ -1,0 +1,81 @@
+"""Protocol tensors to and from numpy: the datatype names of the Open Inference Protocol, JSON ``data`` (flat
+or nested, row-major) and raw little-endian bytes (HTTP's binary tensor extension, gRPC's raw contents).
+
+String tensors (BYTES) are not served: no model an edge runtime runs here takes them; a request with one gets
+a 400 saying so."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .errors import ServeError
+
+DATATYPES = {
+    "BOOL": np.dtype(np.bool_), "UINT8": np.dtype(np.uint8), "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32), "UINT64": np.dtype(np.uint64), "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16), "INT32": np.dtype(np.int32), "INT64": np.dtype(np.int64),
+    "FP16": np.dtype(np.float16), "FP32": np.dtype(np.float32), "FP64": np.dtype(np.float64),
+}
+NAMES = {dtype: name for name, dtype in DATATYPES.items()}
+MAX_DIMS = 16
+
+
+def datatype_of(dtype: np.dtype) -> str:
+    """The protocol's name for a numpy dtype ("BYTES" for strings and objects)."""
+    return NAMES.get(np.dtype(dtype), "BYTES")
+
+
+def dtype_of(datatype: Any, where: str) -> np.dtype:
+    dtype = DATATYPES.get(datatype) if isinstance(datatype, str) else None
+    if dtype is None:
+        if datatype == "BYTES":
+            raise ServeError(400, f"{where}: BYTES (string) tensors are not served; send a numeric tensor")
+        raise ServeError(400, f"{where}: datatype {datatype!r} is not one of {', '.join(DATATYPES)}")
+    return dtype
+
+
+def check_shape(shape: Any, where: str) -> tuple[int, ...]:
+    if (not isinstance(shape, (list, tuple)) or len(shape) > MAX_DIMS
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
+        raise ServeError(400, f"{where}: shape must be a list of at most {MAX_DIMS} non-negative integers, "
+                              f"got {shape!r}")
+    return tuple(int(d) for d in shape)
+
+
+def from_json(data: Any, datatype: str, shape: Any, where: str) -> np.ndarray:
+    dtype = dtype_of(datatype, where)
+    dims = check_shape(shape, where)
+    try:
+        array = np.asarray(data, dtype=dtype)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ServeError(400, f"{where}: 'data' does not hold {datatype} values ({exc})") from None
+    if array.dtype == object:
+        raise ServeError(400, f"{where}: 'data' is not a flat or nested list of numbers")
+    if array.size != math.prod(dims):
+        raise ServeError(400, f"{where}: 'data' holds {array.size} values, shape {list(dims)} needs "
+                              f"{math.prod(dims)}")
+    return array.reshape(dims)
+
+
+def from_bytes(raw: bytes | memoryview, datatype: str, shape: Any, where: str) -> np.ndarray:
+    dtype = dtype_of(datatype, where)
+    dims = check_shape(shape, where)
+    need = math.prod(dims) * dtype.itemsize
+    if len(raw) != need:
+        raise ServeError(400, f"{where}: {len(raw)} bytes of tensor data, {datatype} of shape {list(dims)} needs "
+                              f"{need}")
+    return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).astype(dtype, copy=False).reshape(dims)
+
+
+def to_bytes(array: np.ndarray) -> bytes:
+    array = np.asarray(array)
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return np.ascontiguousarray(array).tobytes()
+
+
+def to_json(array: np.ndarray) -> list:
+    return np.asarray(array).ravel().tolist()

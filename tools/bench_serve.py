@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Benchmark of `edgeaccel serve` beside in-process calls on the same model, in one run (issue 20's targets).
+
+    latency: HTTP (binary tensors) and gRPC p50 minus the in-process p50       target <= 1 ms each
+    throughput: 4 concurrent clients over gRPC and HTTP / in-process async     target >= 0.8
+
+The server is a real `edgeaccel serve` subprocess on 127.0.0.1 (same policy as the in-process model, which
+is loaded with the same `edgeaccel.load(..., policy=...)`). Modes are measured in alternating blocks (in-process,
+HTTP, gRPC, in-process, ...) so that drift on a shared machine hits them alike; each figure is the median over
+blocks. Clients are tritonclient (HTTP binary, gRPC raw) for latency; for throughput, 4 client threads, each
+with its own connection (http.client for HTTP, tritonclient.grpc for gRPC), against the in-process model with
+4 requests kept in flight through model.submit.
+
+    python tools/bench_serve.py                         # mobilenet_v2 from ../shared/models ($EDGEACCEL_SHARED)
+    python tools/bench_serve.py --blocks 7 --calls 60 --seconds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SHARED = Path(os.environ.get("EDGEACCEL_SHARED", ROOT.parent / "shared"))
+DEFAULT_MODEL = SHARED / "models" / "mobilenet_v2_1.0_224_quant.tflite"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", type=Path, default=DEFAULT_MODEL)
+    p.add_argument("--policy", default="thermal")
+    p.add_argument("--blocks", type=int, default=5, help="alternating blocks per mode (default 5)")
+    p.add_argument("--calls", type=int, default=40, help="timed calls per latency block (default 40)")
+    p.add_argument("--seconds", type=float, default=2.0, help="length of one throughput block (default 2 s)")
+    p.add_argument("--clients", type=int, default=4)
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+
+    import numpy as np
+
+    import edgeaccel
+    from edgeaccel.serve.process import ServerProcess
+
+    os.environ.setdefault("EDGEACCEL_CALIBRATE", "off")
+    folder = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    shutil.copy(args.model, folder / f"m{args.model.suffix}")
+    model = edgeaccel.load(args.model, policy=args.policy)
+    x = np.random.default_rng(0).integers(0, 255, model.inputs[0].shape, dtype=np.uint8) \
+        if model.inputs[0].dtype == np.uint8 else np.zeros(model.inputs[0].shape, model.inputs[0].dtype)
+    server = ServerProcess([str(folder), "--port", "0", "--grpc-port", "0", "--policy", args.policy,
+                            "--max-queue", "256"])
+    server.start()
+    try:
+        result = _measure(args, model, x, server)
+    finally:
+        server.terminate()
+        model.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        _print(result)
+    return 0
+
+
+def _measure(args, model, x, server) -> dict:
+    import tritonclient.grpc as tg
+    import tritonclient.http as th
+
+    name, in_name = "m", model.inputs[0].name
+    datatype = {"uint8": "UINT8", "int8": "INT8", "float32": "FP32"}[str(x.dtype)]
+    http_client = th.InferenceServerClient(server.http, connection_timeout=10, network_timeout=30)
+    grpc_client = tg.InferenceServerClient(server.grpc)
+
+    def http_call():
+        tensor = th.InferInput(in_name, list(x.shape), datatype)
+        tensor.set_data_from_numpy(x, binary_data=True)
+        http_client.infer(name, [tensor])  # tritonclient asks for binary outputs itself
+
+    def grpc_call():
+        tensor = tg.InferInput(in_name, list(x.shape), datatype)
+        tensor.set_data_from_numpy(x)
+        grpc_client.infer(name, [tensor], client_timeout=30)
+
+    def local_call():
+        model.run(x)
+
+    latency = {"in-process": local_call, "http-binary": http_call, "grpc": grpc_call}
+    for call in latency.values():  # warm up every path
+        for _ in range(10):
+            call()
+    p50 = {mode: [] for mode in latency}
+    for _ in range(args.blocks):
+        for mode, call in latency.items():
+            times = []
+            for _ in range(args.calls):
+                start = time.perf_counter()
+                call()
+                times.append(time.perf_counter() - start)
+            p50[mode].append(statistics.median(times) * 1000)
+    throughput_modes = {"in-process-async": lambda s: _local_throughput(model, x, args.clients, s),
+                        "grpc-4-clients": lambda s: _grpc_throughput(server, name, in_name, x, datatype,
+                                                                     args.clients, s),
+                        "http-4-clients": lambda s: _http_throughput(server, name, in_name, x, datatype,
+                                                                     args.clients, s)}
+    rates = {mode: [] for mode in throughput_modes}
+    for _ in range(args.blocks):
+        for mode, measure in throughput_modes.items():
+            rates[mode].append(measure(args.seconds))
+    med_p50 = {mode: statistics.median(v) for mode, v in p50.items()}
+    med_rate = {mode: statistics.median(v) for mode, v in rates.items()}
+    return {"model": str(args.model.name), "policy": args.policy, "blocks": args.blocks, "calls": args.calls,
+            "p50_ms": med_p50, "p50_ms_blocks": p50, "throughput_per_s": med_rate, "throughput_blocks": rates,
+            "added_ms": {m: med_p50[m] - med_p50["in-process"] for m in ("http-binary", "grpc")},
+            "throughput_ratio": {m: med_rate[m] / med_rate["in-process-async"]
+                                 for m in ("grpc-4-clients", "http-4-clients")}}
+
+
+def _local_throughput(model, x, in_flight: int, seconds: float) -> float:
+    from collections import deque
+
+    pending, done = deque(), 0
+    end = time.perf_counter() + seconds
+    start = time.perf_counter()
+    while time.perf_counter() < end:
+        pending.append(model.submit(x))
+        if len(pending) >= in_flight:
+            pending.popleft().result()
+            done += 1
+    while pending:
+        pending.popleft().result()
+        done += 1
+    return done / (time.perf_counter() - start)
+
+
+def _threads(worker, clients: int, seconds: float) -> float:
+    counts = [0] * clients
+    end = time.perf_counter() + seconds
+    start = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(i, counts, end)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds + 60)
+    return sum(counts) / (time.perf_counter() - start)
+
+
+def _grpc_throughput(server, name, in_name, x, datatype, clients, seconds) -> float:
+    import tritonclient.grpc as tg
+
+    def worker(i, counts, end):
+        client = tg.InferenceServerClient(server.grpc)
+        tensor = tg.InferInput(in_name, list(x.shape), datatype)
+        tensor.set_data_from_numpy(x)
+        while time.perf_counter() < end:
+            client.infer(name, [tensor], client_timeout=30)
+            counts[i] += 1
+        client.close()
+
+    return _threads(worker, clients, seconds)
+
+
+def _http_throughput(server, name, in_name, x, datatype, clients, seconds) -> float:
+    header = json.dumps({"inputs": [{"name": in_name, "shape": list(x.shape), "datatype": datatype,
+                                     "parameters": {"binary_data_size": x.nbytes}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    body = header + x.tobytes()
+    headers = {"Inference-Header-Content-Length": str(len(header))}
+    host, port = server.http.rsplit(":", 1)
+
+    def worker(i, counts, end):
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        while time.perf_counter() < end:
+            conn.request("POST", f"/v2/models/{name}/infer", body=body, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            if response.status != 200:
+                raise RuntimeError(f"HTTP {response.status}")
+            counts[i] += 1
+        conn.close()
+
+    return _threads(worker, clients, seconds)
+
+
+def _print(r: dict) -> None:
+    print(f"model {r['model']}, policy {r['policy']}, {r['blocks']} alternating blocks (medians over blocks)")
+    print(f"  p50 in-process {r['p50_ms']['in-process']:.3f} ms, HTTP binary {r['p50_ms']['http-binary']:.3f} ms, "
+          f"gRPC {r['p50_ms']['grpc']:.3f} ms")
+    for mode, added in r["added_ms"].items():
+        print(f"  {mode:12s} adds {added:+.3f} ms to the in-process p50    target <= 1 ms   "
+              f"{'met' if added <= 1.0 else 'NOT met'}")
+    t = r["throughput_per_s"]
+    print(f"  throughput in-process async {t['in-process-async']:.1f}/s, 4 gRPC clients {t['grpc-4-clients']:.1f}/s, "
+          f"4 HTTP clients {t['http-4-clients']:.1f}/s")
+    for mode, ratio in r["throughput_ratio"].items():
+        verdict = "met" if ratio >= 0.8 else "NOT met"
+        print(f"  {mode:15s} / in-process async = {ratio:.2f}    target >= 0.8   {verdict}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
