@@ -61,7 +61,7 @@ def map_batches(ds, model, *, task: str | None = None, actors: int = 2, batch_si
     _check_options(load_options, actors, batch_size, threads_per_actor)
     if num_cpus is not None and (not isinstance(num_cpus, (int, float)) or isinstance(num_cpus, bool) or num_cpus <= 0):
         raise ConfigError(f"num_cpus={num_cpus!r} must be a number > 0 (a fraction shares a core)", key="num_cpus")
-    payload = pack(model, ship, load_options.get("labels"))
+    payload = pack(model, ship, load_options.get("labels"), task)
     if not ray.is_initialized():
         ray.init()  # what Ray Data itself does on first use: connect to RAY_ADDRESS, or start a local Ray
     check_offered(ray, device)

@@ -31,7 +31,10 @@ def load_on_node(payload: ModelPayload, *, task: str | None, device: str | None,
     options = dict(options)
     if labels is not None:
         options["labels"] = labels
-    model = edgeaccel.load(source, task=task, device=device, threads=threads or assigned_cpus(), **options)
+    try:
+        model = edgeaccel.load(source, task=task, device=device, threads=threads or assigned_cpus(), **options)
+    except edgeaccel.EdgeAccelError as exc:  # Ray wraps it in ActorDiedError: its text should say where it failed
+        raise type(exc)(f"on Ray node {node_label()}: {exc.message}", hint=exc.hint) from exc
     log.info("edgeaccel actor on %s: %s", node_label(), model.executor)
     return model
 

@@ -2,9 +2,11 @@
 asking for a device (``map_batches(..., device="EdgeTPU")``) land on the nodes that have it.
 
 The names are edgeaccel's device names (the ones ``edgeaccel.load(device=...)`` takes), one unit per
-accelerator this user can open now: {"EdgeTPU": 2} for two Coral sticks, {"NPU": 1}, {"TPU": 4}. NVIDIA GPUs
-are Ray's own "GPU" resource, which Ray counts by itself and which ``ray start`` takes as ``--num-gpus``, never
-in ``--resources``.
+accelerator this user can open now: {"EdgeTPU": 2} for two Coral sticks, {"NPU": 1}, {"TPU": 4}. Two
+exceptions, because Ray's "GPU" means an NVIDIA GPU: edgeaccel's "CUDA" (and "TensorRT") is Ray's own "GPU"
+resource, which Ray counts by itself and ``ray start`` takes as ``--num-gpus``, never in ``--resources``; and
+edgeaccel's "GPU" (an Intel GPU, OpenVINO's name) is declared as "IntelGPU", so that Ray does not hand it to
+actors that asked for a CUDA device.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ import json
 
 from ..errors import ConfigError
 
-RAY_GPU_DEVICES = ("CUDA", "TensorRT")  # edgeaccel device names that are Ray's "GPU"
+RAY_NAMES = {"CUDA": "GPU", "TensorRT": "GPU", "GPU": "IntelGPU"}  # edgeaccel device name -> Ray resource
 RAY_OWN = ("CPU", "GPU", "memory", "object_store_memory")  # resources Ray declares itself
 
 
 def node_resources(report=None) -> dict[str, int]:
     """{resource: count} for this node (or for ``report``, a ProbeReport, e.g. of a fake tree): one unit per
-    usable accelerator under its first device name; NVIDIA GPUs as "GPU". The CPU is Ray's own and not listed."""
+    usable accelerator under its first device name (renamed by RAY_NAMES). The CPU is Ray's own: not listed."""
     if report is None:
         from ..inventory import probe_package
 
@@ -34,14 +36,15 @@ def node_resources(report=None) -> dict[str, int]:
 
 
 def resource_of(device: str) -> str:
-    """The Ray resource a device string asks for: its base name ("EdgeTPU:usb:0" -> "EdgeTPU"); "GPU" for CUDA."""
+    """The Ray resource a device string asks for: its base name ("EdgeTPU:usb:0" -> "EdgeTPU"), renamed by
+    RAY_NAMES ("CUDA" -> "GPU", "GPU" -> "IntelGPU")."""
     from ..executors.device import DeviceRef
 
     try:
         base = DeviceRef.parse(device).base
     except ValueError as exc:
         raise ConfigError(str(exc), key="device") from None
-    return "GPU" if base in RAY_GPU_DEVICES else base
+    return RAY_NAMES.get(base, base)
 
 
 def actor_request(device: str | None, cpus: float) -> dict:

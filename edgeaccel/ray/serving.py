@@ -135,7 +135,7 @@ def deployment(model, *, task: str | None = None, name: str | None = None, num_r
     from .batches import _check_options
 
     _check_options(load_options, num_replicas, 1, threads)
-    payload = pack(model, ship, load_options.get("labels"))
+    payload = pack(model, ship, load_options.get("labels"), task)
     options = {k: v for k, v in load_options.items() if not (k == "labels" and payload.labels)}
     request = actor_request(device, num_cpus if num_cpus is not None else (threads or 1))
     served = serve.deployment(ModelServer, name=name or _name(model), num_replicas=num_replicas,

@@ -37,9 +37,10 @@ class ModelPayload:
         return sum(len(b) for b in self.files.values())
 
 
-def pack(model, ship: str = "bytes", labels=None) -> ModelPayload:
+def pack(model, ship: str = "bytes", labels=None, task: str | None = None) -> ModelPayload:
     """The payload for ``model`` (what ``edgeaccel.load`` takes: a file, a folder, a manifest, a list of files),
-    validated here on the driver so that a bad model fails before any actor starts."""
+    validated here on the driver, with the task checked against its outputs, so that a bad model or a task that
+    does not fit fails before any actor starts."""
     from .. import bundle
 
     if ship not in SHIP_MODES:
@@ -51,6 +52,11 @@ def pack(model, ship: str = "bytes", labels=None) -> ModelPayload:
     else:
         sources = [Path(model)]
     found = bundle.resolve(model if isinstance(model, (list, tuple)) else Path(model))
+    if task is not None and found.artifacts:
+        from ..vision.recognize import fits
+
+        info = found.artifacts[0]
+        fits(task, info, info.inputs, info.outputs, None)  # TaskError, with what the task needs
     if ship == "path":
         label_path = str(Path(labels).resolve()) if _is_label_file(labels) else None
         shared = [str(p.resolve()) for p in sources]
