@@ -1,7 +1,8 @@
 """Rows in, columns out: a Ray Data batch (dict of numpy arrays) through a loaded Model.
 
-Images (the ``image`` column of ``ray.data.read_images``, H x W x C uint8, one array per row) go through
-``model.predict``, and the task's results come back as plain columns:
+Images (the ``image`` column of ``ray.data.read_images``, H x W x C uint8, one array per row; or encoded
+files, the ``bytes`` column of ``ray.data.read_binary_files`` with ``column="bytes"``, decoded in the actor)
+go through ``model.predict``, and the task's results come back as plain columns:
 
 - classify: ``class_id`` (int64), ``label`` (str), ``score`` (float32): the top class;
 - detect: ``boxes`` (per row a k x 4 float32 array, x1 y1 x2 y2 in the image's pixels), ``scores``,
@@ -30,7 +31,7 @@ def predict_columns(model, batch: dict, column: str) -> dict:
         raise InputError(f"the batch has no {column!r} column; its columns are {sorted(batch)}",
                          hint="read images with ray.data.read_images (column 'image'), or name the column with "
                               "column=, or leave task= out to feed raw tensors")
-    results = [model.predict(image) for image in batch[column]]
+    results = [model.predict(_image(value)) for value in batch[column]]
     out = {k: v for k, v in batch.items() if k != column}
     task = model.task.name
     if task == "classify":
@@ -47,6 +48,15 @@ def predict_columns(model, batch: dict, column: str) -> dict:
         out["result"] = np.array([json.dumps(_without_timing(r.to_dict())) for r in results], dtype=object)
     out["executor"] = np.array([model.executor.name] * len(results), dtype=object)
     return out
+
+
+def _image(value):
+    """An array as it is; encoded bytes (PNG, JPEG) decoded here, in the actor, in parallel with the others."""
+    if isinstance(value, (bytes, bytearray, np.bytes_)):
+        from ..imageio import decode_image
+
+        return decode_image(bytes(value), "an image of the batch")
+    return value
 
 
 def run_columns(model, batch: dict) -> dict:
