@@ -5,11 +5,13 @@ machine has none, so loading on it fails, and says so."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -52,6 +54,19 @@ def local_ray(tmp_path_factory):
 
     serve.shutdown()
     ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _actors_released():
+    """A dataset's actors live as long as the dataset and what holds it (its rows, a traceback): collect the
+    previous test's before this one starts, so that this one does not wait for their CPUs."""
+    if ray.is_initialized():
+        gc.collect()
+        deadline = time.monotonic() + 15
+        total = ray.cluster_resources().get("CPU")
+        while ray.available_resources().get("CPU") != total and time.monotonic() < deadline:
+            time.sleep(0.1)
+    yield
 
 
 def in_process(model, **options):
