@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 import edgeaccel  # noqa: E402
 
 SHARED = Path(os.environ.get("EDGEACCEL_SHARED", ROOT.parent / "shared"))
+EXECUTORS: dict[str, set] = {"single": set(), "ray": set()}  # what ran, both sides (calibrate=False on both)
 
 
 def single_process(paths: list[str], model_path: Path, threads: int) -> tuple[float, float, Counter]:
@@ -34,7 +35,8 @@ def single_process(paths: list[str], model_path: Path, threads: int) -> tuple[fl
 
     start = time.perf_counter()
     labels: Counter = Counter()
-    with edgeaccel.load(model_path, task="classify", threads=threads) as model:
+    with edgeaccel.load(model_path, task="classify", threads=threads, calibrate=False) as model:
+        EXECUTORS["single"].add(model.executor.name)
         for i, p in enumerate(paths):
             labels[model.predict(read_image(p)).top.class_id] += 1
             if i == 0:
@@ -60,6 +62,7 @@ def on_ray(paths: list[str], model_path: Path, actors: int, num_cpus: float, thr
     first, first_rows = None, 0
     for batch in out.iter_batches(batch_size=None, batch_format="numpy"):  # blocks as they come
         labels.update(int(c) for c in batch["class_id"])
+        EXECUTORS["ray"].update(batch["executor"])
         if first is None:
             first, first_rows = time.perf_counter(), len(batch["class_id"])
     end = time.perf_counter()
@@ -120,6 +123,7 @@ def main() -> int:
         single, on = statistics.median(table["single"]), statistics.median(table["ray"])
         print(f"median {what}: single process {single:.1f} images/s, Ray Data {on:.1f} images/s; "
               f"ratio {on / single:.2f} (target >= 0.8)")
+    print(f"executors: single process {sorted(EXECUTORS['single'])}, Ray actors {sorted(EXECUTORS['ray'])}")
     same = answers["single"] == answers["ray"]
     print("answers: " + ("the same top-1 classes on both sides" if same else
                          f"DIFFER: {answers['single'].most_common(3)} vs {answers['ray'].most_common(3)}"))

@@ -1,6 +1,6 @@
 """Inside an actor (a Ray Data worker or a Serve replica): load the shipped model on this node. edgeaccel
-chooses the executor here, from this node's own hardware and runtimes, not the driver's; the runtime gets as
-many threads as Ray gave this actor CPUs."""
+chooses the executor here, from this node's own hardware and runtimes (and measurements in its cache), not the
+driver's; the runtime gets as many threads as Ray gave this actor CPUs."""
 
 from __future__ import annotations
 
@@ -28,7 +28,10 @@ def load_on_node(payload: ModelPayload, *, task: str | None, device: str | None,
     import edgeaccel
 
     source, labels = unpack(payload)
-    options = dict(options)
+    # no background calibration by default: every actor would spend its CPUs measuring the same candidates
+    # while it should be serving the batch, and actors could end on different executors. Measurements already
+    # in this node's cache still count; calibrate=True / "background" asks for it.
+    options = {"calibrate": False, **options}
     if labels is not None:
         options["labels"] = labels
     try:
