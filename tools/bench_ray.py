@@ -80,7 +80,7 @@ def main() -> int:
     p.add_argument("--threads-per-actor", type=int, default=1)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--source", choices=("bytes", "images"), default="bytes",
-                   help="bytes: read_binary_files, decoded in the actors; images: read_images, decoded by Ray's readers")
+                   help="bytes: read_binary_files, decoded in the actors; images: read_images, decoded by the readers")
     args = p.parse_args()
 
     cores = sorted(os.sched_getaffinity(0))[: args.cpus]
