@@ -246,6 +246,8 @@ def test_map_batches_refuses_mistakes_before_any_actor_starts(local_ray):
     from edgeaccel.ray import map_batches
 
     ds = read_images(["bird"])
+    with pytest.raises(edgeaccel.InputError, match="ds is a list, not a Ray Dataset"):
+        map_batches([IMAGES / "bird.png"], MOBILENET, task="classify", actors=1)
     with pytest.raises(ConfigError, match="would hold all 2 CPUs") as err:
         map_batches(ds, MOBILENET, task="classify", actors=2)
     assert "num_cpus=0.5" in err.value.hint

@@ -58,6 +58,11 @@ def map_batches(ds, model, *, task: str | None = None, actors: int = 2, batch_si
     """
     ray = import_ray()
     import_ray_part("data")
+    if not hasattr(ds, "map_batches"):
+        from ..errors import InputError
+
+        raise InputError(f"ds is a {type(ds).__name__}, not a Ray Dataset",
+                         hint="pass a ray.data.Dataset, e.g. ray.data.read_images(folder, mode='RGB')")
     _check_options(load_options, actors, batch_size, threads_per_actor)
     if num_cpus is not None and (not isinstance(num_cpus, (int, float)) or isinstance(num_cpus, bool) or num_cpus <= 0):
         raise ConfigError(f"num_cpus={num_cpus!r} must be a number > 0 (a fraction shares a core)", key="num_cpus")
