@@ -140,6 +140,23 @@ def test_probe_ray_without_a_cluster_is_an_error_with_a_hint_and_starts_none():
     assert "Traceback" not in out.stderr
 
 
+def test_cluster_table_says_which_node_to_fix_and_how():
+    from edgeaccel.ray.cluster import render
+
+    pi = {"node_id": "a" * 56, "ip": "10.0.0.7", "declared": {"CPU": 4.0}, "devices": ["CPU", "EdgeTPU"],
+          "present_not_usable": [], "runtimes": ["litert 2.3.0"], "executors": ["litert:CPU", "litert:EdgeTPU"],
+          "resources": {"EdgeTPU": 1}, "undeclared": {"EdgeTPU": 1}}
+    lost = {"node_id": "b" * 56, "ip": "10.0.0.8", "declared": {"CPU": 2.0},
+            "error": "ModuleNotFoundError: No module named 'edgeaccel'"}
+    lines = render([pi, lost]).splitlines()
+    assert lines[0].split() == ["node", "ip", "devices", "runtimes", "executors", "resources"]
+    assert lines[1].split()[:2] == ["aaaaaaaa", "10.0.0.7"] and "EdgeTPU=1" in lines[1]
+    assert lines[3] == "2 nodes"
+    assert 'aaaaaaaa: has EdgeTPU but did not declare it to Ray; restart it with `ray start ... ' \
+           '--resources={"EdgeTPU":1}`' in lines
+    assert "bbbbbbbb: ModuleNotFoundError: No module named 'edgeaccel'" in lines
+
+
 def test_model_files_ship_as_bytes_and_unpack_once_per_node(tmp_path):
     from edgeaccel.ray.shipping import pack, unpack
 
