@@ -277,6 +277,12 @@ def test_map_batches_refuses_mistakes_before_any_actor_starts(local_ray):
     with pytest.raises(ConfigError, match="offers the resource 'NPU'") as err:
         map_batches(ds, MOBILENET, task="classify", actors=1, device="NPU")
     assert "--ray-resources" in err.value.hint
+    from edgeaccel.ray import deployment
+
+    with pytest.raises(ConfigError, match="num_replicas=0 must be a whole number"):
+        deployment(MOBILENET, num_replicas=0)
+    with pytest.raises(edgeaccel.InputError, match="--task detect does not fit"):
+        deployment(MOBILENET, task="detect")
 
 
 def test_device_edgetpu_lands_on_the_node_that_declared_it_and_fails_to_load_there_with_the_reason(local_ray):

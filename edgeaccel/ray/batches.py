@@ -63,9 +63,7 @@ def map_batches(ds, model, *, task: str | None = None, actors: int = 2, batch_si
 
         raise InputError(f"ds is a {type(ds).__name__}, not a Ray Dataset",
                          hint="pass a ray.data.Dataset, e.g. ray.data.read_images(folder, mode='RGB')")
-    _check_options(load_options, actors, batch_size, threads_per_actor)
-    if num_cpus is not None and (not isinstance(num_cpus, (int, float)) or isinstance(num_cpus, bool) or num_cpus <= 0):
-        raise ConfigError(f"num_cpus={num_cpus!r} must be a number > 0 (a fraction shares a core)", key="num_cpus")
+    check_options(load_options, num_cpus, actors=actors, batch_size=batch_size, threads_per_actor=threads_per_actor)
     payload = pack(model, ship, load_options.get("labels"), task)
     if not ray.is_initialized():
         ray.init()  # what Ray Data itself does on first use: connect to RAY_ADDRESS, or start a local Ray
@@ -83,8 +81,9 @@ def map_batches(ds, model, *, task: str | None = None, actors: int = 2, batch_si
                           **options)
 
 
-def _check_options(load_options: dict, actors, batch_size, threads_per_actor) -> None:
-    """Mistakes said on the driver, before any actor starts."""
+def check_options(load_options: dict, num_cpus, **counts) -> None:
+    """Mistakes said on the driver, before any actor starts: a load option that is no option of edgeaccel.load
+    (or one this call sets itself), a count (actors, batch_size, ...) that is not a whole number >= 1."""
     for key, instead in RESERVED.items():
         if key in load_options:
             raise ConfigError(f"{key}= is not a load option of map_batches", key=key,
@@ -96,9 +95,11 @@ def _check_options(load_options: dict, actors, batch_size, threads_per_actor) ->
     if unknown:
         raise ConfigError(f"edgeaccel.load takes no option {', '.join(unknown)}", key=unknown[0],
                           hint=f"load options are {', '.join(sorted(known - set(RESERVED)))}")
-    for name, value in (("actors", actors), ("batch_size", batch_size), ("threads_per_actor", threads_per_actor)):
+    for name, value in counts.items():
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ConfigError(f"{name}={value!r} must be a whole number >= 1", key=name)
+    if num_cpus is not None and (not isinstance(num_cpus, (int, float)) or isinstance(num_cpus, bool) or num_cpus <= 0):
+        raise ConfigError(f"num_cpus={num_cpus!r} must be a number > 0 (a fraction shares a core)", key="num_cpus")
 
 
 def _check_cpus_left(ray, ds, actors: int, cpus: float) -> None:

@@ -132,9 +132,9 @@ def deployment(model, *, task: str | None = None, name: str | None = None, num_r
     ``serve.run``. ``threads``/``num_cpus``/``device``/``ship`` as in map_batches; ``load_options`` go to
     ``edgeaccel.load`` in each replica."""
     serve = import_ray_part("serve")
-    from .batches import _check_options
+    from .batches import check_options
 
-    _check_options(load_options, num_replicas, 1, threads)
+    check_options(load_options, num_cpus, num_replicas=num_replicas, threads=threads)
     payload = pack(model, ship, load_options.get("labels"), task)
     options = {k: v for k, v in load_options.items() if not (k == "labels" and payload.labels)}
     request = actor_request(device, num_cpus if num_cpus is not None else (threads or 1))
