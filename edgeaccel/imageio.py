@@ -26,15 +26,20 @@ def read_image(path: str | Path) -> np.ndarray:
         data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read image {path}: {exc.strerror or exc}") from exc
+    return decode_image(data, path.name)
+
+
+def decode_image(data: bytes, name: str = "image") -> np.ndarray:
+    """``read_image`` for bytes already in memory (an upload); ``name`` is what errors call them."""
     try:
         from PIL import Image
     except ImportError:
         if not data.startswith(_PNG_SIGNATURE):
             raise InputError(
-                f"{path.name} is not a PNG, and decoding other image formats needs Pillow",
+                f"{name} is not a PNG, and decoding other image formats needs Pillow",
                 hint="pip install 'edgeaccel[images]', or convert the image to PNG",
             ) from None
-        return decode_png(data, path.name)
+        return decode_png(data, name)
     import io
 
     try:
@@ -43,7 +48,7 @@ def read_image(path: str | Path) -> np.ndarray:
             mode = "L" if img.mode in ("1", "L", "I", "I;16", "F") else "RGB"
             return np.asarray(img.convert(mode)).reshape(img.height, img.width, 1 if mode == "L" else 3)
     except Exception as exc:  # Pillow raises UnidentifiedImageError, OSError, DecompressionBombError ...
-        raise InputError(f"cannot decode image {path.name}: {exc}") from exc
+        raise InputError(f"cannot decode image {name}: {exc}") from exc
 
 
 def decode_png(data: bytes, name: str = "image") -> np.ndarray:

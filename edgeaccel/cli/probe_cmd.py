@@ -17,12 +17,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", default="/", metavar="PATH",
                    help="survey the device file system mounted at PATH instead of / (runtimes are then skipped)")
     p.add_argument("--no-runtimes", action="store_true", help="do not import the runtimes (faster)")
+    p.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                   help="survey every node of the running Ray cluster (at ADDRESS; default: this machine's or "
+                        "$RAY_ADDRESS) into one table; never starts a cluster")
+    p.add_argument("--ray-resources", action="store_true",
+                   help="print the `ray start` arguments that declare this node's accelerators to Ray "
+                        "(with --root: those of the device mounted there)")
 
 
 def main(args: argparse.Namespace) -> int:
     from ..errors import InputError
     from ..inventory import probe_package as probe
 
+    if args.ray or args.ray_resources:
+        return _ray(args)
     root = Path(args.root)
     if not root.is_dir():
         raise InputError(f"--root {args.root} is not a directory", hint="give the directory a device's / is mounted at")
@@ -32,6 +40,25 @@ def main(args: argparse.Namespace) -> int:
         print()
     else:
         print(render(report))
+    return 0
+
+
+def _ray(args: argparse.Namespace) -> int:
+    """--ray-resources: this node's `ray start` arguments; --ray: the cluster's table (edgeaccel/ray/cluster.py)."""
+    if args.ray_resources:
+        from ..inventory import probe_package as probe
+        from ..ray.resources import node_resources, ray_start_args
+
+        print(" ".join(ray_start_args(node_resources(probe(Path(args.root), runtimes=False, telemetry=False)))))
+        return 0
+    from ..ray.cluster import render, survey_cluster
+
+    rows = survey_cluster(args.ray)
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2)
+        print()
+    else:
+        print(render(rows))
     return 0
 
 
