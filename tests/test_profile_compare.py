@@ -311,3 +311,24 @@ def test_tflite_int8_corrupted_conv_moves_to_the_top(tflite_bundle, tmp_path):
         result = compare_layers(broken, tflite_bundle.reference, [tmp_path / "calib.npy"])
         top, second = result.worst(2)
         assert top.name == out and top.added_error > 4 * second.added_error, "\n".join(result.table_lines())
+
+
+def test_cli_profile_compare_on_a_bundle_table_json_and_plot(onnx_bundle, tmp_path, capsys):
+    """`edgeaccel profile BUNDLE --compare` (no value: the bundle's own float reference), as a user types it."""
+    from edgeaccel.cli import main
+
+    assert main(["profile", str(onnx_bundle.out), "--compare", "--runs", "2", "--warmup", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "whole model" in out and "per-layer error of cnn_int8.onnx against cnn_float.onnx" in out
+    expected = compare_layers(onnx_bundle.out)
+    top = next(line for line in out.splitlines() if line.startswith("1 "))
+    assert expected.worst(1)[0].name in top  # the CLI ranks as the API does
+
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "layers.png"
+    assert main(["profile", str(onnx_bundle.out), "--compare", "--runs", "2", "--warmup", "0", "--json",
+                 "--plot", str(png)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["compare"]["schema"] == "edgeaccel.compare/1"
+    assert data["compare"]["ranking"][0] == expected.worst(1)[0].name
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -31,8 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON document (schema edgeaccel.profile/1)")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace (open in Perfetto or chrome://tracing)")
     p.add_argument("--plot", metavar="FILE.png", help="write the time per layer (needs matplotlib)")
-    p.add_argument("--compare", metavar="FLOAT_MODEL",
-                   help="also the error each layer adds against the float model it was quantized from")
+    p.add_argument("--compare", metavar="FLOAT_MODEL", nargs="?", const="",
+                   help="also the error each layer adds against the float model it was quantized from; "
+                        "on a bundle made by `edgeaccel convert`, without a value: its own float reference")
     add_input_arguments(p)
     add_cache_arguments(p, measurements=False)
 
@@ -59,11 +60,11 @@ def main(args: argparse.Namespace) -> int:
                                 threads=args.threads, precision=args.precision, seed=args.seed,
                                 sampler=_utilization_sampler, **cache_kwargs(args))
     comparison = None
-    if args.compare:
+    if args.compare is not None:
         from ..profiling.compare import compare_layers
 
         with quiet_native_stderr():
-            comparison = compare_layers(source, args.compare, args.input or None, executor=args.executor)
+            comparison = compare_layers(source, args.compare or None, args.input or None, executor=args.executor)
         profile.compare = comparison.to_dict()
     if args.trace:
         from ..profiling.trace import write_trace
@@ -73,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
     if args.plot:
         from ..profiling.plot import plot_layers
 
-        plot_layers(profile.executors, args.plot)
+        plot_layers(profile.executors, args.plot, comparison)
         print(f"plot: wrote the time per layer to {os.path.abspath(args.plot)}", file=sys.stderr)
     if args.json:
         print(json.dumps(profile.to_dict(), indent=2))

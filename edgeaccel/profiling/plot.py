@@ -1,6 +1,7 @@
 """``--plot``: time per layer as a PNG, one panel per executor (matplotlib, the ``plot`` extra, imported here
-only). Layers in execution order, so a slow stretch of the network shows where it is; an executor without
-per-operator times gets a panel that says so."""
+only), and with ``--compare`` one more panel: the error each layer adds. Layers in execution order, so a slow
+(or lossy) stretch of the network shows where it is; an executor without per-operator times gets a panel that
+says so."""
 
 from __future__ import annotations
 
@@ -24,9 +25,12 @@ def pyplot():
     return plt
 
 
-def plot_layers(profiles: list[ExecutorProfile], path: str | Path) -> Path:
+def plot_layers(profiles: list[ExecutorProfile], path: str | Path, comparison=None) -> Path:
     plt = pyplot()
-    fig, axes = plt.subplots(len(profiles), 1, figsize=(11, 2.6 * len(profiles)), squeeze=False)
+    panels = len(profiles) + (comparison is not None)
+    fig, axes = plt.subplots(panels, 1, figsize=(11, 2.6 * panels), squeeze=False)
+    if comparison is not None:
+        _plot_error(axes[-1, 0], comparison)
     for ax, profile in zip(axes[:, 0], profiles):
         title = f"{profile.executor}: whole model {profile.whole_model_ms:.3f} ms (median of {profile.runs} runs)"
         if not profile.per_op_available:
@@ -51,3 +55,17 @@ def plot_layers(profiles: list[ExecutorProfile], path: str | Path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return Path(path)
+
+
+def _plot_error(ax, comparison) -> None:
+    """The error each matched layer adds (``LayerError.added_error``), in graph order; the worst five named."""
+    rows = comparison.rows
+    added = [row.added_error or 0.0 for row in rows]
+    ax.bar(range(len(added)), added, color="C3", width=0.9)
+    for row in comparison.worst(5):
+        ax.annotate(row.name[-40:], (rows.index(row), row.added_error or 0.0), fontsize=7, rotation=20)
+    ax.set_xlabel("matched tensor, in graph order")
+    ax.set_ylabel("relative error added")
+    ax.set_title(f"error each layer adds: {Path(comparison.model).name} against {Path(comparison.float_model).name}",
+                 fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
