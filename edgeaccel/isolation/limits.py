@@ -16,11 +16,16 @@ class SandboxProbe:
     (read /etc/passwd and ``files``, write outside its temp folder, connect to 127.0.0.1:``tcp_port`` and to
     the Unix socket ``unix_socket``, start /bin/sh, ptrace or signal its caller, allocate past its
     address-space limit, open more files than its limit) and reports each outcome in
-    ``executor.details["isolated"]["sandbox"]["probe"]``. Off unless ``IsolationLimits(probe=...)`` asks."""
+    ``executor.details["isolated"]["sandbox"]["probe"]``. Off unless ``IsolationLimits(probe=...)`` asks.
+
+    ``bad_reply``: instead, the worker answers every run with that malformed reply (one of probe.BAD_REPLIES), as
+    a worker taken over by its model could: offsets and sizes past the shared region, a wrong sequence number,
+    garbage, or an attempt to shrink the region under the caller."""
 
     files: tuple[str, ...] = ()
     tcp_port: int = 9
     unix_socket: str = ""
+    bad_reply: str = ""
 
 
 def physical_memory() -> int:
