@@ -27,7 +27,6 @@ import logging
 import mmap
 import os
 import socket
-import struct
 from collections.abc import Sequence
 
 import numpy as np
@@ -129,25 +128,33 @@ class Channel:
     def send(self, message: dict, arrays: Sequence = (), start: int = 0) -> str | None:
         """One frame with sequence number ``self.seq``: the arrays in the region from offset ``start`` when they
         fit, else through the socket. Returns why the socket carried them, or None."""
-        if arrays and all(type(a) is np.ndarray for a in arrays):
-            key = (tuple(message.items()), start, tuple((a.dtype, a.shape) for a in arrays))
-            plan = self._plans.get(key)
-            if plan is None:
-                plan = self._plan(message, arrays, start)
-                if len(self._plans) < _CACHE_MAX:
-                    self._plans[key] = plan
-            if type(plan) is tuple:
-                frame, targets, _ = plan
-                for target, a in zip(targets, arrays):
-                    np.copyto(target, a, casting="no")
-                wire.SEQ.pack_into(frame, 0, self.seq)
-                self._send(frame)
-                return None
-            why = plan
-        else:
-            why = "strings or sequences" if arrays else None
+        placed = self.place(message, arrays, start)
+        if type(placed) is bytearray:
+            self._send(placed)
+            return None
         wire.send_json(self.sock, message, arrays, self.seq)
-        return why
+        return placed
+
+    def place(self, message: dict, arrays: Sequence, start: int) -> bytearray | str | None:
+        """Copy the arrays into the region; returns the frame that says where, or why they cannot go there (None:
+        there are none)."""
+        if not arrays:
+            return None
+        if not all(type(a) is np.ndarray for a in arrays):
+            return "strings or sequences"
+        key = (tuple(message.items()), start, tuple((a.dtype, a.shape) for a in arrays))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plan(message, arrays, start)
+            if len(self._plans) < _CACHE_MAX:
+                self._plans[key] = plan
+        if type(plan) is not tuple:
+            return plan
+        frame, targets, _ = plan
+        for target, a in zip(targets, arrays):
+            np.copyto(target, a, casting="no")
+        wire.SEQ.pack_into(frame, 0, self.seq)
+        return frame
 
     def _plan(self, message: dict, arrays: Sequence[np.ndarray], start: int) -> tuple | str:
         """The frame and the region's target views for arrays of these dtypes and shapes, or why they go by socket."""

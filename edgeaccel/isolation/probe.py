@@ -146,13 +146,15 @@ def _frame(channel, arrays: list[dict], seq_offset: int = 0, header: bytes | Non
 
 
 def _resize_then_answer(channel, outputs: list, end: int, size: int) -> None:
-    """Try to shrink or grow the region, then answer properly. The caller reads the outputs from its mapping: past
-    a shrunk file's end that read would be a SIGBUS, killing the caller; the seals refuse the resize."""
+    """Lay the outputs out in the region, try to shrink or grow it, then send the reply. The caller reads the
+    outputs from its mapping after the resize: past a shrunk file's end that read would be a SIGBUS, killing the
+    caller; the seals refuse the resize."""
+    frame = channel.place({"ok": True}, outputs, end)
     try:
         os.ftruncate(channel.region.fd, size)
     except OSError:
         pass
-    channel.send({"ok": True}, outputs, start=end)
+    channel.sock.sendall(frame)
 
 
 def _size(channel) -> int:
@@ -171,7 +173,7 @@ BAD_REPLIES = {
     "an object array": lambda c, o, e: c.sock.sendall(_frame(c, [{"dtype": "|O", "shape": [1], "at": 0}])),
     "a wrong sequence number": lambda c, o, e: c.sock.sendall(_frame(c, [], seq_offset=7)),
     "a header that is not JSON": lambda c, o, e: c.sock.sendall(_frame(c, [], header=b"{\xff}\x00[")),
-    "a garbage prefix": lambda c, o, e: c.sock.sendall(b"\xff" * 20),
+    "a garbage prefix": lambda c, o, e: c.sock.sendall(_frame(c, [])[:4] + b"\xff" * 16),
     "two frames at once": lambda c, o, e: c.sock.sendall(_frame(c, []) * 2),
     "shrink the region": lambda c, o, e: _resize_then_answer(c, o, e, 0),
     "grow the region": lambda c, o, e: _resize_then_answer(c, o, e, _size(c) * 2),

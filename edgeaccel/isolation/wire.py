@@ -1,12 +1,12 @@
 """Frames over a Unix stream socket between the caller and its worker, arrays sent without extra copies.
 
 A frame is a fixed prefix (sequence number, header length, buffer count, total bytes of buffers), each buffer's
-length, a header, then raw buffers, written with one ``sendmsg`` (scatter-gather: an input array goes from the caller's memory to
-the socket without being copied into a bytes object first) and read with two ``recv_into`` calls: the prefix,
-then the rest into one fresh bytearray whose slices become the arrays (no further copy; measured: a syscall
-per piece cost more than the copies on small models). Run calls use channel.py: tensors in a shared-memory
-region, the same prefix and a JSON header on the socket; these functions carry the load handshake and the arrays
-that do not fit the region.
+length, a header, then raw buffers, written with one ``sendmsg`` (scatter-gather: an input array goes from the
+caller's memory to the socket without being copied into a bytes object first) and read with two ``recv_into``
+calls: the prefix, then the rest into one fresh bytearray whose slices become the arrays (no further copy;
+measured: a syscall per piece cost more than the copies on small models). Run calls use channel.py: tensors in a
+shared-memory region, the same prefix and a JSON header on the socket; these functions carry the load handshake,
+and the arrays that do not fit the region.
 
 The load request (caller -> worker) is a pickle (protocol 5): the worker trusts its caller. Run requests and
 every reply are JSON with arrays described by dtype and shape and checked before use: the worker runs an
