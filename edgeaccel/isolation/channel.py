@@ -105,7 +105,8 @@ class Region:
 class Channel:
     """One end of a run channel. ``copy_out``: arrays read from the region are copied into fresh memory (the caller:
     the worker may write the region at any time) or handed out as views of it (the worker: its caller does not
-    touch the region until the reply). ``stats`` (caller only): where fallbacks to the socket are counted."""
+    touch the region until the reply; the views of a header are made once and kept). ``stats`` (caller only):
+    where fallbacks to the socket are counted."""
 
     def __init__(self, sock: socket.socket, region: Region | None, max_bytes: int, copy_out: bool,
                  stats: dict | None = None) -> None:
@@ -115,7 +116,7 @@ class Channel:
         self._scratch = bytearray(_SCRATCH)
         self._view = memoryview(self._scratch)
         self._plans: dict[tuple, tuple[bytearray, list[np.ndarray], int] | str] = {}
-        self._headers: dict[bytes, tuple[dict, list[tuple[np.dtype, tuple[int, ...], int]], int, list]] = {}
+        self._headers: dict[bytes, tuple[dict, list[np.ndarray], int]] = {}  # header -> its checked arrays
 
     def close(self) -> None:
         self._plans.clear()
@@ -140,9 +141,10 @@ class Channel:
         there are none)."""
         if not arrays:
             return None
-        if not all(type(a) is np.ndarray for a in arrays):
+        try:
+            key = (tuple(message.items()), start, tuple([(type(a), a.dtype, a.shape) for a in arrays]))
+        except AttributeError:  # a list, a string: not an array
             return "strings or sequences"
-        key = (tuple(message.items()), start, tuple((a.dtype, a.shape) for a in arrays))
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plan(message, arrays, start)
@@ -152,13 +154,14 @@ class Channel:
             return plan
         frame, targets, _ = plan
         for target, a in zip(targets, arrays):
-            np.copyto(target, a, casting="no")
+            target[...] = a  # same dtype and shape (the key): a plain copy, 3x cheaper than np.copyto
         wire.SEQ.pack_into(frame, 0, self.seq)
         return frame
 
     def _plan(self, message: dict, arrays: Sequence[np.ndarray], start: int) -> tuple | str:
         """The frame and the region's target views for arrays of these dtypes and shapes, or why they go by socket."""
-        if any(a.dtype.hasobject for a in arrays) or not all(type(v) in _SCALARS for v in message.values()):
+        if any(type(a) is not np.ndarray or a.dtype.hasobject for a in arrays) \
+                or not all(type(v) in _SCALARS for v in message.values()):
             return "strings or sequences"
         total = sum(a.nbytes for a in arrays)
         if self.region is None:
@@ -206,11 +209,10 @@ class Channel:
             cached = self._parse(header)
             if len(self._headers) < _CACHE_MAX:
                 self._headers[header] = cached
-        message, entries, end, views = cached
+        message, views, end = cached
         if self.copy_out:
             return message, [v.copy() for v in views], end
-        region = self.region
-        return message, [region.view(dtype, shape, at) for dtype, shape, at in entries], end
+        return message, list(views), end
 
     def _recv_into(self, view: memoryview) -> int:
         try:
@@ -241,7 +243,7 @@ class Channel:
             log.debug("isolated run: %s", why)
         return message, arrays, 0
 
-    def _parse(self, header: bytes) -> tuple[dict, list, int, list]:
+    def _parse(self, header: bytes) -> tuple[dict, list[np.ndarray], int]:
         """A region frame's header, every offset and size checked against the region."""
         try:
             message = json.loads(header)
@@ -267,7 +269,7 @@ class Channel:
             raise wire.WireError(f"malformed frame: {exc}") from None
         if total > self.max_bytes:
             raise wire.WireLimitError(total, self.max_bytes)
-        return message, entries, end, views if self.copy_out else []
+        return message, views, end
 
 
 def _entry(described) -> tuple[np.dtype, tuple[int, ...], int, int]:

@@ -145,7 +145,6 @@ def _serve(control: socket.socket, executor, bad_reply: str = "") -> None:
                     reply, arrays = {"ok": True}, outputs
                 except BaseException as exc:
                     reply, arrays = _error_reply(exc, "InferenceError"), []
-                del inputs  # no view of the region outlives the call
                 if bad_reply:
                     from . import probe
 
