@@ -78,7 +78,7 @@ def test_tensors_too_large_for_the_region_go_through_the_socket_visibly(tmp_path
         assert out.shape == (10000,) and (out == 1).all()
         channel = isolated.executor.details["isolated"]["channel"]
         assert channel["socket_inputs"] == 0 and channel["socket_outputs"] == 1
-        assert "outputs of 40000 bytes came through the socket" in channel["last_fallback"]
+        assert "outputs of 40000 bytes (shared region: 4096 bytes)" in channel["last_fallback"]
     said = [r.getMessage() for r in caplog.records if "socket" in r.getMessage()]
     assert any("do not fit" in m for m in said) and any("outputs of 40000 bytes" in m for m in said), said
 

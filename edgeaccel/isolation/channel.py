@@ -38,7 +38,8 @@ log = logging.getLogger("edgeaccel.isolation")
 ALIGN = 64  # offsets of arrays in the region: runtimes vectorise their input copies
 MIN_REGION = 1 << 20  # tmpfs pages cost nothing until touched: room for a model with dynamic dimensions
 MAX_REGION = 256 << 20  # the bound: larger tensors go through the socket
-_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+# Linux's; elsewhere 0, and create() refuses (the caller then uses the socket)
+_SEALS = getattr(fcntl, "F_SEAL_SHRINK", 0) | getattr(fcntl, "F_SEAL_GROW", 0) | getattr(fcntl, "F_SEAL_SEAL", 0)
 _SCRATCH = 64 << 10  # a channel's reused receive buffer: every region frame fits
 _CACHE_MAX = 64
 _MAX_DIMS = 64
@@ -67,6 +68,8 @@ class Region:
     @classmethod
     def create(cls, size: int) -> Region:
         """Raises OSError where memfds or sealing are not available (the caller then uses the socket)."""
+        if not _SEALS or not hasattr(os, "memfd_create"):
+            raise OSError("no sealed memfds on this platform")
         fd = os.memfd_create("edgeaccel-channel", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(fd, size)
@@ -236,11 +239,14 @@ class Channel:
         header, buffers = wire.split_body(body_view, count, header_len)
         message, arrays = wire.decode_json(header, buffers)
         if arrays and self.stats is not None:
-            free = self.region.size if self.region is not None else 0
+            if all(type(a) is np.ndarray and not a.dtype.hasobject for a in arrays):
+                size = self.region.size if self.region is not None else 0
+                why = f"outputs of {sum(len(b) for b in buffers)} bytes (shared region: {size} bytes)"
+            else:
+                why = "outputs with strings or sequences"
             self.stats["socket_outputs"] = self.stats.get("socket_outputs", 0) + 1
-            self.stats["last_fallback"] = why = (f"outputs of {sum(len(b) for b in buffers)} bytes came through the "
-                                                 f"socket (shared region: {free} bytes)")
-            log.debug("isolated run: %s", why)
+            self.stats["last_fallback"] = why
+            log.debug("isolated run: %s came through the socket", why)
         return message, arrays, 0
 
     def _parse(self, header: bytes) -> tuple[dict, list[np.ndarray], int]:
