@@ -7,15 +7,17 @@ FINDINGS).
     python tools/bench_isolation.py --blocks 20 --calls 25 --models /work/shared/models
 
 Prints, per model, the median and p90 per-call latency of each mode over blocks x calls runs, the median
-added cost and ratio of each isolated mode against direct, and the one-off cost of loading (for isolated
-modes: worker start + sandbox + runtime import + model load). Figures drift 2x between runs on a shared
-machine; compare within one run only.
+added cost and ratio of each isolated mode against direct, their spread over blocks (each block's median
+against the direct block next to it in time: p10, p50, p90), how the isolated channel carried the tensors,
+and the one-off cost of loading (for isolated modes: worker start + sandbox + runtime import + model load).
+Figures drift 2x between runs on a shared machine; compare within one run only.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -48,6 +50,7 @@ def bench(path: Path, blocks: int, calls: int, pause: float) -> dict:
     rng = np.random.default_rng(0)
     inputs = [rng.integers(0, 256, s.shape, dtype=np.uint8) for s in direct.inputs]
     times: dict[str, list[float]] = {mode: [] for mode in MODES}
+    block_medians: dict[str, list[float]] = {mode: [] for mode in MODES}
     names = list(MODES)
     try:
         for model in models.values():
@@ -58,11 +61,15 @@ def bench(path: Path, blocks: int, calls: int, pause: float) -> dict:
             for mode in order:
                 time.sleep(pause)
                 run = models[mode].run
+                block = []
                 for _ in range(calls):
                     start = time.perf_counter()
                     run(inputs)
-                    times[mode].append(time.perf_counter() - start)
+                    block.append(time.perf_counter() - start)
+                times[mode] += block
+                block_medians[mode].append(float(np.median(block)))
         sandbox = models["isolated"].executor.details["isolated"]["sandbox"]["active"]
+        channel = models["isolated"].executor.details["isolated"].get("channel") or {}  # none before the region
     finally:
         for model in models.values():
             model.close()
@@ -74,9 +81,20 @@ def bench(path: Path, blocks: int, calls: int, pause: float) -> dict:
         "p90_ms": {k: round(float(np.percentile(v, 90)), 4) for k, v in ms.items()},
         "added_median_us": {k: round((med[k] - med["direct"]) * 1e3, 1) for k in names[1:]},
         "ratio": {k: round(med[k] / med["direct"], 3) for k in names[1:]},
+        "added_us_over_blocks_p10_p50_p90": {k: _spread(block_medians[k], block_medians["direct"], 1e6, 1)
+                                             for k in names[1:]},
+        "ratio_over_blocks_p10_p50_p90": {k: _spread(block_medians[k], block_medians["direct"], None, 3)
+                                          for k in names[1:]},
+        "channel": {k: channel.get(k) for k in ("transport", "region_bytes", "socket_inputs", "socket_outputs")},
         "load_s": load_s, "sandbox_layers": sandbox,
         "input_bytes": int(sum(a.nbytes for a in inputs)),
     }
+
+
+def _spread(mode: list[float], direct: list[float], scale: float | None, digits: int) -> list[float]:
+    """p10, p50, p90 over blocks of a block's median against its direct neighbour's: added time, or a ratio."""
+    per_block = [(m - d) * scale if scale else m / d for m, d in zip(mode, direct)]
+    return [round(float(v), digits) for v in np.percentile(per_block, [10, 50, 90])]
 
 
 def main() -> int:
@@ -84,7 +102,8 @@ def main() -> int:
     p.add_argument("--blocks", type=int, default=20)
     p.add_argument("--calls", type=int, default=25)
     p.add_argument("--pause", type=float, default=0.05)
-    p.add_argument("--models", type=Path, default=ROOT.parent / "shared" / "models")
+    p.add_argument("--models", type=Path,
+                   default=Path(os.environ.get("EDGEACCEL_SHARED", ROOT.parent / "shared")) / "models")
     p.add_argument("--only", help="run only the cases whose label contains this text")
     args = p.parse_args()
     for label, name in CASES.items():
