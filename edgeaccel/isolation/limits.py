@@ -65,7 +65,8 @@ class IsolationLimits:
         worker over it is killed and the error names the limit; the next request starts a new worker.
     output_bytes: the most bytes of outputs one run() may send back; 0: 1 GiB or 4x the model's declared
         outputs, whichever is more.
-    probe: for tests only (SandboxProbe): the worker attempts forbidden actions and reports the outcomes.
+    probe: for tests only (SandboxProbe): the worker attempts forbidden actions and reports the outcomes, or
+        answers every run with a malformed reply (SandboxProbe.bad_reply).
     """
 
     memory_bytes: int = 16 * GiB

@@ -123,6 +123,7 @@ def _serve(control: socket.socket, executor, bad_reply: str = "") -> None:
     its shared region (channel.py); a thread serves it until the caller closes it. b"q", or the control socket
     closing, ends the worker. ``bad_reply``: the test hook that makes every reply malformed (probe.py)."""
     from . import channel as channels
+    from . import wire
 
     def serve(sock: socket.socket, region_fd: int | None) -> None:
         region, why = None, None
@@ -133,7 +134,10 @@ def _serve(control: socket.socket, executor, bad_reply: str = "") -> None:
                 why = f"the worker could not map it: {exc}"
         channel = channels.Channel(sock, region, 1 << 62, copy_out=False)
         try:
-            channel.send({"region": region.size if region else 0, "why": why})
+            try:
+                channel.send({"region": region.size if region else 0, "why": why})
+            except OSError:
+                return
             while True:
                 try:
                     # {"op": "run"}: the only request on a channel; inputs are views of the region
@@ -161,8 +165,6 @@ def _serve(control: socket.socket, executor, bad_reply: str = "") -> None:
                         return
         finally:
             channel.close()
-
-    from . import wire
 
     while True:
         try:
