@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -128,3 +132,38 @@ def test_a_worker_cannot_resize_the_region_under_its_caller(lie):
                 np.testing.assert_array_equal(got, want)
         assert model.executor.details["isolated"]["pid"] == pid
         assert model.executor.details["isolated"]["channel"]["region_bytes"] == channels.region_size(0)
+
+
+CALLER_WITHOUT_MEMFD = textwrap.dedent("""
+    import ctypes, json, struct, sys
+    import numpy as np
+    import edgeaccel
+
+    # the caller runs under a seccomp filter that refuses memfd_create() (x86_64: nr 319) with EPERM
+    libc = ctypes.CDLL(None, use_errno=True)
+    code = [(0x20, 0, 0, 0), (0x15, 0, 1, 319), (0x06, 0, 0, 0x00050001), (0x06, 0, 0, 0x7FFF0000)]
+    program = ctypes.create_string_buffer(b"".join(struct.pack("<HBBI", *c) for c in code))
+    fprog = ctypes.create_string_buffer(struct.pack("<HxxxxxxQ", len(code), ctypes.addressof(program)))
+    assert libc.prctl(38, 1, 0, 0, 0) == 0 and libc.prctl(22, 2, fprog, 0, 0) == 0
+    with edgeaccel.load(sys.argv[1], strict=True) as direct, \\
+            edgeaccel.load(sys.argv[1], strict=True, isolate=True) as isolated:
+        x = [(np.arange(np.prod(s.shape)) % 251).astype(np.uint8).reshape(s.shape) for s in direct.inputs]
+        same = all((g == w).all() for g, w in zip(isolated.run(x), direct.run(x)))
+        print(json.dumps({"same": same, "channel": isolated.executor.details["isolated"]["channel"]}))
+""")
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the caller's filter is written for x86_64")
+def test_without_memfds_the_socket_carries_the_tensors_and_says_why():
+    """A caller that may not make a memfd (an old kernel, a container's filter) still runs isolated models."""
+    import json
+
+    out = subprocess.run([sys.executable, "-c", CALLER_WITHOUT_MEMFD, str(TINY)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.splitlines()[-1])
+    assert result["same"] is True
+    channel = result["channel"]
+    assert channel["transport"] == "socket" and channel["region_bytes"] == 0
+    assert "memfd_create or sealing failed" in channel["why"] and "Operation not permitted" in channel["why"]
+    assert channel["socket_inputs"] == channel["socket_outputs"] == 1
