@@ -93,6 +93,7 @@ LIES = {
     "size past the region": "reaches past the",
     "a dimension numpy cannot hold": "malformed frame",
     "an object array": "refused array dtype object",
+    "a dtype of no size": "refused array dtype |S0 (itemsize 0)",
     "a wrong sequence number": "a reply numbered",
     "a header that is not JSON": "malformed frame",
     "a garbage prefix": "byte header and",

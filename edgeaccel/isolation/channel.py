@@ -288,8 +288,9 @@ def _entry(described) -> tuple[np.dtype, tuple[int, ...], int, int]:
     if type(at) is not int or at < 0:
         raise ValueError(f"refused array offset {str(at)[:40]}")
     dtype = np.dtype(str(described["dtype"]))
-    if dtype.kind not in wire.ARRAY_KINDS or dtype.hasobject:
-        raise ValueError(f"refused array dtype {dtype}")
+    if dtype.kind not in wire.ARRAY_KINDS or dtype.hasobject or not dtype.itemsize:
+        # itemsize 0 ("S0"): any count of elements in 0 bytes, and numpy's copy of them allocates one byte each
+        raise ValueError(f"refused array dtype {dtype} (itemsize {dtype.itemsize})")
     count = 1
     for n in shape:
         count *= n

@@ -171,6 +171,7 @@ BAD_REPLIES = {
     "a dimension numpy cannot hold": lambda c, o, e: c.sock.sendall(
         _frame(c, [{"dtype": "<f4", "shape": [0, 1 << 70], "at": 0}])),
     "an object array": lambda c, o, e: c.sock.sendall(_frame(c, [{"dtype": "|O", "shape": [1], "at": 0}])),
+    "a dtype of no size": lambda c, o, e: c.sock.sendall(_frame(c, [{"dtype": "|S0", "shape": [1 << 62], "at": 0}])),
     "a wrong sequence number": lambda c, o, e: c.sock.sendall(_frame(c, [], seq_offset=7)),
     "a header that is not JSON": lambda c, o, e: c.sock.sendall(_frame(c, [], header=b"{\xff}\x00[")),
     "a garbage prefix": lambda c, o, e: c.sock.sendall(_frame(c, [])[:4] + b"\xff" * 16),
