@@ -168,3 +168,26 @@ def test_without_memfds_the_socket_carries_the_tensors_and_says_why():
     assert channel["transport"] == "socket" and channel["region_bytes"] == 0
     assert "memfd_create or sealing failed" in channel["why"] and "Operation not permitted" in channel["why"]
     assert channel["socket_inputs"] == channel["socket_outputs"] == 1
+
+
+def test_a_header_for_very_many_arrays_still_uses_the_region():
+    """Two ends of a channel in this process (a real memfd and socket pair): 2000 arrays make a header larger than
+    the channel's receive buffer, which grows; the arrays still travel through the region, in both directions."""
+    import socket
+
+    a, b = socket.socketpair()
+    caller_region = channels.Region.create(4 << 20)
+    caller = channels.Channel(a, caller_region, 1 << 30, copy_out=True, stats={})
+    worker = channels.Channel(b, channels.Region.attach(os.dup(caller_region.fd)), 1 << 62, copy_out=False)
+    try:
+        arrays = [np.full((3,), i, np.int32) for i in range(2000)]
+        caller.seq = 5
+        assert caller.send({"op": "run"}, arrays) is None  # None: not through the socket
+        _, got, end = worker.recv()
+        assert len(got) == 2000 and all((g == x).all() for g, x in zip(got, arrays))
+        assert worker.send({"ok": True}, got[::-1], start=end) is None
+        message, back, _ = caller.recv(5)
+        assert message == {"ok": True} and all((o == x).all() for o, x in zip(back, arrays[::-1]))
+    finally:
+        caller.close()
+        worker.close()

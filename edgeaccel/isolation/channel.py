@@ -40,7 +40,7 @@ MIN_REGION = 1 << 20  # tmpfs pages cost nothing until touched: room for a model
 MAX_REGION = 256 << 20  # the bound: larger tensors go through the socket
 # Linux's; elsewhere 0, and create() refuses (the caller then uses the socket)
 _SEALS = getattr(fcntl, "F_SEAL_SHRINK", 0) | getattr(fcntl, "F_SEAL_GROW", 0) | getattr(fcntl, "F_SEAL_SEAL", 0)
-_SCRATCH = 64 << 10  # a channel's reused receive buffer: every region frame fits
+_SCRATCH = 64 << 10  # a channel's reused receive buffer; grown (up to wire.MAX_HEADER) for a larger header
 _CACHE_MAX = 64
 _MAX_DIMS = 64
 _SCALARS = (str, int, float, bool, type(None))
@@ -200,8 +200,14 @@ class Channel:
         self.seq = seq  # the worker answers with its request's number
         wire.check_prefix(header_len, count, total, self.max_bytes)
         need = wire.PREFIX.size + 8 * count + header_len + total
-        if count or need > len(view):
+        if count:
             return self._recv_socket_frame(got, need, count, header_len)
+        if total:
+            raise wire.WireError(f"frame declares {total} bytes of arrays but no buffers")
+        if need > len(view):  # a header for very many arrays: a larger buffer from now on
+            self._scratch = bytearray(need)
+            self._scratch[:got] = view[:got]
+            self._view = view = memoryview(self._scratch)
         while got < need:
             got += self._recv_into(view[got:])
         if got != need:
