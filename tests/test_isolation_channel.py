@@ -103,6 +103,8 @@ LIES = {
 
 def test_every_kind_of_lie_is_tested():
     assert set(LIES) | {"shrink the region", "grow the region"} == set(BAD_REPLIES)
+    with pytest.raises(ValueError, match="bad_reply must be one of 'offset past the region'"):
+        SandboxProbe(bad_reply="offset past the regoin")
 
 
 @pytest.mark.parametrize("lie", sorted(LIES))

@@ -27,6 +27,14 @@ class SandboxProbe:
     unix_socket: str = ""
     bad_reply: str = ""
 
+    def __post_init__(self) -> None:
+        if self.bad_reply:
+            from .probe import BAD_REPLIES  # only when a test asks: probe.py is the worker's
+
+            if self.bad_reply not in BAD_REPLIES:
+                raise ValueError(f"SandboxProbe: bad_reply must be one of {', '.join(map(repr, BAD_REPLIES))}, "
+                                 f"not {self.bad_reply!r}")
+
 
 def physical_memory() -> int:
     """Bytes of RAM of this machine (0 where the platform does not say)."""
