@@ -31,6 +31,7 @@ from .. import errors
 from ..errors import EdgeAccelError, InferenceTimeoutError, WorkerCrashedError
 from ..executors.base import Availability, Executor, ExecutorInfo, ExecutorOptions
 from ..modelinfo import Format, ModelInfo
+from . import channel as channels
 from . import memory, wire
 from .limits import IsolationLimits
 
@@ -91,7 +92,8 @@ class IsolatedExecutor(Executor):
         details["isolated"] = {"pid": worker.pid if worker else None, "starts": self._starts,
                                "memory_limit": plan.address_space, "memory": plan.to_dict(),
                                "load_timeout": self.limits.load_timeout, "run_timeout": self.limits.run_timeout,
-                               "sandbox": worker.sandbox if worker else self._sandbox}
+                               "sandbox": worker.sandbox if worker else self._sandbox,
+                               "channel": dict(worker.channel_stats) if worker else None}
         return ExecutorInfo(base.runtime, base.version, base.device, base.precision, base.threads,
                             details=details)
 
@@ -110,10 +112,11 @@ class IsolatedExecutor(Executor):
 
 
 class _Worker:
-    """One worker process. The control socket carries the load handshake, then one end of a new socket pair
-    (SCM_RIGHTS) per concurrent caller: a channel served by its own worker thread, taken from a free list
-    by one caller at a time. A call is a send and a blocking receive on that channel, with no thread
-    handoff on either side (a reader thread plus a worker pool cost twice as much per call, measured)."""
+    """One worker process. The control socket carries the load handshake, then one end of a new socket pair and
+    a shared-memory region (SCM_RIGHTS) per concurrent caller: a channel (channel.py) served by its own worker
+    thread, taken from a free list by one caller at a time. A call is one send and one blocking receive on that
+    channel, with no thread handoff on either side (a reader thread plus a worker pool cost twice as much per
+    call, measured)."""
 
     def __init__(self, runtime: str, model: ModelInfo, device: str, options: ExecutorOptions,
                  limits: IsolationLimits) -> None:
@@ -125,12 +128,17 @@ class _Worker:
         self.memory = memory.plan(device, limits)
         self._over_memory: str | None = None  # why the memory guard killed it
         self._max_reply = limits.output_bytes or max(1 << 30, 4 * sum(_nbytes(t) for t in model.outputs))
+        self._region_bytes = channels.region_size(sum(_nbytes(t) for t in (*model.inputs, *model.outputs)))
+        # what carries the tensors, and each time the socket had to instead (executor.details["isolated"])
+        self.channel_stats: dict = {"transport": None, "region_bytes": 0, "why": None, "socket_inputs": 0,
+                                    "socket_outputs": 0, "last_fallback": None}
+        self._violation: str | None = None  # how the worker broke the channel protocol, when it did
         self.sandbox: dict = {}
         # private: the only folder the sandboxed worker may write; removed by this process when the worker ends,
         # or by a later caller when this one died first (its pid is in the name)
         _remove_orphan_temp_folders()
         self.temp_folder = tempfile.mkdtemp(prefix=f"edgeaccel-worker-{os.getpid()}-")
-        self._channels: list[socket.socket] = []  # idle channels
+        self._channels: list[channels.Channel] = []  # idle channels
         self._open_channels = 0
         self._max_channels = max(1, int(options.runtime_options.get("max_interpreters", 8)))
         self._cond = threading.Condition()
@@ -252,16 +260,22 @@ class _Worker:
         return {"mode": limits.sandbox, "model_files": files, "model_folder": str(model.path.resolve().parent),
                 "temp_folder": self.temp_folder, "readable": limits.readable, "open_files": limits.open_files,
                 "cpu_seconds": limits.cpu_seconds, "on_cpu": memory.on_cpu(device),
-                "probe": {"files": list(probe.files), "tcp_port": probe.tcp_port, "unix_socket": probe.unix_socket}
-                if probe else None}
+                "probe": {"files": list(probe.files), "tcp_port": probe.tcp_port, "unix_socket": probe.unix_socket,
+                          "bad_reply": probe.bad_reply} if probe else None}
 
     # -- run ------------------------------------------------------------------------------------------------------
     def call(self, arrays: list[np.ndarray], timeout: float) -> list[np.ndarray]:
         channel = self._take_channel(timeout)
         healthy = False
         try:
-            wire.send_json(channel, {"op": "run"}, arrays)  # the channel's timeout: set_timeout when it was made
-            reply, outputs = wire.recv_json(channel, self._max_reply)
+            if channel.seq == 0:
+                self._greet(channel)
+            channel.seq = (channel.seq + 1) & 0xFFFFFFFF or 1
+            # the channel's timeout: set_timeout when it was made
+            why = channel.send({"op": "run"}, arrays)
+            if why is not None:
+                self._socket_carried("socket_inputs", f"inputs: {why}")
+            reply, outputs, _ = channel.recv(channel.seq)
             healthy = True
         except (TimeoutError, socket.timeout):
             self._timed_out = True
@@ -282,15 +296,39 @@ class _Worker:
                 "they were refused", hint=f"raise IsolationLimits(output_bytes=...) (now {exc.limit}) if the model "
                 "really produces that much; a model that declares small outputs and returns huge ones is suspect",
             ) from None
-        except (wire.WireError, OSError) as exc:
+        except (wire.WireClosedError, OSError) as exc:
             raise self._crashed("running", exc) from None
+        except wire.WireError as exc:  # alive and answering nonsense: taken over, as far as this process knows
+            self._violation = str(exc)
+            self._kill()
+            raise self._death_error("running") from None
         finally:
             self._give_channel(channel, healthy)
         if not reply.get("ok"):
             raise _as_error(reply, self.runtime, self.memory.address_space, self.limits.open_files)
         return outputs
 
-    def _take_channel(self, timeout: float) -> socket.socket:
+    def _greet(self, channel: channels.Channel) -> None:
+        """A new channel's first frame: how much of its region the worker mapped (0: the socket carries all)."""
+        hello, _, _ = channel.recv(0)
+        stats, mapped = self.channel_stats, hello.get("region")
+        if channel.region is not None and mapped != channel.region.size:
+            channel.region.close()
+            channel.region = None
+            stats["why"] = str(hello.get("why") or f"the worker mapped {mapped} bytes")
+        stats["transport"] = "shared memory" if channel.region is not None else "socket"
+        stats["region_bytes"] = channel.region.size if channel.region is not None else 0
+        if channel.region is None:
+            log.debug("%s: tensors go through the socket: %s", self.name, stats["why"])
+        channel.seq = 1
+
+    def _socket_carried(self, counter: str, why: str) -> None:
+        stats = self.channel_stats
+        stats[counter] += 1
+        stats["last_fallback"] = why
+        log.debug("%s: %s; the socket carried them", self.name, why)
+
+    def _take_channel(self, timeout: float) -> channels.Channel:
         with self._cond:
             while True:
                 if self.death is not None:
@@ -307,17 +345,25 @@ class _Worker:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         wire.set_timeout(ours, timeout)
         try:
+            region = channels.Region.create(self._region_bytes)
+        except OSError as exc:  # no memfd or sealing here (an old kernel, a caller's own seccomp filter)
+            region = None
+            self.channel_stats["why"] = f"no shared region: memfd_create or sealing failed ({exc})"
+        fds = [theirs.fileno()] + ([region.fd] if region is not None else [])
+        try:
             with self._control_lock:
-                socket.send_fds(self.sock, [b"c"], [theirs.fileno()], socket.MSG_NOSIGNAL)
+                socket.send_fds(self.sock, [b"c"], fds, socket.MSG_NOSIGNAL)
         except OSError as exc:
             ours.close()
+            if region is not None:
+                region.close()
             self._give_channel(None, False)
             raise self._crashed("running", exc) from None
         finally:
             theirs.close()
-        return ours
+        return channels.Channel(ours, region, self._max_reply, copy_out=True, stats=self.channel_stats)
 
-    def _give_channel(self, channel: socket.socket | None, healthy: bool) -> None:
+    def _give_channel(self, channel: channels.Channel | None, healthy: bool) -> None:
         with self._cond:
             if healthy and channel is not None and self.death is None:
                 self._channels.append(channel)
@@ -352,6 +398,12 @@ class _Worker:
                     + ("; unless strict=True, edgeaccel tries the next executor" if stage == "loading" else ""))
             return errors.WorkerMemoryError(self.death or f"{self.name} {self._over_memory}", runtime=self.runtime,
                                             hint=hint)
+        if self._violation is not None:
+            return WorkerCrashedError(
+                self.death or f"{self.name} sent a malformed reply: {self._violation}", runtime=self.runtime,
+                hint="a worker that breaks the channel protocol is treated as taken over by its model: it was stopped "
+                "before its reply was used. This process is unharmed and your inputs are unchanged; a new worker "
+                "serves the next request. If it recurs with this model, the model is likely hostile")
         if stage == "loading":
             hint = ("the model crashed its runtime while loading; this process is unharmed. Unless strict=True, "
                     "edgeaccel tries the next executor; otherwise the file is likely corrupted or hostile")
@@ -384,6 +436,8 @@ class _Worker:
             how = self._over_memory
         elif self._timed_out:
             how = "was stopped after a run exceeded its time limit"
+        elif self._violation is not None:
+            how = f"sent a malformed reply ({self._violation}) and was stopped"
         elif code is not None and code < 0:
             sig = signal.Signals(-code)
             how = f"was killed by {sig.name} ({signal.strsignal(sig) or sig.name})"

@@ -16,11 +16,24 @@ class SandboxProbe:
     (read /etc/passwd and ``files``, write outside its temp folder, connect to 127.0.0.1:``tcp_port`` and to
     the Unix socket ``unix_socket``, start /bin/sh, ptrace or signal its caller, allocate past its
     address-space limit, open more files than its limit) and reports each outcome in
-    ``executor.details["isolated"]["sandbox"]["probe"]``. Off unless ``IsolationLimits(probe=...)`` asks."""
+    ``executor.details["isolated"]["sandbox"]["probe"]``. Off unless ``IsolationLimits(probe=...)`` asks.
+
+    ``bad_reply``: instead, the worker answers every run with that malformed reply (one of probe.BAD_REPLIES), as
+    a worker taken over by its model could: offsets and sizes past the shared region, a wrong sequence number,
+    garbage, or an attempt to shrink the region under the caller."""
 
     files: tuple[str, ...] = ()
     tcp_port: int = 9
     unix_socket: str = ""
+    bad_reply: str = ""
+
+    def __post_init__(self) -> None:
+        if self.bad_reply:
+            from .probe import BAD_REPLIES  # only when a test asks: probe.py is the worker's
+
+            if self.bad_reply not in BAD_REPLIES:
+                raise ValueError(f"SandboxProbe: bad_reply must be one of {', '.join(map(repr, BAD_REPLIES))}, "
+                                 f"not {self.bad_reply!r}")
 
 
 def physical_memory() -> int:
@@ -60,7 +73,8 @@ class IsolationLimits:
         worker over it is killed and the error names the limit; the next request starts a new worker.
     output_bytes: the most bytes of outputs one run() may send back; 0: 1 GiB or 4x the model's declared
         outputs, whichever is more.
-    probe: for tests only (SandboxProbe): the worker attempts forbidden actions and reports the outcomes.
+    probe: for tests only (SandboxProbe): the worker attempts forbidden actions and reports the outcomes, or
+        answers every run with a malformed reply (SandboxProbe.bad_reply).
     """
 
     memory_bytes: int = 16 * GiB

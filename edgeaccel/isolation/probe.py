@@ -8,6 +8,7 @@ folder is attempted too and must be allowed: it shows the sandbox refuses select
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import socket
 import subprocess
@@ -133,3 +134,55 @@ def _open_many(limit: int) -> str:
     finally:
         for handle in handles:
             handle.close()
+
+
+# -- a worker that lies on its channel (SandboxProbe.bad_reply) -------------------------------------------------
+def _frame(channel, arrays: list[dict], seq_offset: int = 0, header: bytes | None = None) -> bytes:
+    """A reply frame whose header places ``arrays`` in the region (or says ``header``), numbered as asked."""
+    from . import wire
+
+    header = header if header is not None else json.dumps({"ok": True, "arrays": arrays}).encode()
+    return wire.PREFIX.pack(channel.seq + seq_offset, len(header), 0, 0) + header
+
+
+def _resize_then_answer(channel, outputs: list, end: int, size: int) -> None:
+    """Lay the outputs out in the region, try to shrink or grow it, then send the reply. The caller reads the
+    outputs from its mapping after the resize: past a shrunk file's end that read would be a SIGBUS, killing the
+    caller; the seals refuse the resize."""
+    frame = channel.place({"ok": True}, outputs, end)
+    try:
+        os.ftruncate(channel.region.fd, size)
+    except OSError:
+        pass
+    channel.sock.sendall(frame)
+
+
+def _size(channel) -> int:
+    return channel.region.size if channel.region is not None else 1 << 20
+
+
+# kind -> (channel, outputs, end of the inputs in the region) -> sends it
+BAD_REPLIES = {
+    "offset past the region": lambda c, o, e: c.sock.sendall(
+        _frame(c, [{"dtype": "|u1", "shape": [64], "at": _size(c) - 8}])),
+    "negative offset": lambda c, o, e: c.sock.sendall(_frame(c, [{"dtype": "|u1", "shape": [8], "at": -64}])),
+    "size past the region": lambda c, o, e: c.sock.sendall(
+        _frame(c, [{"dtype": "<f8", "shape": [_size(c) // 8 + 1], "at": 0}])),
+    "a dimension numpy cannot hold": lambda c, o, e: c.sock.sendall(
+        _frame(c, [{"dtype": "<f4", "shape": [0, 1 << 70], "at": 0}])),
+    "an object array": lambda c, o, e: c.sock.sendall(_frame(c, [{"dtype": "|O", "shape": [1], "at": 0}])),
+    "a dtype of no size": lambda c, o, e: c.sock.sendall(_frame(c, [{"dtype": "|S0", "shape": [1 << 62], "at": 0}])),
+    "a wrong sequence number": lambda c, o, e: c.sock.sendall(_frame(c, [], seq_offset=7)),
+    "a header that is not JSON": lambda c, o, e: c.sock.sendall(_frame(c, [], header=b"{\xff}\x00[")),
+    "a garbage prefix": lambda c, o, e: c.sock.sendall(_frame(c, [])[:4] + b"\xff" * 16),
+    "two frames at once": lambda c, o, e: c.sock.sendall(_frame(c, []) * 2),
+    "shrink the region": lambda c, o, e: _resize_then_answer(c, o, e, 0),
+    "grow the region": lambda c, o, e: _resize_then_answer(c, o, e, _size(c) * 2),
+}
+
+
+def send_bad_reply(kind: str, channel, outputs: list, end: int) -> None:
+    try:
+        BAD_REPLIES[kind](channel, outputs, end)
+    except OSError:  # the caller already hung up on an earlier lie
+        pass

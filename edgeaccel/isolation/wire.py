@@ -1,10 +1,12 @@
 """Frames over a Unix stream socket between the caller and its worker, arrays sent without extra copies.
 
-A frame is a fixed prefix (header length, buffer count, total bytes of buffers), each buffer's length, a header,
-then raw buffers, written with one ``sendmsg`` (scatter-gather: an input array goes from the caller's memory to
-the socket without being copied into a bytes object first) and read with two ``recv_into`` calls: the prefix,
-then the rest into one fresh bytearray whose slices become the arrays (no further copy; measured: a syscall
-per piece cost more than the copies on small models).
+A frame is a fixed prefix (sequence number, header length, buffer count, total bytes of buffers), each buffer's
+length, a header, then raw buffers, written with one ``sendmsg`` (scatter-gather: an input array goes from the
+caller's memory to the socket without being copied into a bytes object first) and read with two ``recv_into``
+calls: the prefix, then the rest into one fresh bytearray whose slices become the arrays (no further copy;
+measured: a syscall per piece cost more than the copies on small models). Run calls use channel.py: tensors in a
+shared-memory region, the same prefix and a JSON header on the socket; these functions carry the load handshake,
+and the arrays that do not fit the region.
 
 The load request (caller -> worker) is a pickle (protocol 5): the worker trusts its caller. Run requests and
 every reply are JSON with arrays described by dtype and shape and checked before use: the worker runs an
@@ -23,7 +25,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-_PREFIX = struct.Struct("<IIQ")
+PREFIX = struct.Struct("<IIIQ")  # sequence number, header bytes, buffer count, buffer bytes
+SEQ = struct.Struct("<I")
 _LEN = struct.Struct("<Q")
 MAX_HEADER = 16 << 20
 MAX_BUFFERS = 4096
@@ -31,6 +34,10 @@ MAX_BUFFERS = 4096
 
 class WireError(Exception):
     """The peer closed the connection or sent a frame that breaks the protocol."""
+
+
+class WireClosedError(WireError):
+    """The peer closed the connection (a worker that died), as opposed to a frame that breaks the protocol."""
 
 
 class WireLimitError(WireError):
@@ -41,10 +48,10 @@ class WireLimitError(WireError):
         self.declared, self.limit = declared, limit
 
 
-def send_frame(sock: socket.socket, header: bytes, buffers: Sequence) -> None:
+def send_frame(sock: socket.socket, header: bytes, buffers: Sequence, seq: int = 0) -> None:
     views = [memoryview(b).cast("B") for b in buffers]
     sizes = [v.nbytes for v in views]
-    prefix = _PREFIX.pack(len(header), len(views), sum(sizes)) + struct.pack(f"<{len(sizes)}Q", *sizes)
+    prefix = PREFIX.pack(seq, len(header), len(views), sum(sizes)) + struct.pack(f"<{len(sizes)}Q", *sizes)
     _send_all(sock, [memoryview(prefix), memoryview(header), *views])
 
 
@@ -80,13 +87,22 @@ def set_timeout(sock: socket.socket, seconds: float) -> None:
 def recv_frame(sock: socket.socket, max_bytes: int) -> tuple[bytes, list[memoryview]]:
     """One frame; raises WireError on EOF or on sizes past the limits (a confused or hostile peer).
     Polling for the reply before sleeping was tried: on 2 busy cores it doubled a tiny model's call."""
-    header_len, count, total = _PREFIX.unpack(_recv_exact(sock, _PREFIX.size))
+    _, header_len, count, total = PREFIX.unpack(_recv_exact(sock, PREFIX.size))
+    check_prefix(header_len, count, total, max_bytes)
+    return split_body(memoryview(_recv_exact(sock, 8 * count + header_len + total)), count, header_len)
+
+
+def check_prefix(header_len: int, count: int, total: int, max_bytes: int) -> None:
     if header_len > MAX_HEADER or count > MAX_BUFFERS:
         raise WireError(f"frame declares a {header_len}-byte header and {count} buffers")
     if total > max_bytes:
         raise WireLimitError(total, max_bytes)
-    body = memoryview(_recv_exact(sock, 8 * count + header_len + total))
+
+
+def split_body(body: memoryview, count: int, header_len: int) -> tuple[bytes, list[memoryview]]:
+    """A frame after its prefix: the buffers' lengths, the header, the buffers (slices of ``body``)."""
     lengths = struct.unpack_from(f"<{count}Q", body)
+    total = len(body) - 8 * count - header_len
     if sum(lengths) != total:
         raise WireError(f"frame declares {total} bytes of arrays but buffers of {sum(lengths)}")
     start = 8 * count + header_len
@@ -108,7 +124,7 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
         except BlockingIOError:  # SO_RCVTIMEO ran out (set_timeout)
             raise TimeoutError("timed out") from None
         if k == 0:
-            raise WireError("the peer closed the connection")
+            raise WireClosedError("the peer closed the connection")
         got += k
     return buf
 
@@ -127,7 +143,7 @@ def recv_pickle(sock: socket.socket, max_bytes: int = 1 << 62) -> object:
 
 # -- worker -> caller: JSON and described arrays ------------------------------------------------------------
 # Fixed-width kinds only; no object dtype: the caller never builds an array whose elements the worker chose.
-_ARRAY_KINDS = frozenset("biufcSU")
+ARRAY_KINDS = frozenset("biufcSU")
 # String tensors (LiteRT: bytes, ONNX Runtime: str) come back from the runtimes as object arrays: they travel as
 # their elements' bytes, concatenated, with each element's length in the header, and are rebuilt as bytes or str.
 _STRINGS = {"bytes": bytes, "str": str}
@@ -141,7 +157,7 @@ _CACHE_MAX = 256
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def send_json(sock: socket.socket, message: dict, arrays: Sequence[np.ndarray] = ()) -> None:
+def send_json(sock: socket.socket, message: dict, arrays: Sequence[np.ndarray] = (), seq: int = 0) -> None:
     """``arrays``: the outputs; an output may also be a list of arrays (an ONNX sequence), sent as a
     'sequence' entry with an empty buffer followed by its items."""
     if all(type(a) is np.ndarray and not a.dtype.hasobject for a in arrays) \
@@ -153,7 +169,7 @@ def send_json(sock: socket.socket, message: dict, arrays: Sequence[np.ndarray] =
             header = json.dumps(dict(message, arrays=[{"dtype": d, "shape": list(s)} for d, s in key[1]])).encode()
             if len(_encoded) < _CACHE_MAX:
                 _encoded[key] = header
-        send_frame(sock, header, contiguous)
+        send_frame(sock, header, contiguous, seq)
         return
     described, buffers = [], []
     for a in arrays:
@@ -170,7 +186,7 @@ def send_json(sock: socket.socket, message: dict, arrays: Sequence[np.ndarray] =
             entry, buffer = _describe(item)
             described.append(entry)
             buffers.append(buffer)
-    send_frame(sock, json.dumps(dict(message, arrays=described)).encode(), buffers)
+    send_frame(sock, json.dumps(dict(message, arrays=described)).encode(), buffers, seq)
 
 
 def _describe(a) -> tuple[dict, object]:
@@ -194,7 +210,11 @@ def _encode_strings(a: np.ndarray) -> tuple[str, bytes, list[int]]:
 
 
 def recv_json(sock: socket.socket, max_bytes: int) -> tuple[dict, list[np.ndarray]]:
-    header, buffers = recv_frame(sock, max_bytes)
+    return decode_json(*recv_frame(sock, max_bytes))
+
+
+def decode_json(header: bytes, buffers: list) -> tuple[dict, list[np.ndarray]]:
+    """A frame's JSON header and buffers as (message, arrays), every array checked against its buffer."""
     cached = _decoded.get(header)
     if cached is not None and len(cached[1]) == len(buffers):
         message, plain = cached
@@ -203,7 +223,7 @@ def recv_json(sock: socket.socket, max_bytes: int) -> tuple[dict, list[np.ndarra
         return dict(message), [np.frombuffer(b, dtype).reshape(shape) for (dtype, shape, _), b in zip(plain, buffers)]
     message, arrays = _parse_json(header, buffers)
     if len(_decoded) < _CACHE_MAX and all(type(v) in _SCALARS for k, v in message.items() if k != "arrays") \
-            and all(isinstance(a, np.ndarray) and a.dtype.kind in _ARRAY_KINDS for a in arrays):
+            and all(isinstance(a, np.ndarray) and a.dtype.kind in ARRAY_KINDS for a in arrays):
         _decoded[header] = ({k: v for k, v in message.items() if k != "arrays"},
                             [(a.dtype, a.shape, a.nbytes) for a in arrays])  # checked by _parse_json just now
     return message, arrays
@@ -246,7 +266,7 @@ def _array(described: dict, buffer: bytearray) -> np.ndarray:
     if described["dtype"] == "object":
         return _strings(described, buffer, shape)
     dtype = np.dtype(str(described["dtype"]))
-    if dtype.kind not in _ARRAY_KINDS or dtype.hasobject:
+    if dtype.kind not in ARRAY_KINDS or dtype.hasobject:
         raise ValueError(f"refused array {dtype} {shape}")
     if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != len(buffer):
         raise ValueError(f"array {dtype} {shape} does not match its {len(buffer)}-byte buffer")

@@ -7,8 +7,9 @@ it has one thread: before it imports numpy (whose BLAS starts threads) or a runt
 load request or the model.
 
 The control socket carries one pickled {"op": "load", runtime, model, device, options} and its JSON reply, then
-channels (see _serve). On a channel: {"op": "run"} and the input arrays, answered in JSON {"ok": true} + the output
-arrays, or {"ok": false, "error": class name, message, hint}.
+channels (see _serve). On a channel (channel.py): the worker's {"region": bytes mapped} first, then
+{"op": "run"} and the input arrays, answered in JSON {"ok": true} + the output arrays, or
+{"ok": false, "error": class name, message, hint}; arrays in the channel's shared region where they fit.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def main(argv: list[str]) -> int:
         cls = runtimes()[request["runtime"]]
         executor = cls(request["model"], request["device"], request["options"])
         info = executor.info
-        if config.get("probe"):  # the test hook: only when a test asked for it
+        if config.get("probe") and not config["probe"]["bad_reply"]:  # the test hook: only when a test asked
             from . import probe
 
             confined["probe"] = probe.run(config["probe"]["files"], config["probe"]["tcp_port"],
@@ -113,20 +114,34 @@ def main(argv: list[str]) -> int:
     wire.send_json(sock, reply)
     if executor is None:
         return 0
-    _serve(sock, executor)
+    _serve(sock, executor, (config.get("probe") or {}).get("bad_reply", ""))
     return 0
 
 
-def _serve(control: socket.socket, executor) -> None:
-    """Each byte b"c" on the control socket brings one end of a new channel; a thread serves it until the
-    caller closes it. b"q", or the control socket closing, ends the worker."""
+def _serve(control: socket.socket, executor, bad_reply: str = "") -> None:
+    """Each byte b"c" on the control socket brings one end of a new channel and, where the caller could make one,
+    its shared region (channel.py); a thread serves it until the caller closes it. b"q", or the control socket
+    closing, ends the worker. ``bad_reply``: the test hook that makes every reply malformed (probe.py)."""
+    from . import channel as channels
     from . import wire
 
-    def serve(channel: socket.socket) -> None:
-        with channel:
+    def serve(sock: socket.socket, region_fd: int | None) -> None:
+        region, why = None, None
+        if region_fd is not None:
+            try:
+                region = channels.Region.attach(region_fd)
+            except (OSError, ValueError) as exc:  # mmap under the address-space limit: the socket carries all
+                why = f"the worker could not map it: {exc}"
+        channel = channels.Channel(sock, region, 1 << 62, copy_out=False)
+        try:
+            try:
+                channel.send({"region": region.size if region else 0, "why": why})
+            except OSError:
+                return
             while True:
                 try:
-                    _, inputs = wire.recv_json(channel, 1 << 62)  # {"op": "run"}: the only request on a channel
+                    # {"op": "run"}: the only request on a channel; inputs are views of the region
+                    _, inputs, end = channel.recv()
                 except (wire.WireError, OSError):
                     return
                 try:
@@ -134,27 +149,34 @@ def _serve(control: socket.socket, executor) -> None:
                     reply, arrays = {"ok": True}, outputs
                 except BaseException as exc:
                     reply, arrays = _error_reply(exc, "InferenceError"), []
+                if bad_reply:
+                    from . import probe
+
+                    probe.send_bad_reply(bad_reply, channel, arrays, end)
+                    continue
                 try:
-                    wire.send_json(channel, reply, arrays)
+                    channel.send(reply, arrays, start=end)
                 except OSError:
                     return
                 except Exception as exc:  # an output the wire cannot carry: say so, never leave the caller waiting
                     try:
-                        wire.send_json(channel, _error_reply(exc, "InferenceError"))
+                        channel.send(_error_reply(exc, "InferenceError"))
                     except OSError:
                         return
+        finally:
+            channel.close()
 
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(control, 1, 1)
+            message, fds, _, _ = socket.recv_fds(control, 1, 2)
         except OSError:
             break
         if message != b"c" or not fds:
             for fd in fds:
                 os.close(fd)
             break
-        threading.Thread(target=serve, args=(socket.socket(fileno=fds[0]),), daemon=True,
-                         name="edgeaccel-worker-channel").start()
+        threading.Thread(target=serve, args=(socket.socket(fileno=fds[0]), fds[1] if len(fds) > 1 else None),
+                         daemon=True, name="edgeaccel-worker-channel").start()
     executor.close()
 
 
