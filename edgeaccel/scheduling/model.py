@@ -164,6 +164,16 @@ class ScheduledModel(Model):
         """The latest sample of each device."""
         return self._sampler.latest
 
+    @property
+    def slots(self) -> list[ExecutorSlot]:
+        """The scheduler's executor slots. A host sharing devices across models (``edgeaccel serve``) wraps each
+        ``slot.executor`` before the first request; ``slot.latency_s`` is the slot's measured service time."""
+        return self._scheduler.slots
+
+    def duty(self, device: str) -> float | None:
+        """The share of time the latest policy decision allows on ``device`` (1.0 unthrottled); None once closed."""
+        return None if self._closed else self._scheduler.decision.duty.get(device, 1.0)
+
     def reselect(self) -> ExecutorInfo:
         """Put every executor taken out of rotation (after repeated failures) back: a device that came back
         serves again. The scheduler never does this by itself. Returns what the policy prefers now."""

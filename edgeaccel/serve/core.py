@@ -330,5 +330,5 @@ def _left(at: float | None) -> float | None:
 
 def _service_s(model: Any) -> float:
     """The model's measured service time (for the batcher not to wait past a deadline); 0 before any run."""
-    known = [s.latency_s for s in model._scheduler.slots if s.latency_s]
+    known = [s.latency_s for s in model.slots if s.latency_s]
     return min(known) if known else 0.0

@@ -136,27 +136,23 @@ class GatedExecutor:
 
 
 def gate_model(model: Any, gate: DeviceGate, priority: int) -> list[str]:
-    """Put every executor of a ScheduledModel behind the gate; the devices it runs on.
-
-    The scheduler's slots hold the executors it calls (ScheduledModel._run_one calls ``slot.executor.run``);
-    the slots are swapped before the first request, while nothing runs."""
+    """Put every executor of a ScheduledModel behind the gate; the devices it runs on. The slots are swapped
+    before the first request, while nothing runs."""
     devices = []
-    scheduler = weakref.ref(model._scheduler)
-    for slot in model._scheduler.slots:
-        gate.register(slot.device, slot.max_concurrency, _duty_of(scheduler, slot.device, model))
+    for slot in model.slots:
+        gate.register(slot.device, slot.max_concurrency, _duty_of(model, slot.device))
         slot.executor = GatedExecutor(slot.executor, gate, slot.device, priority)
         devices.append(slot.device)
     return devices
 
 
-def _duty_of(scheduler: weakref.ref, device: str, model: Any) -> Callable[[], float | None]:
-    """The duty the model's latest policy decision gives ``device``; None once the model is closed."""
-    closed = weakref.ref(model)
+def _duty_of(model: Any, device: str) -> Callable[[], float | None]:
+    """The duty the model's latest policy decision gives ``device``; None once the model is closed or gone
+    (a weak reference: the gate must not keep an unloaded model alive)."""
+    owner = weakref.ref(model)
 
     def duty() -> float | None:
-        engine, owner = scheduler(), closed()
-        if engine is None or owner is None or getattr(owner, "_closed", False):
-            return None
-        return engine.decision.duty.get(device, 1.0)
+        alive = owner()
+        return None if alive is None else alive.duty(device)
 
     return duty
