@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import edgeaccel
+from edgeaccel.agreement import agreement
 from edgeaccel import background
 from conftest import MODELS
 
@@ -78,7 +79,11 @@ def test_an_accelerator_the_rules_chose_that_answers_wrong_is_abandoned(quick, t
             assert "wrongnpu" in status.reason and model.executor.runtime != "wrongnpu"
             assert model.fallbacks[-1].stage == "calibrate"
             with edgeaccel.load(model_path, executor="litert", calibrate=False, cache=False) as cpu:
-                np.testing.assert_array_equal(model.run(x)[0], cpu.run(x)[0])
+                # the candidate the measurement picked (LiteRT, or OpenVINO when the machine favours it) answers
+                # as the CPU reference does, within the guard's tolerance: not bit for bit across runtimes
+                check = agreement([cpu.run(x)], [model.run(x)], cpu.outputs, model.outputs)
+                assert check.ok, (model.executor, check.why)
+                assert check.metrics["max_error_steps"] <= 8
 
 
 def test_closing_while_it_measures_stops_it_promptly_and_keeps_nothing(monkeypatch, tmp_path):

@@ -19,7 +19,8 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="su
 
 # Where the kernel shows an accelerator that the probe knows; with none of these, it must find none.
 EVIDENCE = ("/proc/driver/nvidia/gpus/*", "/etc/nv_tegra_release", "/sys/class/apex/*", "/sys/class/accel/*",
-            "/dev/hailo*", "/dev/fastrpc-*", "/dev/adsprpc-smd", "/sys/class/misc/rknpu")
+            "/dev/hailo*", "/dev/fastrpc-*", "/dev/adsprpc-smd", "/sys/class/misc/rknpu",
+            "/dev/davinci*")
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +100,7 @@ def test_every_family_is_looked_for_here_and_absent_only_without_evidence(report
     shows none of it."""
     evidence = [hit for pattern in EVIDENCE for hit in glob.glob(pattern)]
     hardware = [f for f in report.families if f.id != "plugins"]
-    assert len(hardware) == 10 and all(f.looked_for and f.reason for f in hardware)
+    assert len(hardware) == 11 and all(f.looked_for and f.reason for f in hardware)
     if not evidence:
         assert all(f.status == "absent" for f in hardware), [(f.id, f.status) for f in hardware]
         assert "/proc/driver/nvidia/version" in report.family("cuda-gpu").reason

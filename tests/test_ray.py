@@ -92,15 +92,15 @@ def test_importing_edgeaccel_ray_imports_no_ray_and_a_missing_ray_says_how_to_in
 
 EXPECTED_RESOURCES = {
     "rpi5-coral-usb": {"EdgeTPU": 1}, "coral-dev-board": {"EdgeTPU": 1}, "x86-coral-m2": {"EdgeTPU": 1},
-    "intel-npu-laptop": {"NPU": 1, "IntelGPU": 1}, "jetson-agx-orin": {"GPU": 1}, "x86-cuda": {"GPU": 1},
-    "rk3588": {"RKNPU": 1}, "cloud-tpu-vm": {"TPU": 4},
+    "intel-npu-laptop": {"IntelNPU": 1, "IntelGPU": 1}, "jetson-agx-orin": {"GPU": 1}, "x86-cuda": {"GPU": 1},
+    "rk3588": {"RKNPU": 1}, "cloud-tpu-vm": {"TPU": 4}, "atlas-200-dk": {"NPU": 1},
 }
 # `ray start` takes NVIDIA GPUs as --num-gpus; the rest as one JSON word (no spaces: $(...) keeps it whole)
 EXPECTED_ARGS = {
     "rpi5-coral-usb": '--resources={"EdgeTPU":1}', "coral-dev-board": '--resources={"EdgeTPU":1}',
-    "x86-coral-m2": '--resources={"EdgeTPU":1}', "intel-npu-laptop": '--resources={"IntelGPU":1,"NPU":1}',
+    "x86-coral-m2": '--resources={"EdgeTPU":1}', "intel-npu-laptop": '--resources={"IntelGPU":1,"IntelNPU":1}',
     "jetson-agx-orin": "--num-gpus=1", "x86-cuda": "--num-gpus=1", "rk3588": '--resources={"RKNPU":1}',
-    "cloud-tpu-vm": '--resources={"TPU":4}',
+    "cloud-tpu-vm": '--resources={"TPU":4}', "atlas-200-dk": '--resources={"NPU":1}',
 }
 
 
@@ -274,7 +274,7 @@ def test_map_batches_refuses_mistakes_before_any_actor_starts(local_ray):
         map_batches(ds, MOBILENET, colour="red")
     with pytest.raises(edgeaccel.InputError, match="--task segment does not fit"):
         map_batches(ds, MOBILENET, task="segment", actors=1)
-    with pytest.raises(ConfigError, match="offers the resource 'NPU'") as err:
+    with pytest.raises(ConfigError, match="offers the resource 'IntelNPU'") as err:
         map_batches(ds, MOBILENET, task="classify", actors=1, device="NPU")
     assert "--ray-resources" in err.value.hint
     from edgeaccel.ray import deployment

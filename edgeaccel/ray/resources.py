@@ -2,11 +2,13 @@
 asking for a device (``map_batches(..., device="EdgeTPU")``) land on the nodes that have it.
 
 The names are edgeaccel's device names (the ones ``edgeaccel.load(device=...)`` takes), one unit per
-accelerator this user can open now: {"EdgeTPU": 2} for two Coral sticks, {"NPU": 1}, {"TPU": 4}. Two
-exceptions, because Ray's "GPU" means an NVIDIA GPU: edgeaccel's "CUDA" (and "TensorRT") is Ray's own "GPU"
-resource, which Ray counts by itself and ``ray start`` takes as ``--num-gpus``, never in ``--resources``; and
-edgeaccel's "GPU" (an Intel GPU, OpenVINO's name) is declared as "IntelGPU", so that Ray does not hand it to
-actors that asked for a CUDA device.
+accelerator this user can open now: {"EdgeTPU": 2} for two Coral sticks, {"RKNPU": 1}, {"TPU": 4}; renamed
+where Ray already gives the name a meaning (RAY_NAMES). Ray's "GPU" is an NVIDIA GPU: edgeaccel's "CUDA" (and
+"TensorRT") is Ray's own "GPU" resource, which Ray counts by itself and ``ray start`` takes as ``--num-gpus``,
+never in ``--resources``; edgeaccel's "GPU" (an Intel GPU, OpenVINO's name) is declared as "IntelGPU" so that Ray
+does not hand it to actors that asked for a CUDA device. Likewise Ray's "NPU" is a Huawei Ascend NPU (its
+accelerator manager for Ascend counts them): edgeaccel's "CANN" is declared as "NPU", and edgeaccel's "NPU" (an
+Intel NPU, OpenVINO's name) as "IntelNPU".
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import json
 
 from ..errors import ConfigError
 
-RAY_NAMES = {"CUDA": "GPU", "TensorRT": "GPU", "GPU": "IntelGPU"}  # edgeaccel device name -> Ray resource
+# edgeaccel device name -> Ray resource
+RAY_NAMES = {"CUDA": "GPU", "TensorRT": "GPU", "GPU": "IntelGPU", "NPU": "IntelNPU", "CANN": "NPU"}
 RAY_OWN = ("CPU", "GPU", "memory", "object_store_memory")  # resources Ray declares itself
 
 
@@ -37,7 +40,7 @@ def node_resources(report=None) -> dict[str, int]:
 
 def resource_of(device: str) -> str:
     """The Ray resource a device string asks for: its base name ("EdgeTPU:usb:0" -> "EdgeTPU"), renamed by
-    RAY_NAMES ("CUDA" -> "GPU", "GPU" -> "IntelGPU")."""
+    RAY_NAMES ("CUDA" -> "GPU", "GPU" -> "IntelGPU", "CANN" -> "NPU")."""
     from ..executors.device import DeviceRef
 
     try:
