@@ -242,6 +242,7 @@ CACHE_PARTS = {
     "openvino": "OpenVINO's compiled models (faster loads)",
     "onnxruntime": "ONNX Runtime's optimized graphs and TensorRT engines (faster loads)",
     "validated": "descriptions of model files that passed validation, by content hash (faster loads)",
+    "profiles": "the device profiles as parsed from their YAML, by content hash (lighter start-up)",
 }
 
 
