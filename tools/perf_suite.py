@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 BIN = Path(PY).parent
 RESULTS: list[dict] = []
+# Every model measured against a raw runtime is loaded with calibrate=False: load()'s default measures other
+# candidates in a background thread for a few seconds (half a core), which took 15-20% from edgeaccel's side
+# of a throughput comparison (0.80-0.83 of benchmark_app alone, 1.0 without it), and could switch precision.
 
 
 def report(group: str, name: str, value: float, target: str, ok: bool, detail: str = "") -> None:
@@ -122,7 +125,7 @@ def overhead(models: Path, quick: bool) -> None:
     rounds = 6 if quick else 30
     for runtime, path, raw_factory, kwargs in cases:
         raw = raw_factory(path, threads)
-        with edgeaccel.load(path, executor=runtime, cache=False, **kwargs) as model:
+        with edgeaccel.load(path, executor=runtime, cache=False, calibrate=False, **kwargs) as model:
             x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
             t = interleaved({"raw": lambda: raw(x), "edgeaccel": lambda: model.run(x)}, block=10, rounds=rounds)
         raw_p50, ea_p50 = statistics.median(t["raw"]), statistics.median(t["edgeaccel"])
@@ -135,7 +138,7 @@ def overhead(models: Path, quick: bool) -> None:
             ("onnxruntime", tiny_onnx(), raw_ort)]
     for runtime, path, raw_factory in tiny:
         raw = raw_factory(path, threads)
-        with edgeaccel.load(path, executor=runtime, cache=False) as model:
+        with edgeaccel.load(path, executor=runtime, cache=False, calibrate=False) as model:
             x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
             t = interleaved({"raw": lambda: raw(x), "edgeaccel": lambda: model.run(x)}, block=200,
                             rounds=10 if quick else 30)
@@ -175,7 +178,7 @@ def edgeaccel_fps(path: Path, runtime: str, hint: str, seconds: float) -> float:
 
     sync = hint in ("latency", "throughput-sync")
     hint = "throughput" if hint == "throughput-sync" else hint
-    with edgeaccel.load(path, executor=runtime, performance_hint=hint, cache=False) as model:
+    with edgeaccel.load(path, executor=runtime, performance_hint=hint, cache=False, calibrate=False) as model:
         x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
         if sync:  # the synchronous loop
             result = bench.latency([("sync", model, x)], runs=max(20, int(seconds * 200)), warmup=10)[0]
@@ -196,7 +199,8 @@ def side_by_side_fps(path: Path, seconds: int) -> tuple[float, float]:
     from edgeaccel import bench
 
     app = shutil.which("benchmark_app", path=str(BIN)) or shutil.which("benchmark_app")
-    with edgeaccel.load(path, executor="openvino", performance_hint="throughput", cache=False) as model:
+    with edgeaccel.load(path, executor="openvino", performance_hint="throughput", cache=False,
+                        calibrate=False) as model:
         x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
         bench.throughput("warm-up", model, x, 20, warmup=10)
         proc = subprocess.Popen([app, "-m", str(path), "-d", "CPU", "-hint", "throughput", "-infer_precision", "f32",
