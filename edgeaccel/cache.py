@@ -245,6 +245,7 @@ CACHE_PARTS = {
     "onnxruntime": "ONNX Runtime's optimized graphs and TensorRT engines (faster loads)",
     "tensorrt": "engines TensorRT built from ONNX models, by model, GPU, TensorRT version and options (faster loads)",
     "validated": "descriptions of model files that passed validation, by content hash (faster loads)",
+    "profiles": "the device profiles as parsed from their YAML, by content hash (lighter start-up)",
 }
 
 

@@ -23,32 +23,58 @@ def read_image(path: str | Path) -> np.ndarray:
     """Decode to uint8 (H, W, C) with C = 1 (gray) or 3 (RGB); alpha is dropped."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        from PIL import Image  # noqa: F401
+    except ImportError:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"cannot read image {path}: {exc.strerror or exc}") from exc
+        return _without_pillow(data, path.name)
+    # Opened by path, so that Pillow imports only the plugin for its extension (from bytes it imports every
+    # common one, and subprocess with JPEG's: 1 MB of `edgeaccel run`'s peak memory); the content decides
+    # the format all the same.
+    try:
+        return _pillow_decode(path, path.name)
     except OSError as exc:
-        raise InputError(f"cannot read image {path}: {exc.strerror or exc}") from exc
-    return decode_image(data, path.name)
+        if exc.errno is not None:  # the file system's error (missing, a folder, not readable), not the image's
+            raise InputError(f"cannot read image {path}: {exc.strerror or exc}") from exc
+        raise InputError(f"cannot decode image {path.name}: {exc}") from exc
 
 
 def decode_image(data: bytes, name: str = "image") -> np.ndarray:
     """``read_image`` for bytes already in memory (an upload); ``name`` is what errors call them."""
     try:
-        from PIL import Image
+        from PIL import Image  # noqa: F401
     except ImportError:
-        if not data.startswith(_PNG_SIGNATURE):
-            raise InputError(
-                f"{name} is not a PNG, and decoding other image formats needs Pillow",
-                hint="pip install 'edgeaccel[images]', or convert the image to PNG",
-            ) from None
-        return decode_png(data, name)
+        return _without_pillow(data, name)
     import io
 
     try:
-        with Image.open(io.BytesIO(data)) as img:
+        return _pillow_decode(io.BytesIO(data), name)
+    except OSError as exc:
+        raise InputError(f"cannot decode image {name}: {exc}") from exc
+
+
+def _pillow_decode(source, name: str) -> np.ndarray:
+    from PIL import Image
+
+    try:
+        with Image.open(source) as img:
             img.load()
             mode = "L" if img.mode in ("1", "L", "I", "I;16", "F") else "RGB"
-            return np.asarray(img.convert(mode)).reshape(img.height, img.width, 1 if mode == "L" else 3)
-    except Exception as exc:  # Pillow raises UnidentifiedImageError, OSError, DecompressionBombError ...
+            pixels = img if img.mode == mode else img.convert(mode)  # no copy of a photo already in RGB
+            return np.asarray(pixels).reshape(img.height, img.width, 1 if mode == "L" else 3)
+    except OSError:
+        raise  # the caller tells a file system error from an image's
+    except Exception as exc:  # Pillow raises UnidentifiedImageError, DecompressionBombError ...
         raise InputError(f"cannot decode image {name}: {exc}") from exc
+
+
+def _without_pillow(data: bytes, name: str) -> np.ndarray:
+    if not data.startswith(_PNG_SIGNATURE):
+        raise InputError(f"{name} is not a PNG, and decoding other image formats needs Pillow",
+                         hint="pip install 'edgeaccel[images]', or convert the image to PNG") from None
+    return decode_png(data, name)
 
 
 def decode_png(data: bytes, name: str = "image") -> np.ndarray:

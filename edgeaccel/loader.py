@@ -150,9 +150,11 @@ def _with_task(model: Model, task: str | None, labels, options: dict | None) -> 
 def _measures_in_background(calibrate, chosen: Selection, loaded: Model, isolation) -> bool:
     """Background calibration is worth starting when nothing measured this model here yet and another
     candidate could serve it; not for isolated models (every candidate would be a worker process)."""
+    if calibrate is False or chosen.measurements or isolation is not None:  # background is not imported
+        return False
     from .background import enabled
 
-    if not enabled(calibrate) or chosen.measurements or isolation is not None:
+    if not enabled(calibrate):
         return False
     others = [c for c in (*chosen.ranking.candidates, *chosen.ranking.untested)
               if c.key != loaded._candidate.key and loaded._takes_same_inputs(c)]
@@ -213,13 +215,12 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
         log.warning("artifact %s is unusable: %s", path, exc.message)
     facts, device_facts = machine_facts()
     profile, profile_reason = resolve_profile(profile, device_facts)
-    from .calibration import CalibrationPlan
+    from .agreement import DEFAULT_TOLERANCE  # calibration itself is imported only when something measures
 
-    plan = CalibrationPlan(**{k: v for k, v in (("budget_s", calibration_budget_s),
-                                                ("tolerance", accuracy_tolerance)) if v is not None})
+    tolerance = DEFAULT_TOLERANCE if accuracy_tolerance is None else accuracy_tolerance
     key = calibration_key([a.digest for a in found.artifacts], hardware_fingerprint(facts.devices_present),
                           facts.installed, options.resolved_threads(), options=options, executor=executor,
-                          device=device, tolerance=plan.tolerance)
+                          device=device, tolerance=tolerance)
     store = CalibrationCache(root) if root else None
     measure_now = calibrate is True
     measurements = {} if measure_now or store is None else (store.get(key) or {})
@@ -227,7 +228,13 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
     selection = Selection(found, ranking, options, facts, profile, profile_reason, measurements,
                           cache_file=store.path(key) if store else None)
 
-    def measure(plan: CalibrationPlan) -> dict[str, Measurement]:
+    def default_plan():
+        from .calibration import CalibrationPlan
+
+        return CalibrationPlan(**{k: v for k, v in (("budget_s", calibration_budget_s),
+                                                    ("tolerance", accuracy_tolerance)) if v is not None})
+
+    def measure(plan) -> dict[str, Measurement]:
         from .calibration import calibrate as run_calibration
 
         reference = _reference_candidate(found.artifacts, facts, options, goal)
@@ -245,10 +252,10 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
     def rerank(measured: dict[str, Measurement]) -> Ranking:
         return _rank(found.artifacts, facts, options, executor, device, profile, goal, measured)
 
-    selection.measure = lambda budget_plan=None: measure(budget_plan or plan)
+    selection.measure = lambda budget_plan=None: measure(budget_plan or default_plan())
     selection.keep, selection.rerank = keep, rerank
     if measure_now:
-        measurements = measure(plan)
+        measurements = measure(default_plan())
         keep(measurements)
         selection.ranking = rerank(measurements)
         selection.measurements = measurements

@@ -16,7 +16,7 @@ av = pytest.importorskip("av")
 
 import edgeaccel  # noqa: E402
 from edgeaccel.errors import InputError  # noqa: E402
-from edgeaccel.sources import SourceError  # noqa: E402
+from edgeaccel.sources import SourceError, watch  # noqa: E402
 from edgeaccel.sources.queues import Closed, DropQueue  # noqa: E402
 from stream_servers import moving_frames, pipeline_threads_gone, write_video  # noqa: E402
 
@@ -107,6 +107,75 @@ def test_live_policy_drops_at_the_source_and_never_queues(small_model, drop):
     assert summary["dropped"]["source"] > produced // 2
     assert seen == sorted(seen) and seen[-1] == produced - 1  # never behind: the last frame is served
     assert pipeline_threads_gone(5.0)
+
+
+class _Counting:
+    """The real model, with a count of the requests it holds (submitted, result not yet ready)."""
+
+    def __init__(self, model) -> None:
+        self._model = model
+        self._lock = threading.Lock()
+        self.holding = 0
+        self.most = 0
+        self.submitted = 0
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def submit(self, inputs, **options):
+        with self._lock:
+            self.holding += 1
+            self.most = max(self.most, self.holding)
+            self.submitted += 1
+        future = self._model.submit(inputs, **options)
+        future.add_done_callback(self._done)
+        return future
+
+    def run(self, inputs, **options):  # what the pipeline calls for a model that runs one request at a time
+        with self._lock:
+            self.holding += 1
+            self.most = max(self.most, self.holding)
+            self.submitted += 1
+        try:
+            return self._model.run(inputs, **options)
+        finally:
+            self._done(None)
+
+    def _done(self, _future) -> None:
+        with self._lock:
+            self.holding -= 1
+
+
+@pytest.mark.parametrize("hint", ["latency", "throughput"])
+@pytest.mark.parametrize("drop", ["latest", "none"])
+def test_requests_in_the_model_never_exceed_max_in_flight(drop, hint):
+    # Live: as many requests as the executor runs at once, so that no frame waits inside it behind another (its
+    # latency is its own inference); files: twice that, so that the executor never waits for the next frame.
+    # A model slower than pre-processing (mobilenet_v2), so that frames would pile up in the executor if nothing
+    # held them back. One request at a time (latency hint): the infer stage runs it itself.
+    images = moving_frames(8)
+    with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.tflite", executor="litert",
+                        performance_hint=hint) as model:
+        counting = _Counting(model)
+        concurrency = model.concurrency
+        bound = concurrency * (1 if drop == "latest" else 2)
+
+        def camera():  # faster than the model for 0.6 s (a file-like source under "none": 64 frames)
+            end = time.monotonic() + 0.6
+            for n in range(64 if drop == "none" else 10**6):
+                if drop != "none" and time.monotonic() > end:
+                    return
+                yield images[n % len(images)]
+                time.sleep(0.001)
+
+        with watch(counting, camera(), drop=drop) as pipeline:
+            waiting = []  # frames in the source queue (its end marker aside) each time a result comes out
+            for _frame in pipeline:
+                waiting.append(sum(isinstance(item, tuple) for item in list(pipeline._raw[0]._items)))
+    assert counting.submitted == pipeline.summary()["frames_out"] > 0
+    assert pipeline.max_in_flight == bound and 1 <= counting.most <= bound
+    assert pipeline._inline == (concurrency == 1)
+    assert max(waiting) <= (1 if drop == "latest" else pipeline._raw[0].size)
 
 
 def test_drop_queue_policies():

@@ -133,3 +133,49 @@ def test_http_url_that_is_not_found_says_what_the_server_answered(model):
         with pytest.raises(SourceLostError, match="404 Not Found"):
             list(model.watch(server.url.replace("stream.mjpg", "missing"), reconnect_timeout=1))
     assert pipeline_threads_gone(10.0)
+
+
+class _CountingContainer:
+    """A real container, with the time each packet was read and how many were read so far."""
+
+    def __init__(self, container) -> None:
+        self.container, self.streams = container, container.streams
+        self.read_at: dict[int, float] = {}
+
+    def demux(self, stream):
+        for packet in self.container.demux(stream):
+            if packet.pts is not None:
+                self.read_at[packet.pts] = time.monotonic()
+            yield packet
+
+
+@pytest.mark.parametrize("live", [True, False])
+def test_a_frame_is_timed_from_its_packet_and_a_live_decoder_holds_no_frame_back(tmp_path, live):
+    import av
+
+    from edgeaccel.sources.readers import Source
+    from edgeaccel.sources.video import decode
+
+    path = tmp_path / "no_b_frames.mp4"  # as a camera or RTSP server sends: no reordering
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=30, options={"tune": "zerolatency", "bframes": "0"})
+        stream.height, stream.width, stream.pix_fmt = 120, 160, "yuv420p"
+        for image in moving_frames(12):
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        out.mux(stream.encode())
+    source = Source("camera-like")
+    source.live = live
+    with av.open(str(path)) as container:
+        counting = _CountingContainer(container)
+        held_back = []
+        for n, raw in enumerate(decode(counting, source, threading.Event())):
+            held_back.append(len(counting.read_at) - (n + 1))  # packets read whose frame has not come out yet
+            read = [counting.read_at[pts] for pts in sorted(counting.read_at)]
+            # stamped when its packet was read, before the next packet was (not when the decoder let it out)
+            assert read[n] <= raw.captured and (n + 1 == len(read) or raw.captured < read[n + 1])
+        threads = container.streams.video[0].thread_type
+    assert len(held_back) == 12
+    if live:  # slice threads: each frame comes out of the packet that brought it
+        assert max(held_back) == 0 and threads == av.codec.context.ThreadType.SLICE
+    else:  # a file keeps frame threads (throughput), which hold frames back
+        assert threads == av.codec.context.ThreadType.AUTO

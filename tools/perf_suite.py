@@ -11,7 +11,7 @@ Prints, with targets:
   start-up   import edgeaccel (ms, and that it imports no runtime)          (<= 100 ms)
              edgeaccel probe (s)                                            (<= 1 s)
              warm-cache load / cold load                                    (<= 0.5)
-  memory     peak RSS of `edgeaccel run` / the raw runtime doing the same   (<= 1.2)
+  memory     peak RSS of `edgeaccel run` / the raw runtime doing the same   (<= 1.15)
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 BIN = Path(PY).parent
 RESULTS: list[dict] = []
+# Every model measured against a raw runtime is loaded with calibrate=False: load()'s default measures other
+# candidates in a background thread for a few seconds (half a core), which took 15-20% from edgeaccel's side
+# of a throughput comparison (0.80-0.83 of benchmark_app alone, 1.0 without it), and could switch precision.
 
 
 def report(group: str, name: str, value: float, target: str, ok: bool, detail: str = "") -> None:
@@ -122,7 +125,7 @@ def overhead(models: Path, quick: bool) -> None:
     rounds = 6 if quick else 30
     for runtime, path, raw_factory, kwargs in cases:
         raw = raw_factory(path, threads)
-        with edgeaccel.load(path, executor=runtime, cache=False, **kwargs) as model:
+        with edgeaccel.load(path, executor=runtime, cache=False, calibrate=False, **kwargs) as model:
             x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
             t = interleaved({"raw": lambda: raw(x), "edgeaccel": lambda: model.run(x)}, block=10, rounds=rounds)
         raw_p50, ea_p50 = statistics.median(t["raw"]), statistics.median(t["edgeaccel"])
@@ -135,7 +138,7 @@ def overhead(models: Path, quick: bool) -> None:
             ("onnxruntime", tiny_onnx(), raw_ort)]
     for runtime, path, raw_factory in tiny:
         raw = raw_factory(path, threads)
-        with edgeaccel.load(path, executor=runtime, cache=False) as model:
+        with edgeaccel.load(path, executor=runtime, cache=False, calibrate=False) as model:
             x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
             t = interleaved({"raw": lambda: raw(x), "edgeaccel": lambda: model.run(x)}, block=200,
                             rounds=10 if quick else 30)
@@ -175,7 +178,7 @@ def edgeaccel_fps(path: Path, runtime: str, hint: str, seconds: float) -> float:
 
     sync = hint in ("latency", "throughput-sync")
     hint = "throughput" if hint == "throughput-sync" else hint
-    with edgeaccel.load(path, executor=runtime, performance_hint=hint, cache=False) as model:
+    with edgeaccel.load(path, executor=runtime, performance_hint=hint, cache=False, calibrate=False) as model:
         x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
         if sync:  # the synchronous loop
             result = bench.latency([("sync", model, x)], runs=max(20, int(seconds * 200)), warmup=10)[0]
@@ -188,6 +191,32 @@ def edgeaccel_fps(path: Path, runtime: str, hint: str, seconds: float) -> float:
             requests = int(requests * max(2.0, seconds / max(result.wall_s, 1e-3)))
 
 
+def side_by_side_fps(path: Path, seconds: int) -> tuple[float, float]:
+    """edgeaccel's async FPS and benchmark_app's, measured at the same time: both meet the same background
+    load, which on a shared machine changes several-fold within seconds and makes alternating blocks a
+    lottery. Two edgeaccel processes measured this way agree within 0.93-1.03."""
+    import edgeaccel
+    from edgeaccel import bench
+
+    app = shutil.which("benchmark_app", path=str(BIN)) or shutil.which("benchmark_app")
+    with edgeaccel.load(path, executor="openvino", performance_hint="throughput", cache=False,
+                        calibrate=False) as model:
+        x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
+        bench.throughput("warm-up", model, x, 20, warmup=10)
+        proc = subprocess.Popen([app, "-m", str(path), "-d", "CPU", "-hint", "throughput", "-infer_precision", "f32",
+                                 "-t", str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for line in proc.stdout:  # benchmark_app compiles first: start when its measurement starts
+            if "Step 10/11" in line:
+                break
+        ours = bench.throughput("async", model, x, 1, warmup=0, min_seconds=seconds).fps
+        out = proc.stdout.read()
+        proc.wait()
+    match = re.search(r"Throughput:\s*([\d.]+)\s*FPS", out)
+    if not match:
+        raise RuntimeError(f"benchmark_app gave no throughput:\n{out[-2000:]}")
+    return ours, float(match.group(1))
+
+
 def throughput(models: Path, quick: bool) -> None:
     seconds = 3 if quick else 10
     ir = models / "openvino" / "mobilenet_v2_1.0_224_quant.xml"
@@ -198,9 +227,16 @@ def throughput(models: Path, quick: bool) -> None:
         fps_ea.append(edgeaccel_fps(ir, "openvino", "throughput", seconds))
         time.sleep(0.5)
     ratio = statistics.median(fps_ea) / statistics.median(fps_app)
+    pairs = ", ".join(f"{e / a:.2f}" for e, a in zip(fps_ea, fps_app))
     report("throughput", "openvino async FPS / benchmark_app FPS", ratio, ">= 0.95", ratio >= 0.95,
            f"edgeaccel {statistics.median(fps_ea):.1f}, benchmark_app {statistics.median(fps_app):.1f} FPS "
-           f"(f32, {len(fps_app)} alternating runs of {seconds} s)")
+           f"(f32, {len(fps_app)} alternating runs of {seconds} s; pairs {pairs})")
+    side = [side_by_side_fps(ir, max(3, seconds // 2)) for _ in range(4 if quick else 8)]
+    ratios = sorted(e / a for e, a in side)
+    ratio = statistics.median(ratios)
+    report("throughput", "openvino async FPS / benchmark_app FPS, side by side", ratio, ">= 0.95", ratio >= 0.95,
+           f"median of {len(side)} runs at the same time (the same background load for both), pairs "
+           f"{ratios[0]:.2f}-{ratios[-1]:.2f}; loadavg {os.getloadavg()[0]:.1f}")
     for runtime, path in (("litert", models / "mobilenet_v2_1.0_224_quant.tflite"),
                           ("onnxruntime", models / "mobilenet_v2_1.0_224_quant.onnx"), ("openvino", ir)):
         # The same throughput-configured model driven two ways: a run() loop keeps one request in flight,
@@ -301,8 +337,8 @@ print(int(y.argmax()))
 }
 
 
-def peak_rss_kb(cmd: list[str]) -> int:
-    out = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True, timeout=300)
+def peak_rss_kb(cmd: list[str], env: dict | None = None) -> int:
+    out = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True, timeout=300, env=env)
     return int(out.stderr.strip().splitlines()[-1])
 
 
@@ -310,16 +346,25 @@ def memory(models: Path, quick: bool) -> None:
     if not shutil.which("time") and not Path("/usr/bin/time").exists():
         print("memory     /usr/bin/time is missing (apt-get install time); peak RSS not measured")
         return
-    model = models / "mobilenet_v2_1.0_224_quant.tflite"
-    image = models.parent / "images" / "bird.png"
-    raw_code = f"MODEL={str(model)!r}; IMAGE={str(image)!r}\n" + RAW_RUN["litert"]
-    ours, raw = [], []
-    for _ in range(3 if quick else 5):
-        raw.append(peak_rss_kb([PY, "-c", raw_code]))
-        ours.append(peak_rss_kb([str(BIN / "edgeaccel"), "run", str(model), "--input", str(image), "--runs", "10"]))
-    ratio = statistics.median(ours) / statistics.median(raw)
-    report("memory", "peak RSS edgeaccel run / raw LiteRT", ratio, "<= 1.2", ratio <= 1.2,
-           f"edgeaccel {statistics.median(ours) / 1024:.0f} MB, raw {statistics.median(raw) / 1024:.0f} MB")
+    samples = ROOT / "edgeaccel" / "samples"
+    cases = [("bundled sample", samples / "mobilenet_v1_0.25_128_quant.tflite", samples / "bird.png"),
+             ("mobilenet_v2", models / "mobilenet_v2_1.0_224_quant.tflite", models.parent / "images" / "bird.png")]
+    for label, model, image in cases:
+        raw_code = f"MODEL={str(model)!r}; IMAGE={str(image)!r}\n" + RAW_RUN["litert"]
+        command = [str(BIN / "edgeaccel"), "run", str(model), "--input", str(image), "--runs", "10"]
+        with tempfile.TemporaryDirectory() as cache:
+            # the first run in an empty cache parses the profiles' YAML (later runs read what it kept): shown
+            cold = peak_rss_kb(command, {**os.environ, "EDGEACCEL_CACHE_DIR": cache})
+        ours, raw = [], []
+        for _ in range(3 if quick else 5):  # alternating, medians
+            raw.append(peak_rss_kb([PY, "-c", raw_code]))
+            ours.append(peak_rss_kb(command))
+        ratio = statistics.median(ours) / statistics.median(raw)
+        report("memory", f"peak RSS edgeaccel run / raw LiteRT, {label}", ratio, "<= 1.15", ratio <= 1.15,
+               f"edgeaccel {statistics.median(ours) / 1024:.1f} MB (runs {min(ours) / 1024:.1f}-"
+               f"{max(ours) / 1024:.1f}), raw {statistics.median(raw) / 1024:.1f} MB (runs {min(raw) / 1024:.1f}-"
+               f"{max(raw) / 1024:.1f}); first run in an empty cache {cold / 1024:.1f} MB = "
+               f"{cold / statistics.median(raw):.2f}x")
 
 
 def main() -> int:

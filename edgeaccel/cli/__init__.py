@@ -78,20 +78,49 @@ def exit_code(exc: BaseException) -> int:
     return EXIT_INTERNAL
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, told the terminal's width: by itself it imports shutil to read it (and shutil
+    imports bz2 and lzma: 0.7 MB of `edgeaccel run`'s peak memory, on every parser built)."""
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        super().__init__(prog, indent_increment, max_help_position, width or _columns() - 2)
+
+
+def _columns() -> int:
+    """The terminal's width the way shutil.get_terminal_size finds it: $COLUMNS, the terminal, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a usage error as two lines (what was wrong, where the options are) and exit 2, instead of
     the whole usage block before the one line that matters."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(EXIT_USAGE, f"error: {message}\nhint: `{self.prog} --help` lists the options\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or with ``only``, that one command's (the other modules are not imported)."""
     parser = _Parser(prog="edgeaccel", description="Run a model on the best executor this device has.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     parser.add_argument("--version", action="version", version=f"edgeaccel {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, module_name in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         module = importlib.import_module(f".{module_name}", __name__)
         p = sub.add_parser(name, help=module.HELP, description=module.__doc__)
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -103,8 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from .inputs import join_negative_values
 
-    parser = build_parser()
-    args = parser.parse_args(join_negative_values(sys.argv[1:] if argv is None else list(argv)))
+    argv = join_negative_values(sys.argv[1:] if argv is None else list(argv))
+    parser = build_parser(_command_in(argv))
+    args = parser.parse_args(argv)
     _FALLBACKS_IN_REPORT[0] = False
     debug = getattr(args, "debug", False)
     _DEBUG[0] = debug
@@ -134,6 +164,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
             print("hint: this is a bug in edgeaccel; run again with --debug and report the traceback", file=sys.stderr)
         return exit_code(exc)
+
+
+def _command_in(argv: list[str]) -> str | None:
+    """The command the line names, when only --debug comes before it: the parser then imports that command's
+    module alone (every command's imports counted in `edgeaccel run`'s peak memory). None: build them all
+    (top-level --help lists them, a mistyped command is answered with the choices)."""
+    for arg in argv:
+        if arg in COMMANDS:
+            return arg
+        if arg != "--debug":
+            return None
+    return None
 
 
 def _version() -> str:

@@ -19,8 +19,10 @@ class ModelNotFoundError(UnsupportedFormatError, FileNotFoundError):
     """The model path does not exist. Still an UnsupportedFormatError for callers that caught that before; also a
     FileNotFoundError, which is what a missing file is."""
 from ..modelinfo import Format, ModelInfo
-from . import onnx as onnx_format
-from . import openvino_ir, tensorrt, tflite, tflite_checks
+from . import tflite, tflite_checks
+
+# The ONNX, OpenVINO IR and TensorRT engine readers (and the XML parser) are imported when a file is not TFLite:
+# `edgeaccel run model.tflite` does not pay for them (peak memory, issue 16).
 
 __all__ = ["describe", "detect_format", "Format"]
 
@@ -68,6 +70,8 @@ def describe(path: str | os.PathLike, memo: ValidationMemo | None = None) -> Mod
         elif fmt is Format.ONNX:
             info = _describe_onnx(path, buf, digest)
         elif fmt is Format.TENSORRT_ENGINE:
+            from . import tensorrt
+
             info = tensorrt.describe(path, buf, digest)
         else:
             info = _describe_ir(path, buf, digest)
@@ -113,6 +117,8 @@ def _sniff(path: Path, buf) -> Format:
     if tflite.looks_like_tflite(head):
         # The Edge TPU compiler renames nothing: its body is one custom op whose name is in the file.
         return Format.EDGETPU_TFLITE if buf.find(tflite.EDGETPU_CUSTOM_OP.encode()) >= 0 else Format.TFLITE
+    from . import onnx as onnx_format, openvino_ir, tensorrt
+
     if openvino_ir.looks_like_ir(head):
         return Format.OPENVINO_IR
     if onnx_format.looks_like_onnx(buf):
@@ -192,7 +198,7 @@ def _describe_tflite(path: Path, buf, digest: str) -> ModelInfo:
 
 
 def _describe_onnx(path: Path, buf, digest: str) -> ModelInfo:
-    from . import onnx_checks
+    from . import onnx as onnx_format, onnx_checks
 
     model = onnx_format.parse(buf)
     extra, static_windows = onnx_checks.check(path, model)
@@ -217,6 +223,8 @@ def _describe_onnx(path: Path, buf, digest: str) -> ModelInfo:
 
 
 def _describe_ir(path: Path, buf, digest: str) -> ModelInfo:
+    from . import openvino_ir
+
     model = openvino_ir.parse(bytes(buf))
     bin_path = path.with_suffix(".bin")
     if model.constants:

@@ -7,17 +7,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import asdict, dataclass, field
 
-
-def percentiles(values, points=(50, 90, 99)) -> dict[str, float] | None:
-    data = sorted(values)
-    if not data:
-        return None
-    out = {}
-    for p in points:
-        k = (len(data) - 1) * p / 100.0
-        lo, hi = int(k), min(int(k) + 1, len(data) - 1)
-        out[f"p{p}"] = data[lo] + (data[hi] - data[lo]) * (k - lo)
-    return out
+from ..quantiles import percentiles  # noqa: F401 - used here and imported from here by core.py
 
 
 @dataclass

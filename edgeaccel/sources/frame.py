@@ -13,7 +13,8 @@ class Frame:
     source: the source's name (its URL or path, or ``name=`` given to watch); index: its position in that source
     (counting frames dropped before inference, so gaps show the drops); timestamp: the source's own time in
     seconds (the stream's presentation time; for iterables and cameras without one, seconds since the start);
-    captured: ``time.monotonic()`` when the frame was decoded; latency_ms: decoded -> result ready.
+    captured: ``time.monotonic()`` when the frame arrived (its packet was read from a video or stream, or it was
+    taken from an iterable); latency_ms: arrived -> result ready (decoding, waiting, inference, post-processing).
     outputs: the raw ``Outputs``; result: the task layer's Result (None without a task); image: the decoded
     RGB frame (H, W, 3) uint8; error: the exception when this frame's inference failed (outputs are None).
     """

@@ -109,10 +109,19 @@ class Pipeline:
         # in flight is expected to end as its pre-processing does, from moving averages of both; it then
         # waits for neither, so latency stays near pre-processing + one inference.
         self._just_in_time = live and self.max_in_flight == 1
+        # A model that runs one request at a time (LiteRT, the CPU) is run by the infer stage itself: a request
+        # submitted ahead would only wait in the executor, and handing each one to the executor's thread and its
+        # result back costs two thread wake-ups per frame (0.7 ms a frame, more on a loaded CPU). A scheduled
+        # model (policy=) is always submitted: a stop must not wait for a request its scheduler holds.
+        self._inline = concurrency == 1 and not hasattr(model, "policy")
         self._prepare_s = 0.0
         self._infer_s = 0.0
         self._busy_until = 0.0  # monotonic time the request in flight is expected to end
-        self._inflight = DropQueue(self.max_in_flight, "none")
+        # The bound on requests in the model: taken before a job is submitted, given back when its result is
+        # ready (not when the finish stage gets to it), so that no request waits inside the executor behind
+        # another one: a frame's latency is its own inference, not the ones queued ahead of it.
+        self._slots = threading.Semaphore(self.max_in_flight)
+        self._inflight = DropQueue(self.max_in_flight + 1, "none")
         self._finished = DropQueue(queue_size, "none")
         self._out = DropQueue(queue_size, "none")
         self._arrival = threading.Condition()
@@ -337,8 +346,13 @@ class Pipeline:
         segments = [0] * len(self.sources)
         pending: list[Any] = [None] * len(self.sources)  # the source's last request: its outputs are the state
         while True:
+            self._take_slot()
+            # the next request starts as soon as its job is ready: the prepare stage times the next frame by
+            # this (set before the job leaves the prepared queue, which is what wakes that stage)
+            self._busy_until = time.monotonic() + self._infer_s
             job = self._prepared.get()
             if job is _END:
+                self._slots.release()
                 self._inflight.put_end(_END)
                 return
             future = None
@@ -351,16 +365,38 @@ class Pipeline:
                     inputs = job.inputs
                 try:
                     submitted = time.monotonic()
-                    future = self.model.submit(inputs)
                     self._busy_until = submitted + self._infer_s
+                    future = self._run_inline(inputs) if self._inline else self.model.submit(inputs)
                     future.add_done_callback(lambda _, t=submitted: self._served(t))
                 except ModelClosedError:
+                    self._slots.release()
                     raise
                 except EdgeAccelError as exc:
                     job.frame.error = exc
                 if carry is not None:
                     pending[job.source] = future
+            if future is None:  # nothing went into the model
+                self._slots.release()
             self._inflight.put((job, future))
+
+    def _run_inline(self, inputs) -> Any:
+        """``model.run`` in this thread, as a finished Future (the finish stage takes both kinds alike)."""
+        from concurrent.futures import Future
+
+        future: Future = Future()
+        try:
+            future.set_result(self.model.run(inputs))
+        except ModelClosedError:
+            raise
+        except Exception as exc:  # what submit's future would hold: the frame fails, the pipeline goes on
+            future.set_exception(exc)
+        return future
+
+    def _take_slot(self) -> None:
+        """Wait until fewer than ``max_in_flight`` requests are in the model; raises Closed on a stop."""
+        while not self._slots.acquire(timeout=0.1):
+            if self._stop.is_set():
+                raise Closed
 
     def _state_for(self, job: _Job, carry: StateCarry, pending: list, segments: list) -> dict:
         previous = pending[job.source]
@@ -422,6 +458,7 @@ class Pipeline:
 
     def _served(self, submitted: float) -> None:
         self._infer_s = _average(self._infer_s, time.monotonic() - submitted)
+        self._slots.release()
 
     def _wait(self, future):
         """The future's result; raises Closed when the pipeline stops meanwhile (a scheduler may hold a request

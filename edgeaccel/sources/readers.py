@@ -28,7 +28,7 @@ _CAMERA = re.compile(r"^/dev/video\d+$")
 class RawFrame:
     image: Any  # np.ndarray (H, W, 3) uint8 RGB
     timestamp: float | None
-    captured: float  # time.monotonic() when decoded
+    captured: float  # time.monotonic() when it arrived (its packet was read; an iterable's item was taken)
     segment: int = 0  # counts reconnects: a new segment starts a new stream (its state starts from zeros)
 
 

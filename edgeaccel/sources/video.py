@@ -48,22 +48,31 @@ def _source_error(exc: BaseException, name: str) -> SourceError:
 
 def decode(container, source: Source, stop: threading.Event, *, time_offset: float = 0.0,
            segment: int = 0) -> Iterator[RawFrame]:
-    """Decode the first video stream into RGB frames until it ends or ``stop`` is set."""
+    """Decode the first video stream into RGB frames until it ends or ``stop`` is set. A frame's ``captured``
+    time is when its packet arrived (was read from the source), so that its latency includes the decoder's."""
     av = import_av()
     stream = container.streams.video[0]
     if not stream.codec_context.is_open:  # a looped file decodes again with its open decoder
-        stream.thread_type = "AUTO"  # FFmpeg's own decoding threads, outside the GIL
+        # FFmpeg's own decoding threads, outside the GIL. Frame threads hold back one frame per thread (2 more
+        # frames on 2 cores: 67 ms at 30 fps): a live source decodes with slice threads, which hold none back.
+        stream.thread_type = "SLICE" if source.live else "AUTO"
     if stream.codec_context is None:
         raise SourceError(f"{source.name}: FFmpeg has no decoder for its {stream.codec_tag or 'video'} codec",
                           hint="re-encode it (H.264, VP9, MJPEG are read everywhere)")
     start = time.monotonic()
+    arrived: dict[int, float] = {}  # packet pts -> when it was read; bounded (a frame without a packet's pts)
     try:
         for packet in container.demux(stream):
+            if packet.pts is not None:
+                if len(arrived) >= 64:
+                    arrived.clear()
+                arrived[packet.pts] = time.monotonic()
             for frame in packet.decode():
                 image = frame.to_ndarray(format="rgb24")
                 now = time.monotonic()
                 stamp = frame.time
-                yield RawFrame(image, (stamp + time_offset) if stamp is not None else now - start, now, segment)
+                captured = arrived.pop(frame.pts, now) if frame.pts is not None else now
+                yield RawFrame(image, (stamp + time_offset) if stamp is not None else now - start, captured, segment)
                 if stop.is_set():
                     return
     except av.error.FFmpegError as exc:
