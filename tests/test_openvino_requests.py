@@ -28,3 +28,21 @@ def test_requests_held_and_answers_with_all_of_them_in_flight(hint, per_stream):
         assert len(model._executor._queue) == model.concurrency
         for future, want in zip(futures, expected):
             np.testing.assert_array_equal(future.result(timeout=60)[0], want)
+
+
+def test_requests_in_flight_at_exit_finish_before_the_interpreter_goes(tmp_path):
+    """A model never closed, with requests still queued when the script ends: the process exits 0. Without the
+    exit hook OpenVINO's completion thread called into the finalizing interpreter and the process aborted
+    ("FATAL: exception not rethrown")."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "leave_requests.py"
+    script.write_text(
+        "import numpy as np, edgeaccel\n"
+        f"m = edgeaccel.load({str(MODELS / 'mobilenet_v2_1.0_224_quant.onnx')!r}, executor='openvino',\n"
+        "                   performance_hint='throughput', calibrate=False)\n"
+        "x = np.zeros(m.inputs[0].shape, np.uint8)\n"
+        "futures = [m.submit(x) for _ in range(2 * m.concurrency)]\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "FATAL" not in done.stderr, done.stderr[-2000:]

@@ -8,8 +8,10 @@ copied into the request's own tensors, the fastest call we measured.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import threading
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from concurrent.futures import Future  # openvino itself imports it; no start-up cost here
@@ -392,6 +394,7 @@ class OpenVINOExecutor(Executor):
                 # the base class's start_async takes prepared inputs; the Python subclass adds the dispatcher
                 self._start_queued = ov._pyopenvino.AsyncInferQueue.start_async
                 self._queue = queue
+                _OPEN_QUEUES.add(self)
         return self._queue
 
     def _completed(self, request, future: Future) -> None:
@@ -408,6 +411,20 @@ class OpenVINOExecutor(Executor):
             queue.wait_all()
         self._pool.drain()
         self._compiled = None
+
+
+_OPEN_QUEUES: weakref.WeakSet = weakref.WeakSet()  # executors whose AsyncInferQueue may hold requests
+
+
+@atexit.register
+def _finish_requests_at_exit() -> None:
+    """Requests still in flight when the interpreter exits (a model never closed) finish first: their completion
+    callback runs Python, and OpenVINO's thread calling into a finalizing interpreter aborts the process
+    ("FATAL: exception not rethrown")."""
+    for executor in list(_OPEN_QUEUES):
+        queue = executor._queue
+        if queue is not None:
+            queue.wait_all()
 
 
 def _placement(device: str, execution_devices: list[str]) -> dict:
