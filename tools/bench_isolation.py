@@ -4,7 +4,7 @@ sandbox ("isolated", the default sandbox="auto") and isolated without it ("unsan
 timed in alternating blocks (the order rotates; a short pause before each block: ORT threads spin after a run,
 FINDINGS).
 
-    python tools/bench_isolation.py --blocks 20 --calls 25 --models /work/shared/models
+    python tools/bench_isolation.py --blocks 20 --calls 25 --models ../shared/models
     python tools/bench_isolation.py --socket ...   # also "socket": isolated, tensors through the socket
 
 "socket" is the default sandbox with the channel's shared region refused while its first channel is made (as
