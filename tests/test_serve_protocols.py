@@ -10,6 +10,7 @@ import json
 import shutil
 import socket
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -300,7 +301,12 @@ def test_client_disconnect_mid_request_harms_no_one(server, http, bird, referenc
 
 def test_metrics_and_json_log(server, http, bird):
     http.infer("mobilenet", [_http_input(bird)])
-    status, text, _ = _curl(f"{server.url}/metrics")
+    deadline = time.monotonic() + 30
+    while True:  # a request an earlier test's client walked away from may still be running beside this one
+        status, text, _ = _curl(f"{server.url}/metrics")
+        if "edgeaccel_serve_queue_depth 0.0" in text or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert status == 200
     assert 'edgeaccel_serve_requests_total{model="mobilenet",protocol="http",status="200"}' in text
     assert 'edgeaccel_serve_request_seconds_bucket{le="+Inf",model="mobilenet",protocol="http"}' in text
