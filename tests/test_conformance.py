@@ -79,6 +79,18 @@ class TestIsolatedLiteRT(ExecutorConformance):
 
 
 
+_TENSORRT_HERE = builtin("tensorrt").availability("TensorRT")
+
+
+@pytest.mark.skipif(not _TENSORRT_HERE, reason=f"the TensorRT executor cannot run here: {_TENSORRT_HERE.reason}")
+class TestTensorRTGPU(ExecutorConformance):
+    """The native TensorRT executor, building an engine from ONNX: runs where TensorRT and an NVIDIA GPU are
+    (never verified in this project's CI, which has no GPU); elsewhere it skips, saying what is missing."""
+    executor_class = builtin("tensorrt")
+    device = "TensorRT"
+    model_path = MODELS / "mobilenet_v2_1.0_224_quant.onnx"
+
+
 # Emulated accelerators (edgeaccel.testing.emulated) are executors like any other: the suite holds for them over
 # each CPU runtime they wrap, with reduced-precision numerics and partial offload.
 class TestEmulatedOverLiteRT(ExecutorConformance):
