@@ -180,8 +180,12 @@ def test_every_profile_schedules_over_its_accelerator_and_the_cpu(name, tmp_path
         with edgeaccel.load(MODEL, profile=name, policy="latency") as model:
             names = list(model.executors)
             assert any(n.startswith(flaky.runtime) for n in names) and any(n.endswith(":CPU") for n in names), names
-            outs = [f.result(timeout=60)[0] for f in [model.submit(bird) for _ in range(30)]]
-            # the accelerator unplugged after 10 calls: the scheduler retried elsewhere and says so
+            # the accelerator unplugs after its 10th call; how many of a burst the scheduler gives it depends on
+            # the machine's load, so bursts go on (up to 300 requests) until it has had them
+            outs: list = []
+            while len(outs) < 300 and not any(f.failed.startswith(flaky.runtime) for f in model.fallbacks):
+                outs += [f.result(timeout=60)[0] for f in [model.submit(bird) for _ in range(30)]]
+            # the scheduler retried elsewhere and says so
             assert any(f.failed.startswith(flaky.runtime) for f in model.fallbacks), model.fallbacks
             assert plugin.classes[flaky.runtime].availability(device).ok is False
     for out in outs:
