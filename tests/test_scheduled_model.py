@@ -4,6 +4,9 @@ thermal sensors) for "keeps serving, with reasons"."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -257,3 +260,18 @@ def test_requests_overlap_up_to_the_executors_concurrency(world):
         futures = [model.submit(X) for _ in range(200)]
         assert all(f.result(timeout=30)[0].shape == (1, 4) for f in futures)
     assert 2 <= wide.most <= 4
+
+
+def test_a_program_that_exits_with_requests_in_flight_ends_without_a_traceback():
+    """Leaving requests unawaited at exit is a user's everyday mistake: the queued ones fail with
+    ModelClosedError as the interpreter shuts down, and no scheduler thread prints a traceback."""
+    script = ("import numpy as np, edgeaccel\n"
+              f"m = edgeaccel.load({str(SAMPLES / 'mobilenet_v1_0.25_128_quant.tflite')!r}, policy='thermal')\n"
+              "x = np.zeros(m.inputs[0].shape, m.inputs[0].dtype)\n"
+              "futures = [m.submit(x) for _ in range(200)]\n"
+              "futures[0].result()\n"
+              "print('exiting')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "EDGEACCEL_CALIBRATE": "off"})
+    assert done.returncode == 0 and "exiting" in done.stdout
+    assert "Traceback" not in done.stderr, done.stderr

@@ -247,14 +247,26 @@ class ScheduledModel(Model):
             for request, why in expired:
                 _fail(request.future, InferenceTimeoutError(
                     why, hint="see model.trace for what the policy is doing; pass a deadline, or raise max_wait_s"))
-            for request, slot in assigned:
-                self._pools[slot.name].submit(self._run_one, request, slot)
+            for i, (request, slot) in enumerate(assigned):
+                try:
+                    self._pools[slot.name].submit(self._run_one, request, slot)
+                except RuntimeError:  # the interpreter is exiting with requests in flight: nothing runs any more
+                    self._exiting([r for r, _ in assigned[i:]])
+                    return
             with self._cond:
                 if not self._dirty and not self._closed:
                     timeout = 0.5 if wake is None else min(0.5, max(0.0, wake - self._clock.now()))
                     if timeout > 0:
                         self._cond.wait(timeout)
                 self._dirty = False
+
+    def _exiting(self, requests: list[Request]) -> None:
+        with self._cond:
+            self._closed = True
+            requests += self._scheduler.drain()
+        for request in requests:
+            _fail(request.future, ModelClosedError("the program exited before this request ran",
+                                                   hint="wait for the futures (or close the model) before exit"))
 
     def _run_one(self, request: Request, slot: ExecutorSlot) -> None:
         arrays, dequantize, check_finite = request.payload
