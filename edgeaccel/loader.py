@@ -82,7 +82,8 @@ def load(
         output's range over the samples (default 0.05); quantized outputs within 2 steps always agree, and
         class-score outputs must also keep their top-1.
     performance_hint: "latency" (one request as fast as possible) or "throughput" (several at once, for
-        submit() and stream()).
+        submit() and stream()), or "adaptive" (both held on a CPU: a lone request on every core, concurrent
+        ones a core each; executors/adaptive.py; what ``edgeaccel serve`` loads).
     cache_dir, cache: edgeaccel keeps compiled models (OpenVINO's cache, ONNX Runtime's optimized model),
         validation results and calibration measurements in ``cache_dir`` (default $EDGEACCEL_CACHE_DIR or
         ~/.cache/edgeaccel, bounded by $EDGEACCEL_CACHE_MAX_MB, 1024 by default); ``cache=False`` keeps nothing.
@@ -192,8 +193,8 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
                         inputs_digest)
     from .executors.gpu_memory import check_limit
 
-    if performance_hint not in ("latency", "throughput"):
-        raise ValueError(f"performance_hint must be 'latency' or 'throughput', not {performance_hint!r}")
+    if performance_hint not in ("latency", "throughput", "adaptive"):
+        raise ValueError(f"performance_hint must be 'latency', 'throughput' or 'adaptive', not {performance_hint!r}")
     root = cache_root(cache_dir) if cache else None
     options = ExecutorOptions(
         threads=threads,
@@ -406,6 +407,10 @@ def open_candidate(candidate: Candidate, options: ExecutorOptions,
         from .isolation.executor import IsolatedExecutor
 
         return IsolatedExecutor(candidate.runtime, candidate.artifact, candidate.device, options, isolation)
+    if options.performance_hint == "adaptive" and candidate.kind == "cpu":
+        from .executors.adaptive import open_adaptive
+
+        return open_adaptive(lambda opts: cls(candidate.artifact, candidate.device, opts), options)
     return cls(candidate.artifact, candidate.device, options)
 
 

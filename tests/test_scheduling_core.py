@@ -195,3 +195,39 @@ def test_a_stale_latency_estimate_is_measured_again():
     late = [name for when, name in served if when > 6.0]
     assert early == {"a"}
     assert late.count("b") > 0.95 * len(late)
+
+
+def test_executors_on_one_device_take_turns_and_its_work_goes_to_the_fastest_alone():
+    """Two runtimes on one CPU each size their threads to all of it: never both at once. Work for the device
+    goes to the executor measured fastest when it ran alone there; another device's executor runs meanwhile."""
+    a, b, gpu = ExecutorSlot("a", "cpu", 2, 0.004), ExecutorSlot("b", "cpu", 6, 0.003), ExecutorSlot("g", "gpu", 1, 0.01)
+    scheduler = Scheduler([a, b, gpu], make_policy("latency"))
+    assert scheduler.budgets["cpu"].capacity == 6  # the largest executor's concurrency, not the sum
+    for _ in range(20):
+        scheduler.submit(scheduler.new_request(0.0))
+    assigned, _ = scheduler.dispatch(0.0)
+    names = [slot.name for _, slot in assigned]
+    assert "a" not in names and 1 <= names.count("b") <= 6 and names.count("g") == 1
+    for request, slot in assigned:  # b's runs overlapped: its estimate stays, none of them ran alone
+        scheduler.finished(request, slot, 0.02 if slot is b else 0.01)
+    assert b.alone_s == 0.003
+    assigned, _ = scheduler.dispatch(0.02)
+    assert {slot.name for _, slot in assigned} <= {"b", "g"} and "b" in {slot.name for _, slot in assigned}
+    for request, slot in assigned:
+        scheduler.finished(request, slot, 0.03)
+
+    # a lone run of a (b skipped for it, as after a failure there) measures a alone, faster than b: the CPU's
+    # work moves to a
+    a, b = ExecutorSlot("a", "cpu", 2, 0.004), ExecutorSlot("b", "cpu", 6, 0.003)
+    scheduler = Scheduler([a, b], make_policy("latency"))
+    lone = scheduler.new_request(0.0)
+    lone.tried.add("b")
+    scheduler.submit(lone)
+    (request, slot), = scheduler.dispatch(0.0)[0]
+    assert slot is a and request.alone
+    scheduler.finished(request, slot, 0.001)
+    assert a.alone_s == 0.001
+    for _ in range(4):
+        scheduler.submit(scheduler.new_request(0.001))
+    assigned, _ = scheduler.dispatch(0.001)
+    assert [slot.name for _, slot in assigned] == ["a", "a"]  # a's two places; b waits its turn, unused

@@ -7,6 +7,7 @@ One server for the module (started once, killed in the fixture's finalizer); eve
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -111,6 +112,7 @@ def test_model_metadata_says_shapes_and_why_no_batching(http, grpc_client):
     assert meta["inputs"] == [{"name": "input", "datatype": "UINT8", "shape": [1, 224, 224, 3]}]
     assert meta["outputs"] == [{"name": SOFTMAX, "datatype": "UINT8", "shape": [1, 1001]}]
     assert "fixed batch of 1" in meta["parameters"]["batching"] and meta["parameters"]["isolated"] is False
+    assert meta["parameters"]["performance_hint"] == "adaptive"  # the server's default: see executors/adaptive.py
     assert http.get_model_metadata("mobilenet", model_version="1")["name"] == "mobilenet"
     grpc_meta = grpc_client.get_model_metadata("mobilenet", client_timeout=10)
     assert [list(t.shape) for t in grpc_meta.inputs] == [[1, 224, 224, 3]] and grpc_meta.inputs[0].datatype == "UINT8"
@@ -313,6 +315,9 @@ def test_metrics_and_json_log(server, http, bird):
     assert "edgeaccel_serve_queue_depth 0.0" in text
     assert 'edgeaccel_serve_device_limit{device="cpu"}' in text
     assert 'edgeaccel_serve_fallbacks_total{model="mobilenet"}' in text
+    runs = re.findall(r'edgeaccel_serve_executor_runs_total\{device="cpu",executor="([^"]+)",model="mobilenet"\} (\S+)',
+                      text)
+    assert runs and sum(float(n) for _, n in runs) >= 1  # where the policy sent the requests, per executor
     assert 'model="nope"' not in text  # names of no model share one label: clients cannot grow the series
     lines = [json.loads(line) for line in server.stdout_lines if line.startswith("{")]
     assert any(row["model"] == "mobilenet" and row["status"] == 200 and row["protocol"] == "http" for row in lines)

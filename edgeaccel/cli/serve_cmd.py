@@ -28,6 +28,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="scheduling policy over every model's executors (default thermal)")
     p.add_argument("--executor", type=executor_arg,
                    help="pin every model to one runtime (litert, onnxruntime, openvino, or a plug-in's name)")
+    p.add_argument("--performance-hint", choices=("adaptive", "latency", "throughput"), default="adaptive",
+                   help="adaptive (default): a lone request on every core, concurrent ones a core each; latency: "
+                        "every request on all cores; throughput: one stream per core (edgeaccel.load's "
+                        "performance_hint)")
     p.add_argument("--power-budget", type=float, metavar="WATTS", help="the budget for --policy power")
     p.add_argument("--isolate", action="store_true",
                    help="run each model in a worker process: a runtime crash fails its requests, not the server")
@@ -75,6 +79,7 @@ def main(args: argparse.Namespace) -> int:
     if args.policy == "power" and not args.power_budget:
         raise InputError("--policy power needs --power-budget WATTS")
     options = ServeOptions(policy=args.policy, executor=args.executor, power_budget_w=args.power_budget,
+                           performance_hint=args.performance_hint,
                            isolate=args.isolate,
                            telemetry_root=args.telemetry_root, max_queue=args.max_queue, timeout_s=args.timeout,
                            max_batch=args.max_batch, batch_window_ms=args.batch_window_ms,

@@ -50,7 +50,7 @@ class ExecutorOptions:
 
     threads: int | None = None
     precision: str | None = None
-    performance_hint: str = "latency"  # or "throughput"
+    performance_hint: str = "latency"  # or "throughput", or "adaptive" (executors/adaptive.py; else as latency)
     cache_dir: str | None = None
     runtime_options: dict = field(default_factory=dict)  # passed to the runtime as they are
     gpu_mem_limit_mb: float | None = None  # the GPU memory the runtime may take (executors/gpu_memory.py)

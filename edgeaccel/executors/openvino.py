@@ -230,7 +230,7 @@ class OpenVINOExecutor(Executor):
         self._threads = options.resolved_threads()
         asked = options.precision or self.default_precision(device)  # the NPU refuses f32: f16 unless asked
         config = {
-            "PERFORMANCE_HINT": options.performance_hint.upper(),
+            "PERFORMANCE_HINT": "THROUGHPUT" if options.throughput else "LATENCY",
             "INFERENCE_PRECISION_HINT": PRECISIONS[asked],
         }
         if base_of(device) == "CPU":

@@ -9,6 +9,12 @@ first ("earliest") or to the policy's preferred executor when that still meets i
 request whose best executor is busy stays queued with that executor's time reserved, so a slow executor takes
 work only when waiting for the fast one would take longer. A request that no executor can finish by its
 deadline is shed at once (its future gets DeadlineExceededError) rather than delaying the others.
+
+Executors on one device take turns: while one has requests running there, the others on that device start
+none. Each runtime sizes its threads (or streams) to the whole device, so two side by side (LiteRT and
+OpenVINO on one CPU) only preempt each other: measured on a 2-core CPU with mobilenet_v2, 4 requests in flight
+over both ran at 0.8x the rate of either alone, and each one's latency estimate, taken under the other's load,
+misled the routing. A device's capacity is therefore its largest executor's concurrency, not their sum.
 """
 
 from __future__ import annotations
@@ -61,7 +67,10 @@ class Scheduler:
         self.expired = 0  # requests failed because none of the executors started them within max_wait_s
         self.rejected = 0  # requests refused because the queue was full
         self.devices = list(dict.fromkeys(s.device for s in slots))
-        capacity = {d: sum(s.max_concurrency for s in slots if s.device == d) for d in self.devices}
+        self.by_device = {d: [s for s in slots if s.device == d] for d in self.devices}
+        self._index = {s.name: i for i, s in enumerate(slots)}
+        self._running_on: dict[str, set[Request]] = {d: set() for d in self.devices}
+        capacity = {d: max(s.max_concurrency for s in self.by_device[d]) for d in self.devices}
         self.budgets = {d: DeviceBudget(capacity[d], bucket_s) for d in self.devices}
         self.state: PolicyState = policy.initial_state()
         self.decision = Decision({d: 1.0 for d in self.devices}, {s.name: True for s in slots},
@@ -294,6 +303,8 @@ class Scheduler:
             budget.refill(now)
             limit[slot] = conc
             ready[slot] = self._ready_time(slot, conc, budget, now)
+        for slot in ready:
+            ready[slot] = max(ready[slot], self._turn(slot, now))
         if not any(t <= now and s.running < limit[s] for s, t in ready.items()):
             shed = self._shed_late(now)  # nothing can start now: only requests already past their deadline go
             self.dispatch_cost_s.append(time.perf_counter() - started)
@@ -306,8 +317,9 @@ class Scheduler:
         while self._queue and scanned < SCAN_LIMIT:
             request = self._pop()
             scanned += 1
-            candidates = [(slot, t, t + (slot.latency_s or guess)) for slot, t in ready.items()
-                          if slot.name not in request.tried]
+            every = [(slot, t, t + (slot.latency_s or guess)) for slot, t in ready.items()
+                     if slot.name not in request.tried]
+            candidates = self._first_per_device(every, order) if decision.route == "earliest" else every
             if not candidates:
                 if request.deadline is not None and now > request.deadline:
                     shed.append(request)
@@ -321,12 +333,12 @@ class Scheduler:
                     if (done <= request.deadline) if request.deadline is not None else (t - now <= self.patience_s):
                         best = (slot, t, done)
                         break
-            for c in candidates:
+            for c in every:
                 if c[0].measured_at is None:
                     c[0].measured_at = now  # staleness counts from the first time it could have taken work
             # one request refreshes a stale estimate: a slow first run would otherwise stick forever, and an
             # executor the route never picks (the last in a cost order) would never be measured again
-            stale = [c for c in candidates if c[1] <= now and c[0].running < limit[c[0]] and c[0] is not best[0]
+            stale = [c for c in every if c[1] <= now and c[0].running < limit[c[0]] and c[0] is not best[0]
                      and now - c[0].measured_at > self.remeasure_s
                      and (request.deadline is None or c[2] <= request.deadline)]
             if stale:
@@ -338,6 +350,11 @@ class Scheduler:
                 continue
             if t <= now and slot.running < limit[slot]:
                 latency = slot.latency_s or guess
+                sharing = self._running_on[slot.device]
+                request.alone = not sharing  # alone only if nothing else runs on the device while it runs
+                for other in sharing:
+                    other.alone = False
+                sharing.add(request)
                 request.expected_s = latency
                 request.started = now
                 request.attempts += 1
@@ -345,6 +362,9 @@ class Scheduler:
                 slot.ends.append(now + latency)
                 self.budgets[slot.device].charge(latency)
                 ready[slot] = self._ready_time(slot, limit[slot], self.budgets[slot.device], now)
+                for other in self.by_device[slot.device]:
+                    if other is not slot and other in ready:
+                        ready[other] = max(ready[other], self._turn(other, now))
                 assigned.append((request, slot))
             else:
                 ready[slot] = max(t, now) + (slot.latency_s or guess)  # reserved for this request
@@ -365,6 +385,30 @@ class Scheduler:
             shed.append(self._pop())
         self.shed += len(shed)
         return shed
+
+    def _first_per_device(self, candidates: list, order: dict[str, int]) -> list:
+        """Routing for time: one executor per device, the one fastest alone (``alone_s``; unmeasured ones
+        after measured ones, in the policy's order, the ranking's where it gives none). The others there are its
+        fallbacks, not its rivals: they share its cores, and a latency measured on one alone, compared with one
+        measured on another under load, handed the device back and forth (on a 2-core CPU, OpenVINO's six
+        throughput requests took turns with LiteRT's two streams). A stale estimate is still measured again
+        (``dispatch``), so a faster executor is found."""
+        first: dict[str, tuple] = {}
+        for c in candidates:
+            slot = c[0]
+            rank = (slot.alone_s is None, slot.alone_s or 0.0, order.get(slot.name, len(order) + self._index[slot.name]))
+            if slot.device not in first or rank < first[slot.device][0]:
+                first[slot.device] = (rank, c)
+        return [c for _, c in first.values()]
+
+    def _turn(self, slot: ExecutorSlot, now: float) -> float:
+        """When ``slot``'s turn on its device comes: now, or once the other executors there have finished
+        what they run (just after now if one runs past its expected end: it still holds the device)."""
+        t = now
+        for other in self.by_device[slot.device]:
+            if other is not slot and other.running:
+                t = max(t, max(other.ends, default=now), math.nextafter(now, math.inf))
+        return t
 
     @staticmethod
     def _ready_time(slot: ExecutorSlot, conc: int, budget: DeviceBudget, now: float) -> float:
@@ -397,6 +441,7 @@ class Scheduler:
     # -- completions ------------------------------------------------------------------------------------------
     def finished(self, request: Request, slot: ExecutorSlot, end: float, ok: bool = True) -> None:
         slot.running = max(0, slot.running - 1)
+        self._running_on[slot.device].discard(request)
         if slot.ends:
             expected_end = (request.started or end) + request.expected_s
             slot.ends.remove(min(slot.ends, key=lambda e: abs(e - expected_end)))
@@ -415,6 +460,9 @@ class Scheduler:
             slot.latency_s = service
         else:
             slot.latency_s = (1 - LATENCY_EMA) * slot.latency_s + LATENCY_EMA * service
+        if request.alone:
+            slot.alone_s = service if slot.alone_s is None or slot.measured <= WARMUP_RUNS else \
+                (1 - LATENCY_EMA) * slot.alone_s + LATENCY_EMA * service
         c.completed += 1
         device.interval_runs[slot.name] = device.interval_runs.get(slot.name, 0) + 1
         c.service_s.append(service)

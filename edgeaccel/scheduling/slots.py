@@ -20,6 +20,7 @@ class Request:
     attempts: int = 0
     tried: set = field(default_factory=set)  # executors that failed it
     queued: bool = False  # in the scheduler's queue now
+    alone: bool = False  # nothing else ran on its device while it ran (its time is the executor's own)
 
     def key(self) -> tuple[float, int]:
         return (self.deadline if self.deadline is not None else math.inf, self.seq)
@@ -36,6 +37,7 @@ class ExecutorSlot:
         self.device = device
         self.max_concurrency = max_concurrency
         self.latency_s = latency_s  # EMA of measured service time (seeded by a hint, if any)
+        self.alone_s = latency_s  # the same over runs with nothing else on the device: comparable across executors
         self.executor = executor
         self.running = 0
         self.ends: list[float] = []  # expected end times of running requests

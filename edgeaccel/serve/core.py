@@ -43,6 +43,7 @@ class ServeOptions:
     policy: str = "thermal"
     executor: str | None = None  # pin every model to one runtime (as load(executor=...))
     power_budget_w: float | None = None
+    performance_hint: str = "adaptive"  # a lone request on every core, concurrent ones a core each
     isolate: bool = False
     telemetry_root: str = "/"
     max_queue: int = 64
@@ -123,7 +124,7 @@ class ServeCore:
             # swaps it (two at once would restore each other's capture file), others serve meanwhile
             with _NATIVE_LOG_LOCK, quiet_native_stderr():
                 model = edgeaccel.load(entry.source, executor=opts.executor, policy=opts.policy,
-                                       power_budget_w=opts.power_budget_w,
+                                       power_budget_w=opts.power_budget_w, performance_hint=opts.performance_hint,
                                        isolate=opts.isolate, telemetry_root=opts.telemetry_root)
         except Exception as exc:  # a model that does not load is a reason in the index, never a crash
             error = from_edgeaccel(exc, entry.name)
@@ -226,6 +227,7 @@ class ServeCore:
                 "parameters": {"executors": ", ".join(model.executors), "policy": str(model.policy),
                                "priority": served.priority, "devices": ", ".join(dict.fromkeys(served.devices)),
                                "isolated": any("isolated" in (info.details or {}) for info in model.executors.values()),
+                               "performance_hint": self.options.performance_hint,
                                "batching": served.batching}}
 
     def config(self, name: str, version: str = "") -> dict:

@@ -5,9 +5,9 @@ Each served model is a ScheduledModel with its own scheduler (deadline order, th
 executors' concurrency). Alone, two models on one Edge TPU would each think they hold it; the gate is what
 makes them share: every run of every model on a device first takes one of that device's places, and waiting
 runs are let in by their model's priority (higher first), then in arrival order. A device's limit is the most
-runs any one model can have on it at once: the sum of that model's executors' concurrency there (a model on
-LiteRT and OpenVINO, both on the CPU, runs two requests side by side as it does in-process; 1 for an Edge TPU:
-one request at a time holds it), unless the command line sets it (``--device-limit cpu=2``).
+runs any one model can have on it at once: its largest executor's concurrency there (a model's executors on one
+device take turns, as the scheduler runs them: ``scheduling/core.py``; 1 for an Edge TPU: one request at a time
+holds it), unless the command line sets it (``--device-limit cpu=2``).
 
 The policies act on the device as a whole too: each model's policy cuts its own runs to a duty cycle when the
 device is hot, but two models each at half duty would keep the device fully busy. So the gate also holds a
@@ -141,7 +141,7 @@ def gate_model(model: Any, gate: DeviceGate, priority: int) -> list[str]:
     before the first request, while nothing runs."""
     places: dict[str, int] = {}
     for slot in model.slots:
-        places[slot.device] = places.get(slot.device, 0) + slot.max_concurrency
+        places[slot.device] = max(places.get(slot.device, 0), slot.max_concurrency)
         slot.executor = GatedExecutor(slot.executor, gate, slot.device, priority)
     for device, concurrency in places.items():
         gate.register(device, concurrency, _duty_of(model, device))

@@ -93,15 +93,20 @@ class _CoreCollector:
                                       "Time the hardware throttled the device (most any model saw)", labels=["device"])
         limited = GaugeMetricFamily("edgeaccel_serve_device_limited_seconds",
                                     "Time the policy limited the device (most any model saw)", labels=["device"])
+        runs = CounterMetricFamily("edgeaccel_serve_executor_runs", "Requests an executor of a model ran (where "
+                                   "the policy sent them)", labels=["model", "executor", "device"])
         seen: dict[str, tuple] = {}
         for name, served in core.loaded().items():
             model = served.model
             fallbacks.add_metric([name], len(model.fallbacks))
             try:
-                devices = model.stats.devices
+                stats = model.stats
                 samples = model.telemetry
             except Exception:  # a model closing under the scrape: its figures are gone, the others stay
                 continue
+            devices = stats.devices
+            for executor, figures in stats.executors.items():
+                runs.add_metric([name, executor, figures.device], figures.completed)
             for device, stats in devices.items():
                 sample = samples.get(device)
                 was = seen.get(device, (None, None, 0.0, 0.0))
@@ -115,4 +120,4 @@ class _CoreCollector:
                 power.add_metric([device], p)
             throttled.add_metric([device], thr)
             limited.add_metric([device], lim)
-        yield from (fallbacks, temp, power, throttled, limited)
+        yield from (fallbacks, runs, temp, power, throttled, limited)
