@@ -114,8 +114,17 @@ def load(
 
         if not chosen.ranking.candidates:
             raise _nothing_can_run(chosen.ranking)
+        adapted: set[str] = set()  # devices whose first executor holds the adaptive twins
+
         def open_beside_others(c: Candidate) -> Executor:
-            return open_candidate(c, scheduled_options(chosen.options, executor_class(c.runtime)), isolation)
+            options = scheduled_options(chosen.options, executor_class(c.runtime))
+            if options.performance_hint == "adaptive" and c.device in adapted:
+                # the device's work goes to one executor (scheduling/core.py): the later ones are its fallbacks,
+                # not worth a second copy of their runtime's objects
+                options = replace(options, performance_hint="latency")
+            executor = open_candidate(c, options, isolation)
+            adapted.add(c.device)
+            return executor
 
         return _with_task(open_scheduled(chosen.ranking, open_beside_others, policy, power_budget_w,
                                          telemetry_root, strict=strict, all_failed=_all_failed,

@@ -88,3 +88,14 @@ def test_on_one_core_adaptive_is_the_latency_executor_alone():
 def test_a_wrong_performance_hint_names_the_three():
     with pytest.raises(ValueError, match="'latency', 'throughput' or 'adaptive'"):
         edgeaccel.load(TFLITE, performance_hint="fast")
+
+
+@needs_two_cores
+def test_under_a_policy_only_each_devices_first_executor_holds_the_twins():
+    """The device's work goes to one executor; its fallbacks there open with the latency hint alone (no
+    second copy of their runtime's objects)."""
+    with edgeaccel.load(TFLITE, policy="thermal", performance_hint="adaptive", calibrate=False) as model:
+        by_device: dict[str, list[bool]] = {}
+        for info in model.executors.values():
+            by_device.setdefault(info.device, []).append(bool(info.details.get("adaptive")))
+        assert by_device and all(flags[0] and not any(flags[1:]) for flags in by_device.values()), by_device
