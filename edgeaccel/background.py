@@ -4,7 +4,8 @@ candidates in a background thread and switches when the measurement is conclusiv
 Like OpenVINO AUTO's start-up (serve on the CPU while the accelerator compiles), but across runtimes and with
 accuracy checked: the thread runs the same calibration as ``calibrate=True`` (the reference first, every output
 of every candidate compared with it, alternating timed blocks), with a bounded budget and a bounded share of
-one core (a pause after each block), beside the requests being served. It switches only to a candidate that
+one core (a pause after each block), and only while the model is idle (``YIELD_S``), beside the requests being
+served. It switches only to a candidate that
 passed the guard and is faster (or, for goal="efficiency", cheaper) than the one serving by more than
 ``MARGIN`` in the same interleaved measurement; and away from the one serving when its answers stray. The
 switch is visible (``model.executor`` names the measurement, ``model.fallbacks`` records a "calibrate"
@@ -40,6 +41,12 @@ DELAY_S = 2.0  # serve alone this long first: a short-lived process (a CLI run) 
 MARGIN = 0.10  # a switch needs the other candidate this much better in the same measurement
 CPU_SHARE = 0.5  # of one core, for the measuring thread while it times (its pause after each block)
 BUDGET_S = 6.0
+# Before opening each candidate and before each timed block the thread waits while the model serves (requests
+# in flight, or one ended within Model.busy's gap): measuring beside a saturated model took about a fifth of its
+# throughput for the budget's seconds. After this much waiting in all it measures anyway, at its bounded share
+# (a model that never idles still gets its measurement). The waits are left out of the budget.
+YIELD_S = 30.0
+YIELD_POLL_S = 0.05
 
 
 def enabled(calibrate) -> bool:
@@ -60,6 +67,7 @@ class BackgroundStatus:
     measurements: dict = field(default_factory=dict)  # key -> Measurement
     started: float | None = None
     finished: float | None = None
+    waited_s: float = 0.0  # time it held back while the model served
 
     def __str__(self) -> str:
         return f"{self.state}: {self.reason}" if self.reason else self.state
@@ -75,12 +83,17 @@ class BackgroundCalibration:
 
     def __init__(self, model, measure: Callable[[CalibrationPlan], dict[str, Measurement]],
                  rerank: Callable[[dict[str, Measurement]], Ranking], store: Callable[[dict], None] | None,
-                 open_candidate: Callable[[Candidate], object], delay_s: float = DELAY_S,
-                 budget_s: float = BUDGET_S, cpu_share: float = CPU_SHARE) -> None:
+                 open_candidate: Callable[[Candidate], object], delay_s: float | None = None,
+                 budget_s: float | None = None, cpu_share: float | None = None, yield_s: float | None = None) -> None:
         self._model = weakref.ref(model)
         self._measure, self._rerank, self._store, self._open = measure, rerank, store, open_candidate
-        self._delay_s, self._budget_s, self._cpu_share = delay_s, budget_s, cpu_share
+        # None: the module's figure at construction (read then, so that a test or an app can set it)
+        self._delay_s = DELAY_S if delay_s is None else delay_s
+        self._budget_s = BUDGET_S if budget_s is None else budget_s
+        self._cpu_share = CPU_SHARE if cpu_share is None else cpu_share
         self._stop = threading.Event()
+        self._yield_s = YIELD_S if yield_s is None else yield_s
+        self._waited = 0.0  # seconds spent waiting for the model to idle (left out of the budget's clock)
         self.status = BackgroundStatus()
         self._thread = threading.Thread(target=self._run, name="edgeaccel-calibration", daemon=True)
 
@@ -109,7 +122,8 @@ class BackgroundCalibration:
         self.status.state, self.status.started = "measuring", time.time()
         block_s = 0.05
         plan = CalibrationPlan(budget_s=self._budget_s, block_s=block_s,
-                               pause_s=block_s * (1 / max(self._cpu_share, 0.05) - 1), stop=self._stop)
+                               pause_s=block_s * (1 / max(self._cpu_share, 0.05) - 1), stop=self._stop,
+                               before_block=self._wait_for_idle, clock=lambda: time.perf_counter() - self._waited)
         try:
             measurements = self._measure(plan)
         except Exception as exc:  # never let measuring hurt the model that serves
@@ -126,6 +140,19 @@ class BackgroundCalibration:
         if model is None:
             return
         self._decide(model, self._rerank(measurements))
+
+    def _wait_for_idle(self) -> None:
+        """Hold the measurement while the model serves (up to ``yield_s`` in all), so that measuring does not
+        take from the requests."""
+        while self._waited < self._yield_s and not self._stop.is_set():
+            model = self._model()
+            if model is None or not model.busy():
+                return
+            del model  # the wait must not keep a model the app dropped alive
+            start = time.perf_counter()
+            self._stop.wait(YIELD_POLL_S)
+            self._waited += time.perf_counter() - start
+            self.status.waited_s = round(self._waited, 2)
 
     def _decide(self, model, ranking: Ranking) -> None:
         current = model._candidate

@@ -55,6 +55,10 @@ class CalibrationPlan:
     # set from another thread to end the calibration early (background calibration at close or interpreter
     # exit): no new candidate is opened and timing stops after the block under way
     stop: threading.Event | None = field(default=None, compare=False)
+    # called before each candidate is opened and before each timed block: background calibration waits there
+    # while the model serves (edgeaccel/background.py), with a clock that leaves the waits out of the budget
+    before_block: Callable[[], None] | None = field(default=None, compare=False)
+    clock: Callable[[], float] | None = field(default=None, compare=False)
 
 
 def sample_inputs(specs: Sequence[TensorSpec], count: int, seed: int) -> list[list[np.ndarray]]:
@@ -160,6 +164,7 @@ def calibrate(
     todo = [*ranking.candidates, *ranking.untested]
     if not todo:
         return {}
+    clock = plan.clock or clock
     started = clock()
     choices = list(reference) if reference is not None else reference_candidates(ranking)
     given = _bind(inputs, (choices[0] if choices else todo[0]).artifact.inputs) if inputs else None
@@ -170,6 +175,8 @@ def calibrate(
         for cand in todo:
             if cand.key in results or (plan.stop is not None and plan.stop.is_set()):
                 continue
+            if plan.before_block is not None:
+                plan.before_block()
             results[cand.key] = _check(cand, ref, open_candidate, given, plan, opened)
         remaining = max(plan.budget_s - (clock() - started), 1.0)
         if plan.stop is None or not plan.stop.is_set():
@@ -283,7 +290,7 @@ _STAGES = {"run": "checking accuracy", "timing": "being timed"}
 def _time(opened: dict, results: dict[str, Measurement], plan: CalibrationPlan, budget_s: float, clock) -> None:
     runners = [(key, executor, samples) for key, (_, executor, samples) in opened.items()]
     timings = measure(runners, budget_s, plan.block_s, plan.max_rounds, plan.min_runs, plan.warmup_s, clock,
-                      plan.pause_s, plan.stop)
+                      plan.pause_s, plan.stop, plan.before_block)
     cands = {key: cand for key, (cand, _, _) in opened.items()}
     for key, timing in timings.items():
         if timing.error is not None:
@@ -311,7 +318,7 @@ def _settle_leaders(opened, cands, timed, p50, results, plan: CalibrationPlan, c
     a, b = leaders
     ta, tb, ratio = head_to_head((a, opened[a][1], opened[a][2]), (b, opened[b][1], opened[b][2]),
                                  plan.head_to_head_s, plan.block_s, clock=clock, pause_s=plan.pause_s,
-                                 stop=plan.stop)
+                                 stop=plan.stop, before_block=plan.before_block)
     for key, timing in ((a, ta), (b, tb)):
         if timing.error is not None:  # failed now: out, the other keeps its round-robin figures
             results[key] = _failed(cands[key], "timing", timing.error, synthetic=False)

@@ -270,6 +270,9 @@ def _fail(future: Future | None, error: BaseException) -> None:
         pass
 
 
+BUSY_GAP_S = 0.1  # a request ending less than this before the next starts: the caller is still at work
+
+
 class RankedModel(Model):
     """A Model on the best candidate of a ranking that loads, with run-time failover: a request the executor
     fails (a runtime error, an unplugged device) is handed, with the same inputs, to the next candidate that
@@ -296,6 +299,9 @@ class RankedModel(Model):
         self._retired: list[Executor] = []
         self._failed = list(failed or [])  # candidates that failed to load or run: not retried until reselect()
         self._background = None  # edgeaccel.background.BackgroundCalibration, started by load()
+        self._calls_lock = threading.Lock()
+        self._in_flight = 0  # requests running now, and when the last one ended: background calibration waits
+        self._last_done = 0.0  # while the model serves (``busy``)
         self._set_io(executor)
 
     @property
@@ -315,14 +321,30 @@ class RankedModel(Model):
         return self._executor.concurrency
 
     # -- running ---------------------------------------------------------------------------------------
+    def busy(self, within_s: float = BUSY_GAP_S) -> bool:
+        """Requests in flight, or one ended less than ``within_s`` ago (a caller running one after another)."""
+        return self._in_flight > 0 or time.monotonic() - self._last_done < within_s
+
+    def _entered(self) -> None:
+        with self._calls_lock:
+            self._in_flight += 1
+
+    def _left(self, _=None) -> None:
+        with self._calls_lock:
+            self._in_flight -= 1
+            self._last_done = time.monotonic()
+
     def _execute(self, arrays: list) -> list:
         executor = self._executor
+        self._entered()
         try:
             return executor.run(arrays)
         except EdgeAccelError as exc:
             if not fails_over(exc):
                 raise
             return self._run_fallback(executor, exc, arrays)
+        finally:
+            self._left()
 
     def _start(self, arrays: list, outer: Future, dequantize: bool, check_finite: bool) -> None:
         from concurrent.futures import Future
@@ -340,11 +362,16 @@ class RankedModel(Model):
             else:
                 _fail(outer, exc)
 
+        self._entered()
         try:
             inner = executor.submit(arrays)
         except EdgeAccelError as exc:
             inner = Future()
             inner.set_exception(exc)
+        except BaseException:
+            self._left()
+            raise
+        inner.add_done_callback(self._left)
         inner.add_done_callback(done)
 
     def _retry(self, failed: Executor, exc: EdgeAccelError, arrays: list, outer: Future, dequantize: bool,

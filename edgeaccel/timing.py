@@ -63,7 +63,7 @@ def _r(value) -> float:
 def measure(runners: Sequence[Runner], budget_s: float, block_s: float = 0.05, max_rounds: int = 16,
             min_runs: int = 20, warmup_s: float = 0.1,
             clock: Callable[[], float] = time.perf_counter, pause_s: float = PAUSE_S,
-            stop=None) -> dict[str, Timing]:
+            stop=None, before_block: Callable[[], None] | None = None) -> dict[str, Timing]:
     """Time each runner in alternating blocks until ``budget_s`` is spent and each has ``min_runs`` calls in
     ``MIN_BLOCKS`` blocks (up to ``OVERRUN`` times the budget), or ``max_rounds`` rounds are done. A runner that
     raises stops with its error."""
@@ -82,7 +82,7 @@ def measure(runners: Sequence[Runner], budget_s: float, block_s: float = 0.05, m
         order = live if round_no % 2 == 0 else live[::-1]
         for key, executor, samples in list(order):
             try:
-                _block(timings[key], executor, samples, block_s, clock, pause_s)
+                _block(timings[key], executor, samples, block_s, clock, pause_s, before_block)
             except EdgeAccelError as exc:
                 timings[key].error = exc
                 live = [r for r in live if r[0] != key]
@@ -95,7 +95,7 @@ def measure(runners: Sequence[Runner], budget_s: float, block_s: float = 0.05, m
 
 def head_to_head(a: Runner, b: Runner, budget_s: float, block_s: float = 0.05, min_pairs: int = 6,
                  max_pairs: int = 40, clock: Callable[[], float] = time.perf_counter, pause_s: float = PAUSE_S,
-                 stop=None) -> tuple[Timing, Timing, float | None]:
+                 stop=None, before_block: Callable[[], None] | None = None) -> tuple[Timing, Timing, float | None]:
     """``a`` and ``b`` timed in adjacent pairs of blocks (a b, b a, ...); returns both timings and the median
     ratio a/b of the pairs' block medians, the figure a side-by-side comparison gives (None when one of them
     failed: its Timing carries the error)."""
@@ -110,7 +110,7 @@ def head_to_head(a: Runner, b: Runner, budget_s: float, block_s: float = 0.05, m
             try:
                 if not timing.per_call:
                     timing.per_call = _warm(executor, samples, 0.02, clock)
-                _block(timing, executor, samples, block_s, clock, pause_s)
+                _block(timing, executor, samples, block_s, clock, pause_s, before_block)
             except EdgeAccelError as exc:
                 timing.error = exc
                 return ta, tb, None
@@ -138,8 +138,11 @@ def _warm(executor: Executor, samples, warmup_s: float, clock) -> float:
     return max(float(np.median(calls[1:])), 1e-6)
 
 
-def _block(timing: Timing, executor: Executor, samples, block_s: float, clock, pause_s: float = PAUSE_S) -> None:
+def _block(timing: Timing, executor: Executor, samples, block_s: float, clock, pause_s: float = PAUSE_S,
+           before_block: Callable[[], None] | None = None) -> None:
     time.sleep(pause_s)
+    if before_block is not None:  # background calibration: waits while the model serves
+        before_block()
     executor.run(samples[0])  # untimed: wakes the runtime's threads after the pause
     n = max(MIN_BLOCK_CALLS, min(MAX_BLOCK_CALLS, int(block_s / timing.per_call)))
     block = []

@@ -101,3 +101,32 @@ def test_closing_while_it_measures_stops_it_promptly_and_keeps_nothing(monkeypat
     assert time.monotonic() - started < 10  # the block under way finishes, nothing more
     assert model.calibration.state == "stopped"
     assert not list((tmp_path / "calibration").glob("*.json"))  # a cut-short measurement is not kept
+
+
+def test_it_waits_while_the_model_serves_and_leaves_the_wait_out_of_its_budget(quick, monkeypatch, tmp_path):
+    """Measuring beside a saturated model takes from its requests: the thread holds back while requests run
+    (up to YIELD_S in all), then measures; the wait is not charged to the budget and is reported."""
+    import threading
+    import time
+
+    monkeypatch.setattr(background, "YIELD_S", 60.0)
+    x = np.random.default_rng(0).integers(0, 255, (1, 224, 224, 3), dtype=np.uint8)
+    stop = threading.Event()
+    with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.onnx", calibrate="background",
+                        cache_dir=tmp_path) as model:
+        def serve() -> None:
+            while not stop.is_set():
+                model.run(x)
+
+        server = threading.Thread(target=serve)
+        server.start()
+        try:
+            time.sleep(1.5)  # well past DELAY_S: measuring would have begun, and it has not got anywhere
+            status = model.calibration
+            assert status.state == "measuring" and not status.measurements and status.waited_s >= 1.0, status
+        finally:
+            stop.set()
+            server.join(30)
+        status = model.wait_calibration(120)  # idle now: it measures
+        assert status.state in ("kept", "switched") and status.measurements, status
+        assert status.waited_s >= 1.0
