@@ -24,7 +24,7 @@ from .. import __version__
 from .core import ServeCore
 from .errors import ServeError
 from .security import authorized
-from .tensors import datatype_of, from_bytes, from_json, to_bytes, to_json
+from .tensors import datatype_of, from_bytes, from_json, refuse_unserved, to_bytes, to_json
 
 log = logging.getLogger("edgeaccel.serve")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "metrics"]
@@ -168,6 +168,9 @@ def _json(data: bytes) -> dict:
         value = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ServeError(400, f"the request is not valid JSON: {exc}") from None
+    except RecursionError:  # '[[[[...' nested deeper than the parser goes: a bad request, not a server fault
+        raise ServeError(400, "the request's JSON is nested too deeply; tensor data is a flat or nested list "
+                              "as deep as the tensor's shape") from None
     if not isinstance(value, dict):
         raise ServeError(400, "the request must be a JSON object")
     return value
@@ -175,6 +178,7 @@ def _json(data: bytes) -> dict:
 
 def _parse(body: bytes, header_length: bytes | None) -> tuple[dict, dict]:
     request, binary = _split(body, header_length)
+    _parameters(request, "the request")
     return request, _inputs(request, binary)
 
 
@@ -200,7 +204,9 @@ def _inputs(request: dict, binary: memoryview) -> dict:
         where = f"input '{tensor['name']}'"
         if tensor["name"] in arrays:
             raise ServeError(400, f"{where} is given twice")
-        size = (tensor.get("parameters") or {}).get("binary_data_size")
+        parameters = _parameters(tensor, where)
+        refuse_unserved(parameters, where)
+        size = parameters.get("binary_data_size")
         if size is not None:
             if not isinstance(size, int) or size < 0 or offset + size > len(binary):
                 raise ServeError(400, f"{where}: binary_data_size {size!r} goes past the {len(binary)} bytes of "
@@ -212,10 +218,25 @@ def _inputs(request: dict, binary: memoryview) -> dict:
             arrays[tensor["name"]] = from_json(tensor["data"], tensor.get("datatype"), tensor.get("shape"), where)
         else:
             raise ServeError(400, f"{where} has neither 'data' nor a 'binary_data_size' parameter")
+    wanted = request.get("outputs")
+    for item in wanted if isinstance(wanted, list) else ():  # before the model runs for a request it cannot answer
+        if isinstance(item, dict):
+            refuse_unserved(_parameters(item, f"output {item.get('name')!r}"), f"output {item.get('name')!r}")
     if offset != len(binary):
         raise ServeError(400, f"{len(binary) - offset} bytes of binary data after the JSON header belong to no "
                               "input (binary_data_size of the inputs adds up to less)")
     return arrays
+
+
+def _parameters(item: dict, where: str) -> dict:
+    """An input's, output's or request's 'parameters': an object (a list or a number there is a 400, not a crash)."""
+    value = item.get("parameters")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ServeError(400, f"{where}: 'parameters' must be a JSON object of names and values, "
+                              f"not {type(value).__name__}")
+    return value
 
 
 def _timeout_s(parameters: Any) -> float | None:
@@ -242,7 +263,7 @@ def _response(name: str, request: dict, outputs: dict) -> tuple[bytes, list]:
             out_name = item.get("name") if isinstance(item, dict) else None
             if out_name not in outputs:
                 raise ServeError(400, f"model '{name}' has no output {out_name!r}; its outputs are {list(outputs)}")
-            binary = (item.get("parameters") or {}).get("binary_data", binary_default)
+            binary = _parameters(item, f"output '{out_name}'").get("binary_data", binary_default)
             chosen.append((out_name, bool(binary)))
     tensors, blobs = [], []
     for out_name, binary in chosen:
