@@ -385,6 +385,22 @@ def test_outputs_that_are_not_rows_of_the_batch_are_never_split_across_clients(t
         core.close()
 
 
+def test_a_request_whose_client_went_away_is_answered_without_a_traceback(tmp_path, caplog):
+    """A gRPC client that cancels (its deadline passed) cancels the future the server awaits; the model's answer
+    then found it cancelled and concurrent.futures logged a traceback for every such request."""
+    (tmp_path / "m").mkdir()
+    _mixed(tmp_path / "m" / "mixed.onnx")
+    core = _core(tmp_path / "m")
+    try:
+        core.load("mixed")
+        future = core.infer("mixed", {"a": np.ones((1, 4), np.float32), "b": np.ones((1, 4), np.int64)})
+        assert future.cancel()  # what asyncio.wrap_future does when the awaiting RPC is cancelled
+        assert core.drain(timeout_s=30) and core.answered == core.accepted == 1
+    finally:
+        core.close()
+    assert "exception calling callback" not in caplog.text
+
+
 # -- 3. a flood on a batched model, then SIGTERM --------------------------------------------------------------
 def test_flood_on_a_batched_model_then_sigterm_loses_no_accepted_request(repo):
     from edgeaccel.serve.process import ServerProcess

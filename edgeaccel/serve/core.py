@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model import _fail, _set
 from ..tensors import InputBinder
 from .batching import Batcher, batchable
 from .errors import ServeError, from_edgeaccel
@@ -272,13 +273,13 @@ class ServeCore:
         outer: Future = Future()
         names = [t.name for t in served.model.outputs]
 
-        def finish(done: Future) -> None:
+        def finish(done: Future) -> None:  # outer may be cancelled (the client went away): _set/_fail allow it
             try:
                 exc = done.exception()
                 if exc is not None:
-                    outer.set_exception(from_edgeaccel(exc, name))
+                    _fail(outer, from_edgeaccel(exc, name))
                 else:
-                    outer.set_result(dict(zip(names, done.result())))
+                    _set(outer, dict(zip(names, done.result())))
             finally:
                 self._done()
 
