@@ -211,6 +211,20 @@ def test_metadata_config_and_index_as_tritonclient_reads_them(http_client, grpc_
     assert http_client.is_model_ready("halfin")
 
 
+def test_load_with_a_config_override_or_uploaded_files_is_refused_not_ignored(http_client, grpc_client):
+    """tritonclient's load_model(config=, files=) asks to load something other than the folder's files: ignored,
+    the client would believe its upload is what runs."""
+    for kwargs in ({"config": json.dumps({"max_batch_size": 4})},
+                   {"config": "{}", "files": {"file:1/model.onnx": b"not the repository's file"}}):
+        with pytest.raises(tritonclient_http.InferenceServerException) as err:
+            http_client.load_model("halfin", **kwargs)
+        assert err.value.status() == "400" and "only from its files in the repository" in err.value.message()
+    with pytest.raises(tritonclient_grpc.InferenceServerException) as err:
+        grpc_client.load_model("halfin", config="{}", client_timeout=30)
+    assert err.value.status() == "StatusCode.INVALID_ARGUMENT" and "no configuration override" in err.value.message()
+    assert http_client.is_model_ready("halfin")
+
+
 # -- 2. bad requests: a protocol error that says what is wrong, the server up, the next answer right --------
 LINE = {"name": "a", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}
 INT_LINE = {"name": "b", "shape": [1, 4], "datatype": "INT64", "data": [1, 2, 3, 4]}

@@ -19,6 +19,7 @@ from .core import VERSION, ServeCore
 from .errors import ServeError
 from .proto import grpc_service_pb2 as pb
 from .proto import grpc_service_pb2_grpc as pb_grpc
+from .repository import refuse_overrides
 from .rest import EXTENSIONS, GRACE_S
 from .security import authorized
 from .tensors import datatype_of, dtype_of, from_bytes, from_json, refuse_unserved, to_bytes
@@ -93,6 +94,10 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     async def RepositoryModelLoad(self, request, context):
         await self._guard(context)
+        try:
+            refuse_overrides(request.parameters, request.model_name)
+        except ServeError as exc:
+            await _abort(context, exc)
         await self._repository(self.core.load, request.model_name, context)
         return pb.RepositoryModelLoadResponse()
 

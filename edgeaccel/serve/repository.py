@@ -25,6 +25,17 @@ MODEL_SUFFIXES = (".tflite", ".onnx", ".xml")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
+def refuse_overrides(parameters, name: str) -> None:
+    """A load request's parameters: Triton's ``config`` override and ``file:...`` uploads (tritonclient's
+    ``load_model(config=, files=)``) would make the server load something other than the folder's files; silently
+    ignored, the client would believe its upload is what runs. Refused, saying so."""
+    given = sorted(str(key) for key in parameters)
+    if given:
+        raise ServeError(400, f"load of '{name}' with parameters {given}: the server loads a model only from its "
+                              "files in the repository folder (no configuration override, no uploaded files); "
+                              "copy the files into the folder and load it by name")
+
+
 @dataclass(frozen=True)
 class Entry:
     name: str

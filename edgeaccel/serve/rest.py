@@ -23,6 +23,7 @@ from typing import Any
 from .. import __version__
 from .core import ServeCore
 from .errors import ServeError
+from .repository import refuse_overrides
 from .security import authorized
 from .tensors import datatype_of, from_bytes, from_json, refuse_unserved, to_bytes, to_json
 
@@ -83,7 +84,9 @@ class RestApp:
             await _send_json(send, 200, self.core.index(ready_only=ready))
         elif (m := REPO_ROUTE.match(path)) is not None:
             _method(method, "POST")
-            await self._body(headers, receive)
+            body = await self._body(headers, receive)
+            if m["action"] == "load" and body.strip():
+                refuse_overrides(_parameters(_json(body), "the load request"), m["name"])
             action = self.core.load if m["action"] == "load" else self.core.unload
             await asyncio.get_running_loop().run_in_executor(None, action, m["name"])
             await _send_json(send, 200, {})
