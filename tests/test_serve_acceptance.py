@@ -493,6 +493,27 @@ def test_flood_on_a_batched_model_then_sigterm_loses_no_accepted_request(repo):
             sum(1 for p, s, _ in answers if p == protocol and s == 200)
 
 
+def test_sigterm_with_an_upload_that_never_ends_answers_it_503_and_exits_0(repo):
+    """A client that sent half a body holds no accepted request; after the grace period (--timeout + 5 s + 1 s)
+    uvicorn cancels it: that was a traceback in the log and a text/plain 500 to the client."""
+    from edgeaccel.serve.process import ServerProcess
+
+    server = ServerProcess([repo, "--port", "0", "--grpc-port", "off", "--models", "mixed", "--timeout", "1"]).start()
+    try:
+        host, port = server.http.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as stalled:
+            stalled.sendall(b"POST /v2/models/mixed/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+            time.sleep(0.3)  # the server has read the head
+            assert server.terminate(timeout_s=60) == 0
+            answer = stalled.recv(4096).decode()
+    finally:
+        server.kill()
+    head, _, body = answer.partition("\r\n\r\n")
+    assert head.startswith("HTTP/1.1 503") and "retry-after: 5" in head.lower()
+    assert "shut down before this request arrived" in json.loads(body)["error"]
+    assert "Traceback" not in "".join(server.stderr_lines)
+
+
 # -- 4. the token on an address other machines reach -----------------------------------------------------------
 def _routable_address() -> str | None:
     """This machine's address on its default route (a UDP connect sends nothing), or None without one."""

@@ -14,6 +14,7 @@ repository extension (``/v2/repository/index``, ``/v2/repository/models/{m}/load
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -63,6 +64,10 @@ class RestApp:
             await _send_error(send, exc)
         except _Disconnected:
             return
+        except asyncio.CancelledError:  # uvicorn's shutdown stopped waiting for it (a body that never came whole):
+            with contextlib.suppress(Exception):  # an answer, not a traceback in the log and a text/plain 500
+                await _send_error(send, ServeError(503, "the server shut down before this request arrived whole; "
+                                                        "send it again (to another instance)", retry_after=5))
         except Exception as exc:  # a bug of the server: logged whole, answered in one line, the server lives on
             log.exception("internal error on %s %s", method, path)
             await _send_error(send, ServeError(500, f"internal error: {type(exc).__name__}: {exc}"))
@@ -152,6 +157,9 @@ class RestApp:
             await _send_error(send, exc)
         except _Disconnected:
             status, error = 499, "the client disconnected before its request was read"
+            raise
+        except BaseException as exc:  # a bug (__call__ answers 500) or the shutdown's cancel (503): never counted 200
+            status, error = (503 if isinstance(exc, asyncio.CancelledError) else 500), f"{type(exc).__name__}: {exc}"
             raise
         finally:
             self.metrics.request(name, "http", status, time.perf_counter() - started, request_id, error)
