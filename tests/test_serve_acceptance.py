@@ -42,7 +42,8 @@ def _mixed(path):
     from onnx_models import save
 
     nodes = [helper.make_node("Cast", ["b"], ["bf"], to=TensorProto.FLOAT),
-             helper.make_node("Add", ["a", "bf"], ["sum"]), helper.make_node("ArgMax", ["a"], ["idx"], axis=1, keepdims=0),
+             helper.make_node("Add", ["a", "bf"], ["sum"]),
+             helper.make_node("ArgMax", ["a"], ["idx"], axis=1, keepdims=0),
              helper.make_node("Greater", ["a", "bf"], ["mask"]),
              helper.make_node("Cast", ["sum"], ["half"], to=TensorProto.FLOAT16)]
     info = helper.make_tensor_value_info
@@ -512,6 +513,30 @@ def test_sigterm_with_an_upload_that_never_ends_answers_it_503_and_exits_0(repo)
     assert head.startswith("HTTP/1.1 503") and "retry-after: 5" in head.lower()
     assert "shut down before this request arrived" in json.loads(body)["error"]
     assert "Traceback" not in "".join(server.stderr_lines)
+
+
+def test_a_grpc_call_the_client_cancels_is_counted_as_cancelled_not_200(repo):
+    """The request waits in a 3 s batch window; the client cancels it. /metrics and the log counted it a 200."""
+    from edgeaccel.serve.process import ServerProcess
+
+    server = ServerProcess([repo, "--port", "0", "--grpc-port", "0", "--models", "mixed", "--batch-window-ms", "3000",
+                            "--log-json"]).start()
+    try:
+        client = tritonclient_grpc.InferenceServerClient(server.grpc)
+        tensors = [tritonclient_grpc.InferInput("a", [1, 4], "FP32"),
+                   tritonclient_grpc.InferInput("b", [1, 4], "INT64")]
+        tensors[0].set_data_from_numpy(np.ones((1, 4), np.float32))
+        tensors[1].set_data_from_numpy(np.ones((1, 4), np.int64))
+        call = client.async_infer("mixed", tensors, callback=lambda result, error: None)
+        time.sleep(0.5)  # the server holds it, waiting for others to join its batch
+        call.cancel()
+        deadline = time.monotonic() + 20
+        while not any(line.startswith("{") for line in server.stdout_lines) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        server.kill()
+    (row,) = [json.loads(line) for line in server.stdout_lines if line.startswith("{")]
+    assert row["protocol"] == "grpc" and row["status"] == 499 and "cancelled" in row["error"]
 
 
 # -- 4. the token on an address other machines reach -----------------------------------------------------------

@@ -9,6 +9,7 @@ smaller of its gRPC deadline and its 'timeout' parameter (microseconds, as Trito
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -24,6 +25,7 @@ from .rest import EXTENSIONS, GRACE_S
 from .security import authorized
 from .tensors import datatype_of, dtype_of, from_bytes, from_json, refuse_unserved, to_bytes
 
+log = logging.getLogger("edgeaccel.serve")
 # InferTensorContents field holding each datatype's values
 CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
             "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents", "UINT32": "uint_contents",
@@ -129,6 +131,13 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         except ServeError as exc:
             status, error = exc.status, exc.message
             await _abort(context, exc)
+        except asyncio.CancelledError:  # the client cancelled the call: counted as HTTP's gone client, not a 200
+            status, error = 499, "the client cancelled the call"
+            raise
+        except Exception as exc:  # a bug of the server: logged whole, answered INTERNAL in one line, not counted 200
+            log.exception("internal error on ModelInfer %s", name)
+            status, error = 500, f"internal error: {type(exc).__name__}: {exc}"
+            await _abort(context, ServeError(500, error))
         finally:
             self.metrics.request(name, "grpc", status, time.perf_counter() - started, request.id, error)
 
