@@ -188,6 +188,19 @@ def _http_tensor(name, array, binary=True):
     return tensor
 
 
+def test_a_large_json_answer_is_right(http_client):
+    """Past rest.RESPOND_INLINE_VALUES output values, the JSON answer is encoded off the event loop."""
+    rows = 20_000
+    a = np.random.default_rng(3).standard_normal((rows, 4)).astype(np.float32)
+    b = np.arange(rows * 4, dtype=np.int64).reshape(rows, 4) % 7
+    result = http_client.infer("mixed", [_http_tensor("a", a), _http_tensor("b", b)],
+                               outputs=[tritonclient_http.InferRequestedOutput(k, binary_data=False)
+                                        for k in ("sum", "idx", "mask")])
+    np.testing.assert_allclose(result.as_numpy("sum"), a + b, rtol=1e-6)
+    np.testing.assert_array_equal(result.as_numpy("idx"), a.argmax(axis=1))
+    np.testing.assert_array_equal(result.as_numpy("mask"), a > b)
+
+
 def test_metadata_config_and_index_as_tritonclient_reads_them(http_client, grpc_client):
     meta = http_client.get_model_metadata("mixed")
     assert meta["inputs"] == [{"name": "a", "datatype": "FP32", "shape": [-1, 4]},

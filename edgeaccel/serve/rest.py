@@ -21,6 +21,8 @@ import re
 import time
 from typing import Any
 
+import numpy as np
+
 from .. import __version__
 from .core import ServeCore
 from .errors import ServeError
@@ -36,6 +38,7 @@ REPO_ROUTE = re.compile(r"^/v2/repository/models/(?P<name>[^/]+)/(?P<action>load
 HEADER_LENGTH = b"inference-header-content-length"
 GRACE_S = 5.0  # beyond a request's timeout, the most the HTTP side waits for the core's answer
 PARSE_INLINE_BYTES = 1 << 20  # JSON parsed on the event loop up to this size; larger in a worker thread
+RESPOND_INLINE_VALUES = 1 << 16  # answers with more output values are encoded in a worker thread too
 
 
 class RestApp:
@@ -150,7 +153,11 @@ class RestApp:
                 outputs = await asyncio.wait_for(asyncio.wrap_future(future), wait)
             except asyncio.TimeoutError:
                 raise ServeError(504, f"model '{name}' did not answer within {wait:g} s") from None
-            payload, extra = _response(name, request, outputs)
+            if sum(np.size(o) for o in outputs.values()) > RESPOND_INLINE_VALUES:  # JSON of 1M floats: 0.5 s,
+                payload, extra = await asyncio.get_running_loop().run_in_executor(  # every client waiting on it
+                    None, _response, name, request, outputs)
+            else:
+                payload, extra = _response(name, request, outputs)
             await _send(send, 200, payload, *extra)
         except ServeError as exc:
             status, error = exc.status, exc.message
