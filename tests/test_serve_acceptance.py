@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
+import itertools
 import json
 import os
 import re
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -550,6 +552,36 @@ def test_a_grpc_call_the_client_cancels_is_counted_as_cancelled_not_200(repo):
         server.kill()
     (row,) = [json.loads(line) for line in server.stdout_lines if line.startswith("{")]
     assert row["protocol"] == "grpc" and row["status"] == 499 and "cancelled" in row["error"]
+
+
+# -- a taken port ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("option", ["--port", "--grpc-port"])
+def test_a_taken_port_is_refused_before_any_model_loads(repo, option):
+    from conftest import ROOT
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = str(held.getsockname()[1])
+        ports = {"--port": "0", "--grpc-port": "0", option: taken}
+        done = subprocess.run([sys.executable, "-m", "edgeaccel", "serve", str(repo), *itertools.chain(*ports.items())],
+                              capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 7 and f"127.0.0.1:{taken} ({option}): Address already in use" in done.stderr
+    assert f"hint: choose another {option}" in done.stderr and "loaded" not in done.stderr, done.stderr
+
+
+def test_grpc_bind_failure_is_said_once_without_grpc_native_log(capfd):
+    import asyncio
+
+    from edgeaccel.errors import ConfigError
+    from edgeaccel.serve.server import Listen, _start_grpc
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        with pytest.raises(ConfigError, match="cannot listen for gRPC"):
+            asyncio.run(_start_grpc(None, None, Listen(grpc_port=held.getsockname()[1])))
+    assert "add_port.cc" not in capfd.readouterr().err
 
 
 # -- 4. the token on an address other machines reach -----------------------------------------------------------
