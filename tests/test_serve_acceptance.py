@@ -264,6 +264,7 @@ INT_LINE = {"name": "b", "shape": [1, 4], "datatype": "INT64", "data": [1, 2, 3,
     (json.dumps({"inputs": [{**LINE, "datatype": "BYTES", "data": ["x", "y", "z", "w"]}, INT_LINE]}),
      "BYTES (string) tensors are not served"),
     (json.dumps({"inputs": [{**INT_LINE, "data": [1, 2, 3, 10 ** 30]}, LINE]}), "does not hold INT64 values"),
+    (json.dumps({"inputs": [LINE, {**INT_LINE, "data": [0.2, 0.5, 1, 2]}]}), "holds fractions such as 0.2"),
     ('{"inputs": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
 ])
 def test_bad_http_requests_are_400_with_the_reason(server, http_client, tmp_path, body, words):

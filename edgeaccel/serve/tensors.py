@@ -66,6 +66,11 @@ def from_json(data: Any, datatype: str, shape: Any, where: str) -> np.ndarray:
         raise ServeError(400, f"{where}: 'data' does not hold {datatype} values ({exc})") from None
     if array.dtype == object:
         raise ServeError(400, f"{where}: 'data' is not a flat or nested list of numbers")
+    if dtype.kind in "iu":  # numpy truncates 0.7 to 0 for an integer type: a silent wrong input, so refuse it
+        given = np.asarray(data)
+        if given.dtype.kind == "f" and not np.array_equal(given, array):
+            raise ServeError(400, f"{where}: 'data' holds fractions such as {float(given[given != array].flat[0])!r}, "
+                                  f"and {datatype} takes whole numbers (pixels 0..255, not 0..1?)")
     if array.size != math.prod(dims):
         raise ServeError(400, f"{where}: 'data' holds {array.size} values, shape {list(dims)} needs "
                               f"{math.prod(dims)}")
