@@ -203,7 +203,7 @@ def test_a_large_json_answer_is_right(http_client):
     np.testing.assert_array_equal(result.as_numpy("mask"), a > b)
 
 
-def test_metadata_config_and_index_as_tritonclient_reads_them(http_client, grpc_client):
+def test_metadata_config_and_index_as_tritonclient_reads_them(server, http_client, grpc_client):
     meta = http_client.get_model_metadata("mixed")
     assert meta["inputs"] == [{"name": "a", "datatype": "FP32", "shape": [-1, 4]},
                               {"name": "b", "datatype": "INT64", "shape": [-1, 4]}]
@@ -221,6 +221,8 @@ def test_metadata_config_and_index_as_tritonclient_reads_them(http_client, grpc_
     assert ir["platform"] == "edgeaccel_openvino-ir" and [t["name"] for t in ir["outputs"]] == ["relu", "lin"]
     ready = {m.name for m in grpc_client.get_model_repository_index(client_timeout=10).models}
     assert {"mixed", "halfin", "irmodel"} <= ready == {row["name"] for row in http_client.get_model_repository_index()}
+    status, reply = _curl(f"{server.url}/v2/repository/index", "-d", '{"ready": "false"}')
+    assert status == 400 and "'ready' is true or false" in reply["error"]
     http_client.unload_model("halfin")
     assert not grpc_client.is_model_ready("halfin", client_timeout=10)
     grpc_client.load_model("halfin", client_timeout=60)

@@ -88,7 +88,9 @@ class RestApp:
         elif path == "/v2/repository/index":
             _method(method, "POST", "GET")
             body = await self._body(headers, receive)
-            ready = bool(_json(body).get("ready", False)) if body else False
+            ready = _json(body).get("ready", False) if body.strip() else False
+            if not isinstance(ready, bool):  # bool("false") is True: a string here is a mistake to say, not guess
+                raise ServeError(400, f"'ready' is true or false, not {ready!r}")
             await _send_json(send, 200, self.core.index(ready_only=ready))
         elif (m := REPO_ROUTE.match(path)) is not None:
             _method(method, "POST")
