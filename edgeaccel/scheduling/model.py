@@ -309,6 +309,8 @@ class ScheduledModel(Model):
     def _confirm_failures(self, request: Request) -> None:
         """``request`` was answered after failing on the executors in ``request.tried``: those failures were the
         executors' own; after repeated ones an executor is taken out of rotation. Called with the lock held."""
+        if not request.tried:  # the common case: it ran where it was first sent
+            return
         for slot in self._scheduler.slots:
             if slot.name not in request.tried:
                 continue
