@@ -513,11 +513,11 @@ def test_flood_on_a_batched_model_then_sigterm_loses_no_accepted_request(repo):
 
 
 def test_sigterm_with_an_upload_that_never_ends_answers_it_503_and_exits_0(repo):
-    """A client that sent half a body holds no accepted request; after the grace period (--timeout + 5 s + 1 s)
+    """A client that sent half a body holds no accepted request; after the grace period (--timeout + 5 s, + 1 s)
     uvicorn cancels it: that was a traceback in the log and a text/plain 500 to the client."""
     from edgeaccel.serve.process import ServerProcess
 
-    server = ServerProcess([repo, "--port", "0", "--grpc-port", "off", "--models", "mixed", "--timeout", "1"]).start()
+    server = ServerProcess([repo, "--port", "0", "--grpc-port", "off", "--models", "mixed", "--timeout", "0.1"]).start()
     try:
         host, port = server.http.rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=30) as stalled:
@@ -534,10 +534,10 @@ def test_sigterm_with_an_upload_that_never_ends_answers_it_503_and_exits_0(repo)
 
 
 def test_a_grpc_call_the_client_cancels_is_counted_as_cancelled_not_200(repo):
-    """The request waits in a 3 s batch window; the client cancels it. /metrics and the log counted it a 200."""
+    """The request waits in a 10 s batch window; the client cancels it. /metrics and the log counted it a 200."""
     from edgeaccel.serve.process import ServerProcess
 
-    server = ServerProcess([repo, "--port", "0", "--grpc-port", "0", "--models", "mixed", "--batch-window-ms", "3000",
+    server = ServerProcess([repo, "--port", "0", "--grpc-port", "0", "--models", "mixed", "--batch-window-ms", "10000",
                             "--log-json"]).start()
     try:
         client = tritonclient_grpc.InferenceServerClient(server.grpc)
