@@ -243,6 +243,26 @@ def test_load_with_a_config_override_or_uploaded_files_is_refused_not_ignored(ht
     assert http_client.is_model_ready("halfin")
 
 
+def test_a_folder_that_reaches_out_through_a_link_to_another_folder_is_refused(tmp_path):
+    """m/sub -> ../other stays inside, but other/x.onnx leads out: loading m reads it through sub. Only links
+    out of m's own files were refused; now every real folder m reaches is walked (a loop once)."""
+    from edgeaccel.serve.repository import ModelRepository
+
+    outside, root = tmp_path / "outside", tmp_path / "models"
+    outside.mkdir()
+    _half_input(outside / "x.onnx")
+    (root / "m").mkdir(parents=True)
+    (root / "other").mkdir()
+    (root / "other" / "x.onnx").symlink_to(outside / "x.onnx")
+    (root / "m" / "sub").symlink_to("../other")
+    (root / "m" / "loop").symlink_to("..")  # the repository itself: inside, walked once
+    (root / "alias").symlink_to("other")  # a top-level link to a folder inside: walked as well
+    entries = ModelRepository(root).entries()
+    assert entries["m"].problem.startswith("m/") and "x.onnx is a symlink to" in entries["m"].problem
+    assert entries["alias"].problem.startswith("alias/x.onnx is a symlink to")
+    assert "outside the model repository" in entries["other"].problem
+
+
 # -- 2. bad requests: a protocol error that says what is wrong, the server up, the next answer right --------
 LINE = {"name": "a", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}
 INT_LINE = {"name": "b", "shape": [1, 4], "datatype": "INT64", "data": [1, 2, 3, 4]}

@@ -98,15 +98,19 @@ class ModelRepository:
         return name if NAME.fullmatch(name) else None
 
     def _escape(self, child: Path) -> str | None:
-        """Why ``child`` may not be loaded (it, or something in it, leads outside the repository), or None."""
-        paths = [child]
-        if child.is_dir() and not child.is_symlink():
-            paths += sorted(child.rglob("*"))
-        for path in paths:
+        """Why ``child`` may not be loaded (it, or something in it, leads outside the repository), or None.
+        Folders are walked through their symlinks too (each real folder once): ``m/sub -> ../other`` stays inside,
+        but a link out in ``other`` is read when ``m`` loads through ``sub``."""
+        pending, seen = [child], set()
+        while pending:
+            path = pending.pop(0)
             target = path.resolve()
             if target != self.root and self.root not in target.parents:
                 link = "is a symlink to" if path.is_symlink() else "resolves to"
                 return (f"{path.relative_to(self.root)} {link} {target}, outside the model repository {self.root}: "
                         "copy the model into the repository "
                         "(the server loads only from its own folder)")
+            if target.is_dir() and target not in seen:
+                seen.add(target)
+                pending.extend(sorted(path.iterdir()))
         return None
