@@ -298,6 +298,21 @@ def test_bad_http_requests_are_400_with_the_reason(server, http_client, tmp_path
     np.testing.assert_array_equal(result.as_numpy("sum"), np.full((1, 4), 3, np.float32))
 
 
+def test_binary_sizes_that_are_not_byte_counts_say_so(server, http_client):
+    host, port = server.http.rsplit(":", 1)
+    for size, words in (("16.0", "whole number of bytes, not 16.0"), ('"16"', "whole number of bytes, not '16'"),
+                        ("true", "whole number of bytes, not True"), ("17", "goes past the 16 bytes")):
+        header = ('{"inputs": [{"name": "a", "shape": [1, 4], "datatype": "FP32", "parameters": {"binary_data_size": '
+                  + size + "}}]}").encode()
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("POST", "/v2/models/mixed/infer", body=header + bytes(16),
+                     headers={"Inference-Header-Content-Length": str(len(header))})
+        response = conn.getresponse()
+        reply = json.loads(response.read())
+        conn.close()
+        assert response.status == 400 and words in reply["error"], reply
+
+
 def test_tritonclient_class_count_is_refused_not_ignored(http_client, grpc_client):
     a, b = np.ones((1, 4), np.float32), np.ones((1, 4), np.int64)
     with pytest.raises(tritonclient_http.InferenceServerException) as err:

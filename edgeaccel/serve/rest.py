@@ -228,7 +228,9 @@ def _inputs(request: dict, binary: memoryview) -> dict:
         refuse_unserved(parameters, where)
         size = parameters.get("binary_data_size")
         if size is not None:
-            if not isinstance(size, int) or size < 0 or offset + size > len(binary):
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                raise ServeError(400, f"{where}: binary_data_size is a whole number of bytes, not {size!r}")
+            if offset + size > len(binary):
                 raise ServeError(400, f"{where}: binary_data_size {size!r} goes past the {len(binary)} bytes of "
                                       "binary data after the JSON header")
             arrays[tensor["name"]] = from_bytes(binary[offset:offset + size], tensor.get("datatype"),
