@@ -133,6 +133,15 @@ def _curl(url: str, *args: str) -> tuple[int, dict]:
     return int(status), json.loads(body)
 
 
+def _metrics(address: str, headers: dict | None = None) -> str:
+    conn = http.client.HTTPConnection(*address.rsplit(":", 1), timeout=30)
+    try:
+        conn.request("GET", "/metrics", headers=headers or {})
+        return conn.getresponse().read().decode()
+    finally:
+        conn.close()
+
+
 def _assert_same(got: np.ndarray, want: np.ndarray, where: str) -> None:
     assert got.dtype == want.dtype and got.shape == want.shape, (where, got.dtype, got.shape, want.dtype, want.shape)
     if want.dtype.kind == "f":  # ONNX Runtime or OpenVINO may answer: the same float arithmetic, not the same bits
@@ -568,6 +577,35 @@ def test_sigterm_with_an_upload_that_never_ends_answers_it_503_and_exits_0(repo)
     assert "Traceback" not in "".join(server.stderr_lines)
 
 
+def test_a_full_queue_refuses_a_large_body_before_reading_it(repo):
+    """--max-queue 1, held by a request waiting in a 10 s batch window: the next request, announcing 50 MB, gets
+    its 503 after its head, without the server buffering (or the client sending) the 50 MB first."""
+    from edgeaccel.serve.process import ServerProcess
+
+    server = ServerProcess([repo, "--port", "0", "--grpc-port", "0", "--models", "mixed", "--max-queue", "1",
+                            "--batch-window-ms", "10000"]).start()
+    try:
+        client = tritonclient_grpc.InferenceServerClient(server.grpc)
+        tensors = [tritonclient_grpc.InferInput("a", [1, 4], "FP32"),
+                   tritonclient_grpc.InferInput("b", [1, 4], "INT64")]
+        tensors[0].set_data_from_numpy(np.ones((1, 4), np.float32))
+        tensors[1].set_data_from_numpy(np.ones((1, 4), np.int64))
+        client.async_infer("mixed", tensors, callback=lambda result, error: None)  # holds the one place
+        host, port = server.http.rsplit(":", 1)
+        deadline = time.monotonic() + 20
+        while "edgeaccel_serve_queue_depth 1.0" not in _metrics(server.http):
+            assert time.monotonic() < deadline, "the first request never reached the queue"
+            time.sleep(0.05)
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(b"POST /v2/models/mixed/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 52428800\r\n\r\n{")
+            answer = sock.recv(4096).decode()
+    finally:
+        server.kill()
+    head, _, body = answer.partition("\r\n\r\n")
+    assert head.startswith("HTTP/1.1 503") and "retry-after: 1" in head.lower()
+    assert "--max-queue 1" in json.loads(body)["error"]
+
+
 def test_a_grpc_call_the_client_cancels_is_counted_as_cancelled_not_200(repo):
     """The request waits in a 10 s batch window; the client cancels it. /metrics and the log counted it a 200."""
     from edgeaccel.serve.process import ServerProcess
@@ -664,10 +702,7 @@ def test_non_loopback_bind_needs_the_token_for_every_route(repo):
         assert index["mixed"]["state"] == "READY" and "state" not in index["halfin"]  # neither loaded nor unloaded
         result = client.infer("mixed", tensors, headers=auth)
         np.testing.assert_array_equal(result.as_numpy("sum"), np.full((1, 4), 2, np.float32))
-        conn = http.client.HTTPConnection(*server.http.rsplit(":", 1), timeout=30)
-        conn.request("GET", "/metrics", headers=auth)
-        text = conn.getresponse().read().decode()
-        conn.close()
+        text = _metrics(server.http, auth)
         # only the one request with the token reached a model
         assert re.findall(r'edgeaccel_serve_requests_total\{model="mixed",protocol="(\w+)",status="(\d+)"\} (\S+)',
                           text) == [("http", "200", "1.0")]

@@ -213,6 +213,15 @@ class ServeCore:
     def pending(self) -> int:
         return self._pending
 
+    def check_room(self) -> None:
+        """The 503 ``infer`` would give now (shutting down, queue full), before the caller reads a request's body:
+        a flood of large bodies is refused without buffering them. ``infer`` checks again under its lock."""
+        if self._draining:
+            raise ServeError(503, "the server is shutting down; send the request to another instance", retry_after=5)
+        if self._pending >= self.options.max_queue:
+            raise ServeError(503, f"{self._pending} requests are already waiting (--max-queue "
+                                  f"{self.options.max_queue}); retry later", retry_after=1)
+
     # -- metadata ------------------------------------------------------------------------------------------
     def metadata(self, name: str, version: str = "") -> dict:
         served = self.get(name, version)
@@ -254,12 +263,7 @@ class ServeCore:
         if timeout <= 0:
             raise ServeError(400, f"timeout must be a positive number of seconds, not {timeout_s!r}")
         with self._lock:
-            if self._draining:
-                raise ServeError(503, "the server is shutting down; send the request to another instance",
-                                 retry_after=5)
-            if self._pending >= self.options.max_queue:
-                raise ServeError(503, f"{self._pending} requests are already waiting (--max-queue "
-                                      f"{self.options.max_queue}); retry later", retry_after=1)
+            self.check_room()
             self._pending += 1
             self.accepted += 1
         try:

@@ -140,7 +140,8 @@ class RestApp:
         started = time.perf_counter()
         request_id, status, error = "", 200, None
         try:
-            self.core.get(name, version)  # an unknown model is a 404 before its body is read
+            self.core.get(name, version)  # an unknown model is a 404 before its body is read,
+            self.core.check_room()  # and a full queue a 503: a flood of large bodies is not buffered to be refused
             body = await self._body(headers, receive)
             if len(body) > PARSE_INLINE_BYTES:  # a big JSON body takes a while to parse: not on the event loop,
                 request, inputs = await asyncio.get_running_loop().run_in_executor(  # where others wait
