@@ -142,6 +142,22 @@ def _metrics(address: str, headers: dict | None = None) -> str:
         conn.close()
 
 
+def _read_answer(sock: socket.socket) -> tuple[str, dict]:
+    """(head, JSON body) of one HTTP answer read off a raw socket (head and body may come in separate segments)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"the connection closed after {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE).group(1))
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, f"the connection closed after {body!r}"
+        body += chunk
+    return head.decode(), json.loads(body)
+
+
 def _assert_same(got: np.ndarray, want: np.ndarray, where: str) -> None:
     assert got.dtype == want.dtype and got.shape == want.shape, (where, got.dtype, got.shape, want.dtype, want.shape)
     if want.dtype.kind == "f":  # ONNX Runtime or OpenVINO may answer: the same float arithmetic, not the same bits
@@ -568,12 +584,11 @@ def test_sigterm_with_an_upload_that_never_ends_answers_it_503_and_exits_0(repo)
             stalled.sendall(b"POST /v2/models/mixed/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
             time.sleep(0.3)  # the server has read the head
             assert server.terminate(timeout_s=60) == 0
-            answer = stalled.recv(4096).decode()
+            head, reply = _read_answer(stalled)
     finally:
         server.kill()
-    head, _, body = answer.partition("\r\n\r\n")
     assert head.startswith("HTTP/1.1 503") and "retry-after: 5" in head.lower()
-    assert "shut down before this request arrived" in json.loads(body)["error"]
+    assert "shut down before this request arrived" in reply["error"]
     assert "Traceback" not in "".join(server.stderr_lines)
 
 
@@ -598,12 +613,11 @@ def test_a_full_queue_refuses_a_large_body_before_reading_it(repo):
             time.sleep(0.05)
         with socket.create_connection((host, int(port)), timeout=10) as sock:
             sock.sendall(b"POST /v2/models/mixed/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 52428800\r\n\r\n{")
-            answer = sock.recv(4096).decode()
+            head, reply = _read_answer(sock)
     finally:
         server.kill()
-    head, _, body = answer.partition("\r\n\r\n")
     assert head.startswith("HTTP/1.1 503") and "retry-after: 1" in head.lower()
-    assert "--max-queue 1" in json.loads(body)["error"]
+    assert "--max-queue 1" in reply["error"]
 
 
 def test_a_grpc_call_the_client_cancels_is_counted_as_cancelled_not_200(repo):
