@@ -417,7 +417,7 @@ def _core(folder, **options):
                                                            **options))
 
 
-def test_a_request_the_model_refuses_fails_alone_in_a_batch(tmp_path):
+def test_a_request_the_model_refuses_fails_alone_in_a_batch(tmp_path, caplog):
     """Rows that disagree between inputs, or an index out of range in one request: before, the batch they
     were joined to failed for every client in it (500)."""
     from onnx import TensorProto, helper
@@ -444,6 +444,9 @@ def test_a_request_the_model_refuses_fails_alone_in_a_batch(tmp_path):
             np.testing.assert_array_equal(futures[i].result(timeout=30)["sum"], a[k] + 1)
         with pytest.raises(ServeError):
             futures[1].result(timeout=30)
+        # rows that disagree but broadcast (1 row of a, 2 of b): run alone, and answered
+        alone = core.infer("mixed", {"a": a[2], "b": np.ones((2, 4), np.int64)}).result(timeout=30)
+        np.testing.assert_array_equal(alone["sum"], np.full((2, 4), 3, np.float32))
         futures = [core.infer("lookup", {"i": np.array(ids, np.int64)}) for ids in ([1, 2], [99], [3])]
         np.testing.assert_array_equal(futures[0].result(timeout=30)["y"], table[[1, 2]])
         np.testing.assert_array_equal(futures[2].result(timeout=30)["y"], table[[3]])
@@ -451,6 +454,7 @@ def test_a_request_the_model_refuses_fails_alone_in_a_batch(tmp_path):
             futures[1].result(timeout=30)
     finally:
         core.close()
+    assert "Traceback" not in caplog.text and "exception calling callback" not in caplog.text
 
 
 def test_outputs_that_are_not_rows_of_the_batch_are_never_split_across_clients(tmp_path):

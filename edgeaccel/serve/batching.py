@@ -143,13 +143,16 @@ class Batcher:
                     item[3].set_exception(exc)
                 return
             outputs = list(done.result())
-            if len(batch) > 1 and any(np.ndim(o) == 0 or len(o) != sum(item[1] for item in batch) for o in outputs):
+            if len(batch) == 1:  # as it came (its rows may be None: inputs that disagree on the first dimension)
+                batch[0][3].set_result(outputs)
+                return
+            if any(np.ndim(o) == 0 or len(o) != sum(item[1] for item in batch) for o in outputs):
                 self._unjoin(batch, outputs)
                 return
             offset = 0
             for item in batch:
                 rows = item[1]
-                item[3].set_result([o[offset:offset + rows] if len(batch) > 1 else o for o in outputs])
+                item[3].set_result([o[offset:offset + rows] for o in outputs])
                 offset += rows
 
         outer.add_done_callback(split)
