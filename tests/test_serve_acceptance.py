@@ -648,7 +648,7 @@ def test_a_grpc_call_the_client_cancels_is_counted_as_cancelled_not_200(repo):
     assert row["protocol"] == "grpc" and row["status"] == 499 and "cancelled" in row["error"]
 
 
-# -- a taken port ----------------------------------------------------------------------------------------------
+# -- a taken port --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("option", ["--port", "--grpc-port"])
 def test_a_taken_port_is_refused_before_any_model_loads(repo, option):
     from conftest import ROOT
@@ -678,7 +678,16 @@ def test_grpc_bind_failure_is_said_once_without_grpc_native_log(capfd):
     assert "add_port.cc" not in capfd.readouterr().err
 
 
-# -- 4. the token on an address other machines reach -----------------------------------------------------------
+# -- 4. the token on an address other machines reach ---------------------------------------------------------
+def test_a_token_beyond_ascii_is_accepted_from_http_and_grpc():
+    from edgeaccel.serve.security import authorized
+
+    token = "clé-du-serveur-für-alle-0123"
+    assert authorized(f"Bearer {token}".encode(), token)  # HTTP: the header's raw (UTF-8) bytes
+    assert authorized(f"Bearer {token}", token)  # gRPC metadata: text
+    assert not authorized(f"Bearer {token}x".encode(), token) and not authorized(f"Basic {token}", token)
+
+
 def _routable_address() -> str | None:
     """This machine's address on its default route (a UDP connect sends nothing), or None without one."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
