@@ -288,6 +288,23 @@ def test_a_folder_that_reaches_out_through_a_link_to_another_folder_is_refused(t
     assert "outside the model repository" in entries["other"].problem
 
 
+def test_a_triton_layout_is_named_in_the_reason_it_did_not_load(tmp_path):
+    """A Triton user's repository (NAME/1/model.onnx beside config.pbtxt) is not read: the reason says how to fix it."""
+    from edgeaccel.serve.errors import ServeError
+
+    (tmp_path / "m" / "triton" / "1").mkdir(parents=True)
+    _half_input(tmp_path / "m" / "triton" / "1" / "model.onnx")
+    (tmp_path / "m" / "triton" / "config.pbtxt").write_text('name: "triton"\n')
+    core = _core(tmp_path / "m")
+    try:
+        with pytest.raises(ServeError) as err:
+            core.load("triton")
+        assert err.value.status == 409 and "Triton's layout, triton/1/" in err.value.message
+        assert "move the files up a level" in core.index()[0]["reason"]
+    finally:
+        core.close()
+
+
 # -- 2. bad requests: a protocol error that says what is wrong, the server up, the next answer right --------
 LINE = {"name": "a", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}
 INT_LINE = {"name": "b", "shape": [1, 4], "datatype": "INT64", "data": [1, 2, 3, 4]}

@@ -31,7 +31,7 @@ from ..tensors import InputBinder
 from .batching import Batcher, batchable
 from .errors import ServeError, from_edgeaccel
 from .gate import DeviceGate, gate_model
-from .repository import Entry, ModelRepository
+from .repository import Entry, ModelRepository, layout_hint
 from .tensors import datatype_of
 
 log = logging.getLogger("edgeaccel.serve")
@@ -129,7 +129,8 @@ class ServeCore:
         except Exception as exc:  # a model that does not load is a reason in the index, never a crash
             error = from_edgeaccel(exc, entry.name)
             raise ServeError(409 if error.status == 500 else error.status,
-                             f"model '{entry.name}' did not load: {error.message.split(': ', 1)[-1]}") from None
+                             f"model '{entry.name}' did not load: {error.message.split(': ', 1)[-1]}"
+                             + layout_hint(entry)) from None
         try:
             return self._serve(entry, model)
         except BaseException:

@@ -36,6 +36,19 @@ def refuse_overrides(parameters, name: str) -> None:
                               "copy the files into the folder and load it by name")
 
 
+def layout_hint(entry: Entry) -> str:
+    """For a folder that did not load: what to do when it is laid out as Triton's repository is (``NAME/1/model.onnx``
+    beside ``config.pbtxt``), which this server does not read; "" otherwise."""
+    folder = entry.paths[0]
+    if len(entry.paths) != 1 or not folder.is_dir():
+        return ""
+    versions = sorted((p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+    if not versions or not any(f.suffix.lower() in MODEL_SUFFIXES for f in versions[-1].iterdir()):
+        return ""
+    return (f" (this is Triton's layout, {entry.name}/{versions[-1].name}/...: edgeaccel serve reads a model's files "
+            f"from {entry.name}/ itself, one version per model, and no config.pbtxt; move the files up a level)")
+
+
 @dataclass(frozen=True)
 class Entry:
     name: str
