@@ -68,12 +68,13 @@ def main(args: argparse.Namespace) -> int:
     from ..serve.metrics import Metrics
     from ..serve.repository import ModelRepository
     from ..serve.security import check_bind, resolve_token
-    from ..serve.server import Listen, serve
+    from ..serve.server import Listen, check_ports, serve
 
     token = resolve_token(args.token)
     check_bind(args.host, token)  # before any model loads or any port is bound
     grpc_port = None if str(args.grpc_port).lower() in ("off", "none", "") else _port(args.grpc_port, "--grpc-port")
     _port(args.port, "--port")
+    check_ports(args.host, args.port, grpc_port)  # before the models load: a taken port is said at once
     if args.max_queue < 1 or args.timeout <= 0 or args.max_request_mb <= 0 or args.max_batch < 1:
         raise InputError("--max-queue and --max-batch must be at least 1; --timeout and --max-request-mb positive")
     if args.policy == "power" and not args.power_budget:

@@ -268,6 +268,7 @@ class LiteRTExecutor(Executor):
         except Exception as exc:
             raise translate(type(self), exc, "describe", model, device) from exc
         self._dynamic = model.is_dynamic
+        self._stateful = _has_variable_tensors(model.path)
         # One Edge TPU runs one inference at a time: one interpreter per device (concurrent callers queue).
         limit = 1 if self._edgetpu else max(options.runtime_options.get("max_interpreters", 8), options.streams())
         self._pool: Pool[_Slot] = Pool(self._new_slot, limit=limit, close=_Slot.release)
@@ -371,6 +372,8 @@ class LiteRTExecutor(Executor):
                 slot.fit(self._in_index, inputs)
             for index, array in zip(self._in_index, inputs):
                 interpreter.set_tensor(index, array)
+            if self._stateful:  # each run starts from the model's initial state, as every other runtime's does
+                interpreter.reset_all_variables()
             interpreter.invoke()
             return [interpreter.get_tensor(index) for index in self._out_index]
         except Exception as exc:
@@ -416,6 +419,20 @@ def _quantized_label(model: ModelInfo) -> str:
     """uint8 I/O models are labelled so: "int8" for a uint8 model misleads (issue: first-hour walk)."""
     kinds = {t.dtype.name for t in model.inputs if t.quantization is not None}
     return "uint8 (quantized)" if kinds == {"uint8"} else "int8 (quantized)"
+
+
+def _has_variable_tensors(path) -> bool:
+    """Whether the model keeps state in variable tensors (a Keras LSTM converted to UNIDIRECTIONAL_SEQUENCE_LSTM).
+    LiteRT carries them from one invoke to the next: without a reset before each run, an answer depends on the
+    inputs run before it and on which interpreter of the pool ran them (two apps sharing the model through
+    ``edgeaccel serve`` would change each other's answers)."""
+    from ..formats import tflite
+
+    try:
+        parsed = tflite.parse(Path(path).read_bytes())
+    except Exception:  # described before it loaded: a reread that fails leaves the runs as they were
+        return False
+    return any(t.is_variable for sg in parsed.subgraphs for t in sg.tensors)
 
 
 def edgetpu_placement(path) -> dict:

@@ -6,8 +6,9 @@ A dispatcher thread samples telemetry when due, asks the policy for a decision, 
 (deadline first) to executors, each of which runs its requests on its own worker threads. Every decision is
 recorded in ``trace``; ``stats`` has per-executor counts, latency percentiles, energy per inference where the
 device measures energy, and time spent limited or throttled. A failing executor is retried elsewhere and, after
-repeated failures, taken out of rotation: visible in ``fallbacks``, never silent, and back only when the caller
-asks (``reselect()``). A request without a deadline waits at most ``max_wait_s`` to be started.
+repeated failures that another executor then answered, taken out of rotation: visible in ``fallbacks``, never
+silent, and back only when the caller asks (``reselect()``). A request without a deadline waits at most
+``max_wait_s`` to be started.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ class ScheduledModel(Model):
         self._dirty = False
         self._closed = False
         self._failures = {s.name: 0 for s in slots}
+        self._last_error: dict[str, BaseException] = {}
         self._pools = {s.name: ThreadPoolExecutor(s.max_concurrency, thread_name_prefix=f"edgeaccel-{s.name}")
                        for s in slots}
         with self._cond:
@@ -286,6 +288,7 @@ class ScheduledModel(Model):
                 retry = fails_over(error) and self._after_failure(request, slot, error)
             else:
                 self._failures[slot.name] = 0
+                self._confirm_failures(request)
             self._dirty = True
             self._cond.notify_all()
         if error is not None:
@@ -300,21 +303,35 @@ class ScheduledModel(Model):
         self._settle(request.future, results, dequantize, check_finite)
 
     def _after_failure(self, request: Request, slot: ExecutorSlot, error: BaseException) -> bool:
-        """Record the failure; retire the executor after repeated ones; requeue the request elsewhere if any
-        executor has not failed it yet. Called with the lock held."""
-        self._failures[slot.name] += 1
+        """Record the failure; requeue the request elsewhere if any executor has not failed it yet. Called with
+        the lock held. The failure counts against the executor only once another executor answers the same
+        request (``_confirm_failures``): a request every executor fails is what they all refuse (inputs that
+        disagree with each other, a size the graph cannot take), not a broken runtime, and three such requests
+        from one client must not take the executors out of rotation for every other (``edgeaccel serve``)."""
         others = [s for s in self._scheduler.slots if s is not slot and not s.failed_permanently
                   and s.name not in request.tried]
         self._record("run", slot.name, error, others[0].name if others else None)
-        if self._failures[slot.name] >= FAILURES_BEFORE_RETIRING and not slot.failed_permanently:
-            slot.failed_permanently = (f"{self._failures[slot.name]} consecutive failures, last: "
-                                       f"{str(error).splitlines()[0]} (model.reselect() offers it again)")
-            self._scheduler.apply(self._scheduler.decision, self._clock.now())
+        self._last_error[slot.name] = error
         request.tried.add(slot.name)
         if others:
             self._scheduler.requeue(request)
             return True
         return False
+
+    def _confirm_failures(self, request: Request) -> None:
+        """``request`` was answered after failing on the executors in ``request.tried``: those failures were the
+        executors' own; after repeated ones an executor is taken out of rotation. Called with the lock held."""
+        if not request.tried:  # the common case: it ran where it was first sent
+            return
+        for slot in self._scheduler.slots:
+            if slot.name not in request.tried:
+                continue
+            self._failures[slot.name] += 1
+            if self._failures[slot.name] >= FAILURES_BEFORE_RETIRING and not slot.failed_permanently:
+                last = str(self._last_error.get(slot.name, "")).splitlines()[:1]
+                slot.failed_permanently = (f"{self._failures[slot.name]} consecutive failures, last: "
+                                           f"{''.join(last)} (model.reselect() offers it again)")
+                self._scheduler.apply(self._scheduler.decision, self._clock.now())
 
     # -- lifetime --------------------------------------------------------------------------------------------
     def close(self) -> None:

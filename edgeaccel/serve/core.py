@@ -26,11 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from ..model import _fail, _set
 from ..tensors import InputBinder
 from .batching import Batcher, batchable
 from .errors import ServeError, from_edgeaccel
 from .gate import DeviceGate, gate_model
-from .repository import Entry, ModelRepository
+from .repository import Entry, ModelRepository, layout_hint
 from .tensors import datatype_of
 
 log = logging.getLogger("edgeaccel.serve")
@@ -129,7 +130,8 @@ class ServeCore:
         except Exception as exc:  # a model that does not load is a reason in the index, never a crash
             error = from_edgeaccel(exc, entry.name)
             raise ServeError(409 if error.status == 500 else error.status,
-                             f"model '{entry.name}' did not load: {error.message.split(': ', 1)[-1]}") from None
+                             f"model '{entry.name}' did not load: {error.message.split(': ', 1)[-1]}"
+                             + layout_hint(entry)) from None
         try:
             return self._serve(entry, model)
         except BaseException:
@@ -213,6 +215,15 @@ class ServeCore:
     def pending(self) -> int:
         return self._pending
 
+    def check_room(self) -> None:
+        """The 503 ``infer`` would give now (shutting down, queue full), before the caller reads a request's body:
+        a flood of large bodies is refused without buffering them. ``infer`` checks again under its lock."""
+        if self._draining:
+            raise ServeError(503, "the server is shutting down; send the request to another instance", retry_after=5)
+        if self._pending >= self.options.max_queue:
+            raise ServeError(503, f"{self._pending} requests are already waiting (--max-queue "
+                                  f"{self.options.max_queue}); retry later", retry_after=1)
+
     # -- metadata ------------------------------------------------------------------------------------------
     def metadata(self, name: str, version: str = "") -> dict:
         served = self.get(name, version)
@@ -255,12 +266,7 @@ class ServeCore:
         if timeout <= 0:
             raise ServeError(400, f"timeout must be a positive number of seconds, not {timeout_s!r}")
         with self._lock:
-            if self._draining:
-                raise ServeError(503, "the server is shutting down; send the request to another instance",
-                                 retry_after=5)
-            if self._pending >= self.options.max_queue:
-                raise ServeError(503, f"{self._pending} requests are already waiting (--max-queue "
-                                      f"{self.options.max_queue}); retry later", retry_after=1)
+            self.check_room()
             self._pending += 1
             self.accepted += 1
         try:
@@ -274,13 +280,13 @@ class ServeCore:
         outer: Future = Future()
         names = [t.name for t in served.model.outputs]
 
-        def finish(done: Future) -> None:
+        def finish(done: Future) -> None:  # outer may be cancelled (the client went away): _set/_fail allow it
             try:
                 exc = done.exception()
                 if exc is not None:
-                    outer.set_exception(from_edgeaccel(exc, name))
+                    _fail(outer, from_edgeaccel(exc, name))
                 else:
-                    outer.set_result(dict(zip(names, done.result())))
+                    _set(outer, dict(zip(names, done.result())))
             finally:
                 self._done()
 

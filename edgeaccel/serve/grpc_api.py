@@ -9,6 +9,7 @@ smaller of its gRPC deadline and its 'timeout' parameter (microseconds, as Trito
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -19,10 +20,12 @@ from .core import VERSION, ServeCore
 from .errors import ServeError
 from .proto import grpc_service_pb2 as pb
 from .proto import grpc_service_pb2_grpc as pb_grpc
+from .repository import refuse_overrides
 from .rest import EXTENSIONS, GRACE_S
 from .security import authorized
-from .tensors import datatype_of, dtype_of, from_bytes, from_json, to_bytes
+from .tensors import datatype_of, dtype_of, from_bytes, from_json, refuse_unserved, to_bytes
 
+log = logging.getLogger("edgeaccel.serve")
 # InferTensorContents field holding each datatype's values
 CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
             "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents", "UINT32": "uint_contents",
@@ -93,6 +96,10 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     async def RepositoryModelLoad(self, request, context):
         await self._guard(context)
+        try:
+            refuse_overrides(request.parameters, request.model_name)
+        except ServeError as exc:
+            await _abort(context, exc)
         await self._repository(self.core.load, request.model_name, context)
         return pb.RepositoryModelLoadResponse()
 
@@ -124,6 +131,13 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         except ServeError as exc:
             status, error = exc.status, exc.message
             await _abort(context, exc)
+        except asyncio.CancelledError:  # the client cancelled the call: counted as HTTP's gone client, not a 200
+            status, error = 499, "the client cancelled the call"
+            raise
+        except Exception as exc:  # a bug of the server: logged whole, answered INTERNAL in one line, not counted 200
+            log.exception("internal error on ModelInfer %s", name)
+            status, error = 500, f"internal error: {type(exc).__name__}: {exc}"
+            await _abort(context, ServeError(500, error))
         finally:
             self.metrics.request(name, "grpc", status, time.perf_counter() - started, request.id, error)
 
@@ -142,9 +156,12 @@ def _timeout_s(request, context) -> float | None:
     if remaining is not None:
         limits.append(max(remaining, 0.001))
     if "timeout" in request.parameters:
-        value = request.parameters["timeout"].int64_param
-        if value <= 0:
-            raise ServeError(400, f"parameter 'timeout' is in microseconds and positive, not {value}")
+        given = request.parameters["timeout"]
+        kind = given.WhichOneof("parameter_choice")
+        value = getattr(given, kind) if kind else None
+        if kind not in ("int64_param", "uint64_param") or value <= 0:  # a string or a double: say so, not "not 0"
+            raise ServeError(400, f"parameter 'timeout' is a positive int64_param in microseconds, not "
+                                  f"{kind or 'empty'} {value!r}")
         limits.append(value / 1e6)
     return min(limits) if limits else None
 
@@ -156,18 +173,24 @@ def _inputs(request) -> dict[str, np.ndarray]:
     if raw and len(raw) != len(request.inputs):
         raise ServeError(400, f"{len(raw)} raw_input_contents for {len(request.inputs)} inputs: give one per input, "
                               "in order, or none and each input's contents")
+    for wanted in request.outputs:  # before the model runs for a request it cannot answer
+        refuse_unserved(wanted.parameters, f"output '{wanted.name}'")
     arrays = {}
     for i, tensor in enumerate(request.inputs):
         where = f"input '{tensor.name}'"
         if tensor.name in arrays:
             raise ServeError(400, f"{where} is given twice")
+        refuse_unserved(tensor.parameters, where)
         shape = list(tensor.shape)
         if raw:
             arrays[tensor.name] = from_bytes(raw[i], tensor.datatype, shape, where)
         else:
             dtype_of(tensor.datatype, where)
             field = CONTENTS.get(tensor.datatype)
-            values = getattr(tensor.contents, field) if field else []
+            if field is None:  # FP16 (and BF16) have no typed field in InferTensorContents
+                raise ServeError(400, f"{where}: {tensor.datatype} values have no typed contents field in the "
+                                      "protocol; send them as raw little-endian bytes in raw_input_contents")
+            values = getattr(tensor.contents, field)
             arrays[tensor.name] = from_json(list(values), tensor.datatype, shape, where)
     return arrays
 

@@ -25,6 +25,30 @@ MODEL_SUFFIXES = (".tflite", ".onnx", ".xml")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
+def refuse_overrides(parameters, name: str) -> None:
+    """A load request's parameters: Triton's ``config`` override and ``file:...`` uploads (tritonclient's
+    ``load_model(config=, files=)``) would make the server load something other than the folder's files; silently
+    ignored, the client would believe its upload is what runs. Refused, saying so."""
+    given = sorted(str(key) for key in parameters)
+    if given:
+        raise ServeError(400, f"load of '{name}' with parameters {given}: the server loads a model only from its "
+                              "files in the repository folder (no configuration override, no uploaded files); "
+                              "copy the files into the folder and load it by name")
+
+
+def layout_hint(entry: Entry) -> str:
+    """For a folder that did not load: what to do when it is laid out as Triton's repository is (``NAME/1/model.onnx``
+    beside ``config.pbtxt``), which this server does not read; "" otherwise."""
+    folder = entry.paths[0]
+    if len(entry.paths) != 1 or not folder.is_dir():
+        return ""
+    versions = sorted((p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+    if not versions or not any(f.suffix.lower() in MODEL_SUFFIXES for f in versions[-1].iterdir()):
+        return ""
+    return (f" (this is Triton's layout, {entry.name}/{versions[-1].name}/...: edgeaccel serve reads a model's files "
+            f"from {entry.name}/ itself, one version per model, and no config.pbtxt; move the files up a level)")
+
+
 @dataclass(frozen=True)
 class Entry:
     name: str
@@ -87,15 +111,19 @@ class ModelRepository:
         return name if NAME.fullmatch(name) else None
 
     def _escape(self, child: Path) -> str | None:
-        """Why ``child`` may not be loaded (it, or something in it, leads outside the repository), or None."""
-        paths = [child]
-        if child.is_dir() and not child.is_symlink():
-            paths += sorted(child.rglob("*"))
-        for path in paths:
+        """Why ``child`` may not be loaded (it, or something in it, leads outside the repository), or None.
+        Folders are walked through their symlinks too (each real folder once): ``m/sub -> ../other`` stays inside,
+        but a link out in ``other`` is read when ``m`` loads through ``sub``."""
+        pending, seen = [child], set()
+        while pending:
+            path = pending.pop(0)
             target = path.resolve()
             if target != self.root and self.root not in target.parents:
                 link = "is a symlink to" if path.is_symlink() else "resolves to"
                 return (f"{path.relative_to(self.root)} {link} {target}, outside the model repository {self.root}: "
                         "copy the model into the repository "
                         "(the server loads only from its own folder)")
+            if target.is_dir() and target not in seen:
+                seen.add(target)
+                pending.extend(sorted(path.iterdir()))
         return None

@@ -14,17 +14,21 @@ repository extension (``/v2/repository/index``, ``/v2/repository/models/{m}/load
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
 import time
 from typing import Any
 
+import numpy as np
+
 from .. import __version__
 from .core import ServeCore
 from .errors import ServeError
+from .repository import refuse_overrides
 from .security import authorized
-from .tensors import datatype_of, from_bytes, from_json, to_bytes, to_json
+from .tensors import datatype_of, from_bytes, from_json, refuse_unserved, to_bytes, to_json
 
 log = logging.getLogger("edgeaccel.serve")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "metrics"]
@@ -34,6 +38,7 @@ REPO_ROUTE = re.compile(r"^/v2/repository/models/(?P<name>[^/]+)/(?P<action>load
 HEADER_LENGTH = b"inference-header-content-length"
 GRACE_S = 5.0  # beyond a request's timeout, the most the HTTP side waits for the core's answer
 PARSE_INLINE_BYTES = 1 << 20  # JSON parsed on the event loop up to this size; larger in a worker thread
+RESPOND_INLINE_VALUES = 1 << 16  # answers with more output values are encoded in a worker thread too
 
 
 class RestApp:
@@ -62,6 +67,10 @@ class RestApp:
             await _send_error(send, exc)
         except _Disconnected:
             return
+        except asyncio.CancelledError:  # uvicorn's shutdown stopped waiting for it (a body that never came whole):
+            with contextlib.suppress(Exception):  # an answer, not a traceback in the log and a text/plain 500
+                await _send_error(send, ServeError(503, "the server shut down before this request arrived whole; "
+                                                        "send it again (to another instance)", retry_after=5))
         except Exception as exc:  # a bug of the server: logged whole, answered in one line, the server lives on
             log.exception("internal error on %s %s", method, path)
             await _send_error(send, ServeError(500, f"internal error: {type(exc).__name__}: {exc}"))
@@ -79,11 +88,15 @@ class RestApp:
         elif path == "/v2/repository/index":
             _method(method, "POST", "GET")
             body = await self._body(headers, receive)
-            ready = bool(_json(body).get("ready", False)) if body else False
+            ready = _json(body).get("ready", False) if body.strip() else False
+            if not isinstance(ready, bool):  # bool("false") is True: a string here is a mistake to say, not guess
+                raise ServeError(400, f"'ready' is true or false, not {ready!r}")
             await _send_json(send, 200, self.core.index(ready_only=ready))
         elif (m := REPO_ROUTE.match(path)) is not None:
             _method(method, "POST")
-            await self._body(headers, receive)
+            body = await self._body(headers, receive)
+            if m["action"] == "load" and body.strip():
+                refuse_overrides(_parameters(_json(body), "the load request"), m["name"])
             action = self.core.load if m["action"] == "load" else self.core.unload
             await asyncio.get_running_loop().run_in_executor(None, action, m["name"])
             await _send_json(send, 200, {})
@@ -127,7 +140,8 @@ class RestApp:
         started = time.perf_counter()
         request_id, status, error = "", 200, None
         try:
-            self.core.get(name, version)  # an unknown model is a 404 before its body is read
+            self.core.get(name, version)  # an unknown model is a 404 before its body is read,
+            self.core.check_room()  # and a full queue a 503: a flood of large bodies is not buffered to be refused
             body = await self._body(headers, receive)
             if len(body) > PARSE_INLINE_BYTES:  # a big JSON body takes a while to parse: not on the event loop,
                 request, inputs = await asyncio.get_running_loop().run_in_executor(  # where others wait
@@ -142,13 +156,20 @@ class RestApp:
                 outputs = await asyncio.wait_for(asyncio.wrap_future(future), wait)
             except asyncio.TimeoutError:
                 raise ServeError(504, f"model '{name}' did not answer within {wait:g} s") from None
-            payload, extra = _response(name, request, outputs)
+            if sum(np.size(o) for o in outputs.values()) > RESPOND_INLINE_VALUES:  # JSON of 1M floats: 0.5 s,
+                payload, extra = await asyncio.get_running_loop().run_in_executor(  # every client waiting on it
+                    None, _response, name, request, outputs)
+            else:
+                payload, extra = _response(name, request, outputs)
             await _send(send, 200, payload, *extra)
         except ServeError as exc:
             status, error = exc.status, exc.message
             await _send_error(send, exc)
         except _Disconnected:
             status, error = 499, "the client disconnected before its request was read"
+            raise
+        except BaseException as exc:  # a bug (__call__ answers 500) or the shutdown's cancel (503): never counted 200
+            status, error = (503 if isinstance(exc, asyncio.CancelledError) else 500), f"{type(exc).__name__}: {exc}"
             raise
         finally:
             self.metrics.request(name, "http", status, time.perf_counter() - started, request_id, error)
@@ -168,6 +189,9 @@ def _json(data: bytes) -> dict:
         value = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ServeError(400, f"the request is not valid JSON: {exc}") from None
+    except RecursionError:  # '[[[[...' nested deeper than the parser goes: a bad request, not a server fault
+        raise ServeError(400, "the request's JSON is nested too deeply; tensor data is a flat or nested list "
+                              "as deep as the tensor's shape") from None
     if not isinstance(value, dict):
         raise ServeError(400, "the request must be a JSON object")
     return value
@@ -175,6 +199,7 @@ def _json(data: bytes) -> dict:
 
 def _parse(body: bytes, header_length: bytes | None) -> tuple[dict, dict]:
     request, binary = _split(body, header_length)
+    _parameters(request, "the request")
     return request, _inputs(request, binary)
 
 
@@ -200,9 +225,13 @@ def _inputs(request: dict, binary: memoryview) -> dict:
         where = f"input '{tensor['name']}'"
         if tensor["name"] in arrays:
             raise ServeError(400, f"{where} is given twice")
-        size = (tensor.get("parameters") or {}).get("binary_data_size")
+        parameters = _parameters(tensor, where)
+        refuse_unserved(parameters, where)
+        size = parameters.get("binary_data_size")
         if size is not None:
-            if not isinstance(size, int) or size < 0 or offset + size > len(binary):
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                raise ServeError(400, f"{where}: binary_data_size is a whole number of bytes, not {size!r}")
+            if offset + size > len(binary):
                 raise ServeError(400, f"{where}: binary_data_size {size!r} goes past the {len(binary)} bytes of "
                                       "binary data after the JSON header")
             arrays[tensor["name"]] = from_bytes(binary[offset:offset + size], tensor.get("datatype"),
@@ -212,10 +241,25 @@ def _inputs(request: dict, binary: memoryview) -> dict:
             arrays[tensor["name"]] = from_json(tensor["data"], tensor.get("datatype"), tensor.get("shape"), where)
         else:
             raise ServeError(400, f"{where} has neither 'data' nor a 'binary_data_size' parameter")
+    wanted = request.get("outputs")
+    for item in wanted if isinstance(wanted, list) else ():  # before the model runs for a request it cannot answer
+        if isinstance(item, dict):
+            refuse_unserved(_parameters(item, f"output {item.get('name')!r}"), f"output {item.get('name')!r}")
     if offset != len(binary):
         raise ServeError(400, f"{len(binary) - offset} bytes of binary data after the JSON header belong to no "
                               "input (binary_data_size of the inputs adds up to less)")
     return arrays
+
+
+def _parameters(item: dict, where: str) -> dict:
+    """An input's, output's or request's 'parameters': an object (a list or a number there is a 400, not a crash)."""
+    value = item.get("parameters")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ServeError(400, f"{where}: 'parameters' must be a JSON object of names and values, "
+                              f"not {type(value).__name__}")
+    return value
 
 
 def _timeout_s(parameters: Any) -> float | None:
@@ -242,7 +286,7 @@ def _response(name: str, request: dict, outputs: dict) -> tuple[bytes, list]:
             out_name = item.get("name") if isinstance(item, dict) else None
             if out_name not in outputs:
                 raise ServeError(400, f"model '{name}' has no output {out_name!r}; its outputs are {list(outputs)}")
-            binary = (item.get("parameters") or {}).get("binary_data", binary_default)
+            binary = _parameters(item, f"output '{out_name}'").get("binary_data", binary_default)
             chosen.append((out_name, bool(binary)))
     tensors, blobs = [], []
     for out_name, binary in chosen:

@@ -45,7 +45,7 @@ def authorized(header: str | bytes | None, token: str | None) -> bool:
         return True
     if header is None:
         return False
-    if isinstance(header, bytes):
-        header = header.decode("latin-1")
-    scheme, _, given = header.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    if isinstance(header, str):  # gRPC metadata; HTTP gives the header's raw bytes, compared as bytes (a token
+        header = header.encode()  # beyond ASCII arrives UTF-8 encoded, and decoding it as latin-1 never matched)
+    scheme, _, given = header.partition(b" ")
+    return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), token.encode())

@@ -102,6 +102,27 @@ class _Server:
         return Server(config)
 
 
+def check_ports(host: str, port: int, grpc_port: int | None) -> None:
+    """Refuse ports that are taken before the models load (which may take a while): a user learns it at once.
+    The ports are bound again for real once the models are in (0, a free port, is not checked)."""
+    from ..errors import ConfigError
+
+    if port and port == grpc_port:
+        raise ConfigError(f"--port and --grpc-port are both {port}", hint="give HTTP and gRPC a port each")
+    for number, option in ((port, "--port"), (grpc_port, "--grpc-port")):
+        if not number:
+            continue
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, number))
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {host}:{number} ({option}): {exc.strerror}",
+                              hint=f"choose another {option} (0 picks a free one) or stop what holds it") from None
+        finally:
+            sock.close()
+
+
 def _listen_socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -133,8 +154,11 @@ async def _start_grpc(core: ServeCore, metrics: Metrics, listen: Listen) -> tupl
                                       ("grpc.so_reuseport", 0)])
     add_to_server(InferenceServicer(core, metrics, listen.token), server)
     host = f"[{listen.host}]" if ":" in listen.host else listen.host
+    from ..native_log import filtered_native_stderr
+
     try:
-        port = server.add_insecure_port(f"{host}:{listen.grpc_port}")
+        with filtered_native_stderr(lambda line: "add_port.cc" in line):  # gRPC's own log of what we say below
+            port = server.add_insecure_port(f"{host}:{listen.grpc_port}")
     except RuntimeError as exc:
         from ..errors import ConfigError
 

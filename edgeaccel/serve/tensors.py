@@ -21,6 +21,11 @@ DATATYPES = {
 }
 NAMES = {dtype: name for name, dtype in DATATYPES.items()}
 MAX_DIMS = 16
+# parameters of protocol extensions this server does not serve: ignoring them would answer something other than
+# what the client asked for (tritonclient's class_count, set_shared_memory), so they are refused, saying so
+UNSERVED = {"classification": "the classification extension is not served: request the output tensor itself and "
+                              "take its top scores on the client",
+            "shared_memory_region": "the shared-memory extension is not served: send the tensor in the request"}
 
 
 def datatype_of(dtype: np.dtype) -> str:
@@ -35,6 +40,13 @@ def dtype_of(datatype: Any, where: str) -> np.dtype:
             raise ServeError(400, f"{where}: BYTES (string) tensors are not served; send a numeric tensor")
         raise ServeError(400, f"{where}: datatype {datatype!r} is not one of {', '.join(DATATYPES)}")
     return dtype
+
+
+def refuse_unserved(parameters: Any, where: str) -> None:
+    """400 for a tensor's parameter that asks for an extension this server does not serve."""
+    for key, why in UNSERVED.items():
+        if key in parameters:
+            raise ServeError(400, f"{where}: {why}")
 
 
 def check_shape(shape: Any, where: str) -> tuple[int, ...]:
@@ -54,6 +66,11 @@ def from_json(data: Any, datatype: str, shape: Any, where: str) -> np.ndarray:
         raise ServeError(400, f"{where}: 'data' does not hold {datatype} values ({exc})") from None
     if array.dtype == object:
         raise ServeError(400, f"{where}: 'data' is not a flat or nested list of numbers")
+    if dtype.kind in "iu":  # numpy truncates 0.7 to 0 for an integer type: a silent wrong input, so refuse it
+        given = np.asarray(data)
+        if given.dtype.kind == "f" and not np.array_equal(given, array):
+            raise ServeError(400, f"{where}: 'data' holds fractions such as {float(given[given != array].flat[0])!r}, "
+                                  f"and {datatype} takes whole numbers (pixels 0..255, not 0..1?)")
     if array.size != math.prod(dims):
         raise ServeError(400, f"{where}: 'data' holds {array.size} values, shape {list(dims)} needs "
                               f"{math.prod(dims)}")
