@@ -38,6 +38,7 @@ SCAN_LIMIT = 64  # requests looked at per routing pass: bounds its cost when the
 LATENCY_EMA = 0.2
 WARMUP_RUNS = 2  # an executor's first runs (lazy initialisation) are not averaged in: the latest one stands
 REMEASURE_S = 5.0  # an idle executor not measured for this long takes one request to refresh its latency
+SWITCH_MARGIN = 0.1  # another executor on a device takes its work when measured this much faster alone
 
 
 class Scheduler:
@@ -387,19 +388,25 @@ class Scheduler:
         return shed
 
     def _first_per_device(self, candidates: list, order: dict[str, int]) -> list:
-        """Routing for time: one executor per device, the one fastest alone (``alone_s``; unmeasured ones
-        after measured ones, in the policy's order, the ranking's where it gives none). The others there are its
-        fallbacks, not its rivals: they share its cores, and a latency measured on one alone, compared with one
-        measured on another under load, handed the device back and forth (on a 2-core CPU, OpenVINO's six
-        throughput requests took turns with LiteRT's two streams). A stale estimate is still measured again
-        (``dispatch``), so a faster executor is found."""
-        first: dict[str, tuple] = {}
+        """Routing for time: one executor per device, the first there in the policy's order (the ranking's where
+        it gives none), unless another there was measured faster alone (``alone_s``, both measured, by more than
+        ``SWITCH_MARGIN``). The others are its fallbacks, not its rivals: they share its cores, and comparing a
+        latency measured alone with one measured under load (an executor running two at once) handed the device
+        back and forth (on a 2-core CPU, OpenVINO took turns with LiteRT's two streams at 0.7x their rate). A
+        stale estimate is still measured again (``dispatch``), so a faster executor is found."""
+        by_device: dict[str, list] = {}
         for c in candidates:
-            slot = c[0]
-            rank = (slot.alone_s is None, slot.alone_s or 0.0, order.get(slot.name, len(order) + self._index[slot.name]))
-            if slot.device not in first or rank < first[slot.device][0]:
-                first[slot.device] = (rank, c)
-        return [c for _, c in first.values()]
+            by_device.setdefault(c[0].device, []).append(c)
+        chosen = []
+        for group in by_device.values():
+            group.sort(key=lambda c: order.get(c[0].name, len(order) + self._index[c[0].name]))
+            best = group[0]
+            for c in group[1:]:
+                mine, theirs = c[0].alone_s, best[0].alone_s
+                if mine is not None and theirs is not None and mine < theirs * (1 - SWITCH_MARGIN):
+                    best = c
+            chosen.append(best)
+        return chosen
 
     def _turn(self, slot: ExecutorSlot, now: float) -> float:
         """When ``slot``'s turn on its device comes: now, or once the other executors there have finished
