@@ -682,16 +682,17 @@ def test_a_taken_port_is_refused_before_any_model_loads(repo, option):
 
 
 def test_grpc_bind_failure_is_said_once_without_grpc_native_log(capfd):
-    import asyncio
+    from types import SimpleNamespace
 
     from edgeaccel.errors import ConfigError
+    from edgeaccel.serve.core import ServeOptions
     from edgeaccel.serve.server import Listen, _start_grpc
 
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
         with pytest.raises(ConfigError, match="cannot listen for gRPC"):
-            asyncio.run(_start_grpc(None, None, Listen(grpc_port=held.getsockname()[1])))
+            _start_grpc(SimpleNamespace(options=ServeOptions()), None, Listen(grpc_port=held.getsockname()[1]))
     assert "add_port.cc" not in capfd.readouterr().err
 
 

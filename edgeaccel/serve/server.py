@@ -1,6 +1,6 @@
-"""Both protocols in one process and one event loop: uvicorn for HTTP, grpcio's asyncio server for gRPC, over
-one ServeCore; graceful shutdown on SIGTERM (or SIGINT): stop accepting connections and RPCs, answer every
-request already accepted, close the models, return 0.
+"""Both protocols in one process over one ServeCore: uvicorn for HTTP on the event loop, grpcio's thread-pool
+server for gRPC (why: grpc_api.py); graceful shutdown on SIGTERM (or SIGINT): stop accepting connections and
+RPCs, answer every request already accepted, close the models, return 0.
 
 A line on stdout says where the server listens once it does (``edgeaccel serve: ready http://127.0.0.1:8000
 grpc 127.0.0.1:8001``): with port 0 the system picks a free port, and that line names it."""
@@ -22,6 +22,7 @@ from .metrics import Metrics
 from .rest import GRACE_S, RestApp
 
 log = logging.getLogger("edgeaccel.serve")
+GRPC_SPARE_THREADS = 8  # gRPC handler threads beyond --max-queue: refusals and metadata while the queue is full
 
 
 @dataclass
@@ -35,10 +36,9 @@ class Listen:
 
 def serve(core: ServeCore, metrics: Metrics, listen: Listen, announce=print) -> int:
     """Serve until SIGTERM/SIGINT; 0 after a graceful shutdown. On uvloop where it is installed (the serve
-    extra brings it): the server's CPU time per request (read from /proc over 2,000 sequential requests of a
-    tiny ONNX model, two runs each, a loaded 2-core machine) went from 650-850 to 480-500 us over HTTP and from
-    1020-1040 to 825-915 us over gRPC (grpcio's asyncio server runs on it): time a small board takes from
-    inference."""
+    extra brings it): the server's CPU time per HTTP request (read from /proc over 2,000 sequential requests of
+    a tiny ONNX model, two runs each, a loaded 2-core machine) went from 650-850 to 480-500 us, time a small
+    board takes from inference."""
     try:
         import uvloop
     except ImportError:
@@ -60,12 +60,12 @@ async def _serve(core: ServeCore, metrics: Metrics, listen: Listen, announce) ->
                             timeout_graceful_shutdown=int(core.options.timeout_s + GRACE_S) + 1)
     http = _Server(config)
     http_task = asyncio.create_task(http.serve(sockets=[sock]))
-    grpc_server, grpc_port = await _start_grpc(core, metrics, listen)
+    grpc_server, grpc_port = _start_grpc(core, metrics, listen)
     while not http.started and not http_task.done():
         await asyncio.sleep(0.01)
     if http_task.done():  # uvicorn could not start: say why, stop gRPC
         if grpc_server is not None:
-            await grpc_server.stop(0)
+            grpc_server.stop(0)
         http_task.result()
         return 1
     host = f"[{listen.host}]" if ":" in listen.host else listen.host
@@ -79,7 +79,9 @@ async def _serve(core: ServeCore, metrics: Metrics, listen: Listen, announce) ->
     log.info("shutting down: no new connections; answering the %d accepted request(s)", core.pending)
     http.should_exit = True
     grace = core.options.timeout_s + GRACE_S
-    waits = [http_task] + ([asyncio.create_task(grpc_server.stop(grace))] if grpc_server is not None else [])
+    waits = [http_task]
+    if grpc_server is not None:  # stop() refuses new RPCs now; its event is set once the running ones are done
+        waits.append(loop.run_in_executor(None, grpc_server.stop(grace).wait))
     await asyncio.gather(*waits, return_exceptions=True)
     stopped.cancel()
     await loop.run_in_executor(None, core.close)
@@ -143,15 +145,19 @@ def _listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def _start_grpc(core: ServeCore, metrics: Metrics, listen: Listen) -> tuple[Any, int | None]:
+def _start_grpc(core: ServeCore, metrics: Metrics, listen: Listen) -> tuple[Any, int | None]:
     if listen.grpc_port is None:
         return None, None
+    from concurrent.futures import ThreadPoolExecutor
+
     import grpc
 
     size = listen.max_request_bytes
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", size),
-                                      ("grpc.max_send_message_length", max(size, 256 << 20)),
-                                      ("grpc.so_reuseport", 0)])
+    # a thread per accepted request waiting for its answer, and some for refusals and metadata (grpc_api.py)
+    threads = ThreadPoolExecutor(core.options.max_queue + GRPC_SPARE_THREADS, thread_name_prefix="edgeaccel-grpc")
+    server = grpc.server(threads, options=[("grpc.max_receive_message_length", size),
+                                           ("grpc.max_send_message_length", max(size, 256 << 20)),
+                                           ("grpc.so_reuseport", 0)])
     add_to_server(InferenceServicer(core, metrics, listen.token), server)
     host = f"[{listen.host}]" if ":" in listen.host else listen.host
     from ..native_log import filtered_native_stderr
@@ -164,5 +170,5 @@ async def _start_grpc(core: ServeCore, metrics: Metrics, listen: Listen) -> tupl
 
         raise ConfigError(f"cannot listen for gRPC on {host}:{listen.grpc_port}: {exc}",
                           hint="choose another --grpc-port (0 picks a free one), or --grpc-port off") from None
-    await server.start()
+    server.start()
     return server, port
