@@ -613,6 +613,16 @@ def test_sigterm_with_an_upload_that_never_ends_answers_it_503_and_exits_0(repo)
     assert "Traceback" not in "".join(server.stderr_lines)
 
 
+def _held_mixed_call(server):
+    """One gRPC request to 'mixed', left waiting (in the tests' 10 s batch window): the client (kept alive: its
+    channel going away would cancel the call) and the call."""
+    client = tritonclient_grpc.InferenceServerClient(server.grpc)
+    tensors = [tritonclient_grpc.InferInput("a", [1, 4], "FP32"), tritonclient_grpc.InferInput("b", [1, 4], "INT64")]
+    tensors[0].set_data_from_numpy(np.ones((1, 4), np.float32))
+    tensors[1].set_data_from_numpy(np.ones((1, 4), np.int64))
+    return client, client.async_infer("mixed", tensors, callback=lambda result, error: None)
+
+
 def test_a_full_queue_refuses_a_large_body_before_reading_it(repo):
     """--max-queue 1, held by a request waiting in a 10 s batch window: the next request, announcing 50 MB, gets
     its 503 after its head, without the server buffering (or the client sending) the 50 MB first."""
@@ -621,12 +631,7 @@ def test_a_full_queue_refuses_a_large_body_before_reading_it(repo):
     server = ServerProcess([repo, "--port", "0", "--grpc-port", "0", "--models", "mixed", "--max-queue", "1",
                             "--batch-window-ms", "10000"]).start()
     try:
-        client = tritonclient_grpc.InferenceServerClient(server.grpc)
-        tensors = [tritonclient_grpc.InferInput("a", [1, 4], "FP32"),
-                   tritonclient_grpc.InferInput("b", [1, 4], "INT64")]
-        tensors[0].set_data_from_numpy(np.ones((1, 4), np.float32))
-        tensors[1].set_data_from_numpy(np.ones((1, 4), np.int64))
-        client.async_infer("mixed", tensors, callback=lambda result, error: None)  # holds the one place
+        _client, _call = _held_mixed_call(server)  # holds the one place
         host, port = server.http.rsplit(":", 1)
         deadline = time.monotonic() + 20
         while "edgeaccel_serve_queue_depth 1.0" not in _metrics(server.http):
@@ -648,12 +653,7 @@ def test_a_grpc_call_the_client_cancels_is_counted_as_cancelled_not_200(repo):
     server = ServerProcess([repo, "--port", "0", "--grpc-port", "0", "--models", "mixed", "--batch-window-ms", "10000",
                             "--log-json"]).start()
     try:
-        client = tritonclient_grpc.InferenceServerClient(server.grpc)
-        tensors = [tritonclient_grpc.InferInput("a", [1, 4], "FP32"),
-                   tritonclient_grpc.InferInput("b", [1, 4], "INT64")]
-        tensors[0].set_data_from_numpy(np.ones((1, 4), np.float32))
-        tensors[1].set_data_from_numpy(np.ones((1, 4), np.int64))
-        call = client.async_infer("mixed", tensors, callback=lambda result, error: None)
+        client, call = _held_mixed_call(server)
         time.sleep(0.5)  # the server holds it, waiting for others to join its batch
         call.cancel()
         deadline = time.monotonic() + 20
