@@ -13,6 +13,10 @@ them alike; each figure is the median over blocks. Clients are tritonclient (HTT
 latency; for throughput, 4 client threads, each with its own connection (http.client for HTTP,
 tritonclient.grpc for gRPC), against the in-process models with 4 requests kept in flight through submit.
 
+Beside them, the same clients call tools/serve_floor.py (the same server stacks answering a fixed tensor and
+running nothing): its p50 is the floor the transport and the client library set on this machine, and the
+server's own share of the added latency is what lies above it.
+
     python tools/bench_serve.py                         # mobilenet_v2 from ../shared/models ($EDGEACCEL_SHARED)
     python tools/bench_serve.py --blocks 7 --calls 60 --seconds 3
 """
@@ -25,6 +29,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -64,9 +69,15 @@ def main() -> int:
     server = ServerProcess([str(folder), "--port", "0", "--grpc-port", "0", "--policy", args.policy,
                             "--max-queue", "256"])
     server.start()
+    floor = subprocess.Popen([sys.executable, str(ROOT / "tools" / "serve_floor.py")], stdout=subprocess.PIPE,
+                             text=True)
     try:
-        result = _measure(args, model, adaptive, x, server)
+        floor_ports = floor.stdout.readline().split()
+        if len(floor_ports) != 2:
+            raise SystemExit("tools/serve_floor.py did not start: see its error above")
+        result = _measure(args, model, adaptive, x, server, floor_ports)
     finally:
+        floor.kill()
         server.terminate()
         model.close()
         adaptive.close()
@@ -78,29 +89,37 @@ def main() -> int:
     return 0
 
 
-def _measure(args, model, adaptive, x, server) -> dict:
+def _measure(args, model, adaptive, x, server, floor_ports) -> dict:
     import tritonclient.grpc as tg
     import tritonclient.http as th
 
     name, in_name = "m", model.inputs[0].name
     datatype = {"uint8": "UINT8", "int8": "INT8", "float32": "FP32"}[str(x.dtype)]
-    http_client = th.InferenceServerClient(server.http, connection_timeout=10, network_timeout=30)
-    grpc_client = tg.InferenceServerClient(server.grpc)
 
-    def http_call():
-        tensor = th.InferInput(in_name, list(x.shape), datatype)
-        tensor.set_data_from_numpy(x, binary_data=True)
-        http_client.infer(name, [tensor])  # tritonclient asks for binary outputs itself
+    def http_call(url):
+        client = th.InferenceServerClient(url, connection_timeout=10, network_timeout=30)
 
-    def grpc_call():
-        tensor = tg.InferInput(in_name, list(x.shape), datatype)
-        tensor.set_data_from_numpy(x)
-        grpc_client.infer(name, [tensor], client_timeout=30)
+        def call():
+            tensor = th.InferInput(in_name, list(x.shape), datatype)
+            tensor.set_data_from_numpy(x, binary_data=True)
+            client.infer(name, [tensor])  # tritonclient asks for binary outputs itself
+        return call
+
+    def grpc_call(url):
+        client = tg.InferenceServerClient(url)
+
+        def call():
+            tensor = tg.InferInput(in_name, list(x.shape), datatype)
+            tensor.set_data_from_numpy(x)
+            client.infer(name, [tensor], client_timeout=30)
+        return call
 
     def local_call():
         model.run(x)
 
-    latency = {"in-process": local_call, "http-binary": http_call, "grpc": grpc_call}
+    http_floor, grpc_floor = (f"127.0.0.1:{port}" for port in floor_ports)
+    latency = {"in-process": local_call, "http-binary": http_call(server.http), "grpc": grpc_call(server.grpc),
+               "http-floor": http_call(http_floor), "grpc-floor": grpc_call(grpc_floor)}
     for call in latency.values():  # warm up every path
         for _ in range(10):
             call()
@@ -129,6 +148,7 @@ def _measure(args, model, adaptive, x, server) -> dict:
     return {"model": str(args.model.name), "policy": args.policy, "blocks": args.blocks, "calls": args.calls,
             "p50_ms": med_p50, "p50_ms_blocks": p50, "throughput_per_s": med_rate, "throughput_blocks": rates,
             "added_ms": {m: med_p50[m] - med_p50["in-process"] for m in ("http-binary", "grpc")},
+            "floor_ms": {"http-binary": med_p50["http-floor"], "grpc": med_p50["grpc-floor"]},
             "throughput_ratio": {m: med_rate[m] / best_local
                                  for m in ("grpc-4-clients", "http-4-clients")}}
 
@@ -204,8 +224,9 @@ def _print(r: dict) -> None:
     print(f"  p50 in-process {r['p50_ms']['in-process']:.3f} ms, HTTP binary {r['p50_ms']['http-binary']:.3f} ms, "
           f"gRPC {r['p50_ms']['grpc']:.3f} ms")
     for mode, added in r["added_ms"].items():
+        floor = r["floor_ms"][mode]
         print(f"  {mode:12s} adds {added:+.3f} ms to the in-process p50    target <= 1 ms   "
-              f"{'met' if added <= 1.0 else 'NOT met'}")
+              f"{'met' if added <= 1.0 else 'NOT met'}   (floor {floor:.3f} ms, server's own {added - floor:+.3f} ms)")
     t = r["throughput_per_s"]
     print(f"  throughput in-process async {t['in-process-async']:.1f}/s (hint latency), "
           f"{t['in-process-async-adaptive']:.1f}/s (hint adaptive); 4 gRPC clients {t['grpc-4-clients']:.1f}/s, "
