@@ -8,7 +8,9 @@ exposes them GPU load and memory (NVML), Intel NPU busy time, Rockchip NPU load 
 A daemon thread samples every ``interval_s``; a last sample is taken on exit. Every source is read below
 ``root`` (tests write fake trees) and the clock is injectable. A source with nothing to read is listed in
 ``summary()["sources"]`` with the reason, never reported as zero. Means are taken over the whole window (first
-and last counter readings), maxima over the sampling intervals.
+and last counter readings), maxima over the sampling intervals. CPU counters move in whole ticks (USER_HZ,
+usually 100 a second), so a CPU share needs ``MIN_CPU_TICKS`` of them: a shorter interval is merged into the
+next, and a shorter window reports no CPU share and says why (two ticks would read as 0%, 50% or 100%).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ SOURCES = ("cpu", "process", "nvml", "intel_npu", "rockchip_npu", "tegrastats")
 _LABELS = {"cpu": "CPU", "process": "process", "nvml": "NVML", "intel_npu": "Intel NPU",
            "rockchip_npu": "Rockchip NPU", "tegrastats": "tegrastats"}
 _KB_PER_MB = 1024.0
+MIN_CPU_TICKS = 20  # per core (or of this process's CPU time): a share to 5 points, 0.2 s at USER_HZ 100
 
 
 def _mean_max(values: list[float], mean: float | None = None, digits: int = 1) -> dict | None:
@@ -50,25 +53,28 @@ class _Counter:
     """A cumulative counter read at intervals: the first and last readings give the mean rate over the window,
     each interval's rate gives the maximum."""
 
-    def __init__(self, cap: float | None = 100.0) -> None:
+    def __init__(self, cap: float | None = 100.0, min_span_s: float = 0.0) -> None:
         self.cap = cap  # a device is at most 100% busy; a process's CPU time may be several cores' worth
+        self.min_span_s = min_span_s  # a counter that moves in coarse steps: rates over shorter spans are noise
         self.first: tuple[float, float] | None = None  # (counter, time)
         self.last: tuple[float, float] | None = None
+        self.mark: tuple[float, float] | None = None  # where the current interval began
         self.rates: list[float] = []
 
     def add(self, value: float, now: float, scale: float) -> None:
         """``scale`` turns counter units per second into percent."""
-        if self.last is not None:
-            if value < self.last[0]:  # the counter restarted (driver reloaded): a new window from here
-                self.first = None
-            elif now > self.last[1]:
-                self.rates.append(self._capped(scale * (value - self.last[0]) / (now - self.last[1])))
+        if self.last is not None and value < self.last[0]:  # the counter restarted (driver reloaded): a new window
+            self.first = self.mark = None
+        elif self.mark is not None and now > self.mark[1] and now - self.mark[1] >= self.min_span_s:
+            self.rates.append(self._capped(scale * (value - self.mark[0]) / (now - self.mark[1])))
+            self.mark = (value, now)
         if self.first is None:
-            self.first = (value, now)
+            self.first = self.mark = (value, now)
         self.last = (value, now)
 
     def mean(self, scale: float) -> float | None:
-        if self.first is None or self.last is None or self.last[1] <= self.first[1]:
+        if self.first is None or self.last is None or self.last[1] <= self.first[1] \
+                or self.last[1] - self.first[1] < self.min_span_s:
             return None
         return self._capped(scale * (self.last[0] - self.first[0]) / (self.last[1] - self.first[1]))
 
@@ -103,9 +109,10 @@ class UtilizationSampler:
         self._ticks_per_s = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
         self._times: list[float] = []
         self._cpu_first: dict[str, CpuTimes] = {}
-        self._cpu_prev: dict[str, CpuTimes] = {}
+        self._cpu_prev: dict[str, CpuTimes] = {}  # where the current interval began
+        self._cpu_last: dict[str, CpuTimes] = {}
         self._cpu_pct: dict[str, list[float]] = {}
-        self._process = _Counter(cap=None)
+        self._process = _Counter(cap=None, min_span_s=MIN_CPU_TICKS / self._ticks_per_s)
         self._rss_kb: list[int] = []
         self._hwm_kb: list[int] = []
         self._gpus: dict[int, dict] = {}
@@ -198,14 +205,18 @@ class UtilizationSampler:
         self._found["cpu"] = "/proc/stat"
         for name, now in times.items():
             before = self._cpu_prev.get(name)
-            self._cpu_first.setdefault(name, now)
             if before is None or now[1] < before[1]:  # new, or a core brought back online: start again
-                self._cpu_first[name] = self._cpu_prev[name] = now
+                self._cpu_first[name] = self._cpu_prev[name] = self._cpu_last[name] = now
                 continue
-            percent = busy_percent(before, now)
-            if percent is not None:  # else no tick passed: keep the older reading for a longer interval
-                self._cpu_pct.setdefault(name, []).append(percent)
+            self._cpu_last[name] = now
+            if now[1] - before[1] >= self._ticks_needed(name):  # else too few ticks: the interval goes on
+                self._cpu_pct.setdefault(name, []).append(busy_percent(before, now))
                 self._cpu_prev[name] = now
+
+    def _ticks_needed(self, name: str) -> int:
+        """/proc/stat's "cpu" line sums every core's ticks: it needs MIN_CPU_TICKS per core, as each core does."""
+        cores = sum(1 for core in self._cpu_first if core != "cpu")
+        return MIN_CPU_TICKS * max(1, cores) if name == "cpu" else MIN_CPU_TICKS
 
     def _sample_process(self, now: float) -> None:
         stat = self._tree.read(f"/proc/{self.pid}/stat")
@@ -274,34 +285,37 @@ class UtilizationSampler:
             return {"source": name, "found": True, "from": self._found.get(name, "")}
         reason = self._reasons.get(name)
         if reason is None and name in self._found:
-            reason = "read, but the window was too short for two readings a tick apart"
+            reason = self._too_short() if name == "cpu" else "read, but the window was too short for two readings"
         return {"source": name, "found": False, "reason": reason or "not read yet (the sampler has not started)"}
 
+    def _too_short(self) -> str:
+        return (f"read, but the window was too short: a CPU share needs {MIN_CPU_TICKS} clock ticks "
+                f"({MIN_CPU_TICKS / self._ticks_per_s:g} s) between the first and last readings")
+
     def _cpu_summary(self, out: dict) -> bool:
-        cores = {}
-        for name in sorted(self._cpu_pct, key=natural_key):
-            first, last = self._cpu_first.get(name), self._cpu_prev.get(name)
-            mean = busy_percent(first, last) if first and last else None
-            figures = _mean_max(self._cpu_pct[name], mean)
-            if figures and name != "cpu":
-                cores[name] = figures
+        cores = {name: self._cpu_figures(name) for name in sorted(self._cpu_pct, key=natural_key) if name != "cpu"}
+        cores = {name: figures for name, figures in cores.items() if figures}
         if not cores:
             return False
         out["cpu_percent_per_core"] = cores
-        whole = _mean_max(self._cpu_pct.get("cpu", []),
-                          busy_percent(self._cpu_first["cpu"], self._cpu_prev["cpu"]) if "cpu" in self._cpu_first
-                          else None)
+        whole = self._cpu_figures("cpu")
         if whole:
             out["cpu_percent_all"] = whole
         return True
 
+    def _cpu_figures(self, name: str) -> dict | None:
+        first, last = self._cpu_first.get(name), self._cpu_last.get(name)
+        if not first or not last or last[1] - first[1] < self._ticks_needed(name):
+            return None
+        return _mean_max(self._cpu_pct.get(name, []), busy_percent(first, last))
+
     def _process_summary(self, out: dict) -> bool:
-        mean = self._process.mean(100.0 / self._ticks_per_s)
-        if mean is None or not self._rss_kb:
+        if not self._rss_kb:
             return False
+        mean = self._process.mean(100.0 / self._ticks_per_s)
         # percent of one core: 200 is two cores busy all the time. Not capped at 100 like a single counter.
-        rates = self._process.rates
-        out["process_cpu_percent"] = {"mean": round(mean, 1), "max": round(max([mean, *rates]), 1)}
+        out["process_cpu_percent"] = {"missing": self._too_short()} if mean is None else \
+            {"mean": round(mean, 1), "max": round(max([mean, *self._process.rates]), 1)}
         rss = [kb / _KB_PER_MB for kb in self._rss_kb]
         # VmHWM rising during the window means the window reached it, between samples or not
         hwm_peak = self._hwm_kb[-1] / _KB_PER_MB if len(self._hwm_kb) > 1 and self._hwm_kb[-1] > self._hwm_kb[0] \
@@ -384,10 +398,12 @@ class UtilizationSampler:
             whole = s.get("cpu_percent_all", {}).get("mean", sum(means) / len(means))
             out.append(f"  CPU        {len(cores)} cores: mean {whole:.0f}% ({detail}); busiest core peaked at "
                        f"{max(c['max'] for c in cores.values()):.0f}%")
-        if "process_cpu_percent" in s:
+        if "rss_mb" in s:
             p, rss = s["process_cpu_percent"], s["rss_mb"]
-            out.append(f"  process    {p['mean']:.0f}% of one core (max {p['max']:.0f}%); RSS {rss['start']:.0f} MB "
-                       f"at start, peak {rss['peak']:.0f} MB, {rss['end']:.0f} MB at end")
+            share = f"CPU n/a (under {MIN_CPU_TICKS} clock ticks)" if "missing" in p else \
+                f"{p['mean']:.0f}% of one core (max {p['max']:.0f}%)"
+            out.append(f"  process    {share}; RSS {rss['start']:.0f} MB at start, peak {rss['peak']:.0f} MB, "
+                       f"{rss['end']:.0f} MB at end")
         for gpu in s.get("gpu", []):
             util, used = gpu.get("util_percent"), gpu.get("memory_used_mb")
             parts = [f"busy mean {util['mean']:.0f}% (max {util['max']:.0f}%)" if util else "busy n/a",
