@@ -70,7 +70,9 @@ class BackgroundStatus:
     waited_s: float = 0.0  # time it held back while the model served
 
     def __str__(self) -> str:
-        return f"{self.state}: {self.reason}" if self.reason else self.state
+        text = f"{self.state}: {self.reason}" if self.reason else self.state
+        # "measuring" while it waits for the model to idle: say so, or a saturated model looks measured beside
+        return f"{text} (held back {self.waited_s:g} s while the model served)" if self.waited_s else text
 
 
 _RUNNING: weakref.WeakSet = weakref.WeakSet()

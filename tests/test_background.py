@@ -124,6 +124,7 @@ def test_it_waits_while_the_model_serves_and_leaves_the_wait_out_of_its_budget(q
             time.sleep(1.5)  # well past DELAY_S: measuring would have begun, and it has not got anywhere
             status = model.calibration
             assert status.state == "measuring" and not status.measurements and status.waited_s >= 1.0, status
+            assert "while the model served" in str(status)
         finally:
             stop.set()
             server.join(30)
