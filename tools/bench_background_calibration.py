@@ -15,7 +15,6 @@ import os
 import statistics
 import sys
 import time
-from collections import deque
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,23 +26,14 @@ def saturated_rate(model_path: Path, calibrate, seconds: float, in_flight: int =
     import numpy as np
 
     import edgeaccel
+    from bench_serve import saturated_throughput  # this folder is on sys.path when a tool runs
 
     with edgeaccel.load(model_path, cache=False, calibrate=calibrate) as model:
         spec = model.inputs[0]
         rng = np.random.default_rng(0)
         x = rng.integers(0, 255, spec.shape, dtype=spec.dtype) if np.issubdtype(spec.dtype, np.integer) \
             else rng.random(spec.shape, dtype=np.float32).astype(spec.dtype)
-        pending, done = deque(), 0
-        start = time.perf_counter()
-        while time.perf_counter() < start + seconds:
-            pending.append(model.submit(x))
-            if len(pending) >= in_flight:
-                pending.popleft().result()
-                done += 1
-        while pending:
-            pending.popleft().result()
-            done += 1
-        rate = done / (time.perf_counter() - start)
+        rate = saturated_throughput(model, x, in_flight, seconds)
         return rate, str(model.calibration)[:120]
 
 

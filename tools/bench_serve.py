@@ -132,8 +132,8 @@ def _measure(args, model, adaptive, x, server, floor_ports) -> dict:
                 call()
                 times.append(time.perf_counter() - start)
             p50[mode].append(statistics.median(times) * 1000)
-    throughput_modes = {"in-process-async": lambda s: _local_throughput(model, x, args.clients, s),
-                        "in-process-async-adaptive": lambda s: _local_throughput(adaptive, x, args.clients, s),
+    throughput_modes = {"in-process-async": lambda s: saturated_throughput(model, x, args.clients, s),
+                        "in-process-async-adaptive": lambda s: saturated_throughput(adaptive, x, args.clients, s),
                         "grpc-4-clients": lambda s: _grpc_throughput(server, name, in_name, x, datatype,
                                                                      args.clients, s),
                         "http-4-clients": lambda s: _http_throughput(server, name, in_name, x, datatype,
@@ -153,7 +153,8 @@ def _measure(args, model, adaptive, x, server, floor_ports) -> dict:
                                  for m in ("grpc-4-clients", "http-4-clients")}}
 
 
-def _local_throughput(model, x, in_flight: int, seconds: float) -> float:
+def saturated_throughput(model, x, in_flight: int, seconds: float) -> float:
+    """Answers per second with ``in_flight`` requests kept in flight through ``model.submit`` for ``seconds``."""
     from collections import deque
 
     pending, done = deque(), 0
