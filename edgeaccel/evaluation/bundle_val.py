@@ -173,11 +173,14 @@ def map_drop(path: str | os.PathLike, dataset, max_drop: float, *, reference=Non
     return report, failed
 
 
-def labelled_images(dataset: str | os.PathLike) -> Path:
+def labelled_images(dataset: str | os.PathLike | None) -> Path:
     """The folder of a labelled dataset's images, for the comparisons of `check` that take a folder of images
     (the mAP gate reads the labels itself); InputError when ``dataset`` is not a labelled dataset."""
     from .dataset import dataset_kind
 
+    if not dataset:
+        raise InputError("--max-map-drop needs --data DATASET: a labelled dataset to measure mAP on",
+                         hint="give a COCO JSON file, a YOLO data.yaml, or a folder with images/ and labels/")
     kind, why = dataset_kind(dataset)
     if kind is None:
         raise InputError(f"--max-map-drop needs --data to be a labelled dataset; {dataset} is {why}",
