@@ -213,3 +213,15 @@ def test_real_ssd_detector_on_hand_labelled_traffic_frames():
     assert row["map50"] >= 0.35 and row["map50_95"] >= 0.15
     assert row["per_class"]["sedan"]["ap50"] > 0.2 and row["per_class"]["pickup_suv_van"]["ap50"] > 0.2
     assert row["classes"].startswith("by name: 3 of 3")
+
+
+def test_missing_pycocotools_is_said_once_before_any_model_runs(drawn, tmp_path):
+    blocker = tmp_path / "blocked" / "pycocotools"  # shadows the installed package, as on a machine without it
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('No module named pycocotools')\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'blocked'}{os.pathsep}{ROOT}"}
+    done = subprocess.run([sys.executable, "-m", "edgeaccel", "val", str(drawn["model"]), "--data",
+                           str(drawn["dataset"]), "--evaluator", "pycocotools"], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)
+    assert done.returncode == 8 and done.stderr.count("pycocotools evaluator is not installed") == 1
+    assert "edgeaccel[val]" in done.stderr and done.stdout == ""

@@ -95,6 +95,10 @@ def validate_bundle(path: str | os.PathLike, dataset: Dataset | str | os.PathLik
     from ..executors.registry import runtimes
     from ..loader import executor_class
 
+    if options.get("evaluator") == "pycocotools":
+        from .pycoco import require
+
+        require()  # once, before any model runs, instead of an error in every row
     data = dataset if isinstance(dataset, Dataset) else read_dataset(dataset, options.pop("images_dir", None))
     options.pop("images_dir", None)
     data = data.limit(options.pop("max_images", None))

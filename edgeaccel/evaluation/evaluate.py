@@ -65,6 +65,10 @@ def evaluate(model_or_path, dataset: Dataset | str | os.PathLike, *, executor: s
     figures (``result.library``). ``progress``: a bar on stderr (None: when it is a terminal)."""
     if evaluator not in EVALUATORS:
         raise InputError(f"unknown evaluator {evaluator!r}", hint=f"choose one of {', '.join(EVALUATORS)}")
+    if evaluator == "pycocotools":
+        from .pycoco import require
+
+        require()
     for name, value in (("conf", conf), ("iou", iou)):
         if not 0 <= value <= 1:
             raise InputError(f"{name} must lie in 0..1, not {value}")

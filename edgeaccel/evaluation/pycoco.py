@@ -12,23 +12,22 @@ from ..errors import RuntimeNotInstalledError
 from .cocomap import MAX_DETS, ClassAP, Detection, GroundTruth, MapResult
 
 
-def available() -> bool:
+def require() -> None:
+    """RuntimeNotInstalledError naming the extra when pycocotools is missing: said before any model runs."""
     try:
         import pycocotools.cocoeval  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    except ImportError as exc:
+        raise RuntimeNotInstalledError("the pycocotools evaluator is not installed",
+                                       hint="pip install 'edgeaccel[val]' (or use --evaluator ours)") from exc
 
 
 def pycocotools_map(ground_truth: list[GroundTruth], detections: list[Detection], image_ids, class_ids,
                     max_dets: int = MAX_DETS) -> MapResult:
     """COCOeval's bbox mAP50-95 (stats[0]) and mAP50 (stats[1]) with per-class AP from its precision array."""
-    try:
-        from pycocotools.coco import COCO
-        from pycocotools.cocoeval import COCOeval
-    except ImportError as exc:
-        raise RuntimeNotInstalledError("the pycocotools evaluator is not installed",
-                                       hint="pip install 'edgeaccel[val]' (or use --evaluator ours)") from exc
+    require()
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
     images, classes = sorted(set(int(i) for i in image_ids)), sorted(set(int(c) for c in class_ids))
     categories = [{"id": c, "name": str(c)} for c in classes]
     # annotation ids from 1: COCOeval takes a matched id of 0 for "unmatched"
@@ -36,7 +35,8 @@ def pycocotools_map(ground_truth: list[GroundTruth], detections: list[Detection]
         {"id": n, "image_id": int(g.image_id), "category_id": int(g.class_id), "bbox": [float(v) for v in g.xywh],
          "area": g.box_area if g.area is None else float(g.area), "iscrowd": int(bool(g.iscrowd))}
         for n, g in enumerate(ground_truth, 1)])
-    kept = [d for d in detections if d.image_id in set(images)]
+    wanted = set(images)
+    kept = [d for d in detections if d.image_id in wanted]
     # loadRes fails on an empty list (it reads the first entry), so the results are indexed as loadRes would
     # have written them: box area, id from 1, not crowd
     dt = _coco(COCO, images, categories, [
@@ -55,7 +55,7 @@ def pycocotools_map(ground_truth: list[GroundTruth], detections: list[Detection]
     for k, c in enumerate(classes):
         curve = precision[:, :, k]
         counted = curve[curve > -1]
-        instances = sum(1 for g in ground_truth if g.class_id == c and g.image_id in set(images) and not g.iscrowd)
+        instances = sum(1 for g in ground_truth if g.class_id == c and g.image_id in wanted and not g.iscrowd)
         found = sum(1 for d in kept if d.class_id == c)
         per_class[c] = ClassAP(float(np.mean(counted)) if counted.size else None,
                                float(np.mean(curve[0][curve[0] > -1])) if counted.size else None, instances, found)
