@@ -36,7 +36,7 @@ EXPECTED_MAP = 0.6
 
 def yolo_model(path: Path, rows=ROWS) -> Path:
     values = candidates(rows, classes=2).T[None]
-    return constant_output(path, values, dynamic=False, metadata={"names": "{0: 'cat', 1: 'dog'}", "imgsz": f"[{INPUT}, {INPUT}]"})
+    return constant_output(path, values, dynamic=False, metadata={"names": "{0: 'cat', 1: 'dog'}"})
 
 
 def draw_dataset(root: Path) -> Path:

@@ -63,7 +63,8 @@ def main(args: argparse.Namespace) -> int:
     for pair in args.class_map:
         dataset_class, sep, model_class = pair.partition("=")
         if not sep or not dataset_class.strip() or not model_class.strip():
-            raise InputError(f"--class-map {pair!r} is not DATASET_CLASS=MODEL_CLASS", hint="e.g. --class-map car=sedan")
+            raise InputError(f"--class-map {pair!r} is not DATASET_CLASS=MODEL_CLASS",
+                             hint="e.g. --class-map car=sedan")
         class_map[dataset_class.strip()] = model_class.strip()
     with quiet_native_stderr():
         report = validate_bundle(args.path, args.data, reference=args.reference, executors=args.executor or None,
@@ -96,7 +97,8 @@ def main(args: argparse.Namespace) -> int:
                 for name, ap in row.result.per_class.items():
                     ap_text = "-" if ap.ap50_95 is None else f"{100 * ap.ap50_95:.1f} / {100 * ap.ap50:.1f}"
                     print(f"  {name:<24} AP50-95 / AP50 {ap_text:<14} objects {ap.instances:<6} boxes {ap.detections}")
-    mismatch = [r for r in ok if r.result.library is not None and not _same(r.result.map50_95, r.result.library.map50_95)]
+    mismatch = [r for r in ok
+                if r.result.library is not None and not _same(r.result.map50_95, r.result.library.map50_95)]
     for row in mismatch:
         print(f"warning: {row.artifact.name} on {row.executor}: our mAP50-95 {row.result.map50_95} differs from "
               f"pycocotools' {row.result.library.map50_95}", file=sys.stderr)

@@ -64,8 +64,9 @@ def box_iou(dt: np.ndarray, gt: np.ndarray, crowd: np.ndarray) -> np.ndarray:
     if len(dt) == 0 or len(gt) == 0:
         return np.zeros((len(dt), len(gt)))
     d, g = dt.astype(np.float64), gt.astype(np.float64)
-    w = np.minimum(d[:, None, 2] + d[:, None, 0], g[None, :, 2] + g[None, :, 0]) - np.maximum(d[:, None, 0], g[None, :, 0])
-    h = np.minimum(d[:, None, 3] + d[:, None, 1], g[None, :, 3] + g[None, :, 1]) - np.maximum(d[:, None, 1], g[None, :, 1])
+    dx, dy, gx, gy = d[:, None, 0], d[:, None, 1], g[None, :, 0], g[None, :, 1]
+    w = np.minimum(d[:, None, 2] + dx, g[None, :, 2] + gx) - np.maximum(dx, gx)
+    h = np.minimum(d[:, None, 3] + dy, g[None, :, 3] + gy) - np.maximum(dy, gy)
     overlap = (w > 0) & (h > 0)
     inter = np.where(overlap, w * h, 0.0)
     da, ga = d[:, 2] * d[:, 3], g[:, 2] * g[:, 3]

@@ -85,7 +85,8 @@ def dataset_kind(path: str | os.PathLike) -> tuple[str | None, Path | str]:
     if len(jsons) == 1:
         return "coco", jsons[0]
     if len(jsons) > 1:
-        return None, f"a folder with {len(jsons)} JSON files ({', '.join(p.name for p in jsons[:4])}): pass the one to use"
+        shown = ", ".join(p.name for p in jsons[:4])
+        return None, f"a folder with {len(jsons)} JSON files ({shown}): pass the one to use"
     return None, "a folder with neither a labels/ folder beside images/, a data.yaml, nor a COCO .json"
 
 

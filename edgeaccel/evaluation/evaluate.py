@@ -39,7 +39,8 @@ class ValResult:
 
     def as_dict(self) -> dict:
         out = {"model": self.model, "executor": self.executor, "images": self.images, "instances": self.instances,
-               "map50_95": _round(self.map50_95), "map50": _round(self.map50), "ms_per_image": _round(self.ms_per_image, 3),
+               "map50_95": _round(self.map50_95), "map50": _round(self.map50),
+               "ms_per_image": _round(self.ms_per_image, 3),
                "classes": self.classes, "predictions": self.predictions, "dropped_predictions": self.dropped,
                "per_class": {name: {"ap50_95": _round(ap.ap50_95), "ap50": _round(ap.ap50), "instances": ap.instances,
                                     "detections": ap.detections} for name, ap in self.per_class.items()}}
