@@ -166,6 +166,8 @@ def test_evaluate_api_path_and_loaded_model(drawn):
     assert again.map50_95 == pytest.approx(EXPECTED_MAP) and again.executor.startswith("onnxruntime")
     by_id = evaluate(drawn["model"], drawn["dataset"], executor="onnxruntime", class_map={"cat": 0, "dog": 1})
     assert by_id.map50_95 == pytest.approx(EXPECTED_MAP) and by_id.classes.startswith("as given")
+    first_two = evaluate(drawn["model"], drawn["coco"], executor="onnxruntime", max_images=2)
+    assert first_two.images == 2 and first_two.map50_95 == pytest.approx(0.75)  # without the empty image
     crossed = evaluate(drawn["model"], drawn["dataset"], executor="onnxruntime", class_map={"cat": "dog"})
     assert crossed.map50_95 == 0.0 and crossed.dropped > 0  # the model's cats stand for no dataset class now
 
