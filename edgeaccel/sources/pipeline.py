@@ -93,6 +93,10 @@ class Pipeline:
             self._close_sources()
             self._close_sinks()
             raise
+        for sink in self.sinks:
+            attach = getattr(sink, "attach", None)  # a Sink-like object without it gets no timing
+            if attach is not None:
+                attach(self.sources)
         self.drops = [drop or ("latest" if s.live else "none") for s in self.sources]
         self._carry = [StateCarry(model, self._pairs) if self._pairs else None for _ in self.sources]
         self.keep_images = keep_images if keep_images is not None else True

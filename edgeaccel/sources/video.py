@@ -59,6 +59,9 @@ def decode(container, source: Source, stop: threading.Event, *, time_offset: flo
     if stream.codec_context is None:
         raise SourceError(f"{source.name}: FFmpeg has no decoder for its {stream.codec_tag or 'video'} codec",
                           hint="re-encode it (H.264, VP9, MJPEG are read everywhere)")
+    # the stream's timing, which a video sink keeps: its nominal rate, and frame times from its PTS
+    source.frame_rate = stream.average_rate or stream.guessed_rate or source.frame_rate
+    source.clock = True
     start = time.monotonic()
     arrived: dict[int, float] = {}  # packet pts -> when it was read; bounded (a frame without a packet's pts)
     try:
