@@ -142,3 +142,27 @@ def test_a_clock_that_goes_back_continues_after_the_last_frame(model, tmp_path, 
     assert 0.3 <= times[4] - times[3] <= 1.0  # the outage is kept as a gap
     assert times[5] - times[4] == pytest.approx(0.05, abs=1e-4)  # and the new segment's spacing
     assert "went back at frame 4" in caplog.text
+
+
+def test_latency_is_split_into_queue_wait_and_inference(tmp_path):
+    """A file read ahead of the model (drop="none"): each frame waits behind the ones before it. That wait is
+    "queue", apart from "inference", and the stages add up to the latency."""
+    from edgeaccel.sources.frame import STAGES
+
+    source = tmp_path / "in.mp4"
+    write_video(source, moving_frames(40), fps=25)
+    with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.tflite", executor="litert") as slower:
+        with slower.watch(source) as pipeline:
+            frames = list(pipeline)
+        summary = pipeline.summary()
+    assert len(frames) == 40
+    for frame in frames:
+        assert list(frame.timing_ms) == list(STAGES)
+        assert sum(frame.timing_ms.values()) == pytest.approx(frame.latency_ms, abs=1e-6)
+        assert frame.timing_ms["inference"] > 0 and frame.timing_ms["preprocess"] > 0
+        assert frame.to_dict()["timing_ms"]["inference"] == round(frame.timing_ms["inference"], 3)
+    stages = summary["stages_ms"]
+    assert set(stages) == set(STAGES) and set(summary["sources"][0]["stages_ms"]) == set(STAGES)
+    # the reader is ahead by the queues' depth: most of the latency is waiting, which "latency" alone hid
+    assert stages["queue"]["p50"] > stages["inference"]["p50"]
+    assert stages["inference"]["p50"] < summary["latency_ms"]["p50"]

@@ -30,6 +30,7 @@ class RawFrame:
     timestamp: float | None
     captured: float  # time.monotonic() when it arrived (its packet was read; an iterable's item was taken)
     segment: int = 0  # counts reconnects: a new segment starts a new stream (its state starts from zeros)
+    decode_s: float = 0.0  # seconds the source took to give it (set by the pipeline's reader)
 
 
 class Source:
