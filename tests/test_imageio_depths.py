@@ -151,3 +151,15 @@ def test_float_and_32_bit_images_are_refused(tmp_path):
     Image.fromarray(np.full((4, 4), 1 << 20, np.int32)).save(wide)
     with pytest.raises(InputError, match="range is unknown"):
         imageio.read_image(wide)
+
+
+def test_16_bit_arrays_and_pil_images_given_to_the_vision_layer(tmp_path):
+    from edgeaccel.vision.preprocess import as_rgb
+
+    grey = np.linspace(0, 65535, H * W).astype(np.uint16).reshape(H, W)
+    np.testing.assert_array_equal(as_rgb(Image.fromarray(grey))[..., 0], (grey >> 8).astype(np.uint8))
+    with pytest.raises(InputError, match="past 8 bits") as caught:
+        as_rgb(grey)  # was clipped to an all-white image
+    assert "image >> 8" in caught.value.hint
+    small = np.arange(H * W, dtype=np.uint16).reshape(H, W) % 256  # integers already in 0..255 are pixels
+    np.testing.assert_array_equal(as_rgb(small)[..., 0], small.astype(np.uint8))
