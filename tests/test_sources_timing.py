@@ -166,3 +166,34 @@ def test_latency_is_split_into_queue_wait_and_inference(tmp_path):
     # the reader is ahead by the queues' depth: most of the latency is waiting, which "latency" alone hid
     assert stages["queue"]["p50"] > stages["inference"]["p50"]
     assert stages["inference"]["p50"] < summary["latency_ms"]["p50"]
+
+
+def test_frames_dropped_by_a_live_policy_leave_their_gap(model, tmp_path):
+    """A source faster than its consumer under drop="latest": the frames served keep their own times, so
+    the video lasts as long as the source did instead of playing the survivors back to back."""
+    served = []
+
+    def slow_consumer(frame):
+        served.append((frame.index, frame.timestamp))
+        time.sleep(0.02)
+
+    out = tmp_path / "out.mp4"
+    model.watch(iter(moving_frames(60)), fps=50, drop="latest", sinks=[out, slow_consumer]).run(timeout=60)
+    indices = [i for i, _ in served]
+    assert len(indices) < 60  # frames were dropped
+    times = timing(out)[1]
+    first = served[0][1]
+    assert times == pytest.approx([t - first for _, t in served], abs=1e-4)
+    assert times[-1] == pytest.approx((indices[-1] - indices[0]) / 50, abs=1e-4)
+
+
+def test_a_looped_file_continues_one_frame_after_its_end(model, tmp_path):
+    source = tmp_path / "in.mp4"
+    write_video(source, moving_frames(5), fps=10)
+    stamps = []
+    with model.watch(source, loop=True) as pipeline:
+        for frame in pipeline:
+            stamps.append(frame.timestamp)
+            if len(stamps) == 12:
+                break
+    assert np.diff(stamps) == pytest.approx([0.1] * 11, abs=1e-3)  # the replay joins at the source's rate

@@ -107,7 +107,9 @@ class FileSource(Source):
                 yield raw
             if not self.loop or stop.is_set() or last is None:
                 return
-            offset = (last.timestamp or 0.0) + 1e-3
+            # the replay starts one frame interval after the last frame, as the next frame would have
+            step = 1 / float(self.frame_rate) if self.frame_rate else 1e-3
+            offset = (last.timestamp or 0.0) + step
             self._container.seek(0)
 
     def close(self) -> None:
