@@ -161,6 +161,8 @@ def test_latency_is_split_into_queue_wait_and_inference(tmp_path):
         assert sum(frame.timing_ms.values()) == pytest.approx(frame.latency_ms, abs=1e-6)
         assert frame.timing_ms["inference"] > 0 and frame.timing_ms["preprocess"] > 0
         assert frame.to_dict()["timing_ms"]["inference"] == round(frame.timing_ms["inference"], 3)
+        # the task result (a classifier here) carries its stages as model.predict() gives them
+        assert frame.result.timing_ms["inference"] == frame.timing_ms["inference"]
     stages = summary["stages_ms"]
     assert set(stages) == set(STAGES) and set(summary["sources"][0]["stages_ms"]) == set(STAGES)
     # the reader is ahead by the queues' depth: most of the latency is waiting, which "latency" alone hid

@@ -452,6 +452,9 @@ class Pipeline:
                     frame.error = exc
             frame.latency_ms = (time.monotonic() - frame.captured) * 1e3
             _split(frame)
+            if frame.result is not None and getattr(frame.result, "timing_ms", None) == {}:
+                # the task result's own stages, as model.predict() gives them
+                frame.result.timing_ms = {k: frame.timing_ms[k] for k in ("preprocess", "inference", "postprocess")}
             stats = self.stats.sources[job.source]
             with self.stats.lock:
                 if frame.error is None:
