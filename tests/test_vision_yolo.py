@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vision_models import INPUT, candidates, constant_output
+from vision_models import INPUT, candidates, cells, constant_output
 
 import edgeaccel
 from edgeaccel.vision import TaskError
@@ -22,7 +22,7 @@ ROWS = [(32, 32, 20, 20, 0, 0.9),   # kept
 
 @pytest.fixture(scope="module")
 def v8_dynamic(tmp_path_factory):
-    values = candidates(ROWS, classes=3).T[None]  # [1, 7, 24]: channel-major, as Ultralytics exports v8/v11
+    values = candidates(ROWS, classes=3).T[None]  # [1, 7, 84]: channel-major, as Ultralytics exports v8/v11
     return constant_output(tmp_path_factory.mktemp("yolo") / "v8.onnx", values,
                            metadata={"names": NAMES, "imgsz": f"[{INPUT}, {INPUT}]", "task": "detect"})
 
@@ -47,7 +47,7 @@ def test_v8_dynamic_input_is_recognized_letterboxed_and_mapped_back(v8_dynamic):
 
 
 def test_v8_dynamic_input_takes_imgsz_option(tmp_path):
-    values = candidates(ROWS, classes=3).T[None]
+    values = candidates(ROWS, classes=3, n=cells(128)).T[None]  # the count a head has on a 128 x 128 input
     path = constant_output(tmp_path / "plain.onnx", values)  # no metadata at all
     with edgeaccel.load(path, executor="onnxruntime", task="detect", task_options={"imgsz": 128}) as model:
         assert model.task.kind == "yolov8"
@@ -109,7 +109,7 @@ def test_yolo_seg_export_is_decoded_as_boxes_never_as_a_semantic_mask(tmp_path):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    rows = candidates(ROWS, classes=3 + 32, n=100).T[None]  # 32 coefficient rows after the 3 classes
+    rows = candidates(ROWS, classes=3 + 32).T[None]  # 32 coefficient rows after the 3 classes
     rows[0, 7:] = 0.99  # coefficients far above any class score: read as classes they would win every box
     nodes = [helper.make_node("ReduceSum", ["images"], ["total"], keepdims=0),
              helper.make_node("Mul", ["total", "zero"], ["nothing"]),

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import classify, pose
+from . import blaze, classify, plausible, pose
+from .anchors import matching_preset
 from .detect import yolo_layout
-from .errors import TaskError
+from .errors import LayoutRefused, TaskError
 from .preprocess import is_image_input
 
 TASKS = ("classify", "detect", "segment", "pose")
@@ -19,6 +20,7 @@ class Recognized:
     kind: str  # the decoder's layout: top-k, ssd-postprocess, yolov8, yolov5, nms-in-graph, ids, scores, ...
     which: int  # the output it reads first
     reason: str
+    preset: str | None = None  # ssd-mediapipe: the anchor preset whose shapes matched
 
 
 def _shapes(outputs) -> list[tuple]:
@@ -35,18 +37,40 @@ def _image_size(inputs) -> tuple[int | None, int | None]:
     return None, None
 
 
-def fits(task: str, info, inputs, outputs, classes: int | None = None) -> Recognized:
-    """How ``task`` reads this model's outputs, or TaskError saying why it cannot."""
+def fits(task: str, info, inputs, outputs, classes: int | None = None,
+         imgsz: tuple[int, int] | None = None) -> Recognized:
+    """How ``task`` reads this model's outputs, or TaskError saying why it cannot. ``imgsz`` is the size a
+    dynamic image input is fed at (its metadata's), for the checks that depend on it."""
     shapes = _shapes(outputs)
     names = [t.name for t in outputs]
     described = ", ".join(f"{n or i} {list(s)}" for i, (n, s) in enumerate(zip(names, shapes)))
     if task == "detect":
         if SSD_OP in (*info.custom_ops, *info.operators) or any(SSD_OP in (n or "") for n in names):
             return Recognized(task, "ssd-postprocess", 0, f"the model ends in {SSD_OP} (an SSD detector)")
+        ih, iw = _image_size(inputs)
+        if (not ih or not iw) and imgsz:
+            ih, iw = imgsz
+        anchored = _anchor_ssd(shapes, (ih, iw), info, described)
+        if anchored is not None:
+            return anchored
+        refusals = []
         for i, shape in enumerate(shapes):
             if len(shape) == 3 and shape[0] in (1, None) and _candidates(shape, outputs[i].dtype):
                 kind = yolo_layout(shape, classes)
+                if kind != "nms-in-graph":
+                    n = shape[2] if kind == "yolov8" and (shape[1] or 0) < (shape[2] or 1 << 30) else shape[1]
+                    by_count = plausible.yolo_count_layout(n, ih, iw)
+                    if by_count is None:
+                        refusals.append(f"output {names[i] or i} {list(shape)} has {n} candidates, but a YOLO head "
+                                        + (f"on a {ih}x{iw} input gives {plausible.expected_counts(ih, iw)}"
+                                           if ih and iw else "gives 21 per 32x32 pixels (x3 for v5)"))
+                        continue
+                    if by_count and shape[1] != shape[2]:
+                        kind = by_count  # the count tells v5 (3 anchors a cell) from a transposed v8 export
                 return Recognized(task, kind, i, f"output {names[i] or i} {list(shape)} has the {kind} layout")
+        if refusals:
+            raise LayoutRefused(f"{info.path.name} does not look like a detector edgeaccel knows: "
+                            + "; ".join(refusals), hint=plausible.FORCE_HINT)
     elif task == "pose":
         kind = pose.layout(shapes)
         if kind:
@@ -80,6 +104,30 @@ _EXPECTED = {
     "segment": "segmentation needs a map [1, H, W] of class ids or scores [1, H, W, C] / [1, C, H, W]",
     "classify": "classification needs one output of class scores, [1, C]",
 }
+
+
+def _anchor_ssd(shapes: list[tuple], image_size, info, described: str) -> Recognized | None:
+    """MediaPipe-style SSD detectors: regressors [1, N, 4 + 2K] beside scores [1, N, C] with the same N. Their
+    anchors are not in the file: a preset whose anchor count, keypoints and input size match claims the model;
+    any other such pair is refused with the hint to give the anchor options (never decoded as YOLO)."""
+    pairs = [(blaze.outputs(shapes, s[1]), s) for s in shapes if len(s) == 3 and s[1]]
+    pair = next((p for p in pairs if p[0] is not None), None)
+    if pair is None:
+        return None
+    (boxes, scores), _ = pair
+    n, values = shapes[boxes][1], shapes[boxes][2]
+    found = matching_preset(n, values, image_size)
+    if found is not None:
+        k = found.decode.num_keypoints
+        return Recognized("detect", "ssd-mediapipe", boxes,
+                          f"regressors {list(shapes[boxes])} and scores {list(shapes[scores])} match the "
+                          f"{found.name} preset ({found.what}: {n} anchors, box + {k} keypoints)", found.name)
+    raise LayoutRefused(f"{info.path.name} looks like an anchor-based SSD detector (regressors {list(shapes[boxes])}, "
+                    f"scores {list(shapes[scores])}: {n} anchors) whose anchors are not in the file, and no preset "
+                    f"has {n} anchors with {values} values each; its outputs are {described}",
+                    hint="pass the anchors: task_options={'anchors': {'input_size_height': H, 'input_size_width': "
+                         "W, 'min_scale': ..., 'max_scale': ..., 'strides': [...], ...}} (MediaPipe's SSD anchor "
+                         "options) or an N x 4 array/.npy/.csv, and 'ssd': {'num_keypoints': K}; docs/vision.md")
 
 
 def _candidates(shape: tuple, dtype) -> bool:
@@ -121,23 +169,33 @@ def _aspect_fits(spatial: tuple[int, int], ih: int | None, iw: int | None) -> bo
     return 0.66 <= (h / w) / (ih / iw) <= 1.5
 
 
-def recognize(info, inputs, outputs, metadata: dict | None = None, classes: int | None = None) \
-        -> tuple[Recognized | None, str]:
-    """The task the model serves and why, or (None, why none)."""
+def recognize(info, inputs, outputs, metadata: dict | None = None, classes: int | None = None,
+              imgsz: tuple[int, int] | None = None) -> tuple[Recognized | None, str]:
+    """The task the model serves and why, or (None, why none): a layout that looks like a task's but fails its
+    checks (an anchor-based detector without known anchors, a YOLO-shaped output whose candidate count does not
+    fit the input) raises that task's TaskError rather than being claimed by another task."""
     said = (metadata or {}).get("task")
     if said in TASKS:
         try:
-            found = fits(said, info, inputs, outputs, classes)
+            found = fits(said, info, inputs, outputs, classes, imgsz)
             return Recognized(found.task, found.kind, found.which, f"the model's metadata says task={said}; "
                                                                    f"{found.reason}"), found.reason
         except TaskError:
             pass
     if not any(is_image_input(s) for s in inputs):
         return None, "no input is an image (N x H x W x C or N x C x H x W)"
+    refused = []
     for task in ("detect", "pose", "segment", "classify"):
         try:
-            found = fits(task, info, inputs, outputs, classes)
+            found = fits(task, info, inputs, outputs, classes, imgsz)
+        except LayoutRefused as exc:  # a layout recognized, then refused: say why, claim nothing
+            refused.append(exc)
+            continue
         except TaskError:
             continue
+        if refused:
+            break
         return found, found.reason
+    if refused:
+        raise refused[0]
     return None, "its outputs fit no task: " + ", ".join(str(list(s)) for s in _shapes(outputs))

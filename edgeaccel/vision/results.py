@@ -81,11 +81,25 @@ class ClassifyResult(Result):
 
 
 @dataclass
+class Keypoint:
+    name: str
+    x: float  # original image's pixels
+    y: float
+    score: float
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "x": round(self.x, 2), "y": round(self.y, 2), "score": round(self.score, 6)}
+
+
+@dataclass
 class Box:
     xyxy: tuple[float, float, float, float]  # x1, y1, x2, y2 in the original image's pixels
     score: float
     class_id: int
     label: str
+    # points the detector places with the box (MediaPipe detectors: eyes, nose, ...; YOLO pose: the skeleton);
+    # "keypoints" in the JSON only when there are some, so boxes of other detectors keep their exact schema
+    keypoints: list[Keypoint] = field(default_factory=list)
 
     @property
     def xywh(self) -> tuple[float, float, float, float]:
@@ -93,8 +107,11 @@ class Box:
         return (x1, y1, x2 - x1, y2 - y1)
 
     def to_dict(self) -> dict:
-        return {"xyxy": [round(v, 2) for v in self.xyxy], "score": round(self.score, 6),
-                "class_id": self.class_id, "label": self.label}
+        out = {"xyxy": [round(v, 2) for v in self.xyxy], "score": round(self.score, 6),
+               "class_id": self.class_id, "label": self.label}
+        if self.keypoints:
+            out["keypoints"] = [k.to_dict() for k in self.keypoints]
+        return out
 
 
 @dataclass
@@ -114,17 +131,6 @@ class SegmentResult(Result):
 
     def _payload(self) -> dict:
         return {"classes": self.classes}
-
-
-@dataclass
-class Keypoint:
-    name: str
-    x: float  # original image's pixels
-    y: float
-    score: float
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "x": round(self.x, 2), "y": round(self.y, 2), "score": round(self.score, 6)}
 
 
 @dataclass
