@@ -32,13 +32,15 @@ def draw(result, image: np.ndarray) -> np.ndarray:
 
     Image, ImageDraw = _pil()
     if isinstance(result, SegmentResult):
-        image = blend_mask(image, result.mask)
+        image = blend_mask(image, result.mask, background=result.background)
     canvas = Image.fromarray(image)
     pen = ImageDraw.Draw(canvas)
     width = max(2, round(max(image.shape[:2]) / 300))
-    if isinstance(result, DetectResult):
-        colours = palette(max([b.class_id for b in result.boxes], default=0) + 2)
-        for box in result.boxes:
+    boxes = result.boxes if isinstance(result, DetectResult) else \
+        result.instances if isinstance(result, SegmentResult) else []
+    if boxes:
+        colours = palette(max([b.class_id for b in boxes], default=0) + 2)
+        for box in boxes:
             colour = tuple(int(c) for c in colours[box.class_id + 1])
             pen.rectangle(box.xyxy, outline=colour, width=width)
             text = f"{box.label} {box.score:.2f}"
@@ -46,13 +48,16 @@ def draw(result, image: np.ndarray) -> np.ndarray:
             left, top, right, bottom = pen.textbbox((x, y), text)
             pen.rectangle((left - 1, top - 1, right + 1, bottom + 1), fill=colour)
             pen.text((x, y), text, fill=(255, 255, 255))
-    elif isinstance(result, ClassifyResult):
+            r = max(2, width)
+            for k in box.keypoints:
+                pen.ellipse((k.x - r, k.y - r, k.x + r, k.y + r), fill=(255, 0, 255))
+    if isinstance(result, ClassifyResult):
         for i, c in enumerate(result.classes[:5]):
             text = f"{c.label} {c.score:.2f}"
             left, top, right, bottom = pen.textbbox((4, 4 + 14 * i), text)
             pen.rectangle((left - 2, top - 2, right + 2, bottom + 2), fill=(0, 0, 0))
             pen.text((4, 4 + 14 * i), text, fill=(255, 255, 255))
-    elif isinstance(result, SegmentResult):
+    elif isinstance(result, SegmentResult) and not result.instances:
         colours = palette(max(result.labels, default=0) + max([c["class_id"] for c in result.classes], default=0) + 2)
         for i, c in enumerate(result.classes[:8]):
             text = f"{c['label']} {c['fraction']:.0%}"
@@ -71,11 +76,12 @@ def draw(result, image: np.ndarray) -> np.ndarray:
     return np.asarray(canvas)
 
 
-def blend_mask(image: np.ndarray, mask: np.ndarray, alpha: float = 0.5) -> np.ndarray:
-    """Colour every class but 0 (background) over the image."""
-    colours = palette(int(mask.max()) + 1)
-    coloured = colours[mask]
-    keep = (mask > 0)[..., None]
+def blend_mask(image: np.ndarray, mask: np.ndarray, alpha: float = 0.5, background: int = 0) -> np.ndarray:
+    """Colour every class but ``background`` (0; -1 where an instance mask has no instance) over the image."""
+    shift = 1 if background < 0 else 0  # instance masks: class 0 is a class, drawn in palette colour 1
+    colours = palette(int(mask.max()) + 1 + shift)
+    coloured = colours[np.clip(mask + shift, 0, None)]
+    keep = (mask > background)[..., None]
     mixed = image.astype(np.float32) * (1 - alpha) + coloured.astype(np.float32) * alpha
     return np.where(keep, mixed, image).astype(np.uint8)
 

@@ -14,7 +14,7 @@ from ..errors import InputError
 from ..modelinfo import Format
 from ..tensors import dequantize_array
 from . import anchors as ssd_anchors
-from . import blaze, classify, detect, plausible, pose, segment
+from . import blaze, classify, detect, landmarks, plausible, pose, segment, yolo_heads
 from .errors import LayoutRefused, TaskError
 from .labels import Labels, onnx_metadata, parse_names, read_labels
 from .preprocess import LETTERBOX_FILL, Frame, as_rgb, fit, image_layout, is_image_input, to_tensor, zeros_for
@@ -44,7 +44,7 @@ class Task:
                  conf: float | None = None, iou: float = 0.45, max_det: int = 100, top_k: int = 5,
                  letterbox: bool | None = None, normalize: str | None = None,
                  imgsz: int | tuple[int, int] | None = None, anchors=None, background: bool = True,
-                 ssd: dict | None = None, layout: str | None = None) -> None:
+                 ssd: dict | None = None, layout: str | None = None, threshold: float = 0.5) -> None:
         self.name = recognized.task
         self.kind = recognized.kind
         self.which = recognized.which
@@ -54,7 +54,7 @@ class Task:
         self.ssd = None  # ssd-mediapipe: its DecodeOptions and Preset (label, normalization)
         preset = None
         if self.kind == "ssd-mediapipe":
-            preset, self.anchors, self.ssd = _mediapipe_anchors(recognized.preset, anchors, ssd)
+            preset, self.anchors, self.ssd = _mediapipe_anchors(recognized.variant, anchors, ssd)
             if conf is None:
                 conf = self.ssd.min_score_thresh
             if letterbox is None:
@@ -62,7 +62,13 @@ class Task:
         else:
             self.anchors = None if anchors is None else detect.load_anchors(anchors)
         self.preset = preset
-        self.letterbox_fill = 0 if self.kind == "ssd-mediapipe" else LETTERBOX_FILL  # MediaPipe's zero border
+        self.threshold = float(threshold)  # one-channel and two-class masks, YOLO -seg instance masks
+        self.landmarks = landmarks.LAYOUTS_BY_NAME.get(recognized.variant) if self.kind == "landmarks" else None
+        if self.kind == "landmarks":
+            conf = 0.5 if conf is None else conf  # the presence MediaPipe's graphs require
+            letterbox = True if letterbox is None else letterbox  # MediaPipe keeps the crop's aspect (black bars)
+        # MediaPipe pads with black
+        self.letterbox_fill = 0 if self.kind in ("ssd-mediapipe", "landmarks") else LETTERBOX_FILL
         self.background = background
         # the class count the model declares (Ultralytics' names): columns after it are mask or keypoint
         # coefficients; a label file is not trusted for it (a short one would silently drop classes)
@@ -75,7 +81,8 @@ class Task:
         self.image_index = images[0]
         self.conf = (0.25 if self.kind.startswith(("yolo", "nms")) else 0.3) if conf is None else float(conf)
         self.iou, self.max_det, self.top_k = float(iou), int(max_det), int(top_k)
-        self.letterbox = self.kind in ("yolov8", "yolov5", "nms-in-graph") if letterbox is None else letterbox
+        self.letterbox = self.kind in ("yolov8", "yolov5", "nms-in-graph", "yolo-seg", "yolo-pose") \
+            if letterbox is None else letterbox
         self.normalize = normalize
         if normalize is None and self._inputs[self.image_index].dtype.kind == "f" and info.format is Format.TFLITE:
             from .metadata import tflite_normalization
@@ -140,7 +147,17 @@ class Task:
                 result = detect.decode_yolo(arrays[self.which], meta, self.labels, self.kind, self.conf, self.iou,
                                             self.max_det, self.classes)
         elif self.name == "segment":
-            result = segment.decode(arrays[self.which], meta, self.labels)
+            if self.kind == "yolo-seg":
+                protos = next(a for a in arrays if a.ndim == 4)
+                result = yolo_heads.decode_segment(arrays[self.which], protos, meta, self.labels, self.conf,
+                                                   self.iou, self.max_det, self.classes, self.threshold)
+            else:
+                result = segment.decode(arrays[self.which], meta, self.labels, self.kind, self.threshold)
+        elif self.kind == "landmarks":
+            result = landmarks.decode(arrays, self.which, self.landmarks, meta, self.conf)
+        elif self.kind == "yolo-pose":
+            result = yolo_heads.decode_pose(arrays[self.which], meta, self.conf, self.iou, self.max_det,
+                                            _kpt_shape(self.metadata))
         else:
             result = pose.decode(arrays, meta, self.kind, self.conf)
         result.model = self._info.path.name
@@ -221,6 +238,17 @@ def _mediapipe_anchors(preset_name: str | None, anchors, ssd: dict | None):
                              f"options; or an N x 4 array>}}")
     decode = ssd_anchors.decode_options(ssd or {}, preset.decode if preset else ssd_anchors.DecodeOptions())
     return preset, grid, decode
+
+
+def _kpt_shape(metadata: dict) -> tuple[int, int] | None:
+    """Ultralytics writes ``kpt_shape`` as "[17, 3]" (keypoints, values each)."""
+    import ast
+
+    try:
+        parsed = ast.literal_eval(metadata.get("kpt_shape") or "None")
+    except (ValueError, SyntaxError):
+        return None
+    return (int(parsed[0]), int(parsed[1])) if isinstance(parsed, (list, tuple)) and len(parsed) == 2 else None
 
 
 def _size(options: dict) -> tuple[int, int] | None:
