@@ -47,6 +47,8 @@ LAYOUTS = {lay.points * lay.values: lay for lay in (
     Layout("blazepose-39", 39, 5, BLAZEPOSE_POINTS + ("body_center", "body_top", "aux_0", "aux_1", "aux_2", "aux_3"),
            tuple(BLAZEPOSE_EDGES)),
     Layout("blazepose-33", 33, 5, BLAZEPOSE_POINTS, tuple(BLAZEPOSE_EDGES)),
+    Layout("eye-71", 71, 3),  # MediaPipe's iris model: eye contour and brow ...
+    Layout("iris-5", 5, 3),  # ... beside the iris centre and four points on its edge
 )}
 
 LAYOUTS_BY_NAME = {lay.name: lay for lay in LAYOUTS.values()}
@@ -59,13 +61,13 @@ def _flat(shape: tuple) -> int | None:
 
 def find(shapes: list[tuple], explicit: bool) -> tuple[int, Layout] | None:
     """(output index, layout) of the first flat output whose length is a known landmark layout. Recognition
-    (not ``explicit``) also wants a presence flag beside it (a one-value output), as landmark models have: a
-    lone flat output of 63 values could be class scores."""
+    (not ``explicit``) also wants evidence beside it, as landmark models have: a presence flag (a one-value
+    output) or a second landmark output (the iris model's eye and iris); a lone flat output of 63 values could
+    be class scores."""
     flag = any(all(d == 1 for d in s) and len(s) >= 1 for s in shapes)
-    for i, shape in enumerate(shapes):
-        layout = LAYOUTS.get(_flat(shape))
-        if layout is not None and (explicit or flag):
-            return i, layout
+    found = [(i, LAYOUTS[_flat(s)]) for i, s in enumerate(shapes) if _flat(s) in LAYOUTS]
+    if found and (explicit or flag or len(found) >= 2):
+        return found[0]
     return None
 
 

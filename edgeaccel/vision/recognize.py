@@ -91,7 +91,12 @@ def fits(task: str, info, inputs, outputs, classes: int | None = None,
         kind = pose.layout(shapes)
         if kind:
             return Recognized(task, kind, 0, f"output {list(shapes[0])} holds {kind} (y, x, score)")
-        if explicit and len(shapes[0]) == 4 and _spatial(shapes[0], outputs[0].dtype):
+        ih, iw = _image_size(inputs)
+        spatial = len(shapes[0]) == 4 and _spatial(shapes[0], outputs[0].dtype)
+        channels = spatial and (shapes[0][3] if spatial == shapes[0][1:3] else shapes[0][1])
+        # heatmaps: several channels at a fraction of the input's resolution (a full-size one-channel output
+        # is a mask, not a keypoint)
+        if explicit and spatial and channels >= 2 and (not ih or spatial[0] < ih):
             return Recognized(task, "heatmaps-only", 0, f"output {list(shapes[0])} read as keypoint heatmaps "
                                                         "(argmax per channel, no offsets)")
     elif task == "segment":
@@ -157,7 +162,8 @@ def _anchor_ssd(shapes: list[tuple], image_size, info, described: str) -> Recogn
                     f"has {n} anchors with {values} values each; its outputs are {described}",
                     hint="pass the anchors: task_options={'anchors': {'input_size_height': H, 'input_size_width': "
                          "W, 'min_scale': ..., 'max_scale': ..., 'strides': [...], ...}} (MediaPipe's SSD anchor "
-                         "options) or an N x 4 array/.npy/.csv, and 'ssd': {'num_keypoints': K}; docs/vision.md")
+                         "options) or an N x 4 array/.npy/.csv, and 'ssd': {'num_keypoints': K} (on the command line "
+                         "--task-option anchors='{...}' --task-option ssd='{...}'); docs/vision.md")
 
 
 def _candidates(shape: tuple, dtype) -> bool:
