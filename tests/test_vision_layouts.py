@@ -111,9 +111,9 @@ def test_probabilities_shaped_like_landmarks_are_refused(tmp_path):
     softmax = np.full((1, 63), 1 / 63, np.float32)
     path = constant_outputs(tmp_path / "softmax.onnx", {"p": softmax, "flag": np.ones((1, 1), np.float32)},
                             dynamic=False)
-    with edgeaccel.load(path, executor="onnxruntime", task="pose") as model:
-        with pytest.raises(TaskError, match="class probabilities") as info:
-            model.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
+    with edgeaccel.load(path, executor="onnxruntime", task="pose") as model, \
+            pytest.raises(TaskError, match="class probabilities") as info:
+        model.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
     assert "classify" in info.value.hint
 
 

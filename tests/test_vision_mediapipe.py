@@ -20,9 +20,9 @@ from edgeaccel.vision import anchors as ssd_anchors
 DATA = Path(__file__).parent / "data" / "mediapipe"
 FACE = DATA / "face_detection_short_range.tflite"
 # face_detection_short_range.pbtxt's options
-FACE_ANCHORS = dict(num_layers=4, min_scale=0.1484375, max_scale=0.75, input_size_height=128, input_size_width=128,
-                    anchor_offset_x=0.5, anchor_offset_y=0.5, strides=[8, 16, 16, 16], aspect_ratios=[1.0],
-                    fixed_anchor_size=True, interpolated_scale_aspect_ratio=1.0)
+FACE_ANCHORS = {"num_layers": 4, "min_scale": 0.1484375, "max_scale": 0.75, "input_size_height": 128,
+                "input_size_width": 128, "anchor_offset_x": 0.5, "anchor_offset_y": 0.5, "strides": [8, 16, 16, 16],
+                "aspect_ratios": [1.0], "fixed_anchor_size": True, "interpolated_scale_aspect_ratio": 1.0}
 
 
 def reference_anchors(o: dict) -> list[tuple[float, float, float, float]]:
@@ -39,7 +39,8 @@ def reference_anchors(o: dict) -> list[tuple[float, float, float, float]]:
                 ratios.append(r)
                 scales.append(scale)
             if o["interpolated_scale_aspect_ratio"] > 0:
-                nxt = 1.0 if last == n - 1 else o["min_scale"] + (o["max_scale"] - o["min_scale"]) * (last + 1) / (n - 1)
+                nxt = 1.0 if last == n - 1 else \
+                    o["min_scale"] + (o["max_scale"] - o["min_scale"]) * (last + 1) / (n - 1)
                 scales.append(math.sqrt(scale * nxt))
                 ratios.append(o["interpolated_scale_aspect_ratio"])
             last += 1
@@ -194,7 +195,8 @@ def _cli(*args: str):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "edgeaccel", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "edgeaccel", *args], capture_output=True, text=True, timeout=120,
+                          check=False)
 
 
 def test_cli_prints_the_faces_keypoints_and_refuses_an_unknown_anchor_layout_with_exit_4(tmp_path):

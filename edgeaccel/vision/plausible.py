@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from .errors import LayoutRefused, TaskError
+from .errors import LayoutRefused
 
 YOLO_STRIDES = ((8, 16, 32), (8, 16, 32, 64))  # Ultralytics P3-P5 heads and the P6 models
 FORCE_HINT = "if it is one, pass task_options={'layout': 'yolov8'} (or 'yolov5', 'nms-in-graph') to decode it anyway"

@@ -82,10 +82,12 @@ def fits(task: str, info, inputs, outputs, classes: int | None = None,
         if found:
             i, lay = found
             return Recognized(task, "landmarks", i, f"output {names[i] or i} {list(shapes[i])} holds {lay.points} "
-                                                    f"{lay.name} landmarks ({lay.values} values each)", variant=lay.name)
+                                                    f"{lay.name} landmarks ({lay.values} values each)",
+                              variant=lay.name)
         ih, iw = _image_size(inputs)
         for i, shape in enumerate(shapes):
-            if len(shape) == 3 and _yolo_pose_width(shape) and plausible.yolo_count_layout(shape[2], ih, iw) is not None:
+            if len(shape) == 3 and _yolo_pose_width(shape) \
+                    and plausible.yolo_count_layout(shape[2], ih, iw) is not None:
                 return Recognized(task, "yolo-pose", i, f"output {names[i] or i} {list(shape)} is a YOLO pose head "
                                                         "(box, score, 17 keypoints x, y, visibility)")
         kind = pose.layout(shapes)

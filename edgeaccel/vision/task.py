@@ -14,7 +14,7 @@ from ..errors import InputError
 from ..modelinfo import Format
 from ..tensors import dequantize_array
 from . import anchors as ssd_anchors
-from . import blaze, classify, detect, landmarks, plausible, pose, segment, yolo_heads
+from . import blaze, classify, detect, landmarks, pose, segment, yolo_heads
 from .errors import LayoutRefused, TaskError
 from .labels import Labels, onnx_metadata, parse_names, read_labels
 from .preprocess import LETTERBOX_FILL, Frame, as_rgb, fit, image_layout, is_image_input, to_tensor, zeros_for
