@@ -214,35 +214,22 @@ def test_scores_outside_0_1_are_refused_at_decode_not_drawn(tmp_path):
             loaded.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
 
 
-def test_v5_count_tells_a_row_major_v8_export_from_v5(tmp_path):
-    values = candidates(ROWS, classes=4)  # [84, 8] row-major: one per cell, so no objectness column
-    path = constant_output(tmp_path / "v8_rows.onnx", values[None], dynamic=False)
+@pytest.mark.parametrize("classes, objectness, expected", [(80, False, "yolov8"), (80, True, "yolov5"),
+                                                        (3, False, None)])
+def test_a_row_major_head_with_one_candidate_a_cell(tmp_path, classes, objectness, expected):
+    """[1, 336, V] on a 128 x 128 input: a transposed v8 export (4 + C) or a YOLOX-style head (5 + C): told by
+    the 80 COCO classes, by the declared class count, else refused."""
+    rows = candidates(ROWS, classes=classes, n=cells(128), objectness=objectness)
+    path = constant_output(tmp_path / "rows.onnx", rows[None], metadata={"imgsz": "[128, 128]"})
     with edgeaccel.load(path, executor="onnxruntime") as loaded:
-        assert loaded.task.kind == "yolov8"
-        result = loaded.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
-    assert [b.class_id for b in result.boxes] == [0, 1, 2]
-
-
-def test_raw_ssd_outputs_decode_against_the_given_anchors(tmp_path):
-    from vision_models import constant_outputs
-
-    anchors = np.array([[0.5, 0.5, 0.2, 0.2], [0.52, 0.5, 0.2, 0.2], [0.2, 0.8, 0.1, 0.2]] + [[0.1, 0.1, 0.1, 0.1]] * 5,
-                       np.float32)
-    encodings = np.zeros((1, 8, 4), np.float32)
-    encodings[0, 2] = [1.0, 0, 5 * np.log(2), 0]  # centre down by 0.1 x the anchor's height (0.01), twice as high
-    logits = np.full((1, 8, 4), -6.0, np.float32)  # background + 3 classes, as logits
-    logits[0, 0, 2], logits[0, 1, 2], logits[0, 2, 3] = 3.0, 2.0, 1.0
-    path = constant_outputs(tmp_path / "raw_ssd.onnx", {"boxes": encodings, "scores": logits}, dynamic=False,
-                            nchw=False)
-    labels = tmp_path / "labels.txt"
-    labels.write_text("???\nperson\ncar\ndog\n")  # TensorFlow's labelmap.txt: background first
-    np.save(tmp_path / "anchors.npy", anchors)
-    with edgeaccel.load(path, executor="onnxruntime", labels=labels,
-                        task_options={"anchors": tmp_path / "anchors.npy"}) as model:
-        assert model.task.kind == "ssd-anchors"
-        result = model.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
-    got = [(b.label, round(b.score, 3), [round(v, 2) for v in b.xyxy]) for b in result.boxes]
-    assert got == [("car", round(1 / (1 + np.exp(-3)), 3), [25.6, 25.6, 38.4, 38.4]),  # anchor 1 suppressed
-                   ("dog", round(1 / (1 + np.exp(-1)), 3), [44.8, 7.04, 57.6, 19.84])]  # y 0.21 -+ 0.1
-    with pytest.raises(TaskError, match="box encodings"):
-        edgeaccel.load(path, executor="onnxruntime", task_options={"anchors": anchors[:5]})
+        if expected is None:
+            assert loaded.task is None
+        else:
+            assert loaded.task.kind == expected
+            result = loaded.predict(np.zeros((128, 128, 3), np.uint8))
+            assert [b.class_id for b in result.boxes] == [0, 1, 2]
+    if expected is None:
+        with pytest.raises(TaskError, match="transposed YOLOv8 export"):
+            edgeaccel.load(path, executor="onnxruntime", task="detect")
+        with edgeaccel.load(path, executor="onnxruntime", labels=["a", "b", "c"]) as loaded:
+            assert loaded.task.kind == "yolov8"  # 4 + 3 values: the class count decides

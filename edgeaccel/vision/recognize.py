@@ -58,6 +58,8 @@ def fits(task: str, info, inputs, outputs, classes: int | None = None,
         for i, shape in enumerate(shapes):
             if len(shape) == 3 and shape[0] in (1, None) and _candidates(shape, outputs[i].dtype):
                 kind = yolo_layout(shape, classes)
+                if kind == "nms-in-graph" and shape[1] in plausible.yolo_counts(ih, iw):
+                    kind = "yolov5"  # a grid's count of rows of 6 or 7: candidates of 1-3 classes, not final boxes
                 if not explicit and kind == "yolov8" and _yolo_pose_width(shape) and not classes:
                     raise LayoutRefused(f"output {names[i] or i} {list(shape)} looks like a YOLO pose head (box, one "
                                         f"class, 17 keypoints x 3) or a {shape[1] - 4}-class detector",
@@ -71,8 +73,11 @@ def fits(task: str, info, inputs, outputs, classes: int | None = None,
                                         + (f"on a {ih}x{iw} input gives {plausible.expected_counts(ih, iw)}"
                                            if ih and iw else "gives 21 per 32x32 pixels (x3 for v5)"))
                         continue
-                    if by_count and shape[1] != shape[2]:
-                        kind = by_count  # the count tells v5 (3 anchors a cell) from a transposed v8 export
+                    row_major = kind == "yolov5" or (shape[1] or 0) > (shape[2] or 0)
+                    if by_count and row_major:
+                        kind = "yolov8" if classes and shape[2] == 4 + classes else \
+                            "yolov5" if classes and shape[2] == 5 + classes else \
+                            _row_major_kind(by_count, shape, names[i] or i)
                 return Recognized(task, kind, i, f"output {names[i] or i} {list(shape)} has the {kind} layout")
         if refusals:
             raise LayoutRefused(f"{info.path.name} does not look like a detector edgeaccel knows: "
@@ -141,6 +146,24 @@ _EXPECTED = {
                "mask [1, H, W, 1] or YOLO candidates with mask prototypes",
     "classify": "classification needs one output of class scores, [1, C]",
 }
+
+
+def _row_major_kind(by_count: str, shape: tuple, name) -> str:
+    """[1, N, V] without a class count: three candidates a cell is YOLOv5 (objectness); one a cell is either a
+    transposed v8 export (4 + C) or an anchor-free head with objectness (YOLOX, 5 + C): told apart only by the
+    80 COCO classes, else refused as ambiguous."""
+    if by_count == "yolov5":
+        return "yolov5"
+    values = shape[2]
+    if values - 4 == 80:
+        return "yolov8"
+    if values - 5 == 80:
+        return "yolov5"
+    raise LayoutRefused(f"output {name} {list(shape)} has one candidate per grid cell with {values} values each: "
+                        f"{values - 4} classes without objectness (a transposed YOLOv8 export) or {values - 5} with "
+                        "objectness (YOLOX-style); the model does not say how many classes it has",
+                        hint="pass labels= (or metadata names) with the class count, or task_options={'layout': "
+                             "'yolov8'} / {'layout': 'yolov5'} (objectness)")
 
 
 def _anchor_ssd(shapes: list[tuple], image_size, info, described: str) -> Recognized | None:
