@@ -223,3 +223,41 @@ def test_cli_prints_the_faces_keypoints_and_refuses_an_unknown_anchor_layout_wit
     out = _cli("run", str(path), "--input", str(image), "--task", "detect", "--runs", "1",
                "--task-option", f"anchors={options}", "--task-option", 'ssd={"num_keypoints": 6}')
     assert out.returncode == 4 and "make 80 anchors" in out.stderr  # 8x8 + 4x4: the options are checked
+
+
+def test_palm_preset_decodes_box_keypoints_and_merges_overlaps_by_weight(tmp_path):
+    """[1, 2016, 18] + [1, 2016, 1] on a 192 x 192 input: the palm preset. Two neighbouring anchors predict
+    boxes that overlap; weighted NMS returns their score-weighted mean with the best score."""
+    grid = ssd_anchors.generate(ssd_anchors.PRESETS["palm"].anchors)  # y, x, h, w (1.0: fixed size)
+    regressors = np.zeros((1, 2016, 18), np.float32)
+    logits = np.full((1, 2016, 1), -50.0, np.float32)
+    a, b = 300, 301  # the two anchors of one cell (the cell's second anchor is the interpolated one)
+    assert np.allclose(grid[a, :2], grid[b, :2])
+    regressors[0, a, :4] = [19.2, 0, 96, 48]  # centre +0.1 x, 0.5 wide, 0.25 high (x_scale..h_scale 192)
+    regressors[0, b, :4] = [19.2, 9.6, 96, 48]  # the same box 0.05 lower: IoU 0.67
+    for k in range(7):
+        regressors[0, a, 4 + 2 * k:6 + 2 * k] = [k * 1.92, -k * 1.92]
+        regressors[0, b, 4 + 2 * k:6 + 2 * k] = [k * 1.92, -k * 1.92 + 9.6]
+    logits[0, a, 0], logits[0, b, 0] = 3.0, 1.0
+    path = constant_outputs(tmp_path / "palm.onnx", {"boxes": regressors, "scores": logits}, dynamic=False,
+                            nchw=False, size=192)
+    with edgeaccel.load(path, executor="onnxruntime") as model:
+        assert model.task.kind == "ssd-mediapipe" and model.task.preset.name == "palm"
+        assert model.task.letterbox and model.task.normalize == "0,1"
+        result = model.predict(np.zeros((192, 192, 3), np.uint8))
+    assert len(result.boxes) == 1
+    box = result.boxes[0]
+    sa, sb = 1 / (1 + np.exp(-3.0)), 1 / (1 + np.exp(-1.0))
+    assert box.score == pytest.approx(sa, abs=1e-5) and box.label == "palm"
+    ya, xa = grid[a, :2]
+    shift = 0.05 * sb / (sa + sb)  # the weighted mean moves the box down by the second box's share
+    expected = np.array([xa + 0.1 - 0.25, ya - 0.125 + shift, xa + 0.1 + 0.25, ya + 0.125 + shift]) * 192
+    np.testing.assert_allclose(box.xyxy, expected, atol=1e-3)
+    assert [k.name for k in box.keypoints] == list(ssd_anchors.PRESETS["palm"].decode.keypoint_names)
+    for k, point in enumerate(box.keypoints):
+        assert (point.x, point.y) == pytest.approx(((xa + 0.01 * k) * 192, (ya - 0.01 * k + shift) * 192),
+                                                   abs=1e-3)
+    with edgeaccel.load(path, executor="onnxruntime", task_options={"ssd": {"nms": "plain"}}) as model:
+        plain = model.predict(np.zeros((192, 192, 3), np.uint8))
+    # plain NMS keeps the best box as it is
+    np.testing.assert_allclose(plain.boxes[0].xyxy, (expected - [0, shift * 192, 0, shift * 192]), atol=1e-3)

@@ -40,14 +40,14 @@ def constant_output(path: Path, values: np.ndarray, *, dynamic: bool = True, met
 
 
 def constant_outputs(path: Path, outputs: dict[str, np.ndarray], *, dynamic: bool = True,
-                     metadata: dict | None = None, nchw: bool = True) -> Path:
-    """A model of one float image input whose outputs are the given arrays, in order."""
+                     metadata: dict | None = None, nchw: bool = True, size: int = INPUT) -> Path:
+    """A model of one float image input (size x size unless dynamic) whose outputs are the given arrays."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    shape = [1, 3, "height", "width"] if dynamic else [1, 3, INPUT, INPUT]
+    shape = [1, 3, "height", "width"] if dynamic else [1, 3, size, size]
     if not nchw:
-        shape = [1, "height", "width", 3] if dynamic else [1, INPUT, INPUT, 3]
+        shape = [1, "height", "width", 3] if dynamic else [1, size, size, 3]
     nodes = [helper.make_node("ReduceSum", ["images"], ["total"], keepdims=0),
              helper.make_node("Mul", ["total", "zero"], ["nothing"])]
     tables = [numpy_helper.from_array(np.zeros((), np.float32), "zero")]

@@ -66,6 +66,8 @@ def draw(result, image: np.ndarray) -> np.ndarray:
     elif isinstance(result, PoseResult):
         r = max(3, width + 1)
         for pose in result.poses:
+            if pose.box is not None:  # YOLO pose: the person's box
+                pen.rectangle(pose.box, outline=(0, 255, 0), width=width)
             points = pose.keypoints
             for a, b in result.edges:
                 if max(a, b) < len(points) and min(points[a].score, points[b].score) >= result.min_score:

@@ -276,8 +276,10 @@ def make_task(model, task: str | None = None, labels=None, **options) -> Task | 
     if (options.get("anchors") is not None or options.get("ssd")) and task in (None, "detect"):
         given = options.get("anchors")
         if given is None or isinstance(given, dict) or (isinstance(given, str) and not Path(given).suffix):
-            _, grid, _ = _mediapipe_anchors(None, given if given is not None else _preset_for(model, shapes),
-                                            options.get("ssd"))
+            if given is None:  # decode options only: over the preset the shapes match
+                given = _preset_for(model, shapes)
+                options = {**options, "anchors": given}
+            preset, grid, _ = _mediapipe_anchors(None, given, options.get("ssd"))
             pair = blaze.outputs(shapes, len(grid))
             if pair is None:
                 raise TaskError(f"the SSD anchor options make {len(grid)} anchors, but no outputs of "
@@ -285,8 +287,9 @@ def make_task(model, task: str | None = None, labels=None, **options) -> Task | 
                                 f"[1, {len(grid)}, C]: {[list(s) for s in shapes]}",
                                 hint="check input_size, strides and the other anchor options against the "
                                      "model's graph")
+            what = f"the {preset.name} preset's" if preset and not isinstance(given, dict) else "the given options'"
             found = Recognized("detect", "ssd-mediapipe", pair[0], f"MediaPipe-style SSD outputs decoded against "
-                                                                    f"{len(grid)} anchors from the given options")
+                                                                    f"{what} {len(grid)} anchors")
             return Task(found, info, model.inputs, model.outputs, label_set, metadata, **options)
         anchors = detect.load_anchors(given)
         if raw_width(shapes, len(anchors)) not in (None, 4):
