@@ -118,8 +118,15 @@ def _iou(a, b) -> float:
 
 def test_presets_make_the_anchor_counts_of_the_real_models():
     # face 896 and 2304, palm 2016, pose 2254: the regressor rows of MediaPipe's own .tflite files
-    for name, count in (("face_short_range", 896), ("face_full_range", 2304), ("palm", 2016), ("pose", 2254)):
-        assert len(ssd_anchors.generate(ssd_anchors.PRESETS[name].anchors)) == count
+    for name, count in (("face_short_range", 896), ("face_full_range", 2304), ("palm", 2016), ("pose", 2254),
+                        ("face_back", 896), ("palm_256", 2944), ("pose_128", 896)):
+        assert len(ssd_anchors.generate(ssd_anchors.PRESETS[name].anchors)) == count == \
+            ssd_anchors.PRESETS[name].count
+    # the same 896 anchors, told apart by the input size and the regressors' width
+    assert ssd_anchors.matching_preset(896, 16, (128, 128)).name == "face_short_range"
+    assert ssd_anchors.matching_preset(896, 16, (256, 256)).name == "face_back"
+    assert ssd_anchors.matching_preset(896, 12, (128, 128)).name == "pose_128"
+    assert ssd_anchors.matching_preset(896, 16, (64, 64)) is None
     ours = ssd_anchors.generate(ssd_anchors.anchor_options(FACE_ANCHORS))
     theirs = np.array([(y, x, h, w) for x, y, w, h in reference_anchors(FACE_ANCHORS)], np.float32)
     np.testing.assert_allclose(ours, theirs, atol=1e-6)

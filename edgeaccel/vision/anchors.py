@@ -89,6 +89,22 @@ PRESETS = {p.name: p for p in (
            AnchorOptions(224, 224, strides=(8, 16, 32, 32, 32), **_BLAZE),
            DecodeOptions(num_keypoints=4, min_score_thresh=0.5, keypoint_names=_POSE_POINTS),
            label="person", count=2254),
+    # earlier MediaPipe releases' models, still deployed: the back-camera BlazeFace, the 256x256 palm detector
+    # and the 128x128 BlazePose detector
+    Preset("face_back", "BlazeFace back camera (256x256)",
+           AnchorOptions(256, 256, strides=(16, 32, 32, 32), min_scale=0.15625, max_scale=0.75,
+                         fixed_anchor_size=True),
+           DecodeOptions(num_keypoints=6, min_score_thresh=0.65, keypoint_names=_FACE_POINTS),
+           label="face", count=896),
+    Preset("palm_256", "MediaPipe palm detector, 256x256 (before 0.8.6)",
+           AnchorOptions(256, 256, strides=(8, 16, 32, 32, 32), min_scale=0.1171875, max_scale=0.75,
+                         fixed_anchor_size=True),
+           DecodeOptions(num_keypoints=7, min_score_thresh=0.5, keypoint_names=_PALM_POINTS),
+           label="palm", count=2944),
+    Preset("pose_128", "BlazePose detector, 128x128 (before 0.8.4)",
+           AnchorOptions(128, 128, strides=(8, 16, 16, 16), **_BLAZE),
+           DecodeOptions(num_keypoints=4, min_score_thresh=0.5, keypoint_names=_POSE_POINTS),
+           label="person", count=896),
 )}
 _ALIASES = {a: p for p in PRESETS.values() for a in p.aliases}
 
