@@ -61,17 +61,20 @@ def main(args: argparse.Namespace) -> int:
     if args.runs < 1 or args.warmup < 0 or args.top_k < 0:
         raise InputError("--runs must be at least 1, --warmup and --top-k at least 0")
     labels = None if vision_view.wanted(args) else _labels(args.labels)
+    load_options = vision_view.load_kwargs(args)  # without a task, prepare_inputs lays --imgsz over model.pipeline
     fallbacks_in_report()
     with quiet_native_stderr():
         # a one-shot run ends before background calibration would have measured anything: `edgeaccel tune`
         # measures; long runs (--duration, live sources) keep load()'s default
         model = load(args.model, executor=args.executor, device=args.device, precision=args.precision,
                      threads=args.threads, strict=args.strict, isolate=args.isolate, calibrate=False,
-                     **cache_kwargs(args), **vision_view.load_kwargs(args))
+                     **cache_kwargs(args), **load_options)
     with model:
         if vision_view.wanted(args):
             return _run_vision(model, args, np)
         arrays, described = prepare_inputs(model, args)
+        if labels is None:  # a bundle's, the model's metadata, a sidecar's or a label file beside the model
+            labels = model.pipeline.label_list()
         for _ in range(args.warmup):
             model.run(arrays, quantize=args.quantize)
         times = []

@@ -337,7 +337,8 @@ class Pipeline:
                 from ..imageio import image_to_input
 
                 spec = self.model.inputs[self._image_inputs[0]]
-                job.inputs = [image_to_input(raw.image, spec)[0]]
+                # the model's declared size, letterbox and normalization (a dynamic-size model has no other)
+                job.inputs = [image_to_input(raw.image, spec, None, getattr(self.model, "pipeline", None))[0]]
         except Exception as exc:
             frame.error = exc
         return job
