@@ -94,7 +94,8 @@ def test_profile_with_an_image(yolo):
 def test_tune_and_explain(yolo, tmp_path):
     ok(cli("tune", str(yolo), "--input", BIRD, cache=tmp_path))
     ok(cli("tune", str(yolo), cache=tmp_path / "declared"))  # measured at the declared size, on a sample photo
-    ok(cli("explain", str(yolo), "--json", cache=tmp_path))
+    explained = json.loads(ok(cli("explain", str(yolo), "--json", cache=tmp_path)).stdout)["pipeline"]
+    assert explained["imgsz"] == [48, 80] and explained["sources"]["imgsz"] == "metadata_props (Ultralytics)"
 
 
 def test_tune_measures_at_the_declared_size(yolo):

@@ -54,10 +54,13 @@ def show(args: argparse.Namespace, calibrate: bool | None = None, calibration_in
     report = selection_dict(selection)
     add_availability(selection, report)
     report["warnings"] = custom_op_warnings(selection)
+    report["pipeline"] = _pipeline(selection, args)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print_selection(report)
+        if report["pipeline"]:
+            print(f"pipeline    {pipeline_line(report['pipeline'])}")
         for line in report["warnings"]:
             print(f"warning     {line}", file=sys.stderr)
     return selection
@@ -89,6 +92,27 @@ def declared_samples(source, args) -> list[list] | None:
     arrays, _ = prepare_inputs(fake, SimpleNamespace(input=inputs, normalize=getattr(args, "normalize", None),
                                                      seed=0, imgsz=None, letterbox=None))
     return [arrays]
+
+
+def _pipeline(selection, args) -> dict:
+    """What the model declares about its inputs and outputs, with where each field came from."""
+    from ..model_pipeline import describe_pipeline
+
+    if not selection.artifacts.artifacts:
+        return {}
+    user = {"imgsz": getattr(args, "imgsz", None), "letterbox": getattr(args, "letterbox", None)}
+    return describe_pipeline(selection.artifacts.artifacts[0], user=user, bundle=selection.artifacts).described()
+
+
+def pipeline_line(described: dict) -> str:
+    shown = []
+    for key, value in described.items():
+        if key == "sources":
+            continue
+        if key == "imgsz":
+            value = "x".join(map(str, value))
+        shown.append(f"{key} {value} ({described['sources'].get(key, '?')})")
+    return "; ".join(shown) or "nothing declared"
 
 
 def custom_op_warnings(selection) -> list[str]:

@@ -25,7 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_input_arguments(p)
     p.add_argument("--quantize", action="store_true",
                    help="quantize float .npy input for a quantized model with the model's own scale")
-    p.add_argument("--labels", help="text file with one label per line (or a .pbtxt label map with --task)")
+    p.add_argument("--labels", help="text file with one label per line, or a .pbtxt label map (default: the model's: "
+                   "its metadata, its bundle, a label file beside it; see docs/pipeline.md)")
     p.add_argument("--top-k", type=int, default=5, help="how many classes to show (default 5)")
     p.add_argument("--save-outputs", metavar="FILE.npz", help="write every output array (by output name)")
     p.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
@@ -144,6 +145,12 @@ def _labels(path: str | None) -> list[str] | None:
 
     if not path:
         return None
+    if Path(path).suffix.lower() == ".pbtxt":  # a label map: its ids (from 1) become class indices
+        from ..model_pipeline import ModelPipeline
+        from ..vision.labels import read_label_file
+
+        found = read_label_file(path)
+        return ModelPipeline(labels=found.names, labels_offset=found.offset).label_list()
     try:
         return [line.strip() for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines()]
     except OSError as exc:
