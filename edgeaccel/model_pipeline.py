@@ -8,8 +8,9 @@ It is read from what the model and its folder carry, the first source that sets 
 2. a YAML beside the model, ``<model stem>.edgeaccel.yaml`` (the same keys as the bundle's ``pipeline:``);
 3. the bundle manifest's ``pipeline:`` mapping and its ``labels:`` file;
 4. the ``edgeaccel.pipeline`` ONNX metadata_props entry (JSON) that ``edgeaccel convert`` writes;
-5. Ultralytics' ONNX metadata_props (``imgsz``, ``names``, ``task``, ``stride``, ``kpt_shape``): YOLO detect,
-   segment and pose models are letterboxed, as Ultralytics trains and predicts them;
+5. Ultralytics' ONNX metadata_props (``imgsz``, ``names``, ``task``, ``stride``, ``kpt_shape``), or the
+   ``metadata.yaml`` of its OpenVINO/TFLite export folders: YOLO detect, segment and pose models are
+   letterboxed, as Ultralytics trains and predicts them;
 6. TFLite metadata: the input's normalization (mean, std) and the label file packed in the model;
 7. a label file beside the model: ``<stem>.labels``, ``<stem>.labels.txt``, ``<stem>_labels.txt``,
    ``<stem>.pbtxt``, ``<stem>_label_map.pbtxt``, then the folder's ``labels.txt``, ``classes.txt``,
@@ -253,6 +254,11 @@ def describe_pipeline(model: str | os.PathLike | Any, user: dict | None = None, 
             layers.append(("metadata_props (Ultralytics)", ultra))
     elif fmt in (Format.TFLITE, Format.EDGETPU_TFLITE):
         layers.append(("TFLite metadata", _tflite(info)))
+    exported = path.parent / "metadata.yaml"  # Ultralytics' OpenVINO / TFLite / SavedModel export folders
+    if fmt is not Format.ONNX and exported.is_file():
+        ultra = _ultralytics(_read_export_yaml(exported), path.name)
+        if ultra:
+            layers.append(("metadata.yaml (Ultralytics)", ultra))
     beside = label_file_beside(path)
     if beside is not None:
         layers.append((beside.name, _label_file(beside)))
@@ -303,8 +309,21 @@ def label_file_beside(model_path: str | os.PathLike) -> Path | None:
     return None
 
 
+def _read_export_yaml(path: Path) -> dict:
+    from .schema import load_yaml
+
+    try:
+        data = load_yaml(path)
+    except Exception:  # not ours to police: an unreadable export file is as good as none
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): (v if isinstance(v, str) else repr(v)) for k, v in data.items()}
+
+
 def _ultralytics(meta: dict, name: str) -> dict:
-    """Ultralytics' export metadata: imgsz "[640, 640]", names "{0: 'person', ...}", task, stride, kpt_shape."""
+    """Ultralytics' export metadata: imgsz "[640, 640]", names "{0: 'person', ...}", task, stride, kpt_shape
+    (strings in ONNX metadata_props; metadata.yaml's values are read as their Python literals)."""
     import ast
 
     from .vision.labels import parse_names

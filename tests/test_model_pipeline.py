@@ -176,3 +176,16 @@ def test_input_shape_declares_the_size_of_a_dynamic_onnx_input(tmp_path):
     assert np.load(result.calibration).shape == (1, 3, 32, 48)
     assert describe_pipeline(result.artifacts[0].path).imgsz == (32, 48)
     assert edgeaccel.describe(result.artifacts[0].path).inputs[0].shape[2:] == (None, None)  # still dynamic
+
+
+def test_an_ultralytics_export_folder_metadata_yaml_describes_an_openvino_model(tmp_path):
+    ov = pytest.importorskip("openvino")
+    source = _yolo(tmp_path / "src.onnx", metadata={})
+    folder = tmp_path / "yolo_openvino_model"
+    folder.mkdir()
+    ov.save_model(ov.Core().read_model(str(source)), str(folder / "yolo.xml"))
+    (folder / "metadata.yaml").write_text("task: detect\nstride: 32\nimgsz:\n- 48\n- 80\n"
+                                          "names:\n  0: person\n  1: car\n  2: dog\n")
+    pipe = describe_pipeline(folder / "yolo.xml")
+    assert pipe.imgsz == (48, 80) and pipe.letterbox and pipe.label_list() == ["person", "car", "dog"]
+    assert pipe.sources["imgsz"] == "metadata.yaml (Ultralytics)"
