@@ -126,8 +126,8 @@ def _stages(models: list, args, bench) -> list:
 
     out = []
     for name, model in models:
-        options = {k: v for k, v in (("imgsz", args.imgsz), ("letterbox", args.letterbox), ("normalize", args.normalize))
-                   if v is not None}
+        given = (("imgsz", args.imgsz), ("letterbox", args.letterbox), ("normalize", args.normalize))
+        options = {k: v for k, v in given if v is not None}
         model.task = make_task(model, None if args.task == "auto" else args.task, args.labels, **options)
         image = as_rgb(image_source(model, args))
         out.append(bench.stages(name, model, model.task, image, args.runs, args.warmup))

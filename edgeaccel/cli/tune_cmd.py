@@ -43,7 +43,8 @@ def main(args: argparse.Namespace) -> int:
         selection.cache_file.unlink(missing_ok=True)
     dynamic = any(a.is_dynamic for a in selection.artifacts.artifacts)
     hint = ("the model has dynamic dimensions and calibration invented an input size; pass the size it takes "
-            "with --imgsz (an image input) or real inputs with --input NAME=sample.npy" if dynamic and not args.input else
+            "with --imgsz (an image input) or real inputs with --input NAME=sample.npy"
+            if dynamic and not args.input else
             "`edgeaccel run MODEL --no-cache` shows the first failure in full; nothing was kept in the cache")
     raise NoExecutorError("no executor ran this model while measuring; no measurement was kept:",
                           rejections={k.split("/", 1)[-1]: v for k, v in failed.items()}, hint=hint)

@@ -50,7 +50,8 @@ def float_samples(inputs, f_info: ModelInfo, q_info: ModelInfo, calibration: Pat
             path = Path(item)
             kinds.add("images" if path.suffix.lower() in calib_mod.IMAGE_SUFFIXES else
                       "folders" if path.is_dir() else f"{path.suffix} files")
-            out.extend(_load(path, specs, normalize, samples - len(out), pipeline))  # a folder of 1000 images: the first
+            # a folder of 1000 images: the first
+            out.extend(_load(path, specs, normalize, samples - len(out), pipeline))
         else:
             kinds.add("arrays")
             out.extend(_from_arrays(item, specs))
