@@ -271,6 +271,10 @@ def image_to_input(image: np.ndarray, spec: TensorSpec, normalize=None, pipeline
     ``pipeline`` (an ``edgeaccel.model_pipeline.ModelPipeline``) gives a dynamic input its size, letterbox or
     stretch, colour order and, unless ``normalize`` is given, the normalization."""
     size = pipeline.imgsz if pipeline is not None else None
+    if pipeline is not None:
+        from .model_pipeline import check_given_size
+
+        check_given_size(spec, pipeline)
     layout, height, width, channels = layout_of(spec, size)
     if normalize is None and pipeline is not None:
         normalize = pipeline.normalize

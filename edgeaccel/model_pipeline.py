@@ -401,6 +401,23 @@ def overlay(base: ModelPipeline, data: dict, source: str) -> ModelPipeline:
     return replace(base, **changes, sources=sources)
 
 
+def check_given_size(spec: Any, pipeline: ModelPipeline | None) -> None:
+    """A size the user gave for an input whose height and width are fixed is refused, not ignored."""
+    if pipeline is None or not pipeline.imgsz or pipeline.sources.get("imgsz") != "user" or len(spec.shape) != 4:
+        return
+    shape = spec.shape
+    axes = (1, 2) if shape[3] in (1, 3) else (2, 3) if shape[1] in (1, 3) else None
+    if axes is None:
+        return
+    fixed = tuple(shape[a] for a in axes)
+    if None not in fixed and fixed != tuple(pipeline.imgsz):
+        from .errors import InputError
+
+        raise InputError(f"input {spec.name!r} is fixed at {fixed[0]}x{fixed[1]}; the image size "
+                         f"{pipeline.imgsz[0]}x{pipeline.imgsz[1]} given cannot change it",
+                         hint="--imgsz / imgsz= set the size of a dynamic-size input; drop it for this model")
+
+
 def declared_shape(spec: Any, pipeline: ModelPipeline | None) -> list[int] | None:
     """``spec``'s shape with a dynamic batch as 1 and a dynamic image height and width from the pipeline's
     imgsz; None when a dimension stays unknown."""

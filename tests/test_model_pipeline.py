@@ -190,3 +190,28 @@ def test_an_ultralytics_export_folder_metadata_yaml_describes_an_openvino_model(
     pipe = describe_pipeline(folder / "yolo.xml")
     assert pipe.imgsz == (48, 80) and pipe.letterbox and pipe.label_list() == ["person", "car", "dog"]
     assert pipe.sources["imgsz"] == "metadata.yaml (Ultralytics)"
+
+
+def test_colour_order_and_normalization_declared_beside_the_model_shape_the_input(tmp_path):
+    model = constant_output(tmp_path / "m.onnx", candidates(ROWS, classes=3).T[None], dynamic=False)
+    photo = tmp_path / "red.png"
+    from PIL import Image
+
+    Image.fromarray(np.tile(np.array([200, 100, 0], np.uint8), (64, 64, 1))).save(photo)
+    info = edgeaccel.describe(model)
+    plain = edgeaccel.image_input(photo, info)
+    assert plain[0, :, 0, 0] == pytest.approx([200 / 255, 100 / 255, 0])
+    (tmp_path / "m.edgeaccel.yaml").write_text("color: BGR\nnormalize: {mean: [100, 100, 100], std: [50, 50, 50]}\n")
+    fed = edgeaccel.image_input(photo, info)
+    assert fed[0, :, 0, 0] == pytest.approx([-2.0, 0.0, 2.0])  # B, G, R, each (pixel - 100) / 50
+    with edgeaccel.load(model, executor="onnxruntime", task="detect") as loaded:
+        arrays, _ = loaded.task.preprocess(np.asarray(Image.open(photo)))
+    np.testing.assert_allclose(arrays[0], fed)  # the vision task feeds it the same way
+
+
+def test_a_size_given_for_a_fixed_input_is_refused_not_ignored(tmp_path):
+    model = constant_output(tmp_path / "fixed.onnx", candidates(ROWS, classes=3).T[None], dynamic=False)
+    with pytest.raises(InputError, match="fixed at 64x64"):
+        edgeaccel.image_input(edgeaccel.__path__[0] + "/samples/bird.png", edgeaccel.describe(model), imgsz=32)
+    assert edgeaccel.image_input(edgeaccel.__path__[0] + "/samples/bird.png", edgeaccel.describe(model),
+                                 imgsz=64).shape == (1, 3, 64, 64)

@@ -118,9 +118,10 @@ def prepare_inputs(model, args) -> tuple[list, list[str]]:
 def _one_input(spec, source, args, rng, np, pipeline):
     from ..errors import InputError
     from ..imageio import image_to_input, read_image
-    from ..model_pipeline import declared_shape
+    from ..model_pipeline import check_given_size, declared_shape
     from ..tensors import random_array
 
+    check_given_size(spec, pipeline)
     if source in (None, "random"):
         shape = declared_shape(spec, pipeline)
         if shape is None:
