@@ -254,6 +254,11 @@ def describe_pipeline(model: str | os.PathLike | Any, user: dict | None = None, 
             layers.append(("metadata_props (Ultralytics)", ultra))
     elif fmt in (Format.TFLITE, Format.EDGETPU_TFLITE):
         layers.append(("TFLite metadata", _tflite(info)))
+    engine_meta = info.details.get("metadata") if fmt is Format.TENSORRT_ENGINE else None
+    if isinstance(engine_meta, dict):  # Ultralytics' JSON before a TensorRT engine
+        ultra = _ultralytics(_as_text(engine_meta), path.name)
+        if ultra:
+            layers.append(("engine metadata (Ultralytics)", ultra))
     exported = path.parent / "metadata.yaml"  # Ultralytics' OpenVINO / TFLite / SavedModel export folders
     if fmt is not Format.ONNX and exported.is_file():
         ultra = _ultralytics(_read_export_yaml(exported), path.name)
@@ -316,8 +321,11 @@ def _read_export_yaml(path: Path) -> dict:
         data = load_yaml(path)
     except Exception:  # not ours to police: an unreadable export file is as good as none
         return {}
-    if not isinstance(data, dict):
-        return {}
+    return _as_text(data) if isinstance(data, dict) else {}
+
+
+def _as_text(data: dict) -> dict[str, str]:
+    """Values as the text ONNX metadata_props would hold (Python literals), keys as strings."""
     return {str(k): (v if isinstance(v, str) else repr(v)) for k, v in data.items()}
 
 

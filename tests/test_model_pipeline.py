@@ -215,3 +215,13 @@ def test_a_size_given_for_a_fixed_input_is_refused_not_ignored(tmp_path):
         edgeaccel.image_input(edgeaccel.__path__[0] + "/samples/bird.png", edgeaccel.describe(model), imgsz=32)
     assert edgeaccel.image_input(edgeaccel.__path__[0] + "/samples/bird.png", edgeaccel.describe(model),
                                  imgsz=64).shape == (1, 3, 64, 64)
+
+
+def test_ultralytics_json_before_a_tensorrt_engine_describes_it(tmp_path):
+    engine = tmp_path / "yolo.engine"
+    meta = json.dumps({"task": "pose", "imgsz": [320, 320], "names": {"0": "person"}, "stride": 32,
+                       "kpt_shape": [17, 3]}).encode()
+    engine.write_bytes(len(meta).to_bytes(4, "little") + meta + b"ftrt" + bytes(64))
+    pipe = describe_pipeline(edgeaccel.describe(engine))
+    assert pipe.imgsz == (320, 320) and pipe.task == "pose" and pipe.label_list() == ["person"]
+    assert pipe.decoder_options["kpt_shape"] == [17, 3] and pipe.letterbox

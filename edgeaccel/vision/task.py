@@ -190,6 +190,12 @@ def make_task(model, task: str | None = None, labels=None, **options) -> Task | 
     info = model.info
     metadata = metadata_of(info)
     pipe = _pipeline(model)
+    declared = pipe.decoder_options.get("classes")
+    if not metadata.get("names") and isinstance(declared, int) and declared > 0:
+        # an IR or int8 artifact of a YOLO model whose bundle (or edgeaccel.pipeline key) declares the class
+        # count: columns after it are mask or keypoint coefficients, as with Ultralytics' names
+        names = pipe.label_list() or []
+        metadata = {**metadata, "names": repr([names[i] if i < len(names) else str(i) for i in range(declared)])}
     label_set = read_labels(labels, info.path if info.format in (Format.TFLITE,) else None, metadata)
     if labels is None and pipe.labels:  # also a bundle's, a sidecar's or a label file beside the model
         label_set = pipe.label_set()
