@@ -146,11 +146,19 @@ def test_serve_answers_a_tensor_of_the_declared_size_and_says_the_pipeline(yolo,
         server.kill()
 
 
-def test_a_dynamic_model_declaring_nothing_says_how_to_declare_it(tmp_path):
+def test_a_dynamic_model_declaring_nothing_says_how_to_declare_it(tmp_path, images):
     bare = constant_output(tmp_path / "bare.onnx", candidates(ROWS, classes=3).T[None])
     done = cli("run", str(bare), "--input", BIRD, "--runs", "1")
     assert done.returncode != 0 and "--imgsz" in done.stderr and "letterbox" in done.stderr
     assert "Traceback" not in done.stderr
+    embedder = tmp_path / "embedder.onnx"  # no vision task: a folder of frames is refused once, before any frame
+    from vision_models import constant_outputs
+
+    constant_outputs(embedder, {"emb": np.ones((1, 3, 7, 7), np.float32)})
+    done = cli("run", str(embedder), "--input", str(images))
+    assert done.returncode != 0 and "--imgsz" in done.stderr and "failed" not in done.stdout
+    live = ok(cli("run", str(embedder), "--input", str(images), "--imgsz", "32", "--json"))
+    assert json.loads(live.stdout)["frames_out"] == 2
     report = json.loads(ok(cli("run", str(bare), "--input", BIRD, "--imgsz", "32x48", "--runs", "1",
                                "--json")).stdout)
     assert "NCHW 32x48x3" in report["inputs"][0]["source"]
