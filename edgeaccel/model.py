@@ -136,13 +136,13 @@ class Model:
         to ``load`` (task=, labels=, task_options imgsz/letterbox/normalize), a ``<model>.edgeaccel.yaml``, the
         bundle manifest, the model's own metadata and a label file beside it, in that order."""
         if self._pipeline is None:
-            from .model_pipeline import describe_pipeline
+            from .model_pipeline import TASKS, describe_pipeline
 
             task, labels, options = self._task_request
             user = {key: options.get(key) for key in ("imgsz", "letterbox", "normalize")}
             if isinstance(user["normalize"], tuple) and len(user["normalize"]) != 2:
                 user["normalize"] = None
-            user["task"] = task
+            user["task"] = task if task in TASKS else None  # an unknown one is make_task's TaskError
             if labels is not None and not hasattr(labels, "names"):
                 user["labels"] = _labels_value(labels)
             self._pipeline = describe_pipeline(self.info, user=user, bundle=self._bundle)
