@@ -12,6 +12,10 @@ Manifest, schema ``edgeaccel.bundle/1``; paths are relative to the manifest's fo
         note: QDQ, calibrated on 200 images
     reference: mobilenet_v2_float.tflite    # optional: the float original, what accuracy is checked against
     labels: labels.txt                      # optional
+    pipeline:                               # optional: how images feed it (edgeaccel.model_pipeline)
+      task: detect
+      imgsz: [640, 640]
+      letterbox: true
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ MANIFEST_SCHEMA = {
     "labels": Field(str),
     "calibration": Field(str),
     "notes": Field(str),
+    "pipeline": Field(dict),  # checked field by field by edgeaccel.model_pipeline.validate
 }
 
 
@@ -53,6 +58,7 @@ class ArtifactSet:
     labels: Path | None = None
     calibration: Path | None = None
     notes: dict[Path, str] = field(default_factory=dict)
+    pipeline: dict | None = None  # the manifest's pipeline mapping (edgeaccel.model_pipeline)
 
 
 def resolve(source: str | os.PathLike | Sequence[str | os.PathLike],
@@ -93,6 +99,11 @@ def read_manifest(path: Path, memo: formats.ValidationMemo | None = None) -> Art
     for key in ("reference", "labels", "calibration"):
         if data.get(key):
             setattr(found, key, _inside(folder, data[key], path, key))
+    if data.get("pipeline"):
+        from .model_pipeline import validate as validate_pipeline
+
+        validate_pipeline(data["pipeline"], f"{path}:pipeline")  # a wrong field fails the load, named
+        found.pipeline = data["pipeline"]
     if not found.artifacts and found.invalid:
         raise found.invalid[0][1]
     return found

@@ -50,6 +50,9 @@ def load_kwargs(args) -> dict:
     if args.normalize:
         options["normalize"] = args.normalize
     options.update(dict(getattr(args, "task_option", None) or []))
+    for key in ("imgsz", "letterbox"):  # over the model's declared pipeline
+        if getattr(args, key, None) is not None:
+            options[key] = getattr(args, key)
     task = None if args.task in (None, "auto") else args.task
     return {"task": task, "labels": args.labels, "task_options": options}
 

@@ -5,7 +5,8 @@ Sources, each fitted to the model's own input specs (so a wrong shape or dtype i
 file and the input, before any converter sees it):
 
 - a folder of images (PNG/JPEG/...), preprocessed like ``edgeaccel run`` does it (resize, channel order,
-  layout; float inputs scaled by ``normalize``; uint8/int8 inputs get raw pixels);
+  layout; float inputs scaled by ``normalize``; uint8/int8 inputs get raw pixels), following the model's
+  pipeline (``edgeaccel.model_pipeline``): a dynamic-size input takes its declared size, letterboxed when it says;
 - a folder of ``.npy`` files, one sample each;
 - one ``.npy`` holding N samples stacked on the first axis (or exactly one sample of the input's shape);
 - one ``.npz`` keyed by input name, for models with several inputs.
@@ -70,8 +71,9 @@ class CalibrationSet:
 
 
 def load(source: str | os.PathLike, specs: Sequence[TensorSpec], *, normalize: str | None = None,
-         max_samples: int | None = DEFAULT_MAX_SAMPLES) -> CalibrationSet:
-    """Read calibration samples from ``source`` and fit them to ``specs``; ConversionError names what is wrong."""
+         max_samples: int | None = DEFAULT_MAX_SAMPLES, pipeline=None) -> CalibrationSet:
+    """Read calibration samples from ``source`` and fit them to ``specs``; ConversionError names what is wrong.
+    ``pipeline`` (an ``edgeaccel.model_pipeline.ModelPipeline``) says how images become inputs."""
     specs = tuple(specs)
     path = Path(source)
     if not path.exists():
@@ -79,14 +81,14 @@ def load(source: str | os.PathLike, specs: Sequence[TensorSpec], *, normalize: s
                               hint="pass a folder of images, a folder of .npy files, a .npy or an .npz")
     kind = "arrays"
     if path.is_dir():
-        samples = _from_folder(path, specs, normalize, max_samples)
+        samples = _from_folder(path, specs, normalize, max_samples, pipeline)
         kind = "images" if any(p.suffix.lower() in IMAGE_SUFFIXES for p in path.iterdir()) else "arrays"
     elif path.suffix.lower() == ".npz":
         samples = _from_npz(path, specs)
     elif path.suffix.lower() == ".npy":
         samples = _split(path, _read_npy(path), specs[0], specs) if len(specs) == 1 else _need_npz(path, specs)
     elif path.suffix.lower() in IMAGE_SUFFIXES:
-        samples = [_from_image(path, specs, normalize)]
+        samples = [_from_image(path, specs, normalize, pipeline)]
         kind = "images"
     else:
         raise ConversionError(f"calibration data {path.name} is neither a folder, an image, a .npy nor an .npz",
@@ -101,7 +103,7 @@ def load(source: str | os.PathLike, specs: Sequence[TensorSpec], *, normalize: s
 
 
 def _from_folder(folder: Path, specs: tuple[TensorSpec, ...], normalize: str | None,
-                 max_samples: int | None) -> list[list[np.ndarray]]:
+                 max_samples: int | None, pipeline=None) -> list[list[np.ndarray]]:
     files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
     images = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
     arrays = [p for p in files if p.suffix.lower() == ".npy"]
@@ -114,7 +116,7 @@ def _from_folder(folder: Path, specs: tuple[TensorSpec, ...], normalize: str | N
                               hint=f"put images ({', '.join(sorted(IMAGE_SUFFIXES))}) or .npy samples in it")
     chosen = (images or arrays)[: max_samples or None]
     if images:
-        return [_from_image(p, specs, normalize) for p in chosen]
+        return [_from_image(p, specs, normalize, pipeline) for p in chosen]
     if len(specs) != 1:
         _need_npz(folder, specs)
     samples: list[list[np.ndarray]] = []
@@ -123,7 +125,7 @@ def _from_folder(folder: Path, specs: tuple[TensorSpec, ...], normalize: str | N
     return samples
 
 
-def _from_image(path: Path, specs: tuple[TensorSpec, ...], normalize: str | None) -> list[np.ndarray]:
+def _from_image(path: Path, specs: tuple[TensorSpec, ...], normalize: str | None, pipeline=None) -> list[np.ndarray]:
     from ..imageio import image_to_input, read_image
 
     if len(specs) != 1:
@@ -131,7 +133,7 @@ def _from_image(path: Path, specs: tuple[TensorSpec, ...], normalize: str | None
                               f"images can calibrate a single-input model only",
                               hint="pass an .npz keyed by input name")
     try:
-        array, _ = image_to_input(read_image(path), specs[0], normalize)
+        array, _ = image_to_input(read_image(path), specs[0], normalize, pipeline)
     except EdgeAccelError as exc:
         raise ConversionError(f"calibration image {path}: {exc.message}", hint=exc.hint) from exc
     return [array]

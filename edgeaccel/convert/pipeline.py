@@ -77,17 +77,28 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
             calibration: str | os.PathLike | None = None, normalize: str | None = None, io_type: str = "int8",
             max_samples: int | None = calib_mod.DEFAULT_MAX_SAMPLES, labels: str | os.PathLike | None = None,
             name: str | None = None, input_shapes: dict[str, tuple[int, ...]] | None = None,
-            onnx_activations: str = "uint8", force: bool = False) -> ConvertResult:
-    """Convert ``model`` to each target in ``to`` and write a bundle to ``out`` that ``edgeaccel.load`` reads."""
+            onnx_activations: str = "uint8", force: bool = False,
+            imgsz: int | tuple[int, int] | str | None = None, letterbox: bool | None = None) -> ConvertResult:
+    """Convert ``model`` to each target in ``to`` and write a bundle to ``out`` that ``edgeaccel.load`` reads.
+    The model's pipeline (edgeaccel.model_pipeline: its metadata, a label file beside it; ``imgsz``,
+    ``letterbox`` and an ONNX model's ``input_shapes`` over it) feeds calibration images and is written into
+    the manifest and every ONNX artifact."""
     targets = parse(to)
     source = identify(model)
     _check_feasible(source, targets, calibration, input_shapes)
+    user = {"imgsz": imgsz, "letterbox": letterbox}
+    if input_shapes and source.kind is SourceKind.ONNX:
+        from .pipeline_stamp import imgsz_from_shapes
+
+        declared = imgsz_from_shapes(input_shapes, source.info.inputs)
+        user["imgsz"] = user["imgsz"] or declared
+        input_shapes = None  # declared, not baked in: the ONNX artifacts keep their dynamic dimensions
     existed = Path(out).exists()
     was_empty = not existed or (Path(out).is_dir() and not any(Path(out).iterdir()))
     out = _prepare_out(Path(out), force)
     try:
         return _convert(source, targets, out, _safe_name(name or source.name), calibration, normalize, io_type,
-                        max_samples, labels, input_shapes, onnx_activations)
+                        max_samples, labels, input_shapes, onnx_activations, user)
     except BaseException:
         if was_empty:  # leave no half-written bundle behind; a folder that held files before is not touched
             for child in out.iterdir():
@@ -98,14 +109,20 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
 
 
 def _convert(source: Source, targets: list[Target], out: Path, name: str, calibration, normalize, io_type,
-             max_samples, labels, input_shapes, onnx_activations) -> ConvertResult:
+             max_samples, labels, input_shapes, onnx_activations, user=None) -> ConvertResult:
+    from ..model_pipeline import pipeline_of
+
     with tempfile.TemporaryDirectory(prefix="edgeaccel-convert-") as scratch:
         job = _Job(source, out, Path(scratch), name, io_type, input_shapes, onnx_activations)
         reference = job.reference()
+        # the source's own description (its metadata, a label file beside it); a TensorFlow source has none
+        # but the float TFLite made from it; --labels and --imgsz over it
+        described = source.info if source.info is not None and not source.kind.is_tensorflow else job.reference_info
+        pipe = pipeline_of(described, {**(user or {}), "labels": _label_names(labels)})
         calib = None
         if calibration is not None:
             calib = calib_mod.load(calibration, job.reference_info.inputs, normalize=normalize,
-                                   max_samples=max_samples)
+                                   max_samples=max_samples, pipeline=pipe)
             job.calibration = calib
             job.calibration_note = f"calibrated on {len(calib)} samples from {Path(calibration).name}"
             if calib.kind == "images":
@@ -120,9 +137,41 @@ def _convert(source: Source, targets: list[Target], out: Path, name: str, calibr
                 result.edgetpu.append(edgetpu.readiness(path, out))
     if calib is not None:
         result.calibration, result.calibration_samples = _store_calibration(calib, out)
-    labels_name = _copy_labels(labels, out)
-    _write_manifest(result, name, source, labels_name, job.reference_note)
+    labels_name = _copy_labels(labels, out) if labels is not None else _write_labels(pipe, out)
+    _stamp_onnx_artifacts(result, pipe)
+    _write_manifest(result, name, source, labels_name, job.reference_note, pipe)
     return result
+
+
+def _label_names(labels) -> dict | None:
+    if labels is None:
+        return None
+    from ..vision.labels import read_label_file
+
+    if not Path(labels).is_file():
+        raise ConversionError(f"labels file not found: {labels}")
+    found = read_label_file(labels)
+    return {key - found.offset: value for key, value in found.names.items()}
+
+
+def _write_labels(pipe, out: Path) -> str | None:
+    """The labels the source carries (its metadata, a file beside it) as the bundle's labels.txt."""
+    names = pipe.label_list()
+    if not names:
+        return None
+    (out / "labels.txt").write_text("\n".join(names) + "\n", encoding="utf-8")
+    return "labels.txt"
+
+
+def _stamp_onnx_artifacts(result: ConvertResult, pipe) -> None:
+    from .pipeline_stamp import stamp_onnx
+
+    paths = {a.path for a in result.artifacts if a.path.suffix == ".onnx"}
+    if result.reference.suffix == ".onnx":
+        paths.add(result.reference)
+    for path in sorted(paths):
+        stamp_onnx(path, pipe)
+        _describe(path)
 
 
 class _Job:
@@ -284,8 +333,9 @@ def _check_feasible(source: Source, targets: list[Target], calibration, input_sh
         if t.needs_calibration and calibration is None:
             raise ConversionError(f"{t.name} needs calibration data to measure activation ranges",
                                   hint="pass --calibration with a folder of images or a .npy of ~100 real inputs")
-    if input_shapes and not source.kind.is_tensorflow:
-        raise ConversionError("--input-shape applies to TensorFlow models; this ONNX/TFLite model keeps its shapes")
+    if input_shapes and source.kind is SourceKind.TFLITE:
+        raise ConversionError("--input-shape applies to TensorFlow and ONNX models; this TFLite model keeps its shapes",
+                              hint="--imgsz declares the image size to feed a dynamic TFLite input")
 
 
 def _prepare_out(out: Path, force: bool) -> Path:
@@ -352,7 +402,7 @@ def _copy_labels(labels, out: Path) -> str | None:
 
 
 def _write_manifest(result: ConvertResult, name: str, source: Source, labels: str | None,
-                    reference_note: str) -> None:
+                    reference_note: str, pipe=None) -> None:
     import yaml
 
     out = result.out
@@ -366,6 +416,9 @@ def _write_manifest(result: ConvertResult, name: str, source: Source, labels: st
         doc["calibration"] = result.calibration.relative_to(out).as_posix()
     if labels:
         doc["labels"] = labels
+    described = pipe.to_dict(with_labels=False) if pipe is not None else {}
+    if described:
+        doc["pipeline"] = described
     doc["notes"] = (f"made by edgeaccel {__version__} convert from {source.path.name} ({source.kind.value}); "
                     f"reference: {reference_note}; tools: {_tool_versions()}")
     result.manifest.write_text(yaml.safe_dump(doc, sort_keys=False, width=120), encoding="utf-8")

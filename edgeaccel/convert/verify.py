@@ -106,11 +106,14 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
           data: str | os.PathLike | None = None, normalize: str | None = None,
           executors: list[str] | None = None, runs: int = DEFAULT_RUNS, warmup: int = 2,
           max_samples: int | None = None, cache_dir: str | os.PathLike | None = None,
-          cache: bool = True, task: str | None = None, labels=None) -> CheckReport:
+          cache: bool = True, task: str | None = None, labels=None,
+          imgsz: int | tuple[int, int] | str | None = None, letterbox: bool | None = None) -> CheckReport:
     """Check the bundle (or model) at ``path``; ``reference`` and ``data`` override the manifest's.
     ``cache_dir``/``cache`` are edgeaccel.load's (compiled models; ``cache=False`` keeps nothing).
     ``task`` ("detect", "segment", "pose", "classify" or "auto"): also decode every output as that vision
-    task and compare the results (precision/recall of boxes, mIoU, keypoint distance) in ``task_metrics``."""
+    task and compare the results (precision/recall of boxes, mIoU, keypoint distance) in ``task_metrics``.
+    Images in ``data`` are fed the way the reference's pipeline says (``edgeaccel.model_pipeline``: the
+    bundle manifest's, the model's metadata...), ``imgsz`` and ``letterbox`` overriding it."""
     import functools
 
     from ..executors.registry import runtimes
@@ -129,8 +132,14 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
         raise ConversionError(f"{path} carries no calibration data to compare on",
                               hint="pass --data with images or a .npy of inputs")
     with load(ref_path, strict=True) as ref_model:
+        from ..model_pipeline import describe_pipeline, pipeline_of
+
         ref_executor = ref_model.executor.name
-        samples = calib_mod.load(data_path, ref_model.inputs, normalize=normalize, max_samples=max_samples)
+        if found.pipeline or found.labels:  # the bundle's description is the reference's too
+            ref_model._pipeline = describe_pipeline(ref_model.info, bundle=found)
+        pipeline = pipeline_of(ref_model, {"imgsz": imgsz, "letterbox": letterbox})
+        samples = calib_mod.load(data_path, ref_model.inputs, normalize=normalize, max_samples=max_samples,
+                                 pipeline=pipeline)
         expected = [_as_float(ref_model.run(sample, dequantize=True)) for sample in samples.samples]
         task_check = None
         if task is not None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..imageio import _to_dtype, layout_of, read_image, resize
+from ..imageio import DYNAMIC_SIZE_HINT, _to_dtype, layout_of, read_image, resize
 from ..modelinfo import TensorSpec
 
 LETTERBOX_FILL = 114  # the grey Ultralytics pads with: YOLO models were trained on it
@@ -123,7 +123,7 @@ def image_layout(spec: TensorSpec, size: tuple[int, int] | None) -> tuple[str, i
         if h is None or w is None:
             if size is None:
                 raise InputError(f"input {spec.name!r} has a dynamic image size {list(shape)} and nothing says which",
-                                 hint="pass imgsz=(height, width) to the task")
+                                 hint=DYNAMIC_SIZE_HINT)
             h, w = size
         return ("NCHW" if nchw else "NHWC"), int(h), int(w)
     layout, h, w, _ = layout_of(spec)  # raises a clear InputError for anything that is not an image

@@ -44,7 +44,8 @@ class Task:
                  conf: float | None = None, iou: float = 0.45, max_det: int = 100, top_k: int = 5,
                  letterbox: bool | None = None, normalize: str | None = None,
                  imgsz: int | tuple[int, int] | None = None, anchors=None, background: bool = True,
-                 ssd: dict | None = None, layout: str | None = None, threshold: float = 0.5) -> None:
+                 ssd: dict | None = None, layout: str | None = None, threshold: float = 0.5,
+                 color: str | None = None) -> None:
         self.name = recognized.task
         self.kind = recognized.kind
         self.which = recognized.which
@@ -100,6 +101,7 @@ class Task:
         size = (size, size) if isinstance(size, int) else size
         spec = self._inputs[self.image_index]
         self.layout, self.height, self.width = image_layout(spec, tuple(size) if size else (DEFAULT_IMGSZ,) * 2)
+        self.color = color
 
     def __repr__(self) -> str:
         return f"<edgeaccel.vision.Task {self.name} ({self.kind}): {self.reason}>"
@@ -116,6 +118,8 @@ class Task:
         rgb = as_rgb(image)
         fitted, frame = fit(rgb, self.height, self.width, self.letterbox, self.letterbox_fill)
         arrays = [zeros_for(s) if i != self.image_index else None for i, s in enumerate(self._inputs)]
+        if self.color == "BGR":
+            fitted = fitted[..., ::-1]
         arrays[self.image_index] = to_tensor(fitted, self._inputs[self.image_index], self.layout, self.normalize)
         names = [s.name for s in self._inputs]
         for key, value in (inputs or {}).items():
@@ -269,7 +273,24 @@ def make_task(model, task: str | None = None, labels=None, **options) -> Task | 
     not fit), or recognized from them (None when nothing fits; the reason is logged)."""
     info = model.info
     metadata = metadata_of(info)
+    pipe = _pipeline(model)
+    declared = pipe.decoder_options.get("classes")
+    if not metadata.get("names") and isinstance(declared, int) and declared > 0:
+        # an IR or int8 artifact of a YOLO model whose bundle (or edgeaccel.pipeline key) declares the class
+        # count: columns after it are mask or keypoint coefficients, as with Ultralytics' names
+        names = pipe.label_list() or []
+        metadata = {**metadata, "names": repr([names[i] if i < len(names) else str(i) for i in range(declared)])}
     label_set = read_labels(labels, info.path if info.format in (Format.TFLITE,) else None, metadata)
+    if labels is None and pipe.labels:  # also a bundle's, a sidecar's or a label file beside the model
+        label_set = pipe.label_set()
+    for key in ("imgsz", "letterbox", "normalize"):  # the model's declared pipeline, unless options say
+        if options.get(key) is None and getattr(pipe, key) is not None \
+                and pipe.sources.get(key) != "TFLite metadata":  # Task reads that itself, and says so
+            options = {**options, key: getattr(pipe, key)}
+    if options.get("color") is None and pipe.color:
+        options = {**options, "color": pipe.color}
+    if task is None and pipe.task in TASKS and pipe.sources.get("task") != "metadata_props (Ultralytics)":
+        task = pipe.task  # declared by the user, a sidecar or a bundle (Ultralytics' is checked by recognition)
     names = parse_names(metadata["names"]) if metadata.get("names") else {}
     classes = len(names) or len(label_set) or None
     shapes = [tuple(t.shape) for t in model.outputs]
@@ -356,6 +377,13 @@ def _forced_layout(layout: str | None, shapes: list[tuple]) -> Recognized | None
         raise TaskError(f"layout {layout} needs a 3-D output [1, a, b]; the outputs are {[list(s) for s in shapes]}")
     return Recognized("detect", layout, which, f"output {which} {list(shapes[which])} decoded as {layout} "
                                                f"(task_options layout=, past the candidate-count check)")
+
+
+def _pipeline(model):
+    from ..model_pipeline import ModelPipeline, describe_pipeline
+
+    found = getattr(model, "pipeline", None)
+    return found if isinstance(found, ModelPipeline) else describe_pipeline(model.info)
 
 
 def no_task_error(model) -> TaskError:
