@@ -17,6 +17,7 @@ import pytest
 from vision_models import candidates, constant_output
 
 import edgeaccel
+from edgeaccel.vision.plausible import grid_cells
 
 SAMPLE = Path(edgeaccel.__path__[0]) / "samples"
 BIRD = str(SAMPLE / "bird.png")  # 512 x 343: letterboxed into 48 x 80 with bars top and bottom
@@ -33,7 +34,8 @@ def cli(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def yolo(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("dyn")
-    return constant_output(folder / "yolo.onnx", candidates(ROWS, classes=3).T[None], metadata=META)
+    return constant_output(folder / "yolo.onnx", candidates(ROWS, classes=3, n=grid_cells(48, 80, (8, 16, 32))).T[None],
+                           metadata=META)
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +143,7 @@ def test_serve_answers_a_tensor_of_the_declared_size_and_says_the_pipeline(yolo,
                                          {"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=30) as answer:
             outputs = json.load(answer)["outputs"]
-        assert outputs[0]["shape"] == [1, 7, 24]
+        assert outputs[0]["shape"] == [1, 7, grid_cells(48, 80, (8, 16, 32))]
     finally:
         server.kill()
 
