@@ -30,6 +30,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--onnx-activations", choices=("uint8", "int8"), default="uint8",
                    help="activation type of onnx-int8 (default uint8: ONNX Runtime's fast x86 path; "
                         "int8 for TensorRT)")
+    p.add_argument("--keep-float", nargs="+", default=[], metavar="NAME",
+                   help="node or tensor names of the float ONNX model that the int8 ONNX targets (onnx-int8, "
+                        "openvino-int8, tensorrt-int8) keep in float, on top of what convert keeps float itself "
+                        "(the detection head, joins of very different ranges, layers a sensitivity pass finds lossy)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=1x224x224x3",
                    help="static shape for a TensorFlow input with dynamic dimensions (repeatable)")
     p.add_argument("--labels", help="labels file to copy into the bundle")
@@ -52,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
         result = convert(args.model, args.to, args.out, calibration=args.calibration, normalize=args.normalize,
                          io_type=args.io, max_samples=args.max_samples, labels=args.labels, name=args.name,
                          input_shapes=parse_shapes(args.input_shape), onnx_activations=args.onnx_activations,
-                         force=args.force)
+                         force=args.force, keep_float=args.keep_float)
     if args.json:
         json.dump(result.as_dict(), sys.stdout, indent=2)
         print()
@@ -66,6 +70,8 @@ def main(args: argparse.Namespace) -> int:
         ratio = size_vs_reference(ref_size / a.size_bytes) if a.size_bytes and a.path != result.reference else ""
         print(f"{a.target:<15} {a.path.name}  {_size(a.size_bytes)}  {ratio}")
         print(f"{'':<15} {a.note}")
+        for line in _kept_float_lines(a.kept_float):
+            print(f"{'':<15} {line}")
     for report in result.edgetpu:
         print()
         print("\n".join(report.lines()))
@@ -113,6 +119,20 @@ def parse_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
             raise InputError(f"--input-shape {item!r} is not NAME=D1xD2x...", hint="e.g. --input-shape x=1x224x224x3")
         shapes[name] = shape
     return shapes
+
+
+def _kept_float_lines(kept: list[dict] | None, shown: int = 6) -> list[str]:
+    """The nodes an int8 artifact left in float, grouped by reason (a YOLO head is a dozen nodes, one reason)."""
+    if not kept:
+        return []
+    by_why: dict[str, list[str]] = {}
+    for k in kept:
+        by_why.setdefault(k["why"], []).append(f"{k['node']} ({k['op']})")
+    lines = [f"kept float: {len(kept)} nodes"]
+    for why, nodes in by_why.items():
+        more = f" and {len(nodes) - shown} more" if len(nodes) > shown else ""
+        lines.append(f"  {', '.join(nodes[:shown])}{more}: {why}")
+    return lines
 
 
 def _size(n: int) -> str:
