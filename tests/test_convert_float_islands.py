@@ -157,6 +157,15 @@ def test_unknown_keep_float_name_lists_close_names(detector, calibration, tmp_pa
     assert not (tmp_path / "out").exists()  # nothing half-written
 
 
+def test_sensitivity_pass_can_be_skipped(detector, calibration, tmp_path):
+    result = convert(detector, "onnx-int8", tmp_path / "out", calibration=calibration, sensitivity_s=0)
+    kept = result.artifacts[0].kept_float
+    assert kept and not any(k["why"].startswith("sensitivity") for k in kept)
+    assert "sensitivity pass" not in result.artifacts[0].note
+    with pytest.raises(ConversionError, match="sensitivity_s"):
+        convert(detector, "onnx-int8", tmp_path / "neg", calibration=calibration, sensitivity_s=-1)
+
+
 def test_keep_float_needs_an_int8_onnx_target(detector, tmp_path):
     with pytest.raises(ConversionError, match="int8 ONNX targets"):
         convert(detector, "onnx-float", tmp_path / "out", keep_float=["backbone.smooth"])

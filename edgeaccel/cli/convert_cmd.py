@@ -34,6 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="node or tensor names of the float ONNX model that the int8 ONNX targets (onnx-int8, "
                         "openvino-int8, tensorrt-int8) keep in float, on top of what convert keeps float itself "
                         "(the detection head, joins of very different ranges, layers a sensitivity pass finds lossy)")
+    p.add_argument("--sensitivity-seconds", type=float, default=30.0, metavar="S",
+                   help="time the int8 ONNX sensitivity pass may spend finding layers too lossy for int8 "
+                        "(default 30; 0 skips it)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=1x224x224x3",
                    help="static shape for a TensorFlow input with dynamic dimensions (repeatable)")
     p.add_argument("--labels", help="labels file to copy into the bundle")
@@ -52,11 +55,13 @@ def main(args: argparse.Namespace) -> int:
 
     if args.max_samples < 1:
         raise InputError("--max-samples must be at least 1")
+    if not args.sensitivity_seconds >= 0:  # also refuses nan
+        raise InputError("--sensitivity-seconds must be 0 (no sensitivity pass) or more")
     with quiet_native_stderr(), _without_tensorflow_chatter(args):
         result = convert(args.model, args.to, args.out, calibration=args.calibration, normalize=args.normalize,
                          io_type=args.io, max_samples=args.max_samples, labels=args.labels, name=args.name,
                          input_shapes=parse_shapes(args.input_shape), onnx_activations=args.onnx_activations,
-                         force=args.force, keep_float=args.keep_float)
+                         force=args.force, keep_float=args.keep_float, sensitivity_s=args.sensitivity_seconds)
     if args.json:
         json.dump(result.as_dict(), sys.stdout, indent=2)
         print()

@@ -84,12 +84,16 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
             max_samples: int | None = calib_mod.DEFAULT_MAX_SAMPLES, labels: str | os.PathLike | None = None,
             name: str | None = None, input_shapes: dict[str, tuple[int, ...]] | None = None,
             onnx_activations: str = "uint8", force: bool = False,
-            keep_float: list[str] | tuple[str, ...] = ()) -> ConvertResult:
+            keep_float: list[str] | tuple[str, ...] = (),
+            sensitivity_s: float = onnx_quantize.sensitivity_mod.BUDGET_S) -> ConvertResult:
     """Convert ``model`` to each target in ``to`` and write a bundle to ``out`` that ``edgeaccel.load`` reads.
 
     ``keep_float``: node or tensor names of the float ONNX model that int8 ONNX targets (onnx-int8,
     openvino-int8, tensorrt-int8) leave in float, on top of what convert keeps float itself (the detection
-    head, joins of tensors with very different ranges, layers a sensitivity pass finds lossy)."""
+    head, joins of tensors with very different ranges, layers a sensitivity pass finds lossy).
+    ``sensitivity_s``: the time the sensitivity pass may take (0 skips it)."""
+    if not sensitivity_s >= 0:  # nan too
+        raise ConversionError(f"sensitivity_s must be 0 (no sensitivity pass) or more; got {sensitivity_s}")
     targets = parse(to)
     if isinstance(keep_float, str):
         keep_float = [keep_float]
@@ -105,7 +109,7 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
     out = _prepare_out(Path(out), force)
     try:
         return _convert(source, targets, out, _safe_name(name or source.name), calibration, normalize, io_type,
-                        max_samples, labels, input_shapes, onnx_activations, keep_float)
+                        max_samples, labels, input_shapes, onnx_activations, keep_float, sensitivity_s)
     except BaseException:
         if was_empty:  # leave no half-written bundle behind; a folder that held files before is not touched
             for child in out.iterdir():
@@ -116,10 +120,11 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
 
 
 def _convert(source: Source, targets: list[Target], out: Path, name: str, calibration, normalize, io_type,
-             max_samples, labels, input_shapes, onnx_activations, keep_float=()) -> ConvertResult:
+             max_samples, labels, input_shapes, onnx_activations, keep_float=(),
+             sensitivity_s=onnx_quantize.sensitivity_mod.BUDGET_S) -> ConvertResult:
     with tempfile.TemporaryDirectory(prefix="edgeaccel-convert-") as scratch:
         job = _Job(source, out, Path(scratch), name, io_type, input_shapes, onnx_activations)
-        job.keep_float = keep_float
+        job.keep_float, job.sensitivity_s = keep_float, sensitivity_s
         reference = job.reference()
         calib = None
         if calibration is not None:
@@ -161,6 +166,7 @@ class _Job:
         self.reference_info: ModelInfo | None = None
         self._made: dict[str, Path] = {}  # intermediate kind -> file
         self.keep_float: tuple[str, ...] = ()
+        self.sensitivity_s = onnx_quantize.sensitivity_mod.BUDGET_S
         self.quantized: onnx_quantize.Quantized | None = None  # the int8 ONNX every int8 ONNX target is made from
 
     # -- the float reference ----------------------------------------------------------------------------
@@ -256,7 +262,9 @@ class _Job:
         info = _describe(float_path)
         path = dest or self.scratch / f"{self.name}_int8.onnx"
         self.quantized = onnx_quantize.quantize(info, path, self._renamed(info.inputs),
-                                                activations=self.onnx_activations, keep_float=self.keep_float)
+                                                activations=self.onnx_activations, keep_float=self.keep_float,
+                                                sensitivity=self.sensitivity_s > 0,
+                                                sensitivity_budget_s=self.sensitivity_s)
         _describe(path)
         self._made["onnx-int8"] = path
         return path
