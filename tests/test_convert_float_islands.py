@@ -208,7 +208,8 @@ def _two_range_model(path, then_conv: bool):
         out = "y"
     graph = helper.make_graph(nodes, "two_ranges",
                               [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1, 4, 4]) for n in "ab"],
-                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1 if then_conv else 2, 4, 4])], inits)
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1 if then_conv else 2, 4, 4])],
+                              inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     onnx.save(model, str(path))
     return model

@@ -70,8 +70,9 @@ def build(path: Path, *, opset: int = 17) -> Path:
         cls_w = np.zeros((c, c, s, s), np.float32)
         for k in range(c):
             cls_w[k, k] = 10.0 / (s * s)  # 10 * (mean evidence of the cell - 0.5): a logit
-        nodes.append(helper.make_node("Conv", ["evidence", const(f"cls{s}.w", cls_w), const(f"cls{s}.b", np.full(c, -5.0))],
-                                      [f"cls{s}"], name=f"head{s}.cls", strides=[s, s]))
+        cls_b = const(f"cls{s}.b", np.full(c, -5.0))
+        nodes.append(helper.make_node("Conv", ["evidence", const(f"cls{s}.w", cls_w), cls_b], [f"cls{s}"],
+                                      name=f"head{s}.cls", strides=[s, s]))
         nodes.append(helper.make_node("Concat", [f"box{s}", f"cls{s}"], [f"cat{s}"], name=f"head{s}.concat", axis=1))
         nodes.append(helper.make_node("Reshape", [f"cat{s}", _shape(inits, f"flat{s}", [1, 3 + c, cells * cells])],
                                       [f"flat{s}"], name=f"head{s}.reshape"))

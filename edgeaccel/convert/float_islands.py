@@ -23,7 +23,6 @@ from __future__ import annotations
 import difflib
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -220,7 +219,7 @@ def measure_ranges(model, feeds: list[dict[str, np.ndarray]]) -> dict[str, Tenso
     exposed.CopyFrom(model)
     try:
         exposed = onnx.shape_inference.infer_shapes(exposed)
-    except Exception:  # noqa: BLE001 - without inferred types every tensor is exposed as float and checked below
+    except Exception:  # noqa: BLE001 - without inferred types only the graph's own outputs are measured
         pass
     types = {v.name: v.type.tensor_type.elem_type for v in
              list(exposed.graph.value_info) + list(exposed.graph.output) + list(exposed.graph.input)}
@@ -230,8 +229,8 @@ def measure_ranges(model, feeds: list[dict[str, np.ndarray]]) -> dict[str, Tenso
         if node.op_type == "Constant":
             continue
         for out in node.output:
-            if out and out not in present and out not in constants and types.get(out, TensorProto.FLOAT) == \
-                    TensorProto.FLOAT:
+            # a tensor of unknown type is left out: declared float, an int64 shape would fail the session
+            if out and out not in present and out not in constants and types.get(out) == TensorProto.FLOAT:
                 exposed.graph.output.append(onnx.helper.make_tensor_value_info(out, TensorProto.FLOAT, None))
                 present.add(out)
     options = ort.SessionOptions()
@@ -279,7 +278,8 @@ def _joins(graph: Graph, result: FloatPlan, factor: float) -> None:
         ratio = join_mismatch(graph, node, result.ranges)
         if ratio <= factor:
             continue
-        why = f"joins tensors whose measured ranges differ {ratio:.0f}x (> {factor:g}x): one uint8 scale cannot hold both"
+        why = (f"joins tensors whose measured ranges differ {ratio:.0f}x (> {factor:g}x): "
+               "one uint8 scale cannot hold both")
         if below[node.name]:
             result.candidates.append((node.name, why))  # a compute layer after it needs one scale anyway
             continue
@@ -309,9 +309,3 @@ def ranked_candidates(graph: Graph, result: FloatPlan, limit: int) -> list[tuple
             break
         chosen.append((name, f"one uint8 step is {coarse:.2g} of its output's spread"))
     return chosen[:limit]
-
-
-def load_model(path: Path):
-    import onnx
-
-    return onnx.load(str(path))
