@@ -9,7 +9,7 @@ decides the same from the graph and measured ranges, for any model (never from o
 - head: everything after the last compute layers (Conv, MatMul, Gemm; a Conv reading a Softmax, as the DFL
   expectation does, counts as decode) on the way to the outputs: Sigmoid/Softmax, grid and anchor Add/Mul,
   Split/Slice/Reshape/Transpose, the Concat that feeds an output;
-- joins: a node (Concat, Add, Sub, Mul, Max, ...) whose non-constant inputs' measured ranges differ by more
+- joins: a node (Concat, Add, Sub, Max, ...) whose non-constant inputs' measured ranges differ by more
   than ``RANGE_FACTOR``, plus everything between it and the outputs when no compute layer is on that way
   (one that feeds a compute layer needs a single-scale input anyway: it goes to the sensitivity pass instead);
 - user: names given with ``--keep-float`` (node or tensor names).
@@ -31,7 +31,10 @@ from ..errors import ConversionError
 RANGE_FACTOR = 8.0  # inputs of one join whose ranges differ by more than this cannot share a uint8 scale
 MAX_RANGE_SAMPLES = 32  # ranges of a float model settle within a few dozen samples
 COMPUTE_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "LSTM", "GRU", "RNN", "Attention"})
-JOIN_OPS = frozenset({"Concat", "Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Where"})
+# Ops whose output holds its inputs' values side by side or summed, under the output's one scale: a small-range
+# input is lost in a large one's steps. Mul and Div are not among them: a product keeps its inputs' relative
+# precision whatever their ranges (SiLU's x * sigmoid(x) is fine in int8).
+JOIN_OPS = frozenset({"Concat", "Add", "Sub", "Sum", "Max", "Min", "Mean", "Where"})
 _SHAPE_OPS = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
 
 
@@ -185,7 +188,7 @@ def resolve(graph: Graph, names, source_model=None) -> list[tuple[object, str]]:
                 f"--keep-float {name!r}: the model has no node or tensor of that name{where}",
                 hint=(f"close names: {', '.join(close)}" if close else
                       f"node names look like: {', '.join(sorted(graph.by_name)[:5])}")
-                + "; `edgeaccel info MODEL` or Netron lists them")
+                + "; Netron shows the float ONNX model's node names (`edgeaccel profile MODEL` per operator)")
         found.append((node, "--keep-float" if node.name == name else f"--keep-float {name} (its output)"))
     return found
 
