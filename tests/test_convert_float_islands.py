@@ -125,13 +125,16 @@ def test_manifest_and_report_say_what_was_kept_float_and_why(bundle):
     assert all(a["kept_float"] for a in report["artifacts"])
 
 
-def test_int8_onnx_keeps_the_source_metadata(bundle):
+def test_every_onnx_artifact_keeps_the_source_metadata(bundle):
     import onnx
 
+    written = sorted(bundle.out.glob("*.onnx"))
+    assert len(written) == 2  # the float reference and the int8 model
+    for path in written:
+        props = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+        for key, value in yolo_like.metadata().items():
+            assert props.get(key) == value, (path.name, key)
     artifact = next(a for a in bundle.artifacts if a.target == "onnx-int8")
-    props = {p.key: p.value for p in onnx.load(str(artifact.path)).metadata_props}
-    for key, value in yolo_like.metadata().items():
-        assert props.get(key) == value
     with edgeaccel.load(artifact.path, executor="onnxruntime", task="detect") as model:
         assert model.predict(yolo_like.squares(5000)[0]).boxes[0].label in yolo_like.CLASSES
 
@@ -245,3 +248,19 @@ def test_dfl_style_conv_after_softmax_is_decode_not_a_last_layer(tmp_path):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     onnx.checker.check_model(model)
     assert float_islands.plan(model, []).nodes == ["dfl.softmax", "dfl.conv"]
+
+
+def test_metadata_copy_fills_what_a_quantizer_dropped_and_keeps_what_it_wrote():
+    """ONNX Runtime 1.31's quantize_static keeps metadata_props (and adds its own); convert does not rely on it."""
+    from onnx import helper
+
+    from edgeaccel.convert.onnx_quantize import copy_metadata
+
+    source, written = helper.make_model(helper.make_graph([], "s", [], [])), helper.make_model(
+        helper.make_graph([], "w", [], []))
+    for key, value in yolo_like.metadata().items():
+        source.metadata_props.add(key=key, value=value)
+    written.metadata_props.add(key="task", value="segment")  # whatever the writer set is not overwritten
+    assert copy_metadata(source, written) == len(yolo_like.metadata()) - 1
+    props = {p.key: p.value for p in written.metadata_props}
+    assert props["task"] == "segment" and props["names"] == yolo_like.metadata()["names"]
