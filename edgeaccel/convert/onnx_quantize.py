@@ -79,11 +79,12 @@ def quantize(source: ModelInfo, out: Path, calibration: CalibrationSet, *, per_c
             candidates = float_islands.ranked_candidates(graph, islands, sensitivity_mod.CANDIDATES)
             report = sensitivity_mod.find_lossy(model, onnx.load(str(out)), feeds, candidates,
                                                 budget_s=sensitivity_budget_s)
-            result.notes.append(report.note())
             for finding in report.lossy:
                 islands.keep(graph.by_name[finding.node], finding.why)
             if report.lossy:
                 _quantize_static(q, source, prepared, out, calibration, act, per_channel, method, islands.nodes)
+                sensitivity_mod.measure_final(report, onnx.load(str(out)))
+            result.notes.append(report.note())
     result.kept_float = list(islands.kept)
     quantized_model = onnx.load(str(out))
     quantized = sum(n.op_type == "QuantizeLinear" for n in quantized_model.graph.node)

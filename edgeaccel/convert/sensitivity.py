@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,7 +43,9 @@ class SensitivityReport:
     candidates: int
     seconds: float
     lossy: list[Finding]
-    final_error: float  # with the lossy nodes float
+    final_error: float  # with the lossy nodes float (measured on the model quantized again, once it is)
+    reference: list = field(default_factory=list, repr=False)  # the float model's outputs on the samples
+    feeds: list = field(default_factory=list, repr=False)
 
     def note(self) -> str:
         found = (f"{len(self.lossy)} kept float, error then {self.final_error:.3g}" if self.lossy
@@ -77,6 +79,13 @@ def run(model, feeds: list[dict[str, np.ndarray]]) -> list[list[np.ndarray]]:
 
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return [session.run(None, feed) for feed in feeds]
+
+
+def measure_final(report: SensitivityReport, qdq_model) -> float:
+    """The output error of the model quantized again with the lossy nodes excluded (the pass itself measured
+    them by taking nodes out of int8 in place, which leaves their weights int8)."""
+    report.final_error = output_error(report.reference, run(qdq_model, report.feeds))
+    return report.final_error
 
 
 def quantized_nodes(qdq_model) -> set[str]:
@@ -137,7 +146,7 @@ def find_lossy(float_model, qdq_model, feeds, candidates: list[tuple[str, str]],
     candidates = [(n, why) for n, why in candidates if n in quantized]
     reference = run(float_model, feeds)
     base = output_error(reference, run(qdq_model, feeds))
-    report = SensitivityReport(base, 0, len(candidates), 0.0, [], base)
+    report = SensitivityReport(base, 0, len(candidates), 0.0, [], base, reference, feeds)
     current, error, left = qdq_model, base, list(candidates)
     while left and error >= MIN_ERROR and time.perf_counter() - start <= budget_s:
         best = None
