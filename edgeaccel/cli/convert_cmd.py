@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--onnx-activations", choices=("uint8", "int8"), default="uint8",
                    help="activation type of onnx-int8 (default uint8: ONNX Runtime's fast x86 path; "
                         "int8 for TensorRT)")
-    p.add_argument("--keep-float", nargs="+", default=[], metavar="NAME",
+    p.add_argument("--keep-float", nargs="+", action="extend", default=[], metavar="NAME",
                    help="node or tensor names of the float ONNX model that the int8 ONNX targets (onnx-int8, "
                         "openvino-int8, tensorrt-int8) keep in float, on top of what convert keeps float itself "
                         "(the detection head, joins of very different ranges, layers a sensitivity pass finds lossy)")
