@@ -64,27 +64,20 @@ def quantize(source: ModelInfo, out: Path, calibration: CalibrationSet, *, per_c
         if float_islands.name_nodes(model):  # unnamed nodes cannot be excluded nor reported
             onnx.save(model, str(prepared))
         feeds = calibration.feeds()
+        result = Quantized(out)
         try:
             islands = float_islands.plan(model, feeds, keep_float, source_model=source_model)
         except ConversionError:
             raise
         except Exception as exc:  # noqa: BLE001 - the ranges are an aid: without them the head is still kept
-            log.warning("could not measure the float model's ranges (%s); deciding float islands from the "
-                        "graph alone", runtime_message(exc))
+            said = f"ranges not measured ({runtime_message(exc)}): float islands decided from the graph alone"
+            log.warning(said)
+            result.notes.append(said)
             islands = float_islands.plan(model, [], keep_float, source_model=source_model)
-        result = Quantized(out)
         _quantize_static(q, source, prepared, out, calibration, act, per_channel, method, islands.nodes)
         if sensitivity and feeds:
-            graph = float_islands.Graph(model)
-            candidates = float_islands.ranked_candidates(graph, islands, sensitivity_mod.CANDIDATES)
-            report = sensitivity_mod.find_lossy(model, onnx.load(str(out)), feeds, candidates,
-                                                budget_s=sensitivity_budget_s)
-            for finding in report.lossy:
-                islands.keep(graph.by_name[finding.node], finding.why)
-            if report.lossy:
-                _quantize_static(q, source, prepared, out, calibration, act, per_channel, method, islands.nodes)
-                sensitivity_mod.measure_final(report, onnx.load(str(out)))
-            result.notes.append(report.note())
+            _sensitivity_pass(q, source, model, prepared, out, calibration, act, per_channel, method, islands,
+                              result, sensitivity_budget_s)
     result.kept_float = list(islands.kept)
     quantized_model = onnx.load(str(out))
     quantized = sum(n.op_type == "QuantizeLinear" for n in quantized_model.graph.node)
@@ -99,6 +92,33 @@ def quantize(source: ModelInfo, out: Path, calibration: CalibrationSet, *, per_c
     log.info("quantized %s: %d QuantizeLinear nodes, %d nodes kept float", source.path.name, quantized,
              len(islands.kept))
     return result
+
+
+def _sensitivity_pass(q, source: ModelInfo, model, prepared: Path, out: Path, calibration: CalibrationSet, act,
+                      per_channel: bool, method: str, islands: float_islands.FloatPlan, result: Quantized,
+                      budget_s: float) -> None:
+    """Keep float what the sensitivity pass finds lossy, and quantize again if it found any."""
+    onnx = onnx_util.import_onnx()
+    graph = float_islands.Graph(model)
+    candidates = float_islands.ranked_candidates(graph, islands, sensitivity_mod.CANDIDATES)
+    try:
+        report = sensitivity_mod.find_lossy(model, onnx.load(str(out)), calibration.feeds(), candidates,
+                                            budget_s=budget_s)
+    except Exception as exc:  # noqa: BLE001 - the pass refines the model; the note says it did not run
+        said = f"sensitivity pass not run ({runtime_message(exc)})"
+        log.warning(said)
+        result.notes.append(said)
+        return
+    for finding in report.lossy:
+        islands.keep(graph.by_name[finding.node], finding.why)
+    if report.lossy:
+        _quantize_static(q, source, prepared, out, calibration, act, per_channel, method, islands.nodes)
+        try:
+            sensitivity_mod.measure_final(report, onnx.load(str(out)))
+        except Exception as exc:  # noqa: BLE001 - the pass's own estimate stands, and the note says so
+            log.warning("could not measure the requantized model (%s)", runtime_message(exc))
+            report.final_estimated = True
+    result.notes.append(report.note())
 
 
 def _quantize_static(q, source: ModelInfo, prepared: Path, out: Path, calibration: CalibrationSet, act,

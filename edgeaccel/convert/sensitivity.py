@@ -46,9 +46,11 @@ class SensitivityReport:
     final_error: float  # with the lossy nodes float (measured on the model quantized again, once it is)
     reference: list = field(default_factory=list, repr=False)  # the float model's outputs on the samples
     feeds: list = field(default_factory=list, repr=False)
+    final_estimated: bool = False  # final_error is the pass's in-place estimate, the requantized model unmeasured
 
     def note(self) -> str:
-        found = (f"{len(self.lossy)} kept float, error then {self.final_error:.3g}" if self.lossy
+        estimated = " (estimated)" if self.final_estimated else ""
+        found = (f"{len(self.lossy)} kept float, error then {self.final_error:.3g}{estimated}" if self.lossy
                  else "none lossy enough to keep float")
         return (f"sensitivity pass: int8 output error {self.error:.3g} (RMS per channel / spread, on "
                 f"{SAMPLES} calibration samples at most); {self.tried} measurements of {self.candidates} "
