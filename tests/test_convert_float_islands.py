@@ -264,3 +264,38 @@ def test_metadata_copy_fills_what_a_quantizer_dropped_and_keeps_what_it_wrote():
     assert copy_metadata(source, written) == len(yolo_like.metadata()) - 1
     props = {p.key: p.value for p in written.metadata_props}
     assert props["task"] == "segment" and props["names"] == yolo_like.metadata()["names"]
+
+
+def test_yolov8_export_topology_keeps_exactly_the_detect_decode_float(tmp_path):
+    """Ultralytics' graph shape (C2f, SPPF, PAN neck, Detect with DFL): the last convolutions are the six
+    cv2.i.2 / cv3.i.2; everything after them, the DFL Softmax and Conv included, is decode; no body node is."""
+    import onnx
+    import onnxruntime as ort
+    import yolov8_topology
+
+    path = yolov8_topology.build(tmp_path / "v8.onnx", size=64)
+    model = onnx.load(str(path))
+    head = {n.name for n in model.graph.node if n.name.startswith("/model.22/")
+            and not n.name.startswith(("/model.22/cv2", "/model.22/cv3"))}
+    assert float_islands.plan(model, []).nodes and set(float_islands.plan(model, []).nodes) == head
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "calib.npy", rng.random((8, 3, 64, 64), dtype=np.float32))
+    result = convert(path, "onnx-int8", tmp_path / "out", calibration=tmp_path / "calib.npy")
+    assert head <= {k["node"] for k in result.artifacts[0].kept_float}
+    image = {"images": rng.random((1, 3, 64, 64), dtype=np.float32)}
+    want = ort.InferenceSession(str(path)).run(None, image)[0]
+    got = ort.InferenceSession(str(result.artifacts[0].path)).run(None, image)[0]
+    assert len(np.unique(got[0, 4:])) > 50  # continuous scores
+    assert np.abs(got[0, 4:] - want[0, 4:]).max() < 0.02
+    from onnxruntime import quantization as q
+
+    feeds = iter({"images": a[None]} for a in np.load(tmp_path / "calib.npy"))
+
+    class Reader(q.CalibrationDataReader):
+        def get_next(self):
+            return next(feeds, None)
+
+    q.quantize_static(str(path), str(tmp_path / "whole.onnx"), Reader(), quant_format=q.QuantFormat.QDQ,
+                      per_channel=True)
+    whole = ort.InferenceSession(str(tmp_path / "whole.onnx")).run(None, image)[0]
+    assert len(np.unique(whole[0, 4:])) < 5  # the control: whole-graph int8 of the same graph
