@@ -38,7 +38,10 @@ SCHEMA_ID = "edgeaccel.bundle/1"
 MANIFEST_SCHEMA = {
     "schema": Field(str, required=True, choices=(SCHEMA_ID,)),
     "name": Field(str),
-    "artifacts": Field([{"path": Field(str, required=True), "note": Field(str)}], required=True),
+    "artifacts": Field([{"path": Field(str, required=True), "note": Field(str),
+                         # int8 artifacts: the nodes convert left in float, and why
+                         "kept_float": Field([{"node": Field(str, required=True), "op": Field(str),
+                                               "why": Field(str)}])}], required=True),
     "reference": Field(str),
     "labels": Field(str),
     "calibration": Field(str),
