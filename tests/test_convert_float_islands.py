@@ -93,8 +93,14 @@ def test_whole_graph_int8_destroys_the_detector(detector, calibration, tmp_path)
     whole = tmp_path / "whole_int8.onnx"
     q.quantize_static(str(detector), str(whole), Reader(), quant_format=q.QuantFormat.QDQ, per_channel=True,
                       activation_type=q.QuantType.QUInt8, weight_type=q.QuantType.QInt8)
-    precision, recall, distinct = _agreement(whole, "onnxruntime", detector)
-    assert precision < 0.5 and distinct < 10, (precision, recall, distinct)
+    from edgeaccel.vision.errors import LayoutRefused
+
+    try:
+        precision, recall, distinct = _agreement(whole, "onnxruntime", detector)
+    except LayoutRefused as refused:  # its boxes are so wrong that the decoder will not call them boxes
+        assert "no area or lie outside" in refused.message
+    else:
+        assert precision < 0.5 and distinct < 10, (precision, recall, distinct)
 
 
 @pytest.mark.parametrize("target,executor", [("onnx-int8", "onnxruntime"), ("openvino-int8", "openvino")])
