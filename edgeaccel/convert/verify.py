@@ -47,7 +47,7 @@ class Row:
     rel_error: float | None = None  # worst output's ||artifact - reference|| / ||reference|| over the samples
     latency_ms: dict | None = None
     error: str | None = None
-    task_metrics: dict | None = None  # --task: agreement of decoded results (edgeaccel.vision.agreement)
+    task_metrics: dict | None = None  # --task: agreement of decoded results (edgeaccel.agreement.tasks)
 
     def as_dict(self) -> dict:
         return {"artifact": str(self.artifact), "format": self.format, "executor": self.executor,
@@ -96,7 +96,7 @@ class CheckReport:
         for r, cells in zip(self.rows, lines):
             out.append("  ".join(str(x).ljust(w) for x, w in zip(cells, widths)).rstrip())
             if r.task_metrics:
-                out.append(f"    {self.task}: " + ", ".join(f"{k} {v:.4g}" for k, v in r.task_metrics.items()))
+                out.append(f"    {self.task}: " + ", ".join(f"{k} {_fmt(v, '{:.4g}')}" for k, v in r.task_metrics.items()))
             if r.error:
                 out.append(f"    error: {r.error.splitlines()[0]}")
         return "\n".join(out)
