@@ -80,7 +80,10 @@ def load(
         Measurements made with them are found again only with the same samples.
     accuracy_tolerance: the worst error calibration allows on any output and sample, as a fraction of that
         output's range over the samples (default 0.05); quantized outputs within 2 steps always agree, and
-        class-score outputs must also keep their top-1.
+        class-score outputs must also keep their top-1. When the vision task is known (``task``, the model's
+        metadata, or an unmistakable YOLO/SSD/MoveNet layout) calibration judges the decoded results instead
+        (box precision/recall, mIoU, keypoint distance, top-1; docs/agreement.md), where this tolerance
+        bounds the detections' mean score error.
     performance_hint: "latency" (one request as fast as possible) or "throughput" (several at once, for
         submit() and stream()), or "adaptive" (both held on a CPU: a lone request on every core, concurrent
         ones a core each; executors/adaptive.py; what ``edgeaccel serve`` loads).
