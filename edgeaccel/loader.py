@@ -236,9 +236,10 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
 
     tolerance = Thresholds(tolerance=accuracy_tolerance).tolerance if accuracy_tolerance is not None \
         else Thresholds().tolerance  # a tolerance that is no share of a range is the caller's ConfigError now
-    # the guard's rules and the task it judges on change what calibration admits: measurements made under
-    # other rules are not reused
-    judged = f"{GUARD_VERSION};task={task};options={sorted((task_options or {}).items())!r}"
+    # measurements made under the guard's earlier rules (raw tensors only for a detector) are not reused; the
+    # task is not keyed, like the samples: `tune --task detect` must serve the plain loads after it, and each
+    # measurement records what it was judged on (accuracy["judged_on"], ["task"])
+    judged = GUARD_VERSION
     key = calibration_key([a.digest for a in found.artifacts], hardware_fingerprint(facts.devices_present),
                           facts.installed, options.resolved_threads(), judged, options=options, executor=executor,
                           device=device, tolerance=tolerance)

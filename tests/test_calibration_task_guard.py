@@ -164,3 +164,38 @@ def test_every_label_wrong_is_refused(detector):
     swapped = [[np.concatenate([o[:, :4], o[:, 5:6], o[:, 4:5]], axis=1) for o in outs] for outs in ref]
     verdict = judge(ref, swapped, detector.outputs, detector.outputs, detector.task)
     assert not verdict.ok and "detect precision 0 " in verdict.why
+
+
+def test_tune_judges_the_declared_task_and_task_none_judges_raw_outputs(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    path = detector_trap(tmp_path / "trap.onnx", signal=0.0)
+
+    def tune(*extra: str) -> dict:
+        out = subprocess.run([sys.executable, "-m", "edgeaccel", "tune", str(path), "--cache-dir", str(tmp_path),
+                              "--json", *extra], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        report = json.loads(out.stdout)
+        entries = [e for e in (*report["ranked"], *report["rejected"]) if e["candidate"] == "openvino:CPU"]
+        return entries[0]["measurement"]["accuracy"]
+
+    declared = tune()  # the model's metadata says task=detect
+    assert declared["judged_on"] == "task" and declared["task_metrics"]["recall"] == 1.0
+    assert tune("--task", "none")["judged_on"] == "tensors"  # tune measures again whatever the cache holds
+    with edgeaccel.load(path, cache_dir=tmp_path, calibrate=False) as model:  # a plain load finds tune's
+        assert model.executor.reason.startswith("measured")
+
+
+def test_a_plan_made_elsewhere_judges_with_the_loads_task_and_tolerance(tmp_path):
+    """Background calibration builds its own plan (budget, pauses) and measures through selection.measure:
+    the load's task and accuracy_tolerance still apply (before, its plan fell back to the default tolerance)."""
+    path = detector_trap(tmp_path / "trap.onnx")
+    quick = CalibrationPlan(budget_s=0.3, min_runs=3, max_rounds=3, warmup_s=0.01, head_to_head_s=0.1)
+    sel = select(path, calibrate=False, cache=False, accuracy_tolerance=0.2)
+    m = sel.measure(quick)
+    judged = [x.accuracy for x in m.values() if "judged_on" in x.accuracy]
+    assert judged and all(a["judged_on"] == "task" and a["tolerance"] == 0.2 for a in judged)
+    plain = select(path, calibrate=False, cache=False, task="none").measure(quick)
+    assert all(x.accuracy["judged_on"] == "tensors" for x in plain.values() if "judged_on" in x.accuracy)
