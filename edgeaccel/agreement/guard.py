@@ -38,7 +38,6 @@ Default thresholds (``Thresholds``), per task:
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -160,8 +159,7 @@ def _decode(task, outputs: Sequence[Sequence[np.ndarray]], candidate: list[tuple
     frame = Frame(task.width, task.height, task.width, task.height, 1.0, 1.0)
     if candidate is None:
         return [task.postprocess(list(sample), frame) for sample in outputs]
-    twin = copy.copy(task)
-    twin._outputs = tuple(spec for _, spec in candidate)
+    twin = task.with_outputs(spec for _, spec in candidate)
     return [twin.postprocess([sample[j] for j, _ in candidate], frame) for sample in outputs]
 
 

@@ -76,6 +76,15 @@ class Task:
     def __repr__(self) -> str:
         return f"<edgeaccel.vision.Task {self.name} ({self.kind}): {self.reason}>"
 
+    def with_outputs(self, outputs) -> Task:
+        """This task for another artifact of the same model whose outputs (in this task's order) have other
+        specs, e.g. a quantized twin: its outputs are dequantized with their own scales before decoding."""
+        import copy
+
+        twin = copy.copy(self)
+        twin._outputs = tuple(outputs)
+        return twin
+
     @property
     def image_input(self) -> str:
         return self._inputs[self.image_index].name
