@@ -199,3 +199,31 @@ def test_a_plan_made_elsewhere_judges_with_the_loads_task_and_tolerance(tmp_path
     assert judged and all(a["judged_on"] == "task" and a["tolerance"] == 0.2 for a in judged)
     plain = select(path, calibrate=False, cache=False, task="none").measure(quick)
     assert all(x.accuracy["judged_on"] == "tensors" for x in plain.values() if "judged_on" in x.accuracy)
+
+
+def test_a_changed_shape_is_refused_whatever_the_task(detector):
+    samples = photos(detector)
+    ref = [detector.run(x) for x in samples]
+    cut = [[o[:, :, :20] for o in outs] for outs in ref]
+    verdict = judge(ref, cut, detector.outputs, detector.outputs, detector.task)
+    assert not verdict.ok and "shape" in verdict.why
+
+
+def test_an_int8_twin_whose_one_scale_joins_pixels_and_scores_is_refused(detector):
+    """The int8 head of the issue: coordinates 0..640 and scores 0..1 under one uint8 scale (2.5), so every
+    score becomes 0 or 2.5. The tensor verdict sees at most one quantization step and admits it; the boxes
+    say otherwise. The twin's outputs are dequantized with its own specs before decoding."""
+    from dataclasses import replace
+
+    from edgeaccel.agreement import agreement
+    from edgeaccel.modelinfo import Quantization
+
+    samples = photos(detector)
+    ref = [detector.run(x) for x in samples]
+    scale = 640 / 256
+    spec = replace(detector.outputs[0], dtype=np.dtype(np.uint8), quantization=Quantization((scale,), (0,)))
+    twin = [[np.clip(np.round(o / scale), 0, 255).astype(np.uint8) for o in outs] for outs in ref]
+    raw = agreement(ref, twin, detector.outputs, [spec])
+    assert raw.ok and raw.metrics["max_error_fraction"] < 0.01  # half a step of a 0..640 range: "agrees"
+    verdict = judge(ref, twin, detector.outputs, [spec], detector.task)
+    assert not verdict.ok and verdict.metrics["judged_on"] == "task", verdict.why
