@@ -227,3 +227,12 @@ def test_an_int8_twin_whose_one_scale_joins_pixels_and_scores_is_refused(detecto
     assert raw.ok and raw.metrics["max_error_fraction"] < 0.01  # half a step of a 0..640 range: "agrees"
     verdict = judge(ref, twin, detector.outputs, [spec], detector.task)
     assert not verdict.ok and verdict.metrics["judged_on"] == "task", verdict.why
+
+
+@pytest.mark.parametrize("metadata, judged_on", [({"task": "classify"}, "task"), ({}, "tensors")])
+def test_a_score_vector_is_judged_as_classes_only_when_the_metadata_declares_it(tmp_path, metadata, judged_on):
+    scores = np.array([[0.05, 0.7, 0.1, 0.15]], np.float32)
+    model = formats.describe(constant_output(tmp_path / "scores.onnx", scores, dynamic=False, metadata=metadata))
+    other = accel(model)
+    m = calibrate(Ranking([other, cpu(model)]), opener({other.name: {}}), QUICK)[other.key]
+    assert m.eligible and m.accuracy["judged_on"] == judged_on

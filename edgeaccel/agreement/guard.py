@@ -97,7 +97,7 @@ def judged_on_task(task, named: bool = False) -> bool:
     declares it (Ultralytics' ``task``), or its outputs have a distinctive layout (``CONFIDENT_KINDS``)."""
     if task is None:
         return False
-    return named or "metadata says task=" in task.reason or task.kind in CONFIDENT_KINDS
+    return named or task.declared or task.kind in CONFIDENT_KINDS
 
 
 def judge(reference_outputs: Sequence[Sequence[np.ndarray]], candidate_outputs: Sequence[Sequence[np.ndarray]],

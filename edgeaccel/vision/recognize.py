@@ -19,6 +19,7 @@ class Recognized:
     kind: str  # the decoder's layout: top-k, ssd-postprocess, yolov8, yolov5, nms-in-graph, ids, scores, ...
     which: int  # the output it reads first
     reason: str
+    declared: bool = False  # the model's metadata names this task (not only inferred from output shapes)
 
 
 def _shapes(outputs) -> list[tuple]:
@@ -129,7 +130,7 @@ def recognize(info, inputs, outputs, metadata: dict | None = None, classes: int 
         try:
             found = fits(said, info, inputs, outputs, classes)
             return Recognized(found.task, found.kind, found.which, f"the model's metadata says task={said}; "
-                                                                   f"{found.reason}"), found.reason
+                                                                   f"{found.reason}", declared=True), found.reason
         except TaskError:
             pass
     if not any(is_image_input(s) for s in inputs):

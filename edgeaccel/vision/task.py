@@ -42,6 +42,7 @@ class Task:
         self.kind = recognized.kind
         self.which = recognized.which
         self.reason = recognized.reason
+        self.declared = recognized.declared  # by the model's metadata: trusted to judge accuracy on
         self.labels = labels
         self.metadata = metadata
         self.anchors = None if anchors is None else detect.load_anchors(anchors)
