@@ -13,9 +13,9 @@ can run, every measurement says so and no reduced precision is admitted.
 Inputs: the caller's ``calibration_inputs`` when given, else samples edgeaccel makes (``sample_inputs``: the
 bundled photo in several variants for image inputs, valid synthetic data otherwise; with a task, the photo
 variants go through the task's own preprocessing, letterbox for YOLO, so that detections are meaningful). A
-candidate that fails
-on edgeaccel's own inputs is reported as such and not condemned (its measurement stays eligible, untimed): a
-size or an id edgeaccel invented says nothing about the caller's real inputs. Timing: ``timing.measure``.
+candidate that fails on edgeaccel's own inputs is reported as such and not condemned (its measurement stays
+eligible, untimed): a size or an id edgeaccel invented says nothing about the caller's real inputs. Timing:
+``timing.measure``.
 """
 
 from __future__ import annotations
