@@ -1,12 +1,12 @@
 """Task-level agreement for ``edgeaccel check --task``: the artifact's outputs and the float reference's on
-the same samples are both decoded by the task (boxes, masks, keypoints, classes) and compared as results
-(``agreement``), averaged over the samples; ``--min-precision`` and friends gate on them."""
+the same samples are both decoded by the task (boxes, masks, keypoints, classes) and compared as results,
+pooled over the samples (``edgeaccel.agreement.tasks.task_metrics``); ``--min-precision`` and friends gate on
+them."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .agreement import agreement
 from .errors import TaskError
 from .preprocess import Frame
 from .results import Result
@@ -40,7 +40,10 @@ class TaskCheck:
         return self.expected
 
     def measure(self, model, outputs_per_sample: list[list[np.ndarray]]) -> dict:
-        """The artifact's results against the reference's, each measure averaged over the samples."""
+        """The artifact's results against the reference's, every measure pooled over the samples (None where
+        nothing could be measured, e.g. no box on either side of any sample)."""
+        from ..agreement.tasks import task_metrics
+
         from .task import make_task
 
         try:
@@ -49,9 +52,10 @@ class TaskCheck:
             raise TaskError(f"the artifact does not fit task {self.task.name}: {exc.message}") from exc
         task.letterbox, task.conf, task.iou = self.task.letterbox, self.task.conf, self.task.iou
         got = self.decode(task, outputs_per_sample)
-        measured = [agreement(r, g) for r, g in zip(self.expected, got)]
-        keys = [k for k in measured[0] if k not in ("boxes", "reference_boxes", "keypoints")] if measured else []
-        return {k: round(float(np.mean([m[k] for m in measured])), 6) for k in keys}
+        measured = task_metrics(self.task.name, self.expected, got)
+        # the figures and counts, one number (or None: not measured) each; per-class detail stays in the library
+        return {k: round(v, 6) if isinstance(v, float) else v for k, v in measured.items()
+                if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))}
 
 
 def task_failures(where: str, metrics: dict | None, gates: dict[str, float | None]) -> list[str]:
@@ -63,6 +67,10 @@ def task_failures(where: str, metrics: dict | None, gates: dict[str, float | Non
         if key not in metrics:
             continue
         value = metrics[key]
+        if value is None:  # nothing measured (no box on either side): not a pass, not a number to compare
+            out.append(f"{where}: {key.replace('_', ' ')} could not be measured against the reference "
+                       f"(nothing to compare on these samples)")
+            continue
         if (kind == "min" and value < bound) or (kind == "max" and value > bound):
             word = "below" if kind == "min" else "above"
             out.append(f"{where}: {key.replace('_', ' ')} {value:.4g} against the reference is {word} {bound:g}")
