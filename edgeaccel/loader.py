@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import bundle
-from .errors import (ConfigError, DeviceUnavailableError, EdgeAccelError, ModelError, NoExecutorError,
-                     UnsupportedModelError)
+from .errors import (AccuracyGuardError, ConfigError, DeviceUnavailableError, EdgeAccelError, ModelError,
+                     NoExecutorError, UnsupportedModelError)
 from .executors import registry
 from .executors.base import Executor, ExecutorOptions
 from .executors.registry import runtimes
@@ -66,7 +66,10 @@ def load(
     executor, device: pin a runtime ("litert", "onnxruntime", "openvino") and/or a device ("CPU", "GPU",
         "NPU", "CUDA", "AUTO", ...). Without them, edgeaccel chooses and says why in ``model.executor``.
     precision: None runs the model at its own precision (f32 math for float layers); "bf16" or "f16" are
-        opt-ins because they change answers. Calibration may admit them after checking accuracy.
+        opt-ins because they change answers. "auto": calibration (now, in the background, or ``tune``'s cache)
+        may admit a reduced precision after checking accuracy. Left at None, that happens only when neither
+        ``executor`` nor ``device`` is pinned: a pinned executor keeps its device's own precision for the
+        whole session unless ``precision="auto"`` says otherwise.
     goal: "latency" or "efficiency" (energy per inference).
     profile: a device profile (a shipped name such as "rpi5-coral-usb", a .yaml path or a Profile); by default
         the one matching this machine (`edgeaccel profiles list`).
@@ -128,9 +131,10 @@ def load(
 
         return _with_task(open_scheduled(chosen.ranking, open_beside_others, policy, power_budget_w,
                                          telemetry_root, strict=strict, all_failed=_all_failed,
-                                         limits=profile_limits(chosen.profile, chosen.ranking)),
+                                         limits=profile_limits(chosen.profile, chosen.ranking),
+                                         guard=chosen.guard()),
                           task, labels, task_options)
-    loaded = open_ranked(chosen.ranking, chosen.options, strict, isolation)
+    loaded = open_ranked(chosen.ranking, chosen.options, strict, isolation, guard=chosen.guard())
     if chosen.options.cache_dir:
         from .cache import trim
 
@@ -189,6 +193,9 @@ class Selection:
     keep: Callable | None = field(default=None, repr=False)
     rerank: Callable | None = field(default=None, repr=False)
     cache_file: Path | None = None
+    # () -> edgeaccel.guard.ModelGuard: what every executor other than the first chosen is checked against
+    # before it answers a request (a scheduled model's others, a failover target, a reselect)
+    guard: Callable | None = field(default=None, repr=False)
 
 
 def select(model: ModelSource, *, executor: str | None = None, device: str | None = None,
@@ -202,6 +209,7 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
                         inputs_digest)
     from .executors.gpu_memory import check_limit
 
+    precision, reduced = precision_choice(precision, executor, device)
     if performance_hint not in ("latency", "throughput", "adaptive"):
         raise ValueError(f"performance_hint must be 'latency', 'throughput' or 'adaptive', not {performance_hint!r}")
     root = cache_root(cache_dir) if cache else None
@@ -234,7 +242,7 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
     store = CalibrationCache(root) if root else None
     measure_now = calibrate is True
     measurements = {} if measure_now or store is None else (store.get(key) or {})
-    ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements)
+    ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements, reduced)
     selection = Selection(found, ranking, options, facts, profile, profile_reason, measurements,
                           cache_file=store.path(key) if store else None)
 
@@ -260,10 +268,19 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
                                       "edgeaccel samples"})
 
     def rerank(measured: dict[str, Measurement]) -> Ranking:
-        return _rank(found.artifacts, facts, options, executor, device, profile, goal, measured)
+        return _rank(found.artifacts, facts, options, executor, device, profile, goal, measured, reduced)
 
     selection.measure = lambda budget_plan=None: measure(budget_plan or default_plan())
     selection.keep, selection.rerank = keep, rerank
+
+    def guard():
+        from .guard import ModelGuard
+
+        return ModelGuard(_reference_candidate(found.artifacts, facts, options, goal),
+                          lambda c: open_candidate(c, options, isolation), tolerance, selection.measurements,
+                          calibration_inputs)
+
+    selection.guard = guard
     if measure_now:
         measurements = measure(default_plan())
         keep(measurements)
@@ -296,8 +313,19 @@ def profile_limits(profile: Profile | None, ranking: Ranking) -> dict | None:
     return {device_of_name(c.device): limits for c in ranking.candidates}
 
 
-def _rank(artifacts, facts, options, executor, device, profile, goal, measurements) -> Ranking:
-    ranking = rank(artifacts, runtimes(), facts, None, options, executor, device, profile, goal, measurements)
+def precision_choice(precision: str | None, executor: str | None, device: str | None) -> tuple[str | None, bool]:
+    """(the precision to run at, whether calibration may admit a reduced one). "auto" runs at the model's own
+    precision and lets calibration admit bf16/f16 where it measures them accurate; None does the same only
+    when nothing is pinned: with ``executor=``/``device=`` the caller chose what runs, and a precision change
+    behind their back (background calibration switching OpenVINO to bf16 mid-session) is not theirs."""
+    if precision == "auto":
+        return None, True
+    return precision, precision is None and not (executor or device)
+
+
+def _rank(artifacts, facts, options, executor, device, profile, goal, measurements, reduced=True) -> Ranking:
+    ranking = rank(artifacts, runtimes(), facts, None, options, executor, device, profile, goal, measurements,
+                   reduced=reduced)
     return _explain_absences(ranking, facts)
 
 
@@ -443,7 +471,23 @@ def load_candidate(candidate: Candidate, options: ExecutorOptions) -> Model:
 
 
 def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False,
-                isolation: IsolationLimits | None = None) -> Model:
+                isolation: IsolationLimits | None = None, guard=None) -> Model:
+    """The best candidate that loads, as a Model that fails over down the ranking at run time. ``guard`` (an
+    ``edgeaccel.guard.ModelGuard``): a failover target or a reselected candidate serves only after agreeing
+    with the reference; one that does not is recorded and passed over like one that failed to load."""
+    def open_next(c: Candidate) -> Executor:
+        executor = open_candidate(c, options, isolation)
+        if guard is None:
+            return executor
+        verdict = guard.verdict(c, executor)
+        if not verdict.ok:
+            executor.close()
+            raise AccuracyGuardError(f"{c.name} {verdict}", runtime=c.runtime,
+                                     hint="it is not routed to; pass real calibration_inputs= or raise "
+                                          "accuracy_tolerance= if the difference is acceptable")
+        log.info("%s %s", c.name, verdict)
+        return executor
+
     if not ranking.candidates:
         raise _nothing_can_run(ranking)
     fallbacks: list[FallbackEvent] = []
@@ -471,8 +515,7 @@ def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False
             event = FallbackEvent(time.time(), "load", bad.name, str(exc), candidate.name)
             fallbacks.append(event)
             log.warning("fallback: %s", event)
-        return Model(executor, candidate, ranking, fallbacks,
-                     open_next=lambda c: open_candidate(c, options, isolation), strict=strict, failed=failed)
+        return Model(executor, candidate, ranking, fallbacks, open_next=open_next, strict=strict, failed=failed)
     raise _all_failed(errors)
 
 

@@ -33,7 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", type=executor_arg,
                    help="pin the runtime: litert (tflite), onnxruntime (ort), openvino (ov), tensorflow")
     p.add_argument("--device", help="pin the device: CPU, GPU, NPU, CUDA, AUTO, ...")
-    p.add_argument("--precision", choices=("f32", "bf16", "f16", "int8"), help="opt into reduced precision")
+    p.add_argument("--precision", choices=("f32", "bf16", "f16", "int8", "auto"),
+                   help="opt into reduced precision; auto: calibration may admit bf16/f16 where accurate (the "
+                        "default only when no --executor/--device is pinned)")
     p.add_argument("--threads", type=int, help="CPU threads (default: usable cores)")
     p.add_argument("--strict", action="store_true", help="fail instead of falling back to another executor")
     p.add_argument("--isolate", action="store_true",

@@ -3,7 +3,10 @@
 Every candidate that loads joins, up to ``max_executors``: a scheduler can only move work between executors it
 holds. A candidate that fails to load is recorded in ``fallbacks`` (never silently dropped); candidates whose
 inputs differ from the first one's (an artifact twin with other dtypes) cannot take the same requests and are
-left out with that reason.
+left out with that reason. With a ``guard`` (``edgeaccel.guard.ModelGuard``, what ``load`` passes), every
+executor must agree with the model's reference before it joins: one that does not is closed and recorded in
+``fallbacks`` (stage "guard") with its figures; where no reference can run, only the first executor (the one a
+load without ``policy`` would serve) is kept, since the others could not be checked against it.
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..errors import EdgeAccelError
+from ..errors import AccuracyGuardError, EdgeAccelError
 from ..executors.base import Executor, ExecutorOptions
 from ..model import FallbackEvent
 from ..profiles import Profile, get_profile
@@ -21,16 +26,21 @@ from ..selector import Candidate, Ranking
 from .model import ScheduledModel
 from .policies import Policy, make_policy
 
+if TYPE_CHECKING:
+    from ..guard import ModelGuard
+
 log = logging.getLogger("edgeaccel")
 
 
 def open_scheduled(ranking: Ranking, open_candidate: Callable[[Candidate], Executor], policy: str | Policy,
                    power_budget_w: float | None = None, telemetry_root: str | Path = "/", max_executors: int = 3,
                    strict: bool = False, all_failed: Callable[[list], EdgeAccelError] | None = None,
-                   profile: Profile | None = None, **options) -> ScheduledModel:
+                   profile: Profile | None = None, guard: ModelGuard | None = None,
+                   **options) -> ScheduledModel:
     if not isinstance(policy, Policy):
         policy = make_policy(policy, power_budget_w)  # a wrong name fails before any runtime loads
     executors: list[Executor] = []
+    opened: list[Candidate] = []
     reasons: dict[str, str] = {}
     fallbacks: list[FallbackEvent] = []
     errors = []
@@ -53,19 +63,61 @@ def open_scheduled(ranking: Ranking, open_candidate: Callable[[Candidate], Execu
             log.warning("scheduling without %s: %s", candidate.name, exc.message)
             continue
         executors.append(executor)
+        opened.append(candidate)
         reasons[executor.info.name] = candidate.reason
     if not executors:
         if all_failed is not None and errors:
             raise all_failed(errors)
         raise errors[0][1] if errors else ValueError("no candidate to schedule")
+    if guard is not None:
+        try:
+            executors = _guarded(guard, opened, executors, reasons, fallbacks)
+        except BaseException:
+            for executor in executors:
+                executor.close()
+            raise
     try:
         return ScheduledModel(executors, policy, power_budget_w=power_budget_w, root=telemetry_root,
                               fallbacks=fallbacks, reasons=reasons, ranking=ranking,
+                              probe_inputs=guard.samples if guard is not None else None,
                               profile=profile or _profile_named(ranking.profile), **options)
     except BaseException:
         for executor in executors:
             executor.close()
         raise
+
+
+def _guarded(guard: ModelGuard, candidates: list[Candidate], executors: list[Executor], reasons: dict[str, str],
+             fallbacks: list[FallbackEvent]) -> list[Executor]:
+    """The executors that passed the guard (each one's verdict appended to its reason); the others closed and
+    recorded. Raises AccuracyGuardError when none passed."""
+    opened = {c.key: e for c, e in zip(candidates, executors)}
+    kept, refused = [], []
+    for i, (candidate, executor) in enumerate(zip(candidates, executors)):
+        verdict = guard.verdict(candidate, executor, opened)
+        if not verdict.ok and guard.problem and i == 0:
+            # nothing to check against: the first executor serves as a load without policy= would, alone
+            verdict = replace(verdict, ok=True, why=f"served unchecked, as a single executor would be: "
+                                                    f"no reference could run ({guard.problem})")
+        name = executor.info.name
+        if verdict.ok:
+            kept.append(executor)
+            reasons[name] = f"{reasons.get(name, '')}; {verdict}".lstrip("; ")
+            log.info("scheduling with %s: %s", candidate.name, verdict)
+        else:
+            refused.append((candidate, executor, verdict))
+    for candidate, executor, verdict in refused:
+        if kept:  # closing the refused ones is deferred while none passed: the error below names them all
+            executor.close()
+        fallbacks.append(FallbackEvent(time.time(), "guard", candidate.name, str(verdict), None))
+        log.warning("scheduling without %s: it %s", candidate.name, verdict)
+    if not kept:
+        raise AccuracyGuardError(
+            "no executor of this model agrees with its reference:" +
+            "".join(f"\n  - {c.name}: {v.why}" for c, _, v in refused),
+            hint="load without policy= (one executor), pass real calibration_inputs=, or raise "
+                 "accuracy_tolerance= if these differences are acceptable for this model")
+    return kept
 
 
 def scheduled_options(options: ExecutorOptions, runtime: type[Executor]) -> ExecutorOptions:
