@@ -132,6 +132,10 @@ class ModelGuard:
         self._reference: Reference | None = None
         self.problem = ""  # why no reference could run, once tried
 
+    def know(self, measurements: dict) -> None:
+        """Measurements made since (background calibration): they count as checks from now on."""
+        self._measurements.update(measurements)
+
     @property
     def samples(self) -> list | None:
         """The inputs the reference ran (None before it ran): what a scheduler re-measures executors on."""

@@ -134,7 +134,8 @@ def load(
                                          limits=profile_limits(chosen.profile, chosen.ranking),
                                          guard=chosen.guard()),
                           task, labels, task_options)
-    loaded = open_ranked(chosen.ranking, chosen.options, strict, isolation, guard=chosen.guard())
+    guard = chosen.guard()  # one per model: failover, reselect and background switches share its reference
+    loaded = open_ranked(chosen.ranking, chosen.options, strict, isolation, guard=guard)
     if chosen.options.cache_dir:
         from .cache import trim
 
@@ -144,7 +145,7 @@ def load(
 
         loaded._background = BackgroundCalibration(
             loaded, chosen.measure, chosen.rerank, chosen.keep,
-            lambda c: open_candidate(c, chosen.options, isolation)).start()
+            lambda c: open_candidate(c, chosen.options, isolation), guard=guard).start()
     return _with_task(loaded, task, labels, task_options)
 
 
