@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import EdgeAccelError
+from .errors import AccuracyGuardError, EdgeAccelError
 from .modelinfo import TensorSpec
 
 log = logging.getLogger("edgeaccel")
@@ -181,3 +181,23 @@ class ModelGuard:
         if reference is None:
             return Verdict(False, f"could not be checked: no reference could run ({self.problem})")
         return reference.check(executor, candidate.name)
+
+    def opener(self, open_one: Any) -> Any:
+        """``open_one(candidate) -> Executor`` made to refuse (AccuracyGuardError, after closing it) an executor
+        that fails the guard: what a model fails over to or reselects with."""
+        def open_guarded(candidate: Any) -> Any:
+            executor = open_one(candidate)
+            try:
+                verdict = self.verdict(candidate, executor)
+            except BaseException:
+                executor.close()
+                raise
+            if not verdict.ok:
+                executor.close()
+                raise AccuracyGuardError(f"{candidate.name} {verdict}", runtime=candidate.runtime,
+                                         hint="it is not routed to; pass real calibration_inputs= or raise "
+                                              "accuracy_tolerance= if the difference is acceptable")
+            log.info("%s %s", candidate.name, verdict)
+            return executor
+
+        return open_guarded

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import bundle
-from .errors import (AccuracyGuardError, ConfigError, DeviceUnavailableError, EdgeAccelError, ModelError,
+from .errors import (ConfigError, DeviceUnavailableError, EdgeAccelError, ModelError,
                      NoExecutorError, UnsupportedModelError)
 from .executors import registry
 from .executors.base import Executor, ExecutorOptions
@@ -476,18 +476,10 @@ def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False
     """The best candidate that loads, as a Model that fails over down the ranking at run time. ``guard`` (an
     ``edgeaccel.guard.ModelGuard``): a failover target or a reselected candidate serves only after agreeing
     with the reference; one that does not is recorded and passed over like one that failed to load."""
-    def open_next(c: Candidate) -> Executor:
-        executor = open_candidate(c, options, isolation)
-        if guard is None:
-            return executor
-        verdict = guard.verdict(c, executor)
-        if not verdict.ok:
-            executor.close()
-            raise AccuracyGuardError(f"{c.name} {verdict}", runtime=c.runtime,
-                                     hint="it is not routed to; pass real calibration_inputs= or raise "
-                                          "accuracy_tolerance= if the difference is acceptable")
-        log.info("%s %s", c.name, verdict)
-        return executor
+    def open_one(c: Candidate) -> Executor:
+        return open_candidate(c, options, isolation)
+
+    open_next = guard.opener(open_one) if guard is not None else open_one
 
     if not ranking.candidates:
         raise _nothing_can_run(ranking)

@@ -77,10 +77,12 @@ def main(args: argparse.Namespace) -> int:
         for _ in range(args.warmup):
             model.run(arrays, quantize=args.quantize)
         times = []
+        answered: dict[str, int] = {}  # which executor produced each timed run's outputs
         for _ in range(args.runs):
             start = time.perf_counter()
             outputs = model.run(arrays, quantize=args.quantize)
             times.append(time.perf_counter() - start)
+            answered[outputs.executor] = answered.get(outputs.executor, 0) + 1
         shown = describe(model, list(outputs), labels, args.top_k)
         if args.save_outputs:
             _save(args.save_outputs, model, outputs, np)
@@ -92,6 +94,8 @@ def main(args: argparse.Namespace) -> int:
             "inputs": [{"name": s.name, "source": d} for s, d in zip(model.inputs, described)],
             "kind": shown["kind"],
             "outputs": shown["outputs"],
+            "output_executor": outputs.executor,
+            "answered_by": answered,
             "top_k": shown["top_k"],
             "top_k_of": shown["top_k_of"],
             "saved_outputs": args.save_outputs,
@@ -178,6 +182,8 @@ def _print(report: dict, print_outputs) -> None:
         print(f"fallback  {event}")
     for item in report["inputs"]:
         print(f"input     {item['name'] or '#0'}: {item['source']}")
+    if len(report["answered_by"]) > 1:
+        print("answered  " + ", ".join(f"{n} runs by {name}" for name, n in report["answered_by"].items()))
     print(f"kind      {report['kind']}")
     print_outputs(report)
     if report["saved_outputs"]:
