@@ -132,7 +132,7 @@ def load(
         return _with_task(open_scheduled(chosen.ranking, open_beside_others, policy, power_budget_w,
                                          telemetry_root, strict=strict, all_failed=_all_failed,
                                          limits=profile_limits(chosen.profile, chosen.ranking),
-                                         guard=chosen.guard()),
+                                         guard=chosen.guard(), pinned=bool(executor or device)),
                           task, labels, task_options)
     guard = chosen.guard()  # one per model: failover, reselect and background switches share its reference
     loaded = open_ranked(chosen.ranking, chosen.options, strict, isolation, guard=guard)

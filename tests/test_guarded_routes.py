@@ -87,13 +87,34 @@ def test_at_the_default_tolerance_every_identical_request_gets_the_same_answer()
     assert len({r[0].tobytes() for r in results}) == 1
 
 
-def test_no_executor_agreeing_is_an_error_naming_each():
-    """A tolerance nothing but the reference meets, without the reference among the candidates (OpenVINO
-    pinned): the load fails saying what each executor missed by, instead of serving unchecked answers."""
+def test_a_pinned_executor_that_disagrees_serves_alone_saying_so():
+    """OpenVINO pinned (edgeaccel serve --executor openvino): the reference is not among the candidates and
+    OpenVINO misses it; the caller's choice serves alone, as a load without policy= would, the difference in
+    its reason, and no other executor is added."""
+    with edgeaccel.load(MOBILENET, executor="openvino", policy="latency", calibrate=False, cache=False) as model:
+        assert list(model.executors) == ["openvino:CPU"]
+        reason = model.executors["openvino:CPU"].reason
+        assert "pinned by the caller and served alone although it failed the accuracy guard" in reason
+        assert "quantization steps" in reason and model.run(sample_inputs(model.inputs, 1, 0)[0]).executor == \
+            "openvino:CPU"
+
+
+def test_no_executor_agreeing_unpinned_is_an_error_naming_each():
+    """Unpinned, none agreeing is an AccuracyGuardError naming each executor and its figures. Through load()
+    the reference is a candidate and agrees with itself, so the scheduler's helper is given OpenVINO alone."""
+    from edgeaccel.scheduling.open import _guarded
+
+    selection = select(MOBILENET, executor="openvino", cache=False)
+    candidate = selection.ranking.candidates[0]
+    executor = open_candidate(candidate, selection.options)
+    fallbacks: list = []
     with pytest.raises(AccuracyGuardError) as caught:
-        edgeaccel.load(MOBILENET, executor="openvino", policy="latency", calibrate=False, cache=False)
+        try:
+            _guarded(selection.guard(), [candidate], [executor], {}, fallbacks, pinned=False)
+        finally:
+            executor.close()
     assert "openvino:CPU" in caught.value.message and "quantization steps" in caught.value.message
-    assert "accuracy_tolerance" in caught.value.hint
+    assert "accuracy_tolerance" in caught.value.hint and fallbacks[0].stage == "guard"
 
 
 def test_each_twin_of_an_adaptive_executor_is_checked():

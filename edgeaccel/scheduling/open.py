@@ -6,7 +6,8 @@ inputs differ from the first one's (an artifact twin with other dtypes) cannot t
 left out with that reason. With a ``guard`` (``edgeaccel.guard.ModelGuard``, what ``load`` passes), every
 executor must agree with the model's reference before it joins: one that does not is closed and recorded in
 ``fallbacks`` (stage "guard") with its figures; where no reference can run, only the first executor (the one a
-load without ``policy`` would serve) is kept, since the others could not be checked against it.
+load without ``policy`` would serve) is kept, since the others could not be checked against it; the same
+where none agrees and the caller pinned the executor or device (their choice, with the difference stated).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ log = logging.getLogger("edgeaccel")
 def open_scheduled(ranking: Ranking, open_candidate: Callable[[Candidate], Executor], policy: str | Policy,
                    power_budget_w: float | None = None, telemetry_root: str | Path = "/", max_executors: int = 3,
                    strict: bool = False, all_failed: Callable[[list], EdgeAccelError] | None = None,
-                   profile: Profile | None = None, guard: ModelGuard | None = None,
+                   profile: Profile | None = None, guard: ModelGuard | None = None, pinned: bool = False,
                    **options) -> ScheduledModel:
     if not isinstance(policy, Policy):
         policy = make_policy(policy, power_budget_w)  # a wrong name fails before any runtime loads
@@ -71,7 +72,7 @@ def open_scheduled(ranking: Ranking, open_candidate: Callable[[Candidate], Execu
         raise errors[0][1] if errors else ValueError("no candidate to schedule")
     if guard is not None:
         try:
-            executors = _guarded(guard, opened, executors, reasons, fallbacks)
+            executors = _guarded(guard, opened, executors, reasons, fallbacks, pinned)
         except BaseException:
             for executor in executors:
                 executor.close()
@@ -88,9 +89,10 @@ def open_scheduled(ranking: Ranking, open_candidate: Callable[[Candidate], Execu
 
 
 def _guarded(guard: ModelGuard, candidates: list[Candidate], executors: list[Executor], reasons: dict[str, str],
-             fallbacks: list[FallbackEvent]) -> list[Executor]:
+             fallbacks: list[FallbackEvent], pinned: bool = False) -> list[Executor]:
     """The executors that passed the guard (each one's verdict appended to its reason); the others closed and
-    recorded. Raises AccuracyGuardError when none passed."""
+    recorded. When none passed: the first alone where the caller pinned the executor or device (what a load
+    without policy= would serve them, the difference said in its reason and the log), else AccuracyGuardError."""
     opened = {c.key: e for c, e in zip(candidates, executors)}
     kept, refused = [], []
     for i, (candidate, executor) in enumerate(zip(candidates, executors)):
@@ -106,6 +108,13 @@ def _guarded(guard: ModelGuard, candidates: list[Candidate], executors: list[Exe
             log.info("scheduling with %s: %s", candidate.name, verdict)
         else:
             refused.append((candidate, executor, verdict))
+    if not kept and pinned:
+        candidate, executor, verdict = refused.pop(0)
+        kept.append(executor)
+        name = executor.info.name
+        reasons[name] = (f"{reasons.get(name, '')}; pinned by the caller and served alone although it {verdict}"
+                         .lstrip("; "))
+        log.warning("%s serves alone, pinned by the caller, although it %s", candidate.name, verdict)
     for candidate, executor, verdict in refused:
         if kept:  # closing the refused ones is deferred while none passed: the error below names them all
             executor.close()
