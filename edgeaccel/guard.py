@@ -74,6 +74,25 @@ def twins(executor: Any) -> list[tuple[str, Any]]:
     return [("", executor)]
 
 
+def agreeing_twins(executor: Any, name: str, tolerance: float,
+                   given: Sequence | None = None) -> tuple[Any, Verdict | None]:
+    """An adaptive executor's two configurations are two routes of one model: (the executor, None) when its
+    throughput twin answers the latency twin's sample inputs within ``tolerance``, else (its latency twin alone,
+    the verdict), the throughput twin closed. Any other executor comes back as it is."""
+    if len(twins(executor)) < 2:
+        return executor, None
+    try:
+        reference = Reference.compute(executor.latency, f"{name} (latency twin)", tolerance, given)
+        verdict = reference.check(executor.throughput, f"{name} (throughput twin)")
+    except EdgeAccelError as exc:
+        verdict = Verdict(False, f"its two configurations could not be compared: {exc.message}")
+    if verdict.ok:
+        return executor, None
+    executor.throughput.close()
+    log.warning("%s serves from its latency configuration alone: the throughput one %s", name, verdict)
+    return executor.latency, verdict
+
+
 class Reference:
     """The reference's answers on the guard's samples: what every other executor of the model is held to."""
 
@@ -128,7 +147,7 @@ class ModelGuard:
         self._open = open_reference
         self.tolerance = tolerance
         self._measurements = dict(measurements or {})
-        self._given = given
+        self.given = given
         self._reference: Reference | None = None
         self.problem = ""  # why no reference could run, once tried
 
@@ -158,7 +177,7 @@ class ModelGuard:
                 problems.append(f"{cand.name} failed to load: {exc.message}")
                 continue
             try:
-                self._reference = Reference.compute(executor, cand.name, self.tolerance, self._given)
+                self._reference = Reference.compute(executor, cand.name, self.tolerance, self.given)
                 return self._reference
             except EdgeAccelError as exc:
                 problems.append(f"{cand.name} failed on the guard's inputs: {exc.message}")

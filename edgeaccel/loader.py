@@ -497,6 +497,13 @@ def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False
             errors.append((candidate, exc))
             failed.append(candidate)
             continue
+        if guard is not None and options.performance_hint == "adaptive":
+            from .guard import agreeing_twins
+
+            executor, refused = agreeing_twins(executor, candidate.name, guard.tolerance, guard.given)
+            if refused is not None:
+                fallbacks.append(FallbackEvent(time.time(), "guard", f"{candidate.name} (throughput configuration)",
+                                               str(refused), candidate.name))
         for bad in passed_over(ranking, candidate):
             event = FallbackEvent(time.time(), "select", f"{bad.name} [{bad.artifact.path.name}]", bad.reason,
                                   candidate.name)

@@ -132,6 +132,31 @@ def test_each_twin_of_an_adaptive_executor_is_checked():
         executor.close()
 
 
+def test_a_plain_adaptive_load_keeps_both_configurations_only_when_they_agree():
+    """Without policy=, an adaptive executor's throughput configuration answers concurrent requests and its
+    latency one lone requests: the load compares them on the sample inputs first (same runtime, same answers
+    here: both kept, no guard event)."""
+    from edgeaccel.guard import agreeing_twins
+
+    selection = select(MOBILENET, executor="openvino", performance_hint="adaptive", cache=False)
+    candidate = selection.ranking.candidates[0]
+    executor = open_candidate(candidate, selection.options)
+    try:
+        if not isinstance(executor, AdaptiveExecutor):
+            pytest.skip("one stream on this machine: no twins")
+        kept, refused = agreeing_twins(executor, candidate.name, 0.0)  # 2 quantization steps still agree
+        assert kept is executor and refused is None
+    finally:
+        executor.close()
+    with edgeaccel.load(MOBILENET, executor="openvino", performance_hint="adaptive", calibrate=False,
+                        cache=False) as model:
+        assert model.executor.details.get("adaptive") and not [f for f in model.fallbacks if f.stage == "guard"]
+        x = sample_inputs(model.inputs, 1, 0)[0]
+        futures = [model.submit(x) for _ in range(32)]  # in flight together: the throughput configuration
+        answers = {f.result(30)[0].tobytes() for f in futures} | {model.run(x)[0].tobytes()}
+        assert len(answers) == 1 and model.executor.details["runs"]["throughput"] > 0
+
+
 def test_a_failover_target_that_disagrees_is_passed_over():
     """The accelerator goes; OpenVINO is next in the ranking but fails the guard (recorded, never serving);
     LiteRT, the reference, takes over and every answer is LiteRT's."""
