@@ -86,7 +86,8 @@ def load(
         class-score outputs must also keep their top-1.
     performance_hint: "latency" (one request as fast as possible) or "throughput" (several at once, for
         submit() and stream()), or "adaptive" (both held on a CPU: a lone request on every core, concurrent
-        ones a core each; executors/adaptive.py; what ``edgeaccel serve`` loads).
+        ones a core each; executors/adaptive.py; what ``edgeaccel serve`` loads). The two configurations are
+        compared on the sample inputs at load; a throughput one that disagrees is closed, never answering.
     cache_dir, cache: edgeaccel keeps compiled models (OpenVINO's cache, ONNX Runtime's optimized model),
         validation results and calibration measurements in ``cache_dir`` (default $EDGEACCEL_CACHE_DIR or
         ~/.cache/edgeaccel, bounded by $EDGEACCEL_CACHE_MAX_MB, 1024 by default); ``cache=False`` keeps nothing.
