@@ -218,3 +218,16 @@ def test_a_pinned_executor_is_not_switched_to_bf16_by_tune_or_background(tmp_pat
     # the same cache with "auto": the measured bf16 candidate is there to be chosen
     auto = select(MOBILENET, executor="openvino", precision="auto", cache_dir=tmp_path, accuracy_tolerance=LOOSE)
     assert [c for c in auto.ranking.candidates if c.precision == "bf16"], auto.ranking.rejected
+
+
+def test_what_calibration_compared_counts_and_is_not_run_again(tmp_path):
+    """tune measured every candidate against the reference: a policy= load from that cache takes calibration's
+    verdicts (each executor's reason says so) and runs no sample of its own."""
+    select(MOBILENET, calibrate=True, cache_dir=tmp_path, accuracy_tolerance=LOOSE)
+    with edgeaccel.load(MOBILENET, policy="latency", calibrate=False, cache_dir=tmp_path,
+                        accuracy_tolerance=LOOSE) as model:
+        reasons = {name: info.reason for name, info in model.executors.items()}
+        probe_inputs = model._probe_inputs  # the reference's samples, had the guard run any
+    assert len(reasons) >= 2 and all("passed the accuracy guard" in r for r in reasons.values()), reasons
+    assert any("passed the accuracy guard: calibration: accurate" in r for r in reasons.values()), reasons
+    assert any("the reference" in r for r in reasons.values()) and probe_inputs is None

@@ -24,7 +24,7 @@ from ..executors.base import Executor, ExecutorOptions
 from ..model import FallbackEvent
 from ..profiles import Profile, get_profile
 from ..selector import Candidate, Ranking
-from .model import ScheduledModel
+from .model import ScheduledModel, _unique_names
 from .policies import Policy, make_policy
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def open_scheduled(ranking: Ranking, open_candidate: Callable[[Candidate], Execu
         policy = make_policy(policy, power_budget_w)  # a wrong name fails before any runtime loads
     executors: list[Executor] = []
     opened: list[Candidate] = []
-    reasons: dict[str, str] = {}
+    reasons: dict[int, str] = {}  # id(executor) -> why it is there (two of one runtime share an info.name)
     fallbacks: list[FallbackEvent] = []
     errors = []
     for candidate in ranking.candidates:
@@ -65,7 +65,7 @@ def open_scheduled(ranking: Ranking, open_candidate: Callable[[Candidate], Execu
             continue
         executors.append(executor)
         opened.append(candidate)
-        reasons[executor.info.name] = candidate.reason
+        reasons[id(executor)] = candidate.reason
     if not executors:
         if all_failed is not None and errors:
             raise all_failed(errors)
@@ -79,7 +79,8 @@ def open_scheduled(ranking: Ranking, open_candidate: Callable[[Candidate], Execu
             raise
     try:
         return ScheduledModel(executors, policy, power_budget_w=power_budget_w, root=telemetry_root,
-                              fallbacks=fallbacks, reasons=reasons, ranking=ranking,
+                              fallbacks=fallbacks, ranking=ranking,
+                              reasons={name: reasons[id(e)] for name, e in zip(_unique_names(executors), executors)},
                               probe_inputs=guard.samples if guard is not None else None,
                               profile=profile or _profile_named(ranking.profile), **options)
     except BaseException:
@@ -88,7 +89,7 @@ def open_scheduled(ranking: Ranking, open_candidate: Callable[[Candidate], Execu
         raise
 
 
-def _guarded(guard: ModelGuard, candidates: list[Candidate], executors: list[Executor], reasons: dict[str, str],
+def _guarded(guard: ModelGuard, candidates: list[Candidate], executors: list[Executor], reasons: dict[int, str],
              fallbacks: list[FallbackEvent], pinned: bool = False) -> list[Executor]:
     """The executors that passed the guard (each one's verdict appended to its reason); the others closed and
     recorded. When none passed: the first alone where the caller pinned the executor or device (what a load
@@ -101,19 +102,17 @@ def _guarded(guard: ModelGuard, candidates: list[Candidate], executors: list[Exe
             # nothing to check against: the first executor serves as a load without policy= would, alone
             verdict = replace(verdict, ok=True, why=f"served unchecked, as a single executor would be: "
                                                     f"no reference could run ({guard.problem})")
-        name = executor.info.name
         if verdict.ok:
             kept.append(executor)
-            reasons[name] = f"{reasons.get(name, '')}; {verdict}".lstrip("; ")
+            reasons[id(executor)] = f"{reasons.get(id(executor), '')}; {verdict}".lstrip("; ")
             log.info("scheduling with %s: %s", candidate.name, verdict)
         else:
             refused.append((candidate, executor, verdict))
     if not kept and pinned:
         candidate, executor, verdict = refused.pop(0)
         kept.append(executor)
-        name = executor.info.name
-        reasons[name] = (f"{reasons.get(name, '')}; pinned by the caller and served alone although it {verdict}"
-                         .lstrip("; "))
+        reasons[id(executor)] = (f"{reasons.get(id(executor), '')}; pinned by the caller and served alone "
+                                 f"although it {verdict}").lstrip("; ")
         log.warning("%s serves alone, pinned by the caller, although it %s", candidate.name, verdict)
     for candidate, executor, verdict in refused:
         if kept:  # closing the refused ones is deferred while none passed: the error below names them all
