@@ -226,6 +226,9 @@ def test_without_request_remeasuring_a_stale_executor_is_probed_only_while_its_d
     assert scheduler.exec_counters["b"].probes == 1
     (assigned,) = scheduler.dispatch(t + 0.004)[0]
     assert assigned[1] is b  # measured faster alone by more than SWITCH_MARGIN: the device's work moves
+    scheduler.finished(*assigned, t + 0.008)
+    assert scheduler.due_probe(t + 5.5) is a  # stale while the model is in use (a request within 2 x 5 s)
+    assert scheduler.due_probe(t + 10.5) is None  # nothing arrived for 10 s: an idle model is not probed
 
 
 def test_executors_on_one_device_take_turns_and_its_work_goes_to_the_fastest_alone():

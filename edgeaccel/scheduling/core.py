@@ -91,6 +91,7 @@ class Scheduler:
         self._last_time: float | None = None
         self._arrivals = 0
         self._arrival_rate = 0.0
+        self.last_arrival: float | None = None  # a probe re-measures only a model in use (``due_probe``)
         self.samples: dict[str, DeviceSample] = {}
         self.exec_counters = {s.name: ExecutorCounters(s.device) for s in slots}
         self.device_counters = {d: DeviceCounters() for d in self.devices}
@@ -109,6 +110,7 @@ class Scheduler:
         if self._started_at is None:
             self._started_at = request.arrival
         self._arrivals += 1
+        self.last_arrival = request.arrival
         if self.max_queue is not None and len(self._queue) >= self.max_queue:
             self.rejected += 1
             return False
@@ -453,8 +455,12 @@ class Scheduler:
     def due_probe(self, now: float) -> ExecutorSlot | None:
         """An executor whose estimate is older than ``remeasure_s``, to measure on the host's own inputs now:
         only while no request is queued and nothing runs on its device (a probe never delays a caller's request
-        that is already waiting, and is measured alone), and only one in rotation with duty budget."""
-        if self.remeasure_with_requests or self._queue:
+        that is already waiting, and is measured alone), only one in rotation with duty budget, and only while
+        the model is in use (a request arrived within twice ``remeasure_s``, at least 1 s): an idle model is not
+        woken every few seconds to measure executors nobody asks for."""
+        if self.remeasure_with_requests or self._queue or self.last_arrival is None:
+            return None
+        if now - self.last_arrival > max(2 * self.remeasure_s, 1.0):
             return None
         for slot in self.slots:
             if slot.measured_at is None or now - slot.measured_at <= self.remeasure_s:
