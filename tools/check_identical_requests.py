@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Check of issue 28's target: identical requests through a `policy=` model and through `edgeaccel serve` give
+"""Check that identical requests through a `policy=` model and through `edgeaccel serve` give
 one answer, or, across an executor change, answers within the guard's tolerance, each labelled with its
 executor.
 
@@ -16,7 +16,7 @@ distinct answers per executor, and whether every pair of executors' answers agre
 It fails (exit 1) when an executor gave two different answers to the identical input, when a result carries no
 executor, or when two executors' answers disagree beyond the tolerance.
 
-    python tools/check_identical_requests.py                     # mobilenet_v2 quant .tflite from ../shared
+    python tools/check_identical_requests.py                     # mobilenet_v2 quant .tflite ($EDGEACCEL_SHARED)
     python tools/check_identical_requests.py --requests 1000 --no-serve
 """
 
