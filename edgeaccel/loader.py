@@ -133,7 +133,8 @@ def load(
         return _with_task(open_scheduled(chosen.ranking, open_beside_others, policy, power_budget_w,
                                          telemetry_root, strict=strict, all_failed=_all_failed,
                                          limits=profile_limits(chosen.profile, chosen.ranking),
-                                         guard=chosen.guard(), pinned=bool(executor or device)),
+                                         guard=chosen.guard(),
+                                         pinned=bool(executor or device or precision not in (None, "auto"))),
                           task, labels, task_options)
     guard = chosen.guard()  # one per model: failover, reselect and background switches share its reference
     loaded = open_ranked(chosen.ranking, chosen.options, strict, isolation, guard=guard)

@@ -231,3 +231,19 @@ def test_what_calibration_compared_counts_and_is_not_run_again(tmp_path):
     assert len(reasons) >= 2 and all("passed the accuracy guard" in r for r in reasons.values()), reasons
     assert any("passed the accuracy guard: calibration: accurate" in r for r in reasons.values()), reasons
     assert any("the reference" in r for r in reasons.values()) and probe_inputs is None
+
+
+def test_bf16_asked_for_a_model_it_breaks_serves_alone_saying_how_far_it_is(tmp_path):
+    """A float model whose answers bf16 destroys (tests/onnx_models.py): precision="bf16" asked with policy= is
+    a pin (OpenVINO at bf16 serves, alone, its reason saying what it misses the f32 reference by); without it the
+    model holds only f32 executors, which agree."""
+    from onnx_models import bf16_trap
+
+    path = bf16_trap(tmp_path / "trap.onnx")
+    with edgeaccel.load(path, policy="latency", precision="bf16", calibrate=False, cache=False) as model:
+        (info,) = model.executors.values()
+        assert info.precision.endswith("bf16") and "served alone although it failed the accuracy guard" in info.reason
+        assert "against onnxruntime:CPU" in info.reason
+    with edgeaccel.load(path, policy="latency", calibrate=False, cache=False) as model:
+        assert len(model.executors) >= 2 and not [f for f in model.fallbacks if f.stage == "guard"]
+        assert not [i for i in model.executors.values() if "bf16" in i.precision]
