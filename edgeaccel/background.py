@@ -5,10 +5,10 @@ Like OpenVINO AUTO's start-up (serve on the CPU while the accelerator compiles),
 accuracy checked: the thread runs the same calibration as ``calibrate=True`` (the reference first, every output
 of every candidate compared with it, alternating timed blocks), with a bounded budget and a bounded share of
 one core (a pause after each block), and only while the model is idle (``YIELD_S``), beside the requests being
-served. It switches only to a candidate that
-passed the guard (``edgeaccel.guard``: calibration's comparison with the reference, or a check made before the
-switch where calibration could not compare it) and is faster (or, for goal="efficiency", cheaper) than the one serving by more than
-``MARGIN`` in the same interleaved measurement; and away from the one serving when its answers stray. The
+served. It switches only to a candidate that passed the guard (``edgeaccel.guard``: calibration's comparison
+with the reference, or a check made before the switch where calibration could not compare it) and is faster
+(or, for goal="efficiency", cheaper) than the one serving by more than ``MARGIN`` in the same interleaved
+measurement; and away from the one serving when its answers stray. The
 switch is visible (``model.executor`` names the measurement, ``model.fallbacks`` records a "calibrate"
 event, the log says so), and the measurements go to the cache, where the next load finds them.
 

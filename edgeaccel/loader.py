@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import bundle
-from .errors import (ConfigError, DeviceUnavailableError, EdgeAccelError, ModelError,
-                     NoExecutorError, UnsupportedModelError)
+from .errors import (ConfigError, DeviceUnavailableError, EdgeAccelError, ModelError, NoExecutorError,
+                     UnsupportedModelError)
 from .executors import registry
 from .executors.base import Executor, ExecutorOptions
 from .executors.registry import runtimes
@@ -478,6 +478,7 @@ def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False
     """The best candidate that loads, as a Model that fails over down the ranking at run time. ``guard`` (an
     ``edgeaccel.guard.ModelGuard``): a failover target or a reselected candidate serves only after agreeing
     with the reference; one that does not is recorded and passed over like one that failed to load."""
+
     def open_one(c: Candidate) -> Executor:
         return open_candidate(c, options, isolation)
 

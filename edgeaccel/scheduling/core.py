@@ -347,8 +347,8 @@ class Scheduler:
             # executor the route never picks (the last in a cost order) would never be measured again
             stale = [c for c in every if c[1] <= now and c[0].running < limit[c[0]] and c[0] is not best[0]
                      and now - c[0].measured_at > self.remeasure_s
-                     and (request.deadline is None or c[2] <= request.deadline)]
-            if stale and self.remeasure_with_requests:
+                     and (request.deadline is None or c[2] <= request.deadline)] if self.remeasure_with_requests else []
+            if stale:
                 stale[0][0].measured_at = now
                 best = stale[0]
             slot, t, done = best
