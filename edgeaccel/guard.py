@@ -8,8 +8,9 @@ runtime on the CPU at the model's own precision, the one calibration trusts). On
 the caller sees why (``model.executors`` / ``model.fallbacks``) and the log says so. A candidate calibration
 already compared with the same reference (``Measurement.accuracy``) is not run again: ``from_measurement``.
 
-``judge`` is the only place that decides whether two sets of answers agree: the task-aware judge replaces it
-there alone.
+The verdict itself is ``edgeaccel.agreement.guard.judge``, the one the calibration uses: a vision model whose
+task is known is judged on its decoded results (boxes, masks, keypoints, classes), on inputs made by the task's
+own preprocessing; any other model on its raw outputs.
 """
 
 from __future__ import annotations
@@ -41,12 +42,14 @@ class Verdict:
 
 
 def judge(reference: Sequence[Sequence[np.ndarray]], got: Sequence[Sequence[np.ndarray]],
-          ref_specs: Sequence[TensorSpec], got_specs: Sequence[TensorSpec], tolerance: float) -> Verdict:
-    """Whether ``got`` (per sample, per output) agrees with ``reference`` within ``tolerance``: the one call
-    into the agreement module."""
-    from .agreement import agreement
+          ref_specs: Sequence[TensorSpec], got_specs: Sequence[TensorSpec], tolerance: float,
+          task: Any = None) -> Verdict:
+    """Whether ``got`` (per sample, per output) agrees with ``reference`` within ``tolerance``, judged on the
+    vision ``task``'s results when there is one: the one call into the agreement module."""
+    from .agreement.guard import Thresholds
+    from .agreement.guard import judge as agreement_judge
 
-    result = agreement(reference, got, ref_specs, got_specs, tolerance)
+    result = agreement_judge(reference, got, ref_specs, got_specs, task=task, thresholds=Thresholds(tolerance))
     return Verdict(result.ok, result.why, result.metrics)
 
 
@@ -97,23 +100,28 @@ def agreeing_twins(executor: Any, name: str, tolerance: float,
 class Reference:
     """The reference's answers on the guard's samples: what every other executor of the model is held to."""
 
-    def __init__(self, name: str, samples: list, outputs: list, specs: Sequence[TensorSpec], tolerance: float):
+    def __init__(self, name: str, samples: list, outputs: list, specs: Sequence[TensorSpec], tolerance: float,
+                 task: Any = None):
         self.name = name
         self.samples = samples
         self.outputs = outputs
         self.specs = tuple(specs)
         self.tolerance = tolerance
+        self.task = task  # the vision Task answers are judged on, or None (raw outputs)
 
     @classmethod
-    def compute(cls, executor: Any, name: str, tolerance: float, given: Sequence | None = None) -> Reference:
-        """Run ``executor`` (the reference) on the caller's samples ``given`` or on calibration's own; an error
-        of the runtime propagates (the caller decides what an unguardable model does)."""
-        from .calibration import _bind, sample_inputs
+    def compute(cls, executor: Any, name: str, tolerance: float, given: Sequence | None = None,
+                task: Any = None) -> Reference:
+        """Run ``executor`` (the reference) on the caller's samples ``given``, else on images made by the
+        ``task``'s preprocessing, else on calibration's own; an error of the runtime propagates (the caller
+        decides what an unguardable model does)."""
+        from .calibration import _bind, sample_inputs, task_inputs
 
         run = twins(executor)[0][1]  # an adaptive reference answers through its latency twin when alone
-        samples = _bind(given, executor.inputs) if given else sample_inputs(executor.inputs, SAMPLES, SEED)
+        samples = _bind(given, executor.inputs) if given else \
+            (task_inputs(task, SAMPLES) if task is not None else None) or sample_inputs(executor.inputs, SAMPLES, SEED)
         outputs = [list(run.run(x)) for x in samples]
-        return cls(name, samples, outputs, executor.outputs, tolerance)
+        return cls(name, samples, outputs, executor.outputs, tolerance, task)
 
     def check(self, executor: Any, name: str) -> Verdict:
         """Run ``executor`` (each twin of an adaptive one) on the samples and judge it against the reference."""
@@ -126,7 +134,7 @@ class Reference:
                 return Verdict(False, f"{label} failed on the guard's inputs: {exc.message}")
             except Exception as exc:  # an executor that breaks the contract (a plug-in): refused, not a crash
                 return Verdict(False, f"{label} raised {type(exc).__name__} on the guard's inputs: {exc}")
-            verdict = judge(self.outputs, got, self.specs, executor.outputs, self.tolerance)
+            verdict = judge(self.outputs, got, self.specs, executor.outputs, self.tolerance, self.task)
             if not verdict.ok:
                 return Verdict(False, f"{verdict.why} against {self.name}" + (f" ({part})" if part else ""),
                                {**verdict.metrics, "reference": self.name, "tolerance": self.tolerance})
@@ -142,10 +150,12 @@ class ModelGuard:
 
     references: the candidates the reference may run on, best first (``loader._reference_candidate``);
     open_reference(candidate) -> Executor opens one; measurements: key -> Measurement from calibration or the
-    cache; given: the caller's calibration inputs."""
+    cache; given: the caller's calibration inputs; task_request: the load's ``calibration.TaskRequest`` (the
+    task answers are judged on, as calibration judges them)."""
 
     def __init__(self, references: Sequence[Any], open_reference: Any, tolerance: float,
-                 measurements: dict | None = None, given: Sequence | None = None) -> None:
+                 measurements: dict | None = None, given: Sequence | None = None, task_request: Any = None) -> None:
+        self.task_request = task_request
         self._references = list(references)
         self._open = open_reference
         self.tolerance = tolerance
@@ -180,7 +190,12 @@ class ModelGuard:
                 problems.append(f"{cand.name} failed to load: {exc.message}")
                 continue
             try:
-                self._reference = Reference.compute(executor, cand.name, self.tolerance, self.given)
+                task = None
+                if self.task_request is not None:
+                    from .calibration import _task_for
+
+                    task, _ = _task_for(cand, executor, self.task_request)
+                self._reference = Reference.compute(executor, cand.name, self.tolerance, self.given, task)
                 return self._reference
             except EdgeAccelError as exc:
                 problems.append(f"{cand.name} failed on the guard's inputs: {exc.message}")
