@@ -249,7 +249,7 @@ def test_the_seccomp_filter_decides_as_documented(machine):
 
     from edgeaccel.isolation.sandbox import _SYSCALLS, seccomp_program
 
-    arch, numbers = _SYSCALLS[machine]
+    arch, numbers, _ = _SYSCALLS[machine]
     program = seccomp_program(machine)
     allow, kill = 0x7FFF0000, 0x80000000
     eperm, enosys, eafnosupport = 0x50000 | errno.EPERM, 0x50000 | errno.ENOSYS, 0x50000 | errno.EAFNOSUPPORT
