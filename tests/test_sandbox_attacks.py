@@ -318,6 +318,7 @@ def test_a_root_worker_holds_no_capability(sandboxed, unsandboxed):
     assert sandboxed["worker"]["capabilities"] == {"CapEff": 0, "CapPrm": 0, "CapBnd": 0, "CapAmb": 0}
     assert "capabilities" in sandboxed["sandbox"]["active"] and sandboxed["sandbox"]["capability_bounding_set"] == \
         "empty"
+    assert sandboxed["sandbox"]["temp_folder_mount"] == "nodev,nosuid"  # a device node there would open nothing
 
 
 def test_the_worker_never_sees_the_apps_environment(plugin, sandboxed, unsandboxed, sandboxed_nobody):

@@ -158,7 +158,7 @@ class _Worker:
                  str(os.getpid()), str(self.memory.address_space),
                  json.dumps(self._sandbox_request(model, device))],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                stderr=subprocess.STDOUT, env=env, **_PROCESS_GROUP,
             )
         except OSError as exc:
             ours.close()
@@ -525,6 +525,12 @@ class _Worker:
         except OSError:
             pass
 
+
+# The worker gets a process group of its own (a terminal's Ctrl-C or SIGTSTP reaches the host only, which decides)
+# but stays in the host's session: with the kernel's autogroup (on by default) each session is one scheduling
+# group, and a worker in a session of its own was a second group competing with the host's on a busy machine.
+# Python 3.10 has no process_group: there the worker starts its own session as before.
+_PROCESS_GROUP: dict = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
 
 _spawn_lock = threading.Lock()
 _spawn_queue: queue.SimpleQueue | None = None

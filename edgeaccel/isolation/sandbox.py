@@ -6,6 +6,7 @@ a new user namespace needs a single-threaded process). In this order:
 
 1. a new network namespace (``unshare(CLONE_NEWNET)``, with a new user namespace when the caller is not
    privileged): the worker sees only a loopback device that is down, so nothing on the host or the network;
+   with it a mount namespace where one can be had, in which the temp folder is bound onto itself nodev;
 2. resource limits: open files (RLIMIT_NOFILE), CPU seconds (RLIMIT_CPU) when asked; no real-time priority
    and no nice below the inherited one (RLIMIT_RTPRIO, RLIMIT_NICE: 0);
 3. capabilities: every one dropped, from the effective, permitted, inheritable and ambient sets and, where
@@ -66,7 +67,11 @@ _PR_SET_NO_NEW_PRIVS, _PR_GET_NO_NEW_PRIVS = 38, 39
 _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 _RET_ALLOW, _RET_ERRNO, _RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
-_CLONE_THREAD, _CLONE_NEWUSER, _CLONE_NEWNET = 0x00010000, 0x10000000, 0x40000000
+_CLONE_THREAD, _CLONE_NEWUSER, _CLONE_NEWNET, _CLONE_NEWNS = 0x00010000, 0x10000000, 0x40000000, 0x00020000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = (
+    1, 2, 4, 8, 32, 4096, 16384, 1 << 18)
+# statvfs's ST_* flag -> the MS_* flag a remount keeps: read-only, noexec, and the access-time ones
+_KEPT_FLAGS = ((1, _MS_RDONLY), (8, _MS_NOEXEC), (1024, 1024), (2048, 2048), (4096, 1 << 21))
 _AF_UNIX = 1
 
 # Per architecture: (AUDIT_ARCH, syscall numbers refused with EPERM, numbers of the calls decided on their
@@ -163,7 +168,10 @@ def apply(mode: str, model_files: tuple[str, ...], temp_folder: str, readable: t
         else:
             report["missing"][name] = why_not
 
-    layer("network_namespace", _new_network_namespace())  # needs CAP_SYS_ADMIN as root: before the drop
+    network, own_mounts = _new_network_namespace()  # needs CAP_SYS_ADMIN as root: before the drop
+    layer("network_namespace", network)
+    report["temp_folder_mount"] = _mount_temp_folder_nodev(temp_folder) if own_mounts else \
+        "as the host's (no mount namespace of its own here)"
     report["limits"].update(_no_realtime())
     dropped, report["capability_bounding_set"] = _drop_capabilities()
     layer("capabilities", dropped)
@@ -260,15 +268,35 @@ def _errno_text(what: str) -> str:
 
 
 # -- network namespace -------------------------------------------------------------------------------------------
-def _new_network_namespace() -> str | None:
-    if _libc.unshare(_CLONE_NEWNET) == 0:
-        return None
-    direct = _errno_text("unshare(CLONE_NEWNET)")
-    # Unprivileged: a user namespace of our own first (where the kernel allows it: unprivileged_userns_clone,
+def _new_network_namespace() -> tuple[str | None, bool]:
+    """(why no network namespace, or None; whether a mount namespace of its own came with it)."""
+    failed = []
+    # Unprivileged: a user namespace of our own (where the kernel allows it: unprivileged_userns_clone,
     # max_user_namespaces, AppArmor's restrict_unprivileged_userns). File access keeps the real uid.
-    if _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0:
-        return None
-    return f"{direct}; {_errno_text('unshare(CLONE_NEWUSER|CLONE_NEWNET)')} (unprivileged user namespaces off?)"
+    for flags, name in ((_CLONE_NEWNET | _CLONE_NEWNS, "CLONE_NEWNET|CLONE_NEWNS"), (_CLONE_NEWNET, "CLONE_NEWNET"),
+                        (_CLONE_NEWUSER | _CLONE_NEWNET | _CLONE_NEWNS, "CLONE_NEWUSER|CLONE_NEWNET|CLONE_NEWNS"),
+                        (_CLONE_NEWUSER | _CLONE_NEWNET, "CLONE_NEWUSER|CLONE_NEWNET")):
+        if _libc.unshare(flags) == 0:
+            return None, bool(flags & _CLONE_NEWNS)
+        failed.append(_errno_text(f"unshare({name})"))
+    return "; ".join(failed) + " (unprivileged user namespaces off?)", False
+
+
+def _mount_temp_folder_nodev(temp_folder: str) -> str:
+    """In the worker's own mount namespace, the temp folder bound onto itself nodev and nosuid: a device node
+    there opens nothing, whatever else failed. Returns how it is mounted, or why it is not."""
+    if _libc.mount(None, b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None) != 0:  # nothing reaches the host
+        return _errno_text("mount(MS_PRIVATE)")
+    path = temp_folder.encode()
+    if _libc.mount(path, path, None, ctypes.c_ulong(_MS_BIND), None) != 0:
+        return _errno_text("mount(MS_BIND)")
+    # a remount in a user namespace must keep the flags the mount already has (the kernel locks them)
+    kept = os.statvfs(temp_folder).f_flag
+    flags = _MS_BIND | _MS_REMOUNT | _MS_NODEV | _MS_NOSUID
+    flags |= sum(ms for st, ms in _KEPT_FLAGS if kept & st)
+    if _libc.mount(None, path, None, ctypes.c_ulong(flags), None) != 0:
+        return _errno_text("mount(MS_REMOUNT|MS_NODEV)")
+    return "nodev,nosuid"
 
 
 # -- no_new_privs ------------------------------------------------------------------------------------------------
