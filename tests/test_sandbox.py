@@ -294,7 +294,8 @@ def test_the_filter_refuses_what_acts_on_the_system_or_on_other_processes(machin
         return run_filter(program, arch, {**refused, **decided}[name], *args)
 
     for name in ("syslog", "sethostname", "setdomainname", "clock_adjtime", "clock_settime", "settimeofday",
-                 "adjtimex", "kexec_load", "bpf", "perf_event_open", "keyctl", "mount", "tkill", "migrate_pages"):
+                 "adjtimex", "kexec_load", "bpf", "perf_event_open", "keyctl", "mount", "tkill", "migrate_pages",
+                 "pidfd_send_signal"):
         assert decide(name) == eperm, name
     for name in ("prlimit64", "sched_setaffinity", "sched_setparam", "sched_setattr", "move_pages"):
         assert decide(name, 0) == allow and decide(name, me) == allow, name  # itself: pid 0 or its own
@@ -327,3 +328,9 @@ def test_the_filter_refuses_what_acts_on_the_system_or_on_other_processes(machin
         assert decide("ioctl", 1, request) == eperm
     for request in (fionbio, tcgets, fionread, 0xC0186441):  # CPython's setblocking; isatty; a DRM ioctl
         assert decide("ioctl", 1, request) == allow
+    f_setown, f_setown_ex, f_getfl, f_setfl, f_add_seals = 8, 15, 3, 4, 1033
+    for command in (f_setown, f_setown_ex):  # a process to signal (SIGIO) when a file is ready: maybe the host
+        assert decide("fcntl", 1, command, host) == eperm
+    for command in (f_getfl, f_setfl, f_add_seals):
+        assert decide("fcntl", 1, command) == allow
+    assert decide("ioctl", 3, 0x8901) == decide("ioctl", 3, 0x8902) == eperm  # FIOSETOWN, SIOCSPGRP

@@ -41,6 +41,7 @@ ATTACKER = textwrap.dedent('''
     libc.syscall.restype = ctypes.c_long
     libc.getenv.restype = ctypes.c_char_p
     RLIM_INFINITY = 2**64 - 1
+    SHM_KEY = 0x0EA30  # the segment the host makes
 
 
     def call(nr, *args):
@@ -99,6 +100,12 @@ ATTACKER = textwrap.dedent('''
         return {k: int(status[k], 16) for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb")}
 
 
+    def owner(host):
+        result = call(72, ctypes.c_int(1), ctypes.c_int(8), ctypes.c_long(host))  # F_SETOWN on its stdout pipe
+        call(72, ctypes.c_int(1), ctypes.c_int(8), ctypes.c_long(0))  # no owner again (O_ASYNC was never set)
+        return result
+
+
     def flood(count):
         chunk = b"x" * (1 << 20)  # no newline, ever
         written = 0
@@ -118,6 +125,9 @@ ATTACKER = textwrap.dedent('''
             "sched_setaffinity of the host": lambda: call(203, ctypes.c_int(host), ctypes.c_size_t(8),
                                                           ctypes.byref(ctypes.c_uint64(1))),
             "signal 0 to the host": lambda: call(62, ctypes.c_int(host), ctypes.c_int(0)),
+            "F_SETOWN the host (SIGIO kills it)": lambda: owner(host),
+            "the host's System V shared memory": lambda: call(29, ctypes.c_int(SHM_KEY), ctypes.c_size_t(0),
+                                                              ctypes.c_int(0)),
             "SCHED_FIFO for itself": realtime_self,
             "raise its own address-space limit": lambda: prlimit(0, 9, RLIM_INFINITY, RLIM_INFINITY),
             "read the kernel log with syslog": read_kernel_log,
@@ -174,6 +184,10 @@ HOST = textwrap.dedent('''
     isolate = IsolationLimits(sandbox=orders.pop("sandbox"), readable=(orders.pop("plugin"),)) \\
         if orders.pop("isolate") else False
 
+    libc = __import__("ctypes").CDLL(None, use_errno=True)
+    segment = libc.shmget(0x0EA30, 4096, 0o1600)  # IPC_CREAT | 0600: the host's own shared memory
+    assert segment >= 0, "the host could not make its System V segment"
+
     def state():
         return {"cpu_limit": resource.getrlimit(resource.RLIMIT_CPU)[0], "nice": os.getpriority(os.PRIO_PROCESS, 0),
                 "policy": os.sched_getscheduler(0), "affinity": sorted(os.sched_getaffinity(0)),
@@ -191,17 +205,19 @@ HOST = textwrap.dedent('''
             time.sleep(0.05)  # the drain thread reads what the worker wrote before it answered
             details = model.executor.details["isolated"]
         after["hwm_kib"] = state()["hwm_kib"]
+        libc.shmctl(segment, 0, None)  # IPC_RMID
         print("RESULT " + json.dumps({"worker": json.loads(bytes(out[0])), "before": before, "after": after,
                                       "sandbox": details.get("sandbox"), "output": details.get("output")}))
 ''')
 
 ACTS_ON_HOST = ("prlimit64 on the host", "setpriority on the host", "SCHED_IDLE for the host",
-                "sched_setaffinity of the host", "signal 0 to the host")
+                "sched_setaffinity of the host", "signal 0 to the host", "F_SETOWN the host (SIGIO kills it)")
+IPC = "the host's System V shared memory"
 # each with the capability its control needs (a container's root may lack some: CAP_SYS_RESOURCE here)
 ROOT_ONLY = {"SCHED_FIFO for itself": 23, "raise its own address-space limit": 24,
              "read the kernel log with syslog": 34, "sethostname": 21, "clock_adjtime": None,
              "mknod the kernel log in its temp folder": 27}
-ALL = ACTS_ON_HOST + tuple(ROOT_ONLY)
+ALL = ACTS_ON_HOST + tuple(ROOT_ONLY) + (IPC,)
 
 
 @pytest.fixture(scope="module")
@@ -288,6 +304,16 @@ def test_the_worker_cannot_act_on_its_host(payload, sandboxed, unsandboxed, sand
     for run in filter(None, (sandboxed, sandboxed_nobody)):
         assert refused(run["worker"][payload]), (payload, run["worker"][payload])
         assert run["after"] == {**run["before"], "hwm_kib": run["after"]["hwm_kib"]}  # the host is untouched
+
+
+def test_the_worker_cannot_reach_the_hosts_system_v_ipc(sandboxed, unsandboxed, sandboxed_nobody):
+    """Shared memory, semaphores and queues of the same user were the worker's to attach, read or remove: it has
+    an IPC namespace of its own (root, or inside its own user namespace)."""
+    assert unsandboxed["worker"][IPC]["result"] >= 0, unsandboxed["worker"][IPC]  # the control finds the segment
+    for run in filter(None, (sandboxed, sandboxed_nobody)):
+        if "ipc" not in run["sandbox"]["namespaces"]:
+            pytest.skip(f"no IPC namespace for the worker here: {run['sandbox']['missing']}")
+        assert run["worker"][IPC]["error"] == "ENOENT", run["worker"][IPC]
 
 
 def test_the_controls_changed_the_host(unsandboxed):

@@ -68,6 +68,9 @@ _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 _RET_ALLOW, _RET_ERRNO, _RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _CLONE_THREAD, _CLONE_NEWUSER, _CLONE_NEWNET, _CLONE_NEWNS = 0x00010000, 0x10000000, 0x40000000, 0x00020000
+_CLONE_NEWIPC, _CLONE_NEWUTS = 0x08000000, 0x04000000
+_NAMESPACES = {"user": _CLONE_NEWUSER, "net": _CLONE_NEWNET, "mnt": _CLONE_NEWNS, "ipc": _CLONE_NEWIPC,
+               "uts": _CLONE_NEWUTS}
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = (
     1, 2, 4, 8, 32, 4096, 16384, 1 << 18)
 # statvfs's ST_* flag -> the MS_* flag a remount keeps: read-only, noexec, and the access-time ones
@@ -90,11 +93,12 @@ _SYSCALLS = {
         "syslog": 103, "sethostname": 170, "setdomainname": 171, "vhangup": 153, "quotactl": 179,
         "lookup_dcookie": 212, "fanotify_init": 300, "uselib": 134, "nfsservctl": 180,
         "tkill": 200, "migrate_pages": 256, "process_madvise": 440, "process_mrelease": 448,
+        "pidfd_send_signal": 424,
     }, {
         "prlimit64": 302, "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144,
         "sched_setaffinity": 203, "sched_setattr": 314, "ioprio_set": 251, "move_pages": 279, "pidfd_open": 434,
         "kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "mknod": 133, "mknodat": 259,
-        "ioctl": 16,
+        "ioctl": 16, "fcntl": 72,
     }),
     "aarch64": (0xC00000B7, {
         "execve": 221, "execveat": 281, "clone": 220, "clone3": 435, "ptrace": 117,
@@ -109,11 +113,12 @@ _SYSCALLS = {
         "syslog": 116, "sethostname": 161, "setdomainname": 162, "vhangup": 58, "quotactl": 60,
         "lookup_dcookie": 18, "fanotify_init": 262,
         "tkill": 130, "migrate_pages": 238, "process_madvise": 440, "process_mrelease": 448,
+        "pidfd_send_signal": 424,
     }, {
         "prlimit64": 261, "setpriority": 140, "sched_setparam": 118, "sched_setscheduler": 119,
         "sched_setaffinity": 122, "sched_setattr": 274, "ioprio_set": 30, "move_pages": 239, "pidfd_open": 434,
         "kill": 129, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240, "mknodat": 33,
-        "ioctl": 29,
+        "ioctl": 29, "fcntl": 25,
     }),
 }
 
@@ -131,7 +136,10 @@ _WHICH_PROCESS = {"setpriority": 0, "ioprio_set": 1}
 _REALTIME = (1, 2, 6, 0x40000001, 0x40000002, 0x40000006)
 # ioctls on terminals that reach beyond the worker: inject input (TIOCSTI), the console (TIOCLINUX, TIOCCONS),
 # the line discipline (TIOCSETD), take a controlling terminal (TIOCSCTTY), hang it up (TIOCVHANGUP)
-_TTY_IOCTLS = (0x5412, 0x541C, 0x541D, 0x5423, 0x540E, 0x5437)
+# and FIOSETOWN, SIOCSPGRP: like fcntl's F_SETOWN, they make the kernel signal a process of the worker's choosing
+# (SIGIO, whose default action kills) whenever a file it holds, such as the socket shared with the host, is ready
+_TTY_IOCTLS = (0x5412, 0x541C, 0x541D, 0x5423, 0x540E, 0x5437, 0x8901, 0x8902)
+_FCNTL_OWNER = (8, 15)  # F_SETOWN, F_SETOWN_EX
 _S_IFCHR_BIT = 0o020000  # set in S_IFCHR and S_IFBLK (and S_IFLNK, which mknod refuses anyway), clear in FIFOs
 _MKNOD_MODE_ARG = {"mknod": 1, "mknodat": 2}
 _RLIMIT_NICE, _RLIMIT_RTPRIO = 13, 14
@@ -168,9 +176,10 @@ def apply(mode: str, model_files: tuple[str, ...], temp_folder: str, readable: t
         else:
             report["missing"][name] = why_not
 
-    network, own_mounts = _new_network_namespace()  # needs CAP_SYS_ADMIN as root: before the drop
+    network, namespaces = _new_network_namespace()  # needs CAP_SYS_ADMIN as root: before the drop
     layer("network_namespace", network)
-    report["temp_folder_mount"] = _mount_temp_folder_nodev(temp_folder) if own_mounts else \
+    report["namespaces"] = [name for name, flag in _NAMESPACES.items() if namespaces & flag]
+    report["temp_folder_mount"] = _mount_temp_folder_nodev(temp_folder) if namespaces & _CLONE_NEWNS else \
         "as the host's (no mount namespace of its own here)"
     report["limits"].update(_no_realtime())
     dropped, report["capability_bounding_set"] = _drop_capabilities()
@@ -268,18 +277,21 @@ def _errno_text(what: str) -> str:
 
 
 # -- network namespace -------------------------------------------------------------------------------------------
-def _new_network_namespace() -> tuple[str | None, bool]:
-    """(why no network namespace, or None; whether a mount namespace of its own came with it)."""
+def _new_network_namespace() -> tuple[str | None, int]:
+    """(why no network namespace, or None; the CLONE_NEW* flags of the namespaces the worker now has)."""
     failed = []
     # Unprivileged: a user namespace of our own (where the kernel allows it: unprivileged_userns_clone,
     # max_user_namespaces, AppArmor's restrict_unprivileged_userns). File access keeps the real uid.
-    for flags, name in ((_CLONE_NEWNET | _CLONE_NEWNS, "CLONE_NEWNET|CLONE_NEWNS"), (_CLONE_NEWNET, "CLONE_NEWNET"),
-                        (_CLONE_NEWUSER | _CLONE_NEWNET | _CLONE_NEWNS, "CLONE_NEWUSER|CLONE_NEWNET|CLONE_NEWNS"),
-                        (_CLONE_NEWUSER | _CLONE_NEWNET, "CLONE_NEWUSER|CLONE_NEWNET")):
+    # with it, where they can be had: its own mounts (the temp folder nodev), its own System V IPC and POSIX message
+    # queues (not the host's shared memory segments, semaphores and queues of the same user), its own host name
+    more = _CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWUTS
+    for flags in (_CLONE_NEWNET | more, _CLONE_NEWNET, _CLONE_NEWUSER | _CLONE_NEWNET | more,
+                  _CLONE_NEWUSER | _CLONE_NEWNET):
         if _libc.unshare(flags) == 0:
-            return None, bool(flags & _CLONE_NEWNS)
-        failed.append(_errno_text(f"unshare({name})"))
-    return "; ".join(failed) + " (unprivileged user namespaces off?)", False
+            return None, flags
+        names = "|".join(n for n, f in _NAMESPACES.items() if flags & f)
+        failed.append(_errno_text(f"unshare({names})"))
+    return "; ".join(failed) + " (unprivileged user namespaces off?)", 0
 
 
 def _mount_temp_folder_nodev(temp_folder: str) -> str:
@@ -442,6 +454,11 @@ def seccomp_program(machine: str, pid: int | None = None) -> bytes:
         code.append(("label", name))
         if name in _MKNOD_MODE_ARG:  # a FIFO or a file, never a device node
             code += [(_LD_W_ABS, _arg(_MKNOD_MODE_ARG[name])), (_JSET, _S_IFCHR_BIT, "eperm", "allow")]
+            continue
+        if name == "fcntl":  # never an owner to signal: that could be the host (its own SIGIO is of no use here)
+            code.append((_LD_W_ABS, _arg(1)))
+            code += [(_JEQ, command, "eperm", 0) for command in _FCNTL_OWNER]
+            code.append((_RET, _RET_ALLOW))
             continue
         if name == "ioctl":
             code.append((_LD_W_ABS, _arg(1)))
