@@ -44,7 +44,8 @@ import sys
 from pathlib import Path
 
 MODES = ("auto", "require", "off")
-LAYERS = ("network_namespace", "capabilities", "no_new_privs", "landlock_files", "landlock_network", "landlock_scope", "seccomp")
+LAYERS = ("network_namespace", "capabilities", "no_new_privs", "landlock_files", "landlock_network", "landlock_scope",
+          "seccomp")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
