@@ -384,3 +384,65 @@ def test_a_worker_writing_without_newlines_cannot_grow_its_host(plugin):
     assert run["output"]["bytes"] >= flood  # all of it reached the host
     grown_mib = (run["after"]["hwm_kib"] - run["before"]["hwm_kib"]) / 1024
     assert grown_mib < 48, f"the host's peak memory grew by {grown_mib:.0f} MiB"
+
+
+# -- as an unprivileged user, in this process's own interpreter (nobody may not run it from its folder) -----------
+def _attack_a_neighbour(victim: int, temp_folder: str, sandboxed: bool) -> dict:
+    """In a child of this process that became nobody: enter the sandbox (or not), then act on ``victim``, another
+    process of nobody's. Returns the sandbox's report and each outcome (0, or -errno)."""
+    import ctypes
+
+    from edgeaccel.isolation import sandbox
+
+    report = sandbox.apply("auto" if sandboxed else "off", (), temp_folder)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+
+    def call(nr, *args):
+        return 0 if libc.syscall(ctypes.c_long(nr), *args) >= 0 else -ctypes.get_errno()
+
+    limit = (ctypes.c_uint64 * 2)(10**6, 2**64 - 1)
+    return {"report": report,
+            "prlimit64": call(302, ctypes.c_int(victim), ctypes.c_int(0), limit, None),
+            "setpriority": call(141, ctypes.c_int(0), ctypes.c_int(victim), ctypes.c_int(19)),
+            "kill": call(62, ctypes.c_int(victim), ctypes.c_int(0))}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="becomes nobody: needs root")
+def test_a_users_worker_cannot_act_on_a_process_of_the_same_user(tmp_path):
+    """The kernel lets a user's process renice and re-limit any other of that user's: the filter does not. The
+    control (no sandbox) does both to the same victim."""
+    import ctypes  # noqa: F401  everything the child uses is imported before it becomes nobody
+    import errno
+
+    from edgeaccel.isolation import sandbox  # noqa: F401
+    from unprivileged import call_unprivileged
+
+    def cpu_limit(pid: int) -> str:  # read from /proc: prlimit() on another process needs CAP_SYS_RESOURCE
+        line = next(l for l in open(f"/proc/{pid}/limits") if l.startswith("Max cpu time"))
+        return line.split()[3]
+
+    temp = tmp_path / "worker-temp"
+    temp.mkdir()
+    temp.chmod(0o777)
+    world_traversable(temp)
+    victims = [subprocess.Popen(["sleep", "60"], user=NOBODY, group=NOBODY, extra_groups=[]) for _ in range(2)]
+    try:
+        confined = call_unprivileged(_attack_a_neighbour, victims[0].pid, str(temp), True)
+        control = call_unprivileged(_attack_a_neighbour, victims[1].pid, str(temp), False)
+        assert (control["prlimit64"], control["setpriority"], control["kill"]) == (0, 0, 0)
+        assert os.getpriority(os.PRIO_PROCESS, victims[1].pid) == 19
+        assert cpu_limit(victims[1].pid) == str(10**6)
+        for action in ("prlimit64", "setpriority", "kill"):
+            assert confined[action] == -errno.EPERM, (action, confined)
+        assert os.getpriority(os.PRIO_PROCESS, victims[0].pid) == 0
+        assert cpu_limit(victims[0].pid) == "unlimited"
+        report = confined["report"]
+        assert "seccomp" in report["active"] and "capabilities" in report["active"], report
+        if "user" in report["namespaces"]:  # unprivileged user namespaces allowed here
+            assert {"net", "ipc", "mnt"} <= set(report["namespaces"]) and report["temp_folder_mount"] == \
+                "nodev,nosuid", report
+    finally:
+        for victim in victims:
+            victim.kill()
+            victim.wait()
