@@ -94,7 +94,8 @@ _SYSCALLS = {
         "syslog": 103, "sethostname": 170, "setdomainname": 171, "vhangup": 153, "quotactl": 179,
         "lookup_dcookie": 212, "fanotify_init": 300, "uselib": 134, "nfsservctl": 180,
         "tkill": 200, "migrate_pages": 256, "process_madvise": 440, "process_mrelease": 448,
-        "pidfd_send_signal": 424,
+        "pidfd_send_signal": 424, "fsconfig": 431, "fspick": 433, "mount_setattr": 442, "quotactl_fd": 443,
+        "modify_ldt": 154,
     }, {
         "prlimit64": 302, "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144,
         "sched_setaffinity": 203, "sched_setattr": 314, "ioprio_set": 251, "move_pages": 279, "pidfd_open": 434,
@@ -114,7 +115,7 @@ _SYSCALLS = {
         "syslog": 116, "sethostname": 161, "setdomainname": 162, "vhangup": 58, "quotactl": 60,
         "lookup_dcookie": 18, "fanotify_init": 262,
         "tkill": 130, "migrate_pages": 238, "process_madvise": 440, "process_mrelease": 448,
-        "pidfd_send_signal": 424,
+        "pidfd_send_signal": 424, "fsconfig": 431, "fspick": 433, "mount_setattr": 442, "quotactl_fd": 443,
     }, {
         "prlimit64": 261, "setpriority": 140, "sched_setparam": 118, "sched_setscheduler": 119,
         "sched_setaffinity": 122, "sched_setattr": 274, "ioprio_set": 30, "move_pages": 239, "pidfd_open": 434,
