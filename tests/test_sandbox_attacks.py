@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from conftest import MODELS
@@ -156,6 +157,8 @@ ATTACKER = textwrap.dedent('''
 
         def run(self, inputs):
             orders, results = self.orders, {}
+            if orders.get("reply"):  # far more than the model declares
+                return [np.ones(orders["reply"], np.uint8)]
             host, folder = orders["host"], os.environ.get("TMPDIR", "/tmp")
             for name in orders.get("payloads", ()):
                 results[name] = outcome(attack(name, host, folder))
@@ -384,6 +387,27 @@ def test_a_worker_writing_without_newlines_cannot_grow_its_host(plugin):
     assert run["output"]["bytes"] >= flood  # all of it reached the host
     grown_mib = (run["after"]["hwm_kib"] - run["before"]["hwm_kib"]) / 1024
     assert grown_mib < 48, f"the host's peak memory grew by {grown_mib:.0f} MiB"
+
+
+def test_a_reply_far_larger_than_the_declared_outputs_is_refused_before_it_is_read(plugin, monkeypatch):
+    """The caller allocates a reply's declared size before reading it: by default that is bounded by 4x the model's
+    fixed outputs (at least 64 MiB), not 1 GiB per channel. The worker lives on."""
+    import edgeaccel
+    from edgeaccel import IsolationLimits
+    from edgeaccel.isolation.executor import default_output_bytes
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(plugin), ROOT]))
+    with edgeaccel.load(MODEL, executor="attacker", strict=True, calibrate=False, cache=False,
+                        isolate=IsolationLimits(readable=(str(plugin),)),
+                        runtime_options={"host": os.getpid(), "reply": 100 << 20}) as model:
+        assert default_output_bytes(edgeaccel.describe(MODEL)) == 64 << 20
+        with pytest.raises(edgeaccel.InferenceError, match="over the limit of 67108864 bytes"):
+            model._executor.run([np.zeros(1, np.uint8)])
+        assert model.executor.details["isolated"]["pid"] is not None
+    with edgeaccel.load(MODEL, executor="attacker", strict=True, calibrate=False, cache=False,
+                        isolate=IsolationLimits(readable=(str(plugin),), output_bytes=200 << 20),
+                        runtime_options={"host": os.getpid(), "reply": 100 << 20}) as model:
+        assert model._executor.run([np.zeros(1, np.uint8)])[0].nbytes == 100 << 20  # the control: it comes back
 
 
 # -- as an unprivileged user, in this process's own interpreter (nobody may not run it from its folder) -----------

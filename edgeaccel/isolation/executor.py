@@ -131,7 +131,7 @@ class _Worker:
         self._timed_out = False
         self.memory = memory.plan(device, limits)
         self._over_memory: str | None = None  # why the memory guard killed it
-        self._max_reply = limits.output_bytes or max(1 << 30, 4 * sum(_nbytes(t) for t in model.outputs))
+        self._max_reply = limits.output_bytes or default_output_bytes(model)
         self._region_bytes = channels.region_size(sum(_nbytes(t) for t in (*model.inputs, *model.outputs)))
         # what carries the tensors, and each time the socket had to instead (executor.details["isolated"])
         self.channel_stats: dict = {"transport": None, "region_bytes": 0, "why": None, "socket_inputs": 0,
@@ -596,6 +596,16 @@ def _remove_orphan_temp_folders() -> None:
         if not pid.isdigit() or Path(f"/proc/{pid}").exists():
             continue
         shutil.rmtree(folder, ignore_errors=True)  # never follows a link the worker may have left inside
+
+
+def default_output_bytes(model: ModelInfo) -> int:
+    """What one run may send back when IsolationLimits.output_bytes is 0. The caller allocates a reply's declared
+    size before reading it, so this bounds what a worker can make this process take per channel: 4x the declared
+    outputs (at least 64 MiB) when every output has a fixed shape and a numeric type; else (dynamic dimensions,
+    strings, nothing declared) 1 GiB, or 4x the declared outputs if more."""
+    declared = 4 * sum(_nbytes(t) for t in model.outputs)
+    fixed = model.outputs and all(not t.is_dynamic and t.dtype.kind in "biufc" for t in model.outputs)
+    return max(64 << 20, declared) if fixed else max(1 << 30, declared)
 
 
 def _nbytes(spec) -> int:

@@ -71,8 +71,8 @@ class IsolationLimits:
     open_files: the worker's open-file limit (RLIMIT_NOFILE); 0 keeps the inherited one.
     cpu_seconds: CPU time the worker may use over its life (RLIMIT_CPU, all its threads); 0 for none. A
         worker over it is killed and the error names the limit; the next request starts a new worker.
-    output_bytes: the most bytes of outputs one run() may send back; 0: 1 GiB or 4x the model's declared
-        outputs, whichever is more.
+    output_bytes: the most bytes of outputs one run() may send back; 0: 4x the model's declared outputs (at
+        least 64 MiB) when each has a fixed shape and a numeric type, else 1 GiB or 4x, whichever is more.
     environment: names of more environment variables the worker may see (a name ending in "*": every variable
         that starts so). By default it sees only what Python and the runtimes need
         (edgeaccel.isolation.environment.WORKER_ENVIRONMENT and the runtime's ``worker_environment``), never the
