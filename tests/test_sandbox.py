@@ -222,9 +222,9 @@ def test_resident_memory_defaults_to_a_share_of_this_machines_ram():
         IsolationLimits(sandbox="strict")
 
 
-def run_filter(program: bytes, arch: int, nr: int, arg0: int = 0) -> int:
+def run_filter(program: bytes, arch: int, nr: int, *args: int) -> int:
     """Classic BPF as the kernel runs a seccomp filter, for the few instructions the filter uses."""
-    data = struct.pack("<iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
+    data = struct.pack("<iIQ6Q", nr, arch, 0, *(list(args) + [0] * 6)[:6])
     code = [struct.unpack_from("<HBBI", program, 8 * i) for i in range(len(program) // 8)]
     acc, pc = 0, 0
     while True:
@@ -249,7 +249,7 @@ def test_the_seccomp_filter_decides_as_documented(machine):
 
     from edgeaccel.isolation.sandbox import _SYSCALLS, seccomp_program
 
-    arch, numbers = _SYSCALLS[machine]
+    arch, numbers, _ = _SYSCALLS[machine]
     program = seccomp_program(machine)
     allow, kill = 0x7FFF0000, 0x80000000
     eperm, enosys, eafnosupport = 0x50000 | errno.EPERM, 0x50000 | errno.ENOSYS, 0x50000 | errno.EAFNOSUPPORT
@@ -275,3 +275,62 @@ def test_the_seccomp_filter_decides_as_documented(machine):
     for name, nr in channel_calls.items():
         assert run_filter(program, arch, nr) == allow, name
     assert run_filter(program, 0x40000003, 11) == kill  # i386's execve through int 0x80: another ABI
+
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_filter_refuses_what_acts_on_the_system_or_on_other_processes(machine):
+    """Issue 30: calls that name a process act on the worker only; what acts on the system is refused."""
+    import errno
+
+    from edgeaccel.isolation.sandbox import _SYSCALLS, seccomp_program
+
+    arch, refused, decided = _SYSCALLS[machine]
+    me, host = 4242, 4241
+    program = seccomp_program(machine, pid=me)
+    allow, eperm = 0x7FFF0000, 0x50000 | errno.EPERM
+
+    def decide(name, *args):
+        return run_filter(program, arch, {**refused, **decided}[name], *args)
+
+    for name in ("syslog", "sethostname", "setdomainname", "clock_adjtime", "clock_settime", "settimeofday",
+                 "adjtimex", "kexec_load", "bpf", "perf_event_open", "keyctl", "mount", "tkill", "migrate_pages",
+                 "pidfd_send_signal"):
+        assert decide(name) == eperm, name
+    for name in ("prlimit64", "sched_setaffinity", "sched_setparam", "sched_setattr", "move_pages"):
+        assert decide(name, 0) == allow and decide(name, me) == allow, name  # itself: pid 0 or its own
+        assert decide(name, host) == eperm and decide(name, 1) == eperm, name
+    for name in ("kill", "tgkill", "rt_sigqueueinfo", "pidfd_open"):
+        assert decide(name, me) == allow and decide(name, host) == eperm, name
+        assert decide(name, 0) == eperm and decide(name, 0xFFFFFFFF) == eperm, name  # its group, everyone
+    prio_process, prio_pgrp, prio_user = 0, 1, 2
+    assert decide("setpriority", prio_process, 0, 10) == decide("setpriority", prio_process, me, 10) == allow
+    assert decide("setpriority", prio_process, host, 19) == eperm
+    assert decide("setpriority", prio_pgrp, 0, 19) == decide("setpriority", prio_user, 0, 19) == eperm
+    assert decide("ioprio_set", 1, 0) == allow and decide("ioprio_set", 1, host) == eperm
+    assert decide("ioprio_set", 3, 0) == eperm  # IOPRIO_WHO_USER
+    sched_other, sched_fifo, sched_rr, sched_idle, sched_deadline = 0, 1, 2, 5, 6
+    for policy in (sched_other, sched_idle):
+        assert decide("sched_setscheduler", 0, policy) == allow
+    for policy in (sched_fifo, sched_rr, sched_deadline, sched_fifo | 0x40000000):
+        assert decide("sched_setscheduler", 0, policy) == eperm, policy
+    assert decide("sched_setscheduler", host, sched_idle) == eperm
+    s_ifchr, s_ifblk, s_ififo, s_ifreg = 0o020000, 0o060000, 0o010000, 0o100000
+    mknod = "mknod" if machine == "x86_64" else "mknodat"
+    mode_at = 1 if mknod == "mknod" else 2
+    for mode, verdict in ((s_ifchr | 0o600, eperm), (s_ifblk | 0o600, eperm), (s_ififo | 0o600, allow),
+                          (s_ifreg | 0o600, allow)):
+        args = [0, 0, 0]
+        args[mode_at] = mode
+        assert decide(mknod, *args) == verdict, oct(mode)
+    tiocsti, tioclinux, fionbio, tcgets, fionread = 0x5412, 0x541C, 0x5421, 0x5401, 0x541B
+    for request in (tiocsti, tioclinux):
+        assert decide("ioctl", 1, request) == eperm
+    for request in (fionbio, tcgets, fionread, 0xC0186441):  # CPython's setblocking; isatty; a DRM ioctl
+        assert decide("ioctl", 1, request) == allow
+    f_setown, f_setown_ex, f_getfl, f_setfl, f_add_seals = 8, 15, 3, 4, 1033
+    for command in (f_setown, f_setown_ex):  # a process to signal (SIGIO) when a file is ready: maybe the host
+        assert decide("fcntl", 1, command, host) == eperm
+    for command in (f_getfl, f_setfl, f_add_seals):
+        assert decide("fcntl", 1, command) == allow
+    assert decide("ioctl", 3, 0x8901) == decide("ioctl", 3, 0x8902) == eperm  # FIOSETOWN, SIOCSPGRP

@@ -53,3 +53,20 @@ def test_tpu_and_gpu_say_why_they_cannot_run_here():
     for device in ("TPU", "GPU"):
         available = TensorFlowExecutor.availability(device)
         assert not available and available.reason and available.fix
+
+
+def test_savedmodel_runs_isolated_under_the_sandbox(saved_model):
+    """TensorFlow in a sandboxed worker: the filter's pid rules, dropped capabilities and minimal environment leave
+    it the same answers (it starts its thread pools and sets their affinity on itself). Through the raw executor:
+    an isolated SavedModel's Model lists no inputs (its signature is read by TensorFlow in the worker only), a
+    separate defect."""
+    from edgeaccel import IsolationLimits
+    from edgeaccel.isolation.sandbox import landlock_abi
+
+    folder, keras_model = saved_model
+    x = np.random.default_rng(1).random((2, 6), dtype=np.float32)
+    limits = IsolationLimits(sandbox="require" if landlock_abi() >= 6 else "auto")
+    with edgeaccel.load(folder, executor="tensorflow", strict=True, isolate=limits) as model:
+        assert "seccomp" in model.executor.details["isolated"]["sandbox"]["active"]
+        out = model._executor.run([x])[0]
+    np.testing.assert_allclose(out, keras_model(x).numpy(), rtol=1e-5, atol=1e-6)

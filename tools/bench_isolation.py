@@ -6,9 +6,12 @@ FINDINGS).
 
     python tools/bench_isolation.py --blocks 20 --calls 25 --models ../shared/models
     python tools/bench_isolation.py --socket ...   # also "socket": isolated, tensors through the socket
+    python tools/bench_isolation.py --session ...  # also "own-session": isolated, the worker in a session of its own
 
 "socket" is the default sandbox with the channel's shared region refused while its first channel is made (as
 where memfd_create is not allowed), so that the region and the socket are compared in the same run.
+"own-session" is the default sandbox with the worker started in a session of its own (start_new_session, as
+before issue 30) instead of the host's: with the kernel's autogroup, another scheduling group.
 
 Prints, per model, the median and p90 per-call latency of each mode over blocks x calls runs, the median
 added cost and ratio of each isolated mode against direct, their spread over blocks (each block's median
@@ -59,12 +62,27 @@ def _no_shared_region():
         channel.Region.create = create
 
 
-def bench(path: Path, blocks: int, calls: int, pause: float, socket_mode: bool = False) -> dict:
-    modes = dict(MODES, socket=MODES["isolated"]) if socket_mode else MODES
+@contextlib.contextmanager
+def _own_session():
+    from edgeaccel.isolation import executor
+
+    group, executor._PROCESS_GROUP = executor._PROCESS_GROUP, {"start_new_session": True}
+    try:
+        yield
+    finally:
+        executor._PROCESS_GROUP = group
+
+
+def bench(path: Path, blocks: int, calls: int, pause: float, socket_mode: bool = False,
+          session_mode: bool = False) -> dict:
+    modes = dict(MODES, socket=MODES["isolated"]) if socket_mode else dict(MODES)
+    if session_mode:
+        modes["own-session"] = MODES["isolated"]
     models, load_s = {}, {}
     for mode, isolate in modes.items():
         t0 = time.perf_counter()
-        models[mode] = edgeaccel.load(path, isolate=isolate, strict=True)
+        with _own_session() if mode == "own-session" else contextlib.nullcontext():
+            models[mode] = edgeaccel.load(path, isolate=isolate, strict=True)
         load_s[mode] = round(time.perf_counter() - t0, 3)
     direct = models["direct"]
     rng = np.random.default_rng(0)
@@ -130,11 +148,15 @@ def main() -> int:
                    default=Path(os.environ.get("EDGEACCEL_SHARED", ROOT.parent / "shared")) / "models")
     p.add_argument("--only", help="run only the cases whose label contains this text")
     p.add_argument("--socket", action="store_true", help='also time "socket": the socket channel, same run')
+    p.add_argument("--session", action="store_true", help='also time "own-session": the worker in its own session')
+    p.add_argument("--no-unsandboxed", action="store_true", help='leave out "unsandboxed" (shorter runs)')
     args = p.parse_args()
     for label, name in CASES.items():
         if args.only and args.only not in label:
             continue
-        result = bench(args.models / name, args.blocks, args.calls, args.pause, args.socket)
+        if args.no_unsandboxed:
+            MODES.pop("unsandboxed", None)
+        result = bench(args.models / name, args.blocks, args.calls, args.pause, args.socket, args.session)
         print(json.dumps({"model": label, **result}), flush=True)
     return 0
 

@@ -132,6 +132,9 @@ class Executor(ABC):
     distributions: ClassVar[tuple[tuple[str, str], ...]] = ()
     extra: ClassVar[str | None] = None  # the edgeaccel extra that installs the runtime
     preference: ClassVar[int] = 50  # among runtimes reaching one device, lower is tried first
+    # environment variables an isolated worker of this runtime gets besides edgeaccel.isolation.environment's
+    # list (names, or prefixes ending in "*", e.g. "CUDA_*"): a worker never sees the rest of the app's
+    worker_environment: ClassVar[tuple[str, ...]] = ()
     # "probe": the hardware survey says whether a device is here (built-ins: CUDA, EdgeTPU, ...);
     # "availability": ``availability(device)`` says so (plug-ins, whose hardware the probe does not know)
     presence: ClassVar[str] = "availability"

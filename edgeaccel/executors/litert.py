@@ -131,6 +131,8 @@ class LiteRTExecutor(Executor):
     """LiteRT's Interpreter on the CPU (XNNPACK) or on a Coral Edge TPU through libedgetpu."""
 
     runtime = "litert"
+    # what the runtime reads in an isolated worker (edgeaccel.isolation.environment)
+    worker_environment = ("EDGEACCEL_EDGETPU_LIBRARY",)
     label = "LiteRT"
     formats = frozenset({Format.TFLITE, Format.EDGETPU_TFLITE})
     targets = (

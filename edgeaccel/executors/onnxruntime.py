@@ -115,6 +115,8 @@ class OnnxRuntimeExecutor(Executor):
     """ONNX Runtime with one explicit execution provider per device, never its silent CPU fallback."""
 
     runtime = "onnxruntime"
+    # what the runtime reads in an isolated worker (edgeaccel.isolation.environment)
+    worker_environment = ("CUDA_*", "NVIDIA_*", "ORT_*", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
     label = "ONNX Runtime"
     formats = frozenset({Format.ONNX})
     targets = (

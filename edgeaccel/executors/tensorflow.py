@@ -52,6 +52,8 @@ class TensorFlowExecutor(Executor):
     """TensorFlow for SavedModel folders: the only runtime here that reads them."""
 
     runtime = "tensorflow"
+    # what the runtime reads in an isolated worker (edgeaccel.isolation.environment)
+    worker_environment = ("CUDA_*", "NVIDIA_*", "TF_*")
     label = "TensorFlow"
     formats = frozenset({Format.SAVEDMODEL})
     targets = (

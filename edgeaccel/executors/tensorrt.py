@@ -67,6 +67,8 @@ class TensorRTExecutor(Executor):
     """TensorRT engines on an NVIDIA GPU: an engine file as it is, or one built from ONNX and cached."""
 
     runtime = "tensorrt"
+    # what the runtime reads in an isolated worker (edgeaccel.isolation.environment)
+    worker_environment = ("CUDA_*", "NVIDIA_*")
     label = "TensorRT"
     formats = frozenset({Format.TENSORRT_ENGINE, Format.ONNX})
     native_formats = frozenset({Format.TENSORRT_ENGINE})

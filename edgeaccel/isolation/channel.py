@@ -112,8 +112,9 @@ class Channel:
     where fallbacks to the socket are counted."""
 
     def __init__(self, sock: socket.socket, region: Region | None, max_bytes: int, copy_out: bool,
-                 stats: dict | None = None) -> None:
+                 stats: dict | None = None, max_header: int = wire.MAX_HEADER) -> None:
         self.sock, self.region, self.max_bytes, self.copy_out = sock, region, max_bytes, copy_out
+        self.max_header = max_header
         self.stats = stats
         self.seq = 0
         self._scratch = bytearray(_SCRATCH)
@@ -198,7 +199,7 @@ class Channel:
         if expect_seq is not None and seq != expect_seq:
             raise wire.WireError(f"a reply numbered {seq} to request {expect_seq}")
         self.seq = seq  # the worker answers with its request's number
-        wire.check_prefix(header_len, count, total, self.max_bytes)
+        wire.check_prefix(header_len, count, total, self.max_bytes, self.max_header)
         need = wire.PREFIX.size + 8 * count + header_len + total
         if count:
             return self._recv_socket_frame(got, need, count, header_len)

@@ -38,6 +38,7 @@ from .limits import IsolationLimits
 log = logging.getLogger("edgeaccel.isolation")
 
 _NOISE = ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",)
+_LINE = 300  # the characters kept of each line the worker writes
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder that holds edgeaccel/
 
 
@@ -93,7 +94,8 @@ class IsolatedExecutor(Executor):
                                "memory_limit": plan.address_space, "memory": plan.to_dict(),
                                "load_timeout": self.limits.load_timeout, "run_timeout": self.limits.run_timeout,
                                "sandbox": worker.sandbox if worker else self._sandbox,
-                               "channel": dict(worker.channel_stats) if worker else None}
+                               "channel": dict(worker.channel_stats) if worker else None,
+                               "output": dict(worker.output_stats) if worker else None}
         return ExecutorInfo(base.runtime, base.version, base.device, base.precision, base.threads,
                             details=details)
 
@@ -124,10 +126,12 @@ class _Worker:
         self.name = f"{runtime}:{device} worker for {model.path.name}"
         self.death: str | None = None
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=12)
+        # what the worker wrote on stdout/stderr: bytes read, lines (the last 12 kept), lines not logged
+        self.output_stats = {"bytes": 0, "lines": 0, "unlogged_lines": 0, "log_limit": limits.output_log_bytes}
         self._timed_out = False
         self.memory = memory.plan(device, limits)
         self._over_memory: str | None = None  # why the memory guard killed it
-        self._max_reply = limits.output_bytes or max(1 << 30, 4 * sum(_nbytes(t) for t in model.outputs))
+        self._max_reply = limits.output_bytes or default_output_bytes(model)
         self._region_bytes = channels.region_size(sum(_nbytes(t) for t in (*model.inputs, *model.outputs)))
         # what carries the tensors, and each time the socket had to instead (executor.details["isolated"])
         self.channel_stats: dict = {"transport": None, "region_bytes": 0, "why": None, "socket_inputs": 0,
@@ -144,22 +148,17 @@ class _Worker:
         self._cond = threading.Condition()
         self._control_lock = threading.Lock()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = _worker_env()
-        env["TMPDIR"] = self.temp_folder
-        if limits.sandbox != "off":
-            # HOME too: runtimes keep ids and caches under ~ (OpenVINO's telemetry reads ~/intel at load, and
-            # fails the load when it may not); user site-packages stay where they are
-            import site
-
-            env.setdefault("PYTHONUSERBASE", site.getuserbase())
-            env["HOME"] = self.temp_folder
+        env = _worker_env(runtime, limits)
+        # HOME too: runtimes keep ids and caches under ~ (OpenVINO's telemetry reads ~/intel at load, and fails
+        # the load when it may not); user site-packages stay where they are
+        env["TMPDIR"] = env["HOME"] = self.temp_folder
         try:
             self.proc = _spawn(
                 [limits.python or sys.executable, "-m", "edgeaccel.isolation.worker", str(theirs.fileno()),
                  str(os.getpid()), str(self.memory.address_space),
                  json.dumps(self._sandbox_request(model, device))],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                stderr=subprocess.STDOUT, env=env, **_PROCESS_GROUP,
             )
         except OSError as exc:
             ours.close()
@@ -227,7 +226,7 @@ class _Worker:
         self.sock.settimeout(self.limits.load_timeout)
         try:
             wire.send_pickle(self.sock, request)
-            reply, _ = wire.recv_json(self.sock, 1 << 20)
+            reply, _ = wire.recv_json(self.sock, 1 << 20, wire.REPLY_HEADER)
         except (TimeoutError, socket.timeout):
             self._kill()
             raise InferenceTimeoutError(
@@ -241,16 +240,22 @@ class _Worker:
         finally:
             if self.death is None:
                 self.sock.settimeout(None)
-        if not reply.get("ok"):
-            self.close()
-            raise _as_error(reply, self.runtime, self.memory.address_space, self.limits.open_files)
-        self.sandbox = dict(reply.get("sandbox") or {})
+        try:
+            if not reply.get("ok"):
+                self.close()
+                raise _as_error(reply, self.runtime, self.memory.address_space, self.limits.open_files)
+            self.sandbox = dict(reply.get("sandbox") or {})
+            info = reply["info"]
+            loaded = ExecutorInfo(str(info["runtime"]), str(info["version"]), str(info["device"]),
+                                  str(info["precision"]), info.get("threads"), details=dict(info.get("details") or {}))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a reply of the wrong form: taken over
+            self._violation = f"a load reply of the wrong form ({type(exc).__name__}: {str(exc)[:100]})"
+            self._kill()
+            raise self._death_error("loading") from None
         if sandboxed:
             self.sandbox["cache"] = ("off: a sandboxed worker neither reads nor writes edgeaccel's compiled-model "
                                      "cache (a hostile model could poison what trusted loads read)")
-        info = reply["info"]
-        return ExecutorInfo(str(info["runtime"]), str(info["version"]), str(info["device"]), str(info["precision"]),
-                            info.get("threads"), details=dict(info.get("details") or {}))
+        return loaded
 
     def _sandbox_request(self, model: ModelInfo, device: str) -> dict:
         limits = self.limits
@@ -361,7 +366,8 @@ class _Worker:
             raise self._crashed("running", exc) from None
         finally:
             theirs.close()
-        return channels.Channel(ours, region, self._max_reply, copy_out=True, stats=self.channel_stats)
+        return channels.Channel(ours, region, self._max_reply, copy_out=True, stats=self.channel_stats,
+                                max_header=wire.REPLY_HEADER)
 
     def _give_channel(self, channel: channels.Channel | None, healthy: bool) -> None:
         with self._cond:
@@ -454,13 +460,40 @@ class _Worker:
 
     # -- output and lifetime ---------------------------------------------------------------------------------------
     def _drain_output(self) -> None:
-        """Keep the worker's last lines (native crash messages like 'double free or corruption')."""
-        for raw in iter(self.proc.stdout.readline, b""):
-            line = raw.decode("utf-8", "replace").strip()
-            if line and line not in _NOISE:
-                self._stderr_tail.append(line[:300])
-                log.debug("worker %s: %s", self.pid, line)
+        """Keep the worker's last lines (native crash messages like 'double free or corruption'), bounded: read in
+        chunks, never by line (a worker writing without newlines would grow this process without end), each line
+        kept cut to _LINE bytes, the last 12 kept; logged at debug level up to ``limits.output_log_bytes``."""
+        stats = self.output_stats
+        fd = self.proc.stdout.fileno()
+        line = bytearray()  # the current line's first _LINE bytes
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:
+                break
+            if not chunk:
+                break
+            stats["bytes"] += len(chunk)
+            *ended, rest = chunk.split(b"\n")
+            for piece in ended:
+                line += piece[:max(_LINE - len(line), 0)]
+                self._keep_line(bytes(line))
+                line.clear()
+            line += rest[:max(_LINE - len(line), 0)]
+        if line:
+            self._keep_line(bytes(line))
         self.proc.stdout.close()
+
+    def _keep_line(self, raw: bytes) -> None:
+        line = raw.decode("utf-8", "replace").strip()
+        if line and line not in _NOISE:
+            self._stderr_tail.append(line)
+            stats = self.output_stats
+            stats["lines"] += 1
+            if stats["bytes"] <= stats["log_limit"]:
+                log.debug("worker %s: %s", self.pid, line)
+            else:
+                stats["unlogged_lines"] += 1
 
     def _kill(self) -> None:
         try:
@@ -493,6 +526,12 @@ class _Worker:
             pass
 
 
+# The worker gets a process group of its own (a terminal's Ctrl-C or SIGTSTP reaches the host only, which decides)
+# but stays in the host's session: with the kernel's autogroup (on by default) each session is one scheduling
+# group, and a worker in a session of its own was a second group competing with the host's on a busy machine.
+# Python 3.10 has no process_group: there the worker starts its own session as before.
+_PROCESS_GROUP: dict = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+
 _spawn_lock = threading.Lock()
 _spawn_queue: queue.SimpleQueue | None = None
 
@@ -520,13 +559,22 @@ def _spawn_loop(requests: queue.SimpleQueue) -> None:
             future.set_exception(exc)
 
 
-def _worker_env() -> dict[str, str]:
-    """The caller's environment; plus edgeaccel's own folder on PYTHONPATH when the caller found edgeaccel
-    somewhere a fresh interpreter would not (a sys.path entry added at run time). Never a site-packages
-    folder: ahead of the standard library it could shadow stdlib modules in the worker."""
+def _worker_env(runtime: str, limits: IsolationLimits) -> dict[str, str]:
+    """What the worker may see of the caller's environment (environment.py: never the app's secrets), plus
+    the runtime's own variables and ``limits.environment``; plus edgeaccel's own folder on PYTHONPATH when the
+    caller found edgeaccel somewhere a fresh interpreter would not (a sys.path entry added at run time). Never a
+    site-packages folder: ahead of the standard library it could shadow stdlib modules in the worker."""
     import site
 
-    env = dict(os.environ)
+    from ..executors import registry
+    from .environment import worker_environment
+
+    try:
+        own = registry.get(runtime).worker_environment
+    except KeyError:  # an unknown runtime: the worker says so in its load reply
+        own = ()
+    env = worker_environment(os.environ, (*own, *limits.environment))
+    env.setdefault("PYTHONUSERBASE", site.getuserbase())
     installed = {os.path.realpath(p) for p in (*site.getsitepackages(), site.getusersitepackages())}
     if os.path.realpath(_PACKAGE_ROOT) not in installed:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
@@ -550,6 +598,16 @@ def _remove_orphan_temp_folders() -> None:
         shutil.rmtree(folder, ignore_errors=True)  # never follows a link the worker may have left inside
 
 
+def default_output_bytes(model: ModelInfo) -> int:
+    """What one run may send back when IsolationLimits.output_bytes is 0. The caller allocates a reply's declared
+    size before reading it, so this bounds what a worker can make this process take per channel: 4x the declared
+    outputs (at least 64 MiB) when every output has a fixed shape and a numeric type; else (dynamic dimensions,
+    strings, nothing declared) 1 GiB, or 4x the declared outputs if more."""
+    declared = 4 * sum(_nbytes(t) for t in model.outputs)
+    fixed = model.outputs and all(not t.is_dynamic and t.dtype.kind in "biufc" for t in model.outputs)
+    return max(64 << 20, declared) if fixed else max(1 << 30, declared)
+
+
 def _nbytes(spec) -> int:
     count = 1
     for d in spec.shape:
@@ -561,6 +619,9 @@ _ERROR_CLASSES = {name: cls for name, cls in vars(errors).items()
                   if isinstance(cls, type) and issubclass(cls, EdgeAccelError)}
 
 
+_TEXT = 4000  # the characters of a worker's error message or hint passed on: its words, not its megabytes
+
+
 def _mib(count: int) -> str:
     return f"{count / 2**20:.0f} MiB"
 
@@ -568,9 +629,9 @@ def _mib(count: int) -> str:
 def _as_error(reply: dict, runtime: str, address_space: int, open_files: int = 0) -> EdgeAccelError:
     """The worker's error as the same edgeaccel class; only names of that tree are honoured."""
     cls = _ERROR_CLASSES.get(str(reply.get("error")), errors.InferenceError)
-    message = str(reply.get("message") or f"{cls.__name__} in the worker, with no message")
+    message = str(reply.get("message") or f"{cls.__name__} in the worker, with no message")[:_TEXT]
     hint = reply.get("hint")
-    hint = str(hint) if hint else None
+    hint = str(hint)[:_TEXT] if hint else None
     if address_space and (errors.looks_out_of_memory(message) or "no message" in message):
         hint = (f"the worker's address space is limited to {address_space / 2**30:g} GiB and the runtime "
                 "could not get memory (or a thread) under it: raise IsolationLimits(memory_bytes=...) if the "

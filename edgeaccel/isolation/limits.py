@@ -71,8 +71,16 @@ class IsolationLimits:
     open_files: the worker's open-file limit (RLIMIT_NOFILE); 0 keeps the inherited one.
     cpu_seconds: CPU time the worker may use over its life (RLIMIT_CPU, all its threads); 0 for none. A
         worker over it is killed and the error names the limit; the next request starts a new worker.
-    output_bytes: the most bytes of outputs one run() may send back; 0: 1 GiB or 4x the model's declared
-        outputs, whichever is more.
+    output_bytes: the most bytes of outputs one run() may send back; 0: 4x the model's declared outputs (at
+        least 64 MiB) when each has a fixed shape and a numeric type, else 1 GiB or 4x, whichever is more.
+    environment: names of more environment variables the worker may see (a name ending in "*": every variable
+        that starts so). By default it sees only what Python and the runtimes need
+        (edgeaccel.isolation.environment.WORKER_ENVIRONMENT and the runtime's ``worker_environment``), never the
+        rest of the app's environment: API keys and database URLs stay out of its reach.
+    output_log_bytes: how much of the worker's stdout and stderr is logged (debug level, "edgeaccel.isolation")
+        before its lines are only counted (executor.details["isolated"]["output"]). Whatever the worker writes,
+        this process keeps its last 12 lines, each cut to 300 bytes: a worker writing without newlines cannot
+        grow this process's memory.
     probe: for tests only (SandboxProbe): the worker attempts forbidden actions and reports the outcomes, or
         answers every run with a malformed reply (SandboxProbe.bad_reply).
     """
@@ -90,6 +98,8 @@ class IsolationLimits:
     open_files: int = 1024
     cpu_seconds: float = 0
     output_bytes: int = 0
+    environment: tuple[str, ...] = ()
+    output_log_bytes: int = 1 << 20
     probe: SandboxProbe | None = None
 
     def __post_init__(self) -> None:
@@ -105,6 +115,11 @@ class IsolationLimits:
         if self.open_files < 0 or self.cpu_seconds < 0 or self.output_bytes < 0:
             raise ValueError("IsolationLimits: open_files, cpu_seconds and output_bytes are >= 0 (0: no limit)")
         object.__setattr__(self, "readable", tuple(str(p) for p in self.readable))
+        if isinstance(self.environment, str):
+            raise ValueError(f"IsolationLimits: environment is a tuple of names, not the string {self.environment!r}")
+        object.__setattr__(self, "environment", tuple(str(n) for n in self.environment))
+        if self.output_log_bytes < 0:
+            raise ValueError("IsolationLimits: output_log_bytes is >= 0")
         if self.memory_bytes < 0 or self.resident_bytes < 0 or self.load_timeout <= 0 or self.run_timeout <= 0 \
                 or self.watchdog_interval <= 0:
             raise ValueError("IsolationLimits: memory_bytes >= 0, resident_bytes >= 0 and positive timeouts and "

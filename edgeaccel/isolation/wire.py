@@ -29,6 +29,9 @@ PREFIX = struct.Struct("<IIIQ")  # sequence number, header bytes, buffer count, 
 SEQ = struct.Struct("<I")
 _LEN = struct.Struct("<Q")
 MAX_HEADER = 16 << 20
+# what the caller reads of a header from its worker: dtype, shape and offset per array, an error's message. Small,
+# because each of its bytes may become far more memory once parsed (a string array's lengths list: one object each)
+REPLY_HEADER = 1 << 20
 MAX_BUFFERS = 4096
 
 
@@ -84,16 +87,16 @@ def set_timeout(sock: socket.socket, seconds: float) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
 
 
-def recv_frame(sock: socket.socket, max_bytes: int) -> tuple[bytes, list[memoryview]]:
+def recv_frame(sock: socket.socket, max_bytes: int, max_header: int = MAX_HEADER) -> tuple[bytes, list[memoryview]]:
     """One frame; raises WireError on EOF or on sizes past the limits (a confused or hostile peer).
     Polling for the reply before sleeping was tried: on 2 busy cores it doubled a tiny model's call."""
     _, header_len, count, total = PREFIX.unpack(_recv_exact(sock, PREFIX.size))
-    check_prefix(header_len, count, total, max_bytes)
+    check_prefix(header_len, count, total, max_bytes, max_header)
     return split_body(memoryview(_recv_exact(sock, 8 * count + header_len + total)), count, header_len)
 
 
-def check_prefix(header_len: int, count: int, total: int, max_bytes: int) -> None:
-    if header_len > MAX_HEADER or count > MAX_BUFFERS:
+def check_prefix(header_len: int, count: int, total: int, max_bytes: int, max_header: int = MAX_HEADER) -> None:
+    if header_len > max_header or count > MAX_BUFFERS:
         raise WireError(f"frame declares a {header_len}-byte header and {count} buffers")
     if total > max_bytes:
         raise WireLimitError(total, max_bytes)
@@ -209,8 +212,8 @@ def _encode_strings(a: np.ndarray) -> tuple[str, bytes, list[int]]:
     return kind, b"".join(encoded), [len(v) for v in encoded]
 
 
-def recv_json(sock: socket.socket, max_bytes: int) -> tuple[dict, list[np.ndarray]]:
-    return decode_json(*recv_frame(sock, max_bytes))
+def recv_json(sock: socket.socket, max_bytes: int, max_header: int = REPLY_HEADER) -> tuple[dict, list[np.ndarray]]:
+    return decode_json(*recv_frame(sock, max_bytes, max_header))
 
 
 def decode_json(header: bytes, buffers: list) -> tuple[dict, list[np.ndarray]]:
@@ -254,8 +257,9 @@ def _parse_json(header: bytes, buffers: list) -> tuple[dict, list]:
                 arrays.append(item)
         if pending:
             raise ValueError("a sequence shorter than it declared")
-    except (ValueError, KeyError, TypeError) as exc:
-        raise WireError(f"malformed reply from the worker: {exc}") from exc
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
+        # RecursionError: JSON nested past the interpreter's depth, a reply a worker can send at will
+        raise WireError(f"malformed reply from the worker: {type(exc).__name__}: {str(exc)[:200]}") from None
     return message, arrays
 
 
