@@ -99,6 +99,7 @@ class ServeCore:
         self.answered = 0
         self._idle = threading.Condition(self._lock)
         self._draining = False
+        self.last_refusal = 0.0  # when a request was last refused for the shutdown (server.py waits for quiet)
 
     # -- the repository --------------------------------------------------------------------------------------
     def load(self, name: str) -> ServedModel:
@@ -231,7 +232,10 @@ class ServeCore:
         """The 503 ``infer`` would give now (shutting down, queue full), before the caller reads a request's body:
         a flood of large bodies is refused without buffering them. ``infer`` checks again under its lock."""
         if self._draining:
-            raise ServeError(503, "the server is shutting down; send the request to another instance", retry_after=5)
+            self.last_refusal = time.monotonic()
+            error = ServeError(503, "the server is shutting down; send the request to another instance", retry_after=5)
+            error.close_connection = True  # HTTP: no keep-alive reuse of a connection that is about to close
+            raise error
         if self._pending >= self.options.max_queue:
             raise ServeError(503, f"{self._pending} requests are already waiting (--max-queue "
                                   f"{self.options.max_queue}); retry later", retry_after=1)
@@ -353,6 +357,12 @@ class ServeCore:
                 self._idle.notify_all()
 
     # -- lifetime ------------------------------------------------------------------------------------------
+    def refuse(self) -> None:
+        """Refuse every new request from now on (503 / UNAVAILABLE, not ready); accepted ones still run."""
+        with self._lock:
+            self._draining = True
+            self.last_refusal = time.monotonic()
+
     def drain(self, timeout_s: float | None = None) -> bool:
         """Refuse new requests and wait until every accepted one has its answer; False on timeout."""
         with self._lock:

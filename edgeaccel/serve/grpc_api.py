@@ -36,6 +36,7 @@ from .tensors import datatype_of, dtype_of, from_bytes, from_json, refuse_unserv
 log = logging.getLogger("edgeaccel.serve")
 NO_DEADLINE_S = 1e8  # time_remaining() beyond this: the client set no deadline (grpcio's thread-pool server
 # reports one far beyond any wait a thread can make)
+HOLD_MAX_S = 2.0  # the longest a refusal is held back while gRPC stops
 # InferTensorContents field holding each datatype's values
 CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
             "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents", "UINT32": "uint_contents",
@@ -48,6 +49,11 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         self.metrics = metrics
         self.token = token
         self.tasks = TaskService(core)  # BYTES inputs of encoded images for a model with a task (tasks.py)
+        # At shutdown (server.py): while gRPC stops, a refusal is held back (holding) until clients have had the
+        # server's GOAWAY (released). A client held waiting sends nothing new meanwhile, and a call that arrived
+        # after the stop began would be CANCELLED by gRPC's core instead of our UNAVAILABLE.
+        self.holding = threading.Event()
+        self.released = threading.Event()
 
     def _guard(self, context) -> None:
         if self.token is not None:
@@ -149,6 +155,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             return _response(request, future.result())
         except ServeError as exc:
             status, error, failed = exc.status, exc.message, exc
+            if exc.close_connection and self.holding.is_set():
+                self.released.wait(HOLD_MAX_S)
         except Exception as exc:  # a bug of the server: logged whole, answered INTERNAL in one line, not counted 200
             log.exception("internal error on ModelInfer %s", name)
             status, error = 500, f"internal error: {type(exc).__name__}: {exc}"

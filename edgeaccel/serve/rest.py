@@ -363,6 +363,8 @@ def _response(name: str, request: dict, outputs: dict) -> tuple[bytes, list]:
 
 async def _send_error(send, exc: ServeError) -> None:
     extra = [(b"retry-after", str(exc.retry_after).encode())] if exc.retry_after else []
+    if exc.close_connection:
+        extra.append((b"connection", b"close"))
     await _send_json(send, exc.status, {"error": exc.message}, extra=extra)
 
 
