@@ -136,7 +136,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         started = time.perf_counter()
         name, status, error, failed = request.model_name, 200, None, None
         try:
-            if any(t.datatype == "BYTES" for t in request.inputs):
+            if any(t.datatype == "BYTES" for t in request.inputs) and \
+                    self.tasks.has_task(request.model_name, request.model_version):
                 return self._images(request, context)
             inputs = _inputs(request)
             timeout = _timeout_s(request, context)

@@ -34,7 +34,10 @@ def decode_image(data: bytes | memoryview, where: str = "the request's image") -
             return np.asarray(image.convert("RGB"))
     except ServeError:
         raise
-    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError, SyntaxError) as exc:
+    except Image.DecompressionBombError:  # Pillow's own refusal, from the header, of an even larger one
+        raise ServeError(400, f"{where} declares more pixels than the server decodes "
+                              f"({MAX_PIXELS // 1_000_000} MP); scale it down first") from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
         raise ServeError(400, f"{where} is not an image the server can decode ({_looks_like(data)}: "
                               f"{type(exc).__name__}: {exc}); send JPEG or PNG bytes") from None
 

@@ -197,13 +197,12 @@ class RestApp:
         head = body[:int(length)] if length is not None and length.isdigit() else body
         if b'"BYTES"' not in head:  # a tensor request (the common case) pays one substring search
             return None
+        if not self.tasks.has_task(name, version):
+            return None  # a tensor model: its BYTES input is refused as any string tensor is
         request, binary = _split(body, headers.get(HEADER_LENGTH))
         _parameters(request, "the request")
         images = predict_http.bytes_inputs(request, binary)
-        if images is None:
-            return None
-        self.tasks.task_of(name, version)  # a 400 naming --task for a model without one
-        return request, images
+        return None if images is None else (request, images)
 
     async def _predict(self, name: str, version: str, headers: dict, receive, send, query: bytes) -> None:
         started = time.perf_counter()

@@ -39,6 +39,15 @@ class TaskService:
             self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="edgeaccel-task")
         return self._pool
 
+    def has_task(self, name: str, version: str = "") -> bool:
+        """Whether the model answers images (a 404 for a model the server does not hold)."""
+        try:
+            return self.core.get(name, version).model.task is not None
+        except ServeError:
+            raise
+        except Exception:  # a task that does not fit: task_of says why
+            return True
+
     def task_of(self, name: str, version: str = "") -> Any:
         """The model's vision task; a 400 saying how to give one when it has none."""
         served = self.core.get(name, version)
