@@ -583,7 +583,8 @@ def test_flood_on_a_batched_model_then_sigterm_loses_no_accepted_request(repo):
     assert code == 0, "".join(server.stderr_lines[-20:])
     assert {s for _, s, _ in answers} == {200, 503}  # the queue filled; nothing else went wrong
     assert all(own for _, s, own in answers if s == 200)  # every answer was that client's own
-    assert retry_after and set(retry_after) == {"1"}
+    # 1: the queue was full; 5: the shutdown's refusals, answered while the port still listens
+    assert "1" in retry_after and set(retry_after) <= {"1", "5"}
     stopped = [line for line in server.stderr_lines if "stopped: answered" in line]
     answered, accepted = map(int, re.search(r"answered (\d+) of the (\d+)", stopped[0]).groups())
     assert answered == accepted

@@ -159,7 +159,7 @@ def encode_mask(mask: np.ndarray, how: str, background: int, classes: list[dict]
 
         values = mask.astype(np.int64) - background if background < 0 else mask.astype(np.int64)
         wide = values.max(initial=0) > 255
-        image = Image.fromarray(values.astype(np.uint16 if wide else np.uint8), mode="I;16" if wide else "L")
+        image = Image.fromarray(values.astype(np.uint16 if wide else np.uint8))  # "I;16" or "L"
         buffer = io.BytesIO()
         image.save(buffer, format="PNG")
         return {"format": "png", "width": width, "height": height,

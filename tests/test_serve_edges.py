@@ -1,0 +1,111 @@
+"""Edges of `edgeaccel serve` below the protocols: a wrong input shape is the caller's 400 from our own check
+(never a fallback through every executor and a 500), and loading a bundle says nothing about devices this
+machine never had. Real runtimes on test-built ONNX models and the shared artifacts."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from conftest import MODELS
+
+pytest.importorskip("onnx")
+
+
+def test_a_spatial_size_the_graph_cannot_take_is_a_400_and_no_fallback(tmp_path):
+    from onnx_models import small_conv
+
+    from edgeaccel.serve.core import ServeCore, ServeOptions
+    from edgeaccel.serve.errors import ServeError
+    from edgeaccel.serve.repository import ModelRepository
+
+    (tmp_path / "models").mkdir()
+    small_conv(tmp_path / "models" / "conv.onnx", dynamic=True)  # 1x3xHxW: H and W dynamic, a 3x3 kernel
+    core = ServeCore(ModelRepository(tmp_path / "models"), ServeOptions(executor="onnxruntime"))
+    try:
+        served = core.load("conv")
+        good = core.infer("conv", {"x": np.ones((1, 3, 8, 8), np.float32)}).result(30)
+        assert good["y"].shape == (1, 8)
+        future = core.infer("conv", {"x": np.ones((1, 3, 2, 2), np.float32)})
+        with pytest.raises(ServeError) as err:
+            future.result(30)
+        assert err.value.status == 400 and err.value.grpc_code == "INVALID_ARGUMENT"
+        assert "cannot run conv.onnx on inputs of this shape" in err.value.message
+        assert "spatial sizes at least its kernels'" in err.value.message
+        assert not served.model.fallbacks  # refused as the caller's input, not tried elsewhere
+    finally:
+        core.close()
+
+
+def test_dimensions_any_executor_fixes_are_checked_before_a_model_runs():
+    from edgeaccel.modelinfo import TensorSpec
+    from edgeaccel.serve.core import _check_fixed, fixed_dims
+    from edgeaccel.serve.errors import ServeError
+
+    dynamic = TensorSpec("x", (1, 3, None, None), np.dtype(np.float32))
+    fixed = TensorSpec("x", (1, 3, 224, 224), np.dtype(np.float32))
+    model = SimpleNamespace(inputs=[dynamic], slots=[SimpleNamespace(executor=SimpleNamespace(inputs=[dynamic])),
+                                                     SimpleNamespace(executor=SimpleNamespace(inputs=[fixed]))])
+    assert fixed_dims(model) == ((1, 3, 224, 224),)
+    served = SimpleNamespace(name="m", batcher=None)
+    _check_fixed(served, "x", (1, 3, 224, 224), fixed_dims(model)[0])
+    with pytest.raises(ServeError) as err:
+        _check_fixed(served, "x", (1, 3, 200, 224), fixed_dims(model)[0])
+    assert err.value.status == 400 and "the model takes 1x3x224x224 (dimension 2 must be 224" in err.value.message
+
+
+@pytest.mark.shared
+def test_a_bundle_loads_without_warnings_about_devices_this_machine_never_had(tmp_path, caplog):
+    import edgeaccel
+
+    bundle = tmp_path / "mobilenet"
+    bundle.mkdir()
+    for name in ("mobilenet_v2_1.0_224_quant.tflite", "mobilenet_v2_1.0_224_quant.onnx"):
+        shutil.copy(MODELS / name, bundle / name)
+    for path in (MODELS / "openvino").iterdir():
+        shutil.copy(path, bundle / path.name)
+    with caplog.at_level(logging.WARNING, logger="edgeaccel"):
+        with edgeaccel.load(bundle, calibrate=False) as model:
+            assert not [f for f in model.fallbacks if f.stage == "select"]
+            assert "passed over" not in model.executor.reason
+    assert not [r for r in caplog.records if "passed over" in r.getMessage()]
+
+
+@pytest.mark.shared
+def test_an_edge_tpu_twin_that_cannot_run_here_is_still_said(tmp_path):
+    import edgeaccel
+
+    for name in ("mobilenet_v1_0.25_128_quant.tflite", "mobilenet_v1_0.25_128_quant_edgetpu.tflite"):
+        shutil.copy(MODELS / name, tmp_path / name)
+    with edgeaccel.load(tmp_path, calibrate=False) as model:
+        if model.executor.device == "EdgeTPU":
+            pytest.skip("this machine has an Edge TPU")
+        (event,) = [f for f in model.fallbacks if f.stage == "select"]
+    assert "mobilenet_v1_0.25_128_quant_edgetpu.tflite" in event.failed
+
+
+def test_masks_encode_past_255_classes_and_instances_without_loss():
+    import base64
+    import io
+
+    from PIL import Image
+
+    from edgeaccel.serve.tasks import encode_mask
+
+    def png(mask, background):
+        encoded = encode_mask(mask, "png", background, [])
+        with Image.open(io.BytesIO(base64.b64decode(encoded["data"]))) as image:
+            return np.asarray(image)
+
+    classes = np.zeros((5, 7), np.int32)
+    classes[1:3, 2:5], classes[4, 6] = 300, 2  # an id past 255: a 16-bit PNG
+    np.testing.assert_array_equal(png(classes, 0), classes)
+    instances = np.full((4, 4), -1)
+    instances[0, 0], instances[3, 3] = 0, 1  # YOLO -seg: -1 where no instance is
+    np.testing.assert_array_equal(png(instances, -1), instances + 1)
+    rle = encode_mask(instances, "rle", -1, [])["rle"]
+    assert [(r["id"], r["counts"]) for r in rle] == [(0, [0, 1, 15]), (1, [15, 1])]
