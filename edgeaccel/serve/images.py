@@ -19,7 +19,11 @@ IMAGE_SIGNATURES = ((b"\xff\xd8\xff", "JPEG"), (b"\x89PNG\r\n\x1a\n", "PNG"), (b
 
 def decode_image(data: bytes | memoryview, where: str = "the request's image") -> np.ndarray:
     """H x W x 3 uint8 RGB from encoded image bytes (EXIF rotation applied, as a phone's photo is seen)."""
-    from PIL import Image, ImageOps, UnidentifiedImageError
+    try:
+        from PIL import Image, ImageOps, UnidentifiedImageError
+    except ImportError:
+        raise ServeError(500, "the server cannot decode images: Pillow is not installed on it "
+                              '(pip install "edgeaccel[serve]"); send tensors to /infer meanwhile') from None
 
     data = bytes(data)
     if not data:
