@@ -30,7 +30,8 @@ def image_of(body: bytes, headers: dict) -> tuple[bytes, dict[str, str]]:
     content_type = headers.get(b"content-type", b"")
     if content_type.lower().startswith(b"multipart/form-data"):
         return multipart_file(body, content_type)
-    if content_type.lower().startswith((b"application/json", b"application/x-www-form-urlencoded")):
+    # curl --data-binary and urllib label any body x-www-form-urlencoded: the bytes decide, not that label
+    if content_type.lower().startswith(b"application/json"):
         raise ServeError(415, "POST /predict takes the image itself (Content-Type image/jpeg or image/png, or "
                               "multipart/form-data); tensors in JSON go to /infer")
     return body, {}
