@@ -328,7 +328,8 @@ def passed_over(ranking: Ranking, chosen: Candidate) -> list[Rejection]:
     found = []
     for r in ranking.rejected:
         cls = classes.get(r.runtime)
-        if (r.artifact.path == chosen.artifact.path or r.artifact.path in runnable or cls is None or cls.kind_of(r.device) in (None, "cpu", "auto")
+        if (r.artifact.path == chosen.artifact.path or r.artifact.path in runnable or cls is None
+                or cls.kind_of(r.device) in (None, "cpu", "auto")
                 or not cls.reads(r.artifact.format, r.device) or r.reason.startswith("not the ")):
             continue
         found.append(r)

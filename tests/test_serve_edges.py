@@ -16,29 +16,68 @@ from conftest import MODELS
 pytest.importorskip("onnx")
 
 
-def test_a_spatial_size_the_graph_cannot_take_is_a_400_and_no_fallback(tmp_path):
-    from onnx_models import small_conv
-
+def _serve_one(tmp_path, build, **options):
     from edgeaccel.serve.core import ServeCore, ServeOptions
-    from edgeaccel.serve.errors import ServeError
     from edgeaccel.serve.repository import ModelRepository
 
     (tmp_path / "models").mkdir()
-    small_conv(tmp_path / "models" / "conv.onnx", dynamic=True)  # 1x3xHxW: H and W dynamic, a 3x3 kernel
-    core = ServeCore(ModelRepository(tmp_path / "models"), ServeOptions(executor="onnxruntime"))
+    build(tmp_path / "models" / "m.onnx")
+    core = ServeCore(ModelRepository(tmp_path / "models"), ServeOptions(**options))
+    return core, core.load("m")
+
+
+def _conv_hw(path):
+    from onnx_models import small_conv
+
+    small_conv(path, dynamic=True)
+
+
+def _matmul_k(path):
+    from onnx import TensorProto, helper
+
+    from onnx_models import save
+
+    save([helper.make_node("MatMul", ["x", "W"], ["y"])],
+         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "k"])],
+         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], {"W": np.ones((4, 3), np.float32)}, path)
+
+
+@pytest.mark.parametrize("build, good, bad, words", [
+    # 1x3xHxW into a 3x3 Conv: 2x2 is too small (ONNX Runtime refused it, OpenVINO answered zeros)
+    (_conv_hw, (1, 3, 8, 8), (1, 3, 2, 2),
+     "would be 1x8x0x0: an input is smaller than a kernel"),
+    # x [1, k] @ W [4, 3]: k must be 4 (OpenVINO answered k=5 with no error)
+    (_matmul_k, (1, 4), (1, 5), "Incompatible dimensions for matrix multiplication"),
+], ids=["conv-too-small", "matmul-width"])
+def test_a_size_the_graph_cannot_take_is_our_400_before_any_executor_runs(tmp_path, build, good, bad, words):
+    from edgeaccel.serve.errors import ServeError
+
+    core, served = _serve_one(tmp_path, build)  # every executor the policy holds (ONNX Runtime and OpenVINO)
     try:
-        served = core.load("conv")
-        good = core.infer("conv", {"x": np.ones((1, 3, 8, 8), np.float32)}).result(30)
-        assert good["y"].shape == (1, 8)
-        future = core.infer("conv", {"x": np.ones((1, 3, 2, 2), np.float32)})
+        assert core.infer("m", {"x": np.ones(good, np.float32)}).result(30)
+        runs = sum(s["runs"] for s in core.gate.snapshot().values())
         with pytest.raises(ServeError) as err:
-            future.result(30)
+            core.infer("m", {"x": np.ones(bad, np.float32)})  # refused as it is taken, not from its future
         assert err.value.status == 400 and err.value.grpc_code == "INVALID_ARGUMENT"
-        assert "cannot run conv.onnx on inputs of this shape" in err.value.message
-        assert "spatial sizes at least its kernels'" in err.value.message
-        assert not served.model.fallbacks  # refused as the caller's input, not tried elsewhere
+        assert "cannot take inputs of these shapes" in err.value.message and words in err.value.message
+        assert sum(s["runs"] for s in core.gate.snapshot().values()) == runs  # no executor ran it
+        assert not served.model.fallbacks
     finally:
         core.close()
+
+
+def test_onnx_runtime_refusing_a_shape_at_run_is_the_callers_error_not_a_fallback(tmp_path):
+    from onnx_models import small_conv
+
+    import edgeaccel
+    from edgeaccel.errors import InputShapeError
+
+    small_conv(tmp_path / "conv.onnx", dynamic=True)
+    with edgeaccel.load(tmp_path / "conv.onnx", executor="onnxruntime") as model:
+        with pytest.raises(InputShapeError) as err:
+            model.run(np.ones((1, 3, 2, 2), np.float32))
+    assert "cannot run conv.onnx on inputs of this shape" in err.value.message
+    assert "spatial sizes at least its kernels'" in err.value.hint
 
 
 def test_dimensions_any_executor_fixes_are_checked_before_a_model_runs():

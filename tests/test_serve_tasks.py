@@ -42,7 +42,8 @@ def repo(tmp_path_factory):
     shutil.copy(MODELS / "traffic_model.tflite", folder / "traffic.tflite")
     shutil.copy(MODELS / "deeplabv3_mnv2_dm05_pascal_quant.tflite", folder / "deeplab.tflite")
     shutil.copy(MODELS / "mobilenet_v2_1.0_224_quant.tflite", folder / "mobilenet.tflite")
-    save([helper.make_node("MatMul", ["x", "W"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+    save([helper.make_node("MatMul", ["x", "W"], ["y"])],
+         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], {"W": np.ones((4, 3), np.float32)},
          folder / "plain.onnx")  # no image input: no task
     return folder

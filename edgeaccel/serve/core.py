@@ -32,6 +32,7 @@ from .batching import Batcher, batchable
 from .errors import ServeError, from_edgeaccel
 from .gate import DeviceGate, gate_model, ran_by
 from .repository import Entry, ModelRepository, layout_hint
+from .shape_check import onnx_check_for
 from .tensors import datatype_of
 
 log = logging.getLogger("edgeaccel.serve")
@@ -69,6 +70,7 @@ class ServedModel:
     batcher: Batcher | None = None
     # per input, every dimension that any of the model's executors fixes (None: dynamic in all of them)
     fixed: tuple[tuple[int | None, ...] | None, ...] = ()
+    shape_check: Any = None  # shape_check.OnnxShapeCheck for an ONNX model with dynamic inputs
 
     @property
     def platform(self) -> str:
@@ -155,8 +157,9 @@ class ServeCore:
         priority = int(opts.priorities.get(entry.name, 0))
         devices = gate_model(model, self.gate, priority)
         can_batch, why = batchable(model)
+        fixed = fixed_dims(model)
         served = ServedModel(entry.name, entry, model, InputBinder(model.inputs), priority, devices, why,
-                             fixed=fixed_dims(model))
+                             fixed=fixed, shape_check=onnx_check_for(model, fixed))
         if can_batch and opts.max_batch > 1:
             served.batcher = Batcher(lambda arrays, at: model.submit(arrays, deadline=_left(at)), opts.max_batch,
                                      opts.batch_window_ms / 1000.0, self._batch_observer(entry.name),
@@ -347,6 +350,13 @@ class ServeCore:
             raise from_edgeaccel(exc, served.name) from None
         for spec, array, fixed in zip(served.model.inputs, arrays, served.fixed):
             _check_fixed(served, spec.name, array.shape, fixed)
+        if served.shape_check is not None:
+            why = served.shape_check.problem({s.name: a.shape for s, a in zip(served.model.inputs, arrays)})
+            if why:
+                shapes = ", ".join(f"{spec.name} {'x'.join(map(str, array.shape))}"
+                                   for spec, array in zip(served.model.inputs, arrays))
+                raise ServeError(400, f"model '{served.name}' cannot take inputs of these shapes ({shapes}): {why} "
+                                      f"(GET /v2/models/{served.name} for its inputs)")
         return arrays
 
     def _done(self) -> None:
