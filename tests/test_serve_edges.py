@@ -148,3 +148,25 @@ def test_masks_encode_past_255_classes_and_instances_without_loss():
     np.testing.assert_array_equal(png(instances, -1), instances + 1)
     rle = encode_mask(instances, "rle", -1, [])["rle"]
     assert [(r["id"], r["counts"]) for r in rle] == [(0, [0, 1, 15]), (1, [15, 1])]
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--task", "conv=track"], "--task conv=track: the task is one of classify, detect, segment, pose"),
+    (["--task", "conv"], "--task takes MODEL=VALUE, not 'conv'"),
+    (["--labels", "conv=no-such-labels.txt"], "--labels conv=no-such-labels.txt: no such file"),
+    (["--task", "cnv=classify"], "--task names 'cnv', which the repository"),
+], ids=["unknown-task", "no-model", "missing-labels", "unknown-model"])
+def test_task_flags_are_checked_before_anything_loads(tmp_path, flags, words):
+    import os
+    import subprocess
+    import sys
+
+    from onnx_models import small_conv
+
+    from conftest import ROOT
+
+    small_conv(tmp_path / "conv.onnx")
+    run = subprocess.run([sys.executable, "-m", "edgeaccel", "serve", str(tmp_path), "--port", "0", "--grpc-port",
+                          "off", *flags], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode != 0 and words in run.stderr, run.stderr

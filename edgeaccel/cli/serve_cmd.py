@@ -97,6 +97,12 @@ def main(args: argparse.Namespace) -> int:
         repository = ModelRepository(args.repository)
     except ServeError as exc:
         raise ConfigError(exc.message) from None
+    held = repository.entries()
+    for option, given in (("--task", options.tasks), ("--labels", options.labels)):
+        unknown = sorted(set(given) - set(held))
+        if unknown:
+            raise InputError(f"{option} names {unknown[0]!r}, which the repository {args.repository} does not hold",
+                             hint=f"use a model's name (its folder or file stem): {', '.join(sorted(held)) or 'none'}")
     metrics = Metrics(log_json=args.log_json)
     core = ServeCore(repository, options, metrics)
     metrics.attach(core)
