@@ -370,12 +370,16 @@ def _explain_absences(ranking: Ranking, facts: MachineFacts) -> Ranking:
 
 def passed_over(ranking: Ranking, chosen: Candidate) -> list[Rejection]:
     """Accelerator candidates of another artifact that could not run here (an Edge TPU-compiled twin without
-    an Edge TPU): the reason the chosen artifact runs instead, which the caller must be able to see."""
+    an Edge TPU): the reason the chosen artifact runs instead, which the caller must be able to see.
+    An artifact that has a candidate here (an ONNX file onnxruntime:CPU runs) was not passed over for want of a
+    device: its GPU/NPU rows are devices this machine never had, not news on every load."""
     classes = runtimes()
+    runnable = {c.artifact.path for c in ranking.candidates}
     found = []
     for r in ranking.rejected:
         cls = classes.get(r.runtime)
-        if (r.artifact.path == chosen.artifact.path or cls is None or cls.kind_of(r.device) in (None, "cpu", "auto")
+        if (r.artifact.path == chosen.artifact.path or r.artifact.path in runnable or cls is None
+                or cls.kind_of(r.device) in (None, "cpu", "auto")
                 or not cls.reads(r.artifact.format, r.device) or r.reason.startswith("not the ")):
             continue
         found.append(r)

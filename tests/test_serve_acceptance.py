@@ -411,14 +411,15 @@ def test_bad_grpc_requests_are_invalid_argument_with_the_reason(server):
 def test_requests_every_runtime_refuses_do_not_take_the_model_away_from_other_clients(server, tmp_path):
     """Rows that disagree between inputs fail in ONNX Runtime and OpenVINO alike. Each such failure used to count
     against the executor: three requests took both out of rotation, and every client's next request waited for
-    its deadline (504) on a model with no executor left."""
+    its deadline (504) on a model with no executor left. Now the server's own shape check (ONNX shape inference
+    with the request's shapes) refuses them as the caller's 400 before any executor runs."""
     bad = {"inputs": [{"name": "a", "shape": [2, 4], "datatype": "FP32", "data": [1] * 8},
                       {"name": "b", "shape": [3, 4], "datatype": "INT64", "data": [1] * 12}],
            "parameters": {"timeout": 10_000_000}}
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     for _ in range(4):
         status, reply = _curl(f"{server.url}/v2/models/mixed/infer", "-d", f"@{tmp_path / 'bad.json'}")
-        assert status == 500 and "failed to run mixed.onnx" in reply["error"], reply
+        assert status == 400 and "cannot take inputs of these shapes (a 2x4, b 3x4)" in reply["error"], reply
     good = {"inputs": [LINE, INT_LINE], "parameters": {"timeout": 10_000_000}, "outputs": [{"name": "sum"}]}
     (tmp_path / "good.json").write_text(json.dumps(good))
     status, reply = _curl(f"{server.url}/v2/models/mixed/infer", "-d", f"@{tmp_path / 'good.json'}")
@@ -454,13 +455,13 @@ def test_a_request_the_model_refuses_fails_alone_in_a_batch(tmp_path, caplog):
         core.load("lookup")
         a = [np.full((1, 4), k, np.float32) for k in range(3)]
         b = np.ones((1, 4), np.int64)
-        futures = [core.infer("mixed", {"a": a[0], "b": b}),
-                   core.infer("mixed", {"a": np.zeros((2, 4), np.float32), "b": np.ones((3, 4), np.int64)}),
-                   core.infer("mixed", {"a": a[1], "b": b}), core.infer("mixed", {"a": a[2], "b": b})]
-        for k, i in enumerate((0, 2, 3)):
-            np.testing.assert_array_equal(futures[i].result(timeout=30)["sum"], a[k] + 1)
-        with pytest.raises(ServeError):
-            futures[1].result(timeout=30)
+        futures = [core.infer("mixed", {"a": a[0], "b": b})]
+        with pytest.raises(ServeError) as err:  # the server's own shape check: refused before it can join a batch
+            core.infer("mixed", {"a": np.zeros((2, 4), np.float32), "b": np.ones((3, 4), np.int64)})
+        assert err.value.status == 400
+        futures += [core.infer("mixed", {"a": a[1], "b": b}), core.infer("mixed", {"a": a[2], "b": b})]
+        for k, future in enumerate(futures):
+            np.testing.assert_array_equal(future.result(timeout=30)["sum"], a[k] + 1)
         # rows that disagree but broadcast (1 row of a, 2 of b): run alone, and answered
         alone = core.infer("mixed", {"a": a[2], "b": np.ones((2, 4), np.int64)}).result(timeout=30)
         np.testing.assert_array_equal(alone["sum"], np.full((2, 4), 3, np.float32))
@@ -583,7 +584,8 @@ def test_flood_on_a_batched_model_then_sigterm_loses_no_accepted_request(repo):
     assert code == 0, "".join(server.stderr_lines[-20:])
     assert {s for _, s, _ in answers} == {200, 503}  # the queue filled; nothing else went wrong
     assert all(own for _, s, own in answers if s == 200)  # every answer was that client's own
-    assert retry_after and set(retry_after) == {"1"}
+    # 1: the queue was full; 5: the shutdown's refusals, answered while the port still listens
+    assert "1" in retry_after and set(retry_after) <= {"1", "5"}
     stopped = [line for line in server.stderr_lines if "stopped: answered" in line]
     answered, accepted = map(int, re.search(r"answered (\d+) of the (\d+)", stopped[0]).groups())
     assert answered == accepted

@@ -40,6 +40,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device-limit", action="append", default=[], metavar="DEVICE=N",
                    help="runs at once on a device, all models together (default: its executors' concurrency, "
                         "1 for an Edge TPU); e.g. cpu=2")
+    p.add_argument("--task", action="append", default=[], metavar="MODEL=TASK",
+                   help="a model's vision task (classify, detect, segment, pose) for POST /v2/models/MODEL/predict "
+                        "(default: its metadata's, or the one its outputs are recognized as); repeat per model")
+    p.add_argument("--labels", action="append", default=[], metavar="MODEL=FILE",
+                   help="a model's label file (.txt, one name a line, or a .pbtxt label map); repeat per model")
     p.add_argument("--max-queue", type=int, default=64,
                    help="requests accepted and unanswered at once; more get 503 + Retry-After (default 64)")
     p.add_argument("--timeout", type=float, default=30.0, metavar="S",
@@ -85,12 +90,19 @@ def main(args: argparse.Namespace) -> int:
                            telemetry_root=args.telemetry_root, max_queue=args.max_queue, timeout_s=args.timeout,
                            max_batch=args.max_batch, batch_window_ms=args.batch_window_ms,
                            priorities=_pairs(args.priority, "--priority"),
-                           device_limits=_pairs(args.device_limit, "--device-limit"))
+                           device_limits=_pairs(args.device_limit, "--device-limit"),
+                           tasks=_named(args.task, "--task"), labels=_labels(args.labels))
     _logging(args.log_json)
     try:
         repository = ModelRepository(args.repository)
     except ServeError as exc:
         raise ConfigError(exc.message) from None
+    held = repository.entries()
+    for option, given in (("--task", options.tasks), ("--labels", options.labels)):
+        unknown = sorted(set(given) - set(held))
+        if unknown:
+            raise InputError(f"{option} names {unknown[0]!r}, which the repository {args.repository} does not hold",
+                             hint=f"use a model's name (its folder or file stem): {', '.join(sorted(held)) or 'none'}")
     metrics = Metrics(log_json=args.log_json)
     core = ServeCore(repository, options, metrics)
     metrics.attach(core)
@@ -134,6 +146,39 @@ def _pairs(items: list[str], option: str) -> dict[str, int]:
             sep = ""
         if not sep or not key.strip():
             raise InputError(f"{option} takes NAME=N, not {item!r}")
+    return out
+
+
+def _named(items: list[str], option: str) -> dict[str, str]:
+    from ..errors import InputError
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise InputError(f"{option} takes MODEL=VALUE, not {item!r}")
+        out[key.strip()] = value.strip()
+    if option == "--task":
+        from ..vision import TASKS
+
+        for name, task in out.items():
+            if task not in TASKS:
+                raise InputError(f"--task {name}={task}: the task is one of {', '.join(TASKS)}")
+    return out
+
+
+def _labels(items: list[str]) -> dict[str, str]:
+    from pathlib import Path
+
+    from ..errors import InputError
+
+    out = {}
+    for name, value in _named(items, "--labels").items():
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise InputError(f"--labels {name}={value}: no such file",
+                             hint="give a text file with one name a line, or a .pbtxt label map")
+        out[name] = str(path.resolve())
     return out
 
 

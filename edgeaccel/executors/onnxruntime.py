@@ -27,6 +27,7 @@ from ..errors import (
     MEMORY_HINT,
     DeviceUnavailableError,
     InferenceError,
+    InputShapeError,
     ModelLoadError,
     UnsupportedModelError,
     looks_out_of_memory,
@@ -103,7 +104,15 @@ def _load_hint(f: Failure) -> str:
 
 
 ERROR_RULES = (
-    ORT_LIMIT_RULE,  # an allocation failure under gpu_mem_limit_mb names the limit
+    ORT_LIMIT_RULE,
+    # an input of a dynamic dimension that the graph cannot take (a spatial size below a kernel's): the caller's
+    # input, which every other executor would refuse alike or, as OpenVINO did on a 2x2 conv input, answer with
+    # zeros; an InputShapeError is not failed over (model.fails_over) and is a 400 from `edgeaccel serve`
+    ErrorRule(InputShapeError, contains=("Invalid input shape", "Got invalid dimensions for input",
+                                         "Invalid rank for input"), stages=("run",),
+              message="ONNX Runtime cannot run {name} on inputs of this shape: {message}",
+              hint="give the input a shape the model takes: its fixed dimensions, and spatial sizes at least "
+                   "its kernels'"),  # an allocation failure under gpu_mem_limit_mb names the limit
     ErrorRule(UnsupportedModelError, contains=("NOT_IMPLEMENTED", "Could not find an implementation"),
               message="ONNX Runtime failed to load {name}: {message}", hint=_load_hint),
     ErrorRule(ModelLoadError, message="ONNX Runtime failed to load {name}: {message}", hint=_load_hint),

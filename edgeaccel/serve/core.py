@@ -30,8 +30,9 @@ from ..model import _fail, _set
 from ..tensors import InputBinder
 from .batching import Batcher, batchable
 from .errors import ServeError, from_edgeaccel
-from .gate import DeviceGate, gate_model
+from .gate import DeviceGate, gate_model, ran_by
 from .repository import Entry, ModelRepository, layout_hint
+from .shape_check import onnx_check_for
 from .tensors import datatype_of
 
 log = logging.getLogger("edgeaccel.serve")
@@ -53,6 +54,8 @@ class ServeOptions:
     batch_window_ms: float = 2.0
     priorities: dict[str, int] = field(default_factory=dict)
     device_limits: dict[str, int] = field(default_factory=dict)
+    tasks: dict[str, str] = field(default_factory=dict)  # model name -> vision task (load(task=...))
+    labels: dict[str, str] = field(default_factory=dict)  # model name -> label file (load(labels=...))
 
 
 @dataclass
@@ -65,6 +68,9 @@ class ServedModel:
     devices: list[str]
     batching: str  # what batching does for this model, said in its metadata
     batcher: Batcher | None = None
+    # per input, every dimension that any of the model's executors fixes (None: dynamic in all of them)
+    fixed: tuple[tuple[int | None, ...] | None, ...] = ()
+    shape_check: Any = None  # shape_check.OnnxShapeCheck for an ONNX model with dynamic inputs
 
     @property
     def platform(self) -> str:
@@ -89,6 +95,7 @@ class ServeCore:
         self.answered = 0
         self._idle = threading.Condition(self._lock)
         self._draining = False
+        self.last_refusal = 0.0  # when a request was last refused for the shutdown (server.py waits for quiet)
 
     # -- the repository --------------------------------------------------------------------------------------
     def load(self, name: str) -> ServedModel:
@@ -126,7 +133,8 @@ class ServeCore:
             with _NATIVE_LOG_LOCK, quiet_native_stderr():
                 model = edgeaccel.load(entry.source, executor=opts.executor, policy=opts.policy,
                                        power_budget_w=opts.power_budget_w, performance_hint=opts.performance_hint,
-                                       isolate=opts.isolate, telemetry_root=opts.telemetry_root)
+                                       isolate=opts.isolate, telemetry_root=opts.telemetry_root,
+                                       task=opts.tasks.get(entry.name), labels=opts.labels.get(entry.name))
         except Exception as exc:  # a model that does not load is a reason in the index, never a crash
             error = from_edgeaccel(exc, entry.name)
             raise ServeError(409 if error.status == 500 else error.status,
@@ -143,7 +151,9 @@ class ServeCore:
         priority = int(opts.priorities.get(entry.name, 0))
         devices = gate_model(model, self.gate, priority)
         can_batch, why = batchable(model)
-        served = ServedModel(entry.name, entry, model, InputBinder(model.inputs), priority, devices, why)
+        fixed = fixed_dims(model)
+        served = ServedModel(entry.name, entry, model, InputBinder(model.inputs), priority, devices, why,
+                             fixed=fixed, shape_check=onnx_check_for(model, fixed))
         if can_batch and opts.max_batch > 1:
             served.batcher = Batcher(lambda arrays, at: model.submit(arrays, deadline=_left(at)), opts.max_batch,
                                      opts.batch_window_ms / 1000.0, self._batch_observer(entry.name),
@@ -219,7 +229,10 @@ class ServeCore:
         """The 503 ``infer`` would give now (shutting down, queue full), before the caller reads a request's body:
         a flood of large bodies is refused without buffering them. ``infer`` checks again under its lock."""
         if self._draining:
-            raise ServeError(503, "the server is shutting down; send the request to another instance", retry_after=5)
+            self.last_refusal = time.monotonic()
+            error = ServeError(503, "the server is shutting down; send the request to another instance", retry_after=5)
+            error.close_connection = True  # HTTP: no keep-alive reuse of a connection that is about to close
+            raise error
         if self._pending >= self.options.max_queue:
             raise ServeError(503, f"{self._pending} requests are already waiting (--max-queue "
                                   f"{self.options.max_queue}); retry later", retry_after=1)
@@ -261,18 +274,35 @@ class ServeCore:
         return config
 
     # -- inference ----------------------------------------------------------------------------------------
-    def infer(self, name: str, inputs: dict[str, np.ndarray], version: str = "",
-              timeout_s: float | None = None) -> Future:
-        """Take one request: its Future gives the model's outputs as a dict by name (or a ServeError)."""
-        served = self.get(name, version)
-        arrays = self._bind(served, inputs)
-        timeout = self.options.timeout_s if timeout_s is None else min(float(timeout_s), self.options.timeout_s)
-        if timeout <= 0:
-            raise ServeError(400, f"timeout must be a positive number of seconds, not {timeout_s!r}")
+    def admit(self) -> None:
+        """Count one request as accepted before its inputs exist (an image still to decode): refused now when
+        the server is shutting down or the queue is full. ``infer(..., admitted=True)`` takes it over; a
+        request that fails before that gives its place back with ``release``."""
         with self._lock:
             self.check_room()
             self._pending += 1
             self.accepted += 1
+
+    def release(self) -> None:
+        """An admitted request answered without reaching ``infer`` (its image did not decode)."""
+        self._done()
+
+    def infer(self, name: str, inputs: dict[str, np.ndarray], version: str = "",
+              timeout_s: float | None = None, admitted: bool = False) -> Future:
+        """Take one request: its Future gives the model's outputs as a dict by name (an Answer, whose
+        ``executor`` names the executor that ran it where known) or a ServeError."""
+        try:
+            served = self.get(name, version)
+            arrays = self._bind(served, inputs)
+            timeout = self.options.timeout_s if timeout_s is None else min(float(timeout_s), self.options.timeout_s)
+            if timeout <= 0:
+                raise ServeError(400, f"timeout must be a positive number of seconds, not {timeout_s!r}")
+        except BaseException:
+            if admitted:
+                self._done()
+            raise
+        if not admitted:
+            self.admit()
         try:
             if served.batcher is not None:
                 inner = served.batcher.submit(arrays, time.monotonic() + timeout)
@@ -283,6 +313,7 @@ class ServeCore:
             raise from_edgeaccel(exc, name) from None
         outer: Future = Future()
         names = [t.name for t in served.model.outputs]
+        first = arrays[0] if arrays else None
 
         def finish(done: Future) -> None:  # outer may be cancelled (the client went away): _set/_fail allow it
             try:
@@ -291,7 +322,7 @@ class ServeCore:
                     _fail(outer, from_edgeaccel(exc, name))
                 else:
                     result = done.result()
-                    _set(outer, Answer(zip(names, result), getattr(result, "executor", None)))
+                    _set(outer, Answer(zip(names, result), getattr(result, "executor", None) or ran_by(first)))
             finally:
                 self._done()
 
@@ -310,9 +341,19 @@ class ServeCore:
                 raise ServeError(400, f"input '{key}' of model '{served.name}' is {datatype_of(want)}, the request "
                                       f"sent {datatype_of(array.dtype)}")
         try:
-            return served.binder.bind(inputs)
+            arrays = served.binder.bind(inputs)
         except Exception as exc:
             raise from_edgeaccel(exc, served.name) from None
+        for spec, array, fixed in zip(served.model.inputs, arrays, served.fixed):
+            _check_fixed(served, spec.name, array.shape, fixed)
+        if served.shape_check is not None:
+            why = served.shape_check.problem({s.name: a.shape for s, a in zip(served.model.inputs, arrays)})
+            if why:
+                shapes = ", ".join(f"{spec.name} {'x'.join(map(str, array.shape))}"
+                                   for spec, array in zip(served.model.inputs, arrays))
+                raise ServeError(400, f"model '{served.name}' cannot take inputs of these shapes ({shapes}): {why} "
+                                      f"(GET /v2/models/{served.name} for its inputs)")
+        return arrays
 
     def _done(self) -> None:
         with self._lock:
@@ -322,6 +363,12 @@ class ServeCore:
                 self._idle.notify_all()
 
     # -- lifetime ------------------------------------------------------------------------------------------
+    def refuse(self) -> None:
+        """Refuse every new request from now on (503 / UNAVAILABLE, not ready); accepted ones still run."""
+        with self._lock:
+            self._draining = True
+            self.last_refusal = time.monotonic()
+
     def drain(self, timeout_s: float | None = None) -> bool:
         """Refuse new requests and wait until every accepted one has its answer; False on timeout."""
         with self._lock:
@@ -349,6 +396,34 @@ class Answer(dict):
     def __init__(self, items=(), executor: str | None = None) -> None:
         super().__init__(items)
         self.executor = executor
+
+
+def fixed_dims(model: Any) -> tuple[tuple[int | None, ...] | None, ...]:
+    """Per input, the dimensions any executor of the model fixes. The model's own inputs are its first
+    executor's: an ONNX twin may leave H and W dynamic where the .tflite fixes them, and a request of the wrong
+    size would then pass the binder and fail inside a runtime (a 500, or fallbacks) instead of a 400 here."""
+    shapes: list[list[int | None] | None] = [None if t.unranked else list(t.shape) for t in model.inputs]
+    for slot in getattr(model, "slots", ()):
+        for i, spec in enumerate(getattr(slot.executor, "inputs", ())[:len(shapes)]):
+            if spec.unranked:
+                continue
+            if shapes[i] is None:
+                shapes[i] = list(spec.shape)
+            elif len(shapes[i]) == len(spec.shape):
+                shapes[i] = [d if d is not None else o for d, o in zip(shapes[i], spec.shape)]
+    return tuple(None if s is None else tuple(s) for s in shapes)
+
+
+def _check_fixed(served: ServedModel, name: str, shape: tuple, fixed: tuple | None) -> None:
+    if fixed is None or len(fixed) != len(shape):
+        return  # the binder checked the rank against the model's inputs
+    first = 1 if served.batcher is not None else 0  # rows of a batched model: the batcher's to count
+    for axis in range(first, len(shape)):
+        if fixed[axis] is not None and shape[axis] != fixed[axis]:
+            want = "x".join("?" if d is None else str(d) for d in fixed)
+            raise ServeError(400, f"input '{name}' of model '{served.name}' has shape "
+                                  f"{'x'.join(map(str, shape))}; the model takes {want} (dimension {axis} must be "
+                                  f"{fixed[axis]}: GET /v2/models/{served.name} for its inputs)")
 
 
 def _left(at: float | None) -> float | None:

@@ -22,6 +22,7 @@ class ServeError(Exception):
         self.status = status
         self.message = message
         self.retry_after = retry_after
+        self.close_connection = False
 
     @property
     def grpc_code(self) -> str:

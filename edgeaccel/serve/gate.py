@@ -119,18 +119,33 @@ class DeviceGate:
                 self._cond.notify_all()
 
 
+# The executor that answered a request, as its worker thread saw it: the scheduler settles a request's future in
+# the thread that ran it, so the core's callback reads it there (ran_by). Keyed by the request's first input
+# array, so a callback that runs in another thread (a future already done) finds no stale name.
+_RAN = threading.local()
+
+
+def ran_by(first_input: Any) -> str | None:
+    """The name of the executor that ran the request whose first input array is ``first_input``, or None."""
+    seen = getattr(_RAN, "last", None)
+    return seen[1] if seen is not None and seen[0] is first_input else None
+
+
 class GatedExecutor:
     """An executor whose runs take a place at the gate first; everything else is the executor's own."""
 
-    def __init__(self, inner: Any, gate: DeviceGate, device: str, priority: int) -> None:
+    def __init__(self, inner: Any, gate: DeviceGate, device: str, priority: int, name: str = "") -> None:
         self._inner = inner
         self._gate = gate
         self._device = device
         self._priority = priority
+        self._name = name
 
     def run(self, arrays):
         with self._gate.hold(self._device, self._priority):
-            return self._inner.run(arrays)
+            results = self._inner.run(arrays)
+        _RAN.last = (arrays[0] if len(arrays) else None, self._name)
+        return results
 
     def __getattr__(self, name: str):
         return getattr(self._inner, name)
@@ -142,7 +157,7 @@ def gate_model(model: Any, gate: DeviceGate, priority: int) -> list[str]:
     places: dict[str, int] = {}
     for slot in model.slots:
         places[slot.device] = max(places.get(slot.device, 0), slot.max_concurrency)
-        slot.executor = GatedExecutor(slot.executor, gate, slot.device, priority)
+        slot.executor = GatedExecutor(slot.executor, gate, slot.device, priority, slot.name)
     for device, concurrency in places.items():
         gate.register(device, concurrency, _duty_of(model, device))
     return list(places)

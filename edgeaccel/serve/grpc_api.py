@@ -26,14 +26,17 @@ from .core import VERSION, ServeCore
 from .errors import ServeError
 from .proto import grpc_service_pb2 as pb
 from .proto import grpc_service_pb2_grpc as pb_grpc
+from .image_tensors import RESULT, check_count, join_bytes, result_bytes, split_bytes
 from .repository import refuse_overrides
 from .rest import EXTENSIONS, GRACE_S
 from .security import authorized
+from .tasks import TaskService
 from .tensors import datatype_of, dtype_of, from_bytes, from_json, refuse_unserved, to_bytes
 
 log = logging.getLogger("edgeaccel.serve")
 NO_DEADLINE_S = 1e8  # time_remaining() beyond this: the client set no deadline (grpcio's thread-pool server
 # reports one far beyond any wait a thread can make)
+HOLD_MAX_S = 2.0  # the longest a refusal is held back while gRPC stops
 # InferTensorContents field holding each datatype's values
 CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
             "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents", "UINT32": "uint_contents",
@@ -45,6 +48,12 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         self.core = core
         self.metrics = metrics
         self.token = token
+        self.tasks = TaskService(core)  # BYTES inputs of encoded images for a model with a task (tasks.py)
+        # At shutdown (server.py): while gRPC stops, a refusal is held back (holding) until clients have had the
+        # server's GOAWAY (released). A client held waiting sends nothing new meanwhile, and a call that arrived
+        # after the stop began would be CANCELLED by gRPC's core instead of our UNAVAILABLE.
+        self.holding = threading.Event()
+        self.released = threading.Event()
 
     def _guard(self, context) -> None:
         if self.token is not None:
@@ -127,6 +136,9 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         started = time.perf_counter()
         name, status, error, failed = request.model_name, 200, None, None
         try:
+            if any(t.datatype == "BYTES" for t in request.inputs) and \
+                    self.tasks.has_task(request.model_name, request.model_version):
+                return self._images(request, context)
             inputs = _inputs(request)
             timeout = _timeout_s(request, context)
             future = self.core.infer(name, inputs, request.model_version, timeout)
@@ -144,6 +156,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             return _response(request, future.result())
         except ServeError as exc:
             status, error, failed = exc.status, exc.message, exc
+            if exc.close_connection and self.holding.is_set():
+                self.released.wait(HOLD_MAX_S)
         except Exception as exc:  # a bug of the server: logged whole, answered INTERNAL in one line, not counted 200
             log.exception("internal error on ModelInfer %s", name)
             status, error = 500, f"internal error: {type(exc).__name__}: {exc}"
@@ -151,6 +165,32 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         finally:
             self.metrics.request(name, "grpc", status, time.perf_counter() - started, request.id, error)
         _abort(context, failed)  # outside the try: abort raises to end the call
+
+
+    def _images(self, request, context):
+        """Encoded images in a BYTES input: each image's task result JSON in the BYTES output 'result'."""
+        if len(request.inputs) != 1:
+            raise ServeError(400, "an image request has one BYTES input (the encoded images); the model's other "
+                                  "inputs are the task's to fill")
+        tensor = request.inputs[0]
+        where = f"input '{tensor.name}'"
+        self.tasks.task_of(request.model_name, request.model_version)
+        if request.raw_input_contents:
+            images = split_bytes(request.raw_input_contents[0], where)
+        else:
+            images = list(tensor.contents.bytes_contents)
+        images = check_count(images, list(tensor.shape), where)
+        for wanted in request.outputs:
+            if wanted.name != RESULT:
+                raise ServeError(400, f"an image request answers one output, '{RESULT}', not '{wanted.name}'")
+        masks = request.parameters["masks"].string_param if "masks" in request.parameters else None
+        timeout = _timeout_s(request, context)
+        results = [self.tasks.predict(request.model_name, request.model_version, image, masks, timeout,
+                                      f"image {i} of the request") for i, image in enumerate(images)]
+        reply = pb.ModelInferResponse(model_name=request.model_name, model_version=VERSION, id=request.id)
+        reply.outputs.add(name=RESULT, datatype="BYTES", shape=[len(results)])
+        reply.raw_output_contents.append(join_bytes(result_bytes(results)))
+        return reply
 
 
 def _abort(context, exc: ServeError):

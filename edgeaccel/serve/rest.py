@@ -27,13 +27,15 @@ from .. import __version__
 from .core import ServeCore
 from .errors import ServeError
 from .repository import refuse_overrides
+from . import predict_http
 from .security import authorized
+from .tasks import TaskService
 from .tensors import datatype_of, from_bytes, from_json, refuse_unserved, to_bytes, to_json
 
 log = logging.getLogger("edgeaccel.serve")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "metrics"]
 MODEL_ROUTE = re.compile(r"^/v2/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?"
-                         r"(?P<action>/ready|/infer|/config)?$")
+                         r"(?P<action>/ready|/infer|/config|/predict)?$")
 REPO_ROUTE = re.compile(r"^/v2/repository/models/(?P<name>[^/]+)/(?P<action>load|unload)$")
 HEADER_LENGTH = b"inference-header-content-length"
 GRACE_S = 5.0  # beyond a request's timeout, the most the HTTP side waits for the core's answer
@@ -48,6 +50,7 @@ class RestApp:
         self.metrics = metrics
         self.token = token
         self.max_request_bytes = max_request_bytes
+        self.tasks = TaskService(core)  # images in, task results out (tasks.py, predict_http.py)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -62,7 +65,7 @@ class RestApp:
             return
         method, path = scope["method"], scope["path"].rstrip("/") or "/"
         try:
-            await self._route(method, path, headers, receive, send)
+            await self._route(method, path, headers, receive, send, scope.get("query_string", b""))
         except ServeError as exc:
             await _send_error(send, exc)
         except _Disconnected:
@@ -75,7 +78,7 @@ class RestApp:
             log.exception("internal error on %s %s", method, path)
             await _send_error(send, ServeError(500, f"internal error: {type(exc).__name__}: {exc}"))
 
-    async def _route(self, method: str, path: str, headers: dict, receive, send) -> None:
+    async def _route(self, method: str, path: str, headers: dict, receive, send, query: bytes = b"") -> None:
         if path == "/v2/health/live":
             await _send_json(send, 200, {"live": True})
         elif path == "/v2/health/ready":
@@ -105,6 +108,12 @@ class RestApp:
             if action == "/infer":
                 _method(method, "POST")
                 await self._infer(name, version, headers, receive, send)
+            elif action == "/predict" and method == "GET":
+                self.tasks.task_of(name, version)
+                await _send(send, 200, predict_http.page(name), b"text/html; charset=utf-8")
+            elif action == "/predict":
+                _method(method, "POST", "GET")
+                await self._predict(name, version, headers, receive, send, query)
             elif action == "/ready":
                 self.core.get(name, version)
                 await _send_json(send, 200, {"name": name, "ready": True})
@@ -143,6 +152,13 @@ class RestApp:
             self.core.get(name, version)  # an unknown model is a 404 before its body is read,
             self.core.check_room()  # and a full queue a 503: a flood of large bodies is not buffered to be refused
             body = await self._body(headers, receive)
+            if (images := self._images(name, version, body, headers)) is not None:
+                request, images = images
+                request_id = str(request.get("id", ""))
+                payload, extra = await predict_http.infer_images(self.tasks, name, version, request, images,
+                                                                 _timeout_s(request.get("parameters")))
+                await _send(send, 200, payload, *extra)
+                return
             if len(body) > PARSE_INLINE_BYTES:  # a big JSON body takes a while to parse: not on the event loop,
                 request, inputs = await asyncio.get_running_loop().run_in_executor(  # where others wait
                     None, _parse, body, headers.get(HEADER_LENGTH))
@@ -173,6 +189,42 @@ class RestApp:
             raise
         finally:
             self.metrics.request(name, "http", status, time.perf_counter() - started, request_id, error)
+
+
+    def _images(self, name: str, version: str, body: bytes, headers: dict) -> tuple[dict, list[bytes]] | None:
+        """An /infer request of BYTES inputs for a model with a task: its encoded images; None otherwise."""
+        length = headers.get(HEADER_LENGTH)
+        head = body[:int(length)] if length is not None and length.isdigit() else body
+        if b'"BYTES"' not in head:  # a tensor request (the common case) pays one substring search
+            return None
+        if not self.tasks.has_task(name, version):
+            return None  # a tensor model: its BYTES input is refused as any string tensor is
+        request, binary = _split(body, headers.get(HEADER_LENGTH))
+        _parameters(request, "the request")
+        images = predict_http.bytes_inputs(request, binary)
+        return None if images is None else (request, images)
+
+    async def _predict(self, name: str, version: str, headers: dict, receive, send, query: bytes) -> None:
+        started = time.perf_counter()
+        status, error = 200, None
+        try:
+            self.tasks.task_of(name, version)  # 404 / no task before the body is read,
+            self.core.check_room()  # and a full queue a 503
+            body = await self._body(headers, receive)
+            payload = await predict_http.predict(self.tasks, name, version, body, headers,
+                                                 predict_http.query_options(query))
+            await _send(send, 200, payload, b"application/json")
+        except ServeError as exc:
+            status, error = exc.status, exc.message
+            await _send_error(send, exc)
+        except _Disconnected:
+            status, error = 499, "the client disconnected before its request was read"
+            raise
+        except BaseException as exc:
+            status, error = (503 if isinstance(exc, asyncio.CancelledError) else 500), f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self.metrics.request(name, "http", status, time.perf_counter() - started, "", error)
 
 
 class _Disconnected(Exception):
@@ -313,6 +365,8 @@ def _response(name: str, request: dict, outputs: dict) -> tuple[bytes, list]:
 
 async def _send_error(send, exc: ServeError) -> None:
     extra = [(b"retry-after", str(exc.retry_after).encode())] if exc.retry_after else []
+    if exc.close_connection:
+        extra.append((b"connection", b"close"))
     await _send_json(send, exc.status, {"error": exc.message}, extra=extra)
 
 

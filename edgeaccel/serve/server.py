@@ -22,6 +22,10 @@ from .metrics import Metrics
 from .rest import GRACE_S, RestApp
 
 log = logging.getLogger("edgeaccel.serve")
+QUIET_S = 0.25  # at shutdown, refusing stops once no request came for this long...
+LINGER_S = 2.0  # ...or after this long at most; then the ports close
+HOLD_S = 0.1  # gRPC: refusals held this long before the stop and after it (grpc_api.InferenceServicer.holding)
+LAST_CALL_S = 0.2  # after HTTP stops accepting, requests on connections it accepted still get their 503
 GRPC_SPARE_THREADS = 8  # gRPC handler threads beyond --max-queue: refusals and metadata while the queue is full
 
 
@@ -58,9 +62,10 @@ async def _serve(core: ServeCore, metrics: Metrics, listen: Listen, announce) ->
     app = RestApp(core, metrics, listen.token, listen.max_request_bytes)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=int(core.options.timeout_s + GRACE_S) + 1)
-    http = _Server(config)
-    http_task = asyncio.create_task(http.serve(sockets=[sock]))
-    grpc_server, grpc_port = _start_grpc(core, metrics, listen)
+    http = _Server(config, sock, listen.max_request_bytes)
+    # uvicorn gets a duplicate: the original stays open past uvicorn's close for last_call.refuse_backlog
+    http_task = asyncio.create_task(http.serve(sockets=[sock.dup()]))
+    grpc_server, grpc_port, servicer = _start_grpc(core, metrics, listen)
     while not http.started and not http_task.done():
         await asyncio.sleep(0.01)
     if http_task.done():  # uvicorn could not start: say why, stop gRPC
@@ -76,12 +81,25 @@ async def _serve(core: ServeCore, metrics: Metrics, listen: Listen, announce) ->
     sys.stdout.flush()
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({stopped, http_task}, return_when=asyncio.FIRST_COMPLETED)
-    log.info("shutting down: no new connections; answering the %d accepted request(s)", core.pending)
-    http.should_exit = True
+    # Refuse first, stop the transports last: while both still listen, a request that arrives is answered 503
+    # (gRPC UNAVAILABLE, what clients' retry policies retry) and every accepted one runs to its answer. Stopping
+    # gRPC at the signal cancelled the RPCs it had received but not yet handed to a thread (CANCELLED, which
+    # clients do not retry), and closing HTTP's socket reset the connections waiting in its backlog.
+    log.info("shutting down: refusing new requests; answering the %d accepted request(s)", core.pending)
     grace = core.options.timeout_s + GRACE_S
+    core.refuse()
+    if not http_task.done():
+        await loop.run_in_executor(None, core.drain, grace)
+        await _quiet(core)
+    log.info("stopping the transports")
+    http.should_exit = True
     waits = [http_task]
     if grpc_server is not None:  # stop() refuses new RPCs now; its event is set once the running ones are done
+        servicer.holding.set()  # refusals wait, so their clients send nothing while the GOAWAY goes out
+        await asyncio.sleep(HOLD_S)
         waits.append(loop.run_in_executor(None, grpc_server.stop(grace).wait))
+        await asyncio.sleep(HOLD_S)
+        servicer.released.set()
     await asyncio.gather(*waits, return_exceptions=True)
     stopped.cancel()
     await loop.run_in_executor(None, core.close)
@@ -89,17 +107,43 @@ async def _serve(core: ServeCore, metrics: Metrics, listen: Listen, announce) ->
     return 0
 
 
+async def _quiet(core: ServeCore) -> None:
+    """Keep refusing until clients have stopped sending (no refusal for QUIET_S), at most LINGER_S: a client in
+    the middle of a flood gets its 503 and backs off instead of meeting a closed port mid-request."""
+    import time
+
+    deadline = time.monotonic() + LINGER_S
+    while time.monotonic() < deadline:
+        quiet_for = time.monotonic() - core.last_refusal
+        if quiet_for >= QUIET_S:
+            return
+        await asyncio.sleep(min(QUIET_S - quiet_for, deadline - time.monotonic()) + 0.001)
+
+
 class _Server:
     """uvicorn's Server without its own signal handling (this loop handles SIGTERM for both protocols, and
     uvicorn would raise the signal again after its shutdown, ending the process with it instead of 0)."""
 
-    def __new__(cls, config):
+    def __new__(cls, config, listening: socket.socket, max_body: int):
         import uvicorn
+
+        from .last_call import refuse_backlog
 
         class Server(uvicorn.Server):
             @contextlib.contextmanager
             def capture_signals(self):
                 yield
+
+            async def shutdown(self, sockets=None):
+                # uvicorn closes the listening socket and, at once, every connection without a request in
+                # progress: a request already on its way over such a connection met a reset. Stop accepting,
+                # give those requests LAST_CALL_S to arrive and get their 503 (Connection: close), then go on.
+                for server in self.servers:
+                    server.close()
+                backlog = asyncio.create_task(refuse_backlog(listening, LAST_CALL_S, max_body))
+                await asyncio.sleep(LAST_CALL_S)
+                await super().shutdown(sockets)
+                await backlog
 
         return Server(config)
 
@@ -145,9 +189,9 @@ def _listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _start_grpc(core: ServeCore, metrics: Metrics, listen: Listen) -> tuple[Any, int | None]:
+def _start_grpc(core: ServeCore, metrics: Metrics, listen: Listen) -> tuple[Any, int | None, Any]:
     if listen.grpc_port is None:
-        return None, None
+        return None, None, None
     from concurrent.futures import ThreadPoolExecutor
 
     import grpc
@@ -158,7 +202,8 @@ def _start_grpc(core: ServeCore, metrics: Metrics, listen: Listen) -> tuple[Any,
     server = grpc.server(threads, options=[("grpc.max_receive_message_length", size),
                                            ("grpc.max_send_message_length", max(size, 256 << 20)),
                                            ("grpc.so_reuseport", 0)])
-    add_to_server(InferenceServicer(core, metrics, listen.token), server)
+    servicer = InferenceServicer(core, metrics, listen.token)
+    add_to_server(servicer, server)
     host = f"[{listen.host}]" if ":" in listen.host else listen.host
     from ..native_log import filtered_native_stderr
 
@@ -171,4 +216,4 @@ def _start_grpc(core: ServeCore, metrics: Metrics, listen: Listen) -> tuple[Any,
         raise ConfigError(f"cannot listen for gRPC on {host}:{listen.grpc_port}: {exc}",
                           hint="choose another --grpc-port (0 picks a free one), or --grpc-port off") from None
     server.start()
-    return server, port
+    return server, port, servicer

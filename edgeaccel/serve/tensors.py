@@ -1,8 +1,8 @@
 """Protocol tensors to and from numpy: the datatype names of the Open Inference Protocol, JSON ``data`` (flat
 or nested, row-major) and raw little-endian bytes (HTTP's binary tensor extension, gRPC's raw contents).
 
-String tensors (BYTES) are not served: no model an edge runtime runs here takes them; a request with one gets
-a 400 saying so."""
+String tensors (BYTES) are not model inputs here: no model an edge runtime runs here takes them; a request with
+one gets a 400 saying so, except encoded images for a model with a vision task (image_tensors.py)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def dtype_of(datatype: Any, where: str) -> np.dtype:
     dtype = DATATYPES.get(datatype) if isinstance(datatype, str) else None
     if dtype is None:
         if datatype == "BYTES":
-            raise ServeError(400, f"{where}: BYTES (string) tensors are not served; send a numeric tensor")
+            raise ServeError(400, f"{where}: BYTES (string) tensors are not served; send a numeric tensor (encoded "
+                                  "images as BYTES go to a model with a vision task: edgeaccel serve --task)")
         raise ServeError(400, f"{where}: datatype {datatype!r} is not one of {', '.join(DATATYPES)}")
     return dtype
 

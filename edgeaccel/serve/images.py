@@ -1,0 +1,103 @@
+"""Encoded images in a request: JPEG/PNG (any format Pillow reads) bytes to an RGB array, and the file part of
+a multipart/form-data body (what a browser form and ``curl -F image=@photo.jpg`` send).
+
+Every failure is a 400 that says what the bytes were and what to send; a decompression bomb (a small file
+that declares a huge image) is refused from its header, before its pixels are decoded."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from .errors import ServeError
+
+MAX_PIXELS = 50_000_000  # width x height an image may declare (an 8K frame is 33 MP)
+IMAGE_SIGNATURES = ((b"\xff\xd8\xff", "JPEG"), (b"\x89PNG\r\n\x1a\n", "PNG"), (b"GIF8", "GIF"), (b"BM", "BMP"),
+                    (b"RIFF", "WebP"), (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"))
+
+
+def decode_image(data: bytes | memoryview, where: str = "the request's image") -> np.ndarray:
+    """H x W x 3 uint8 RGB from encoded image bytes (EXIF rotation applied, as a phone's photo is seen)."""
+    try:
+        from PIL import Image, ImageOps, UnidentifiedImageError
+    except ImportError:
+        raise ServeError(500, "the server cannot decode images: Pillow is not installed on it "
+                              '(pip install "edgeaccel[serve]"); send tensors to /infer meanwhile') from None
+
+    data = bytes(data)
+    if not data:
+        raise ServeError(400, f"{where} is empty: send the bytes of a JPEG or PNG image")
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+            if width * height > MAX_PIXELS:
+                raise ServeError(400, f"{where} is {width}x{height} pixels, more than the server decodes "
+                                      f"({MAX_PIXELS // 1_000_000} MP); scale it down first")
+            image = ImageOps.exif_transpose(image)
+            return np.asarray(image.convert("RGB"))
+    except ServeError:
+        raise
+    except Image.DecompressionBombError:  # Pillow's own refusal, from the header, of an even larger one
+        raise ServeError(400, f"{where} declares more pixels than the server decodes "
+                              f"({MAX_PIXELS // 1_000_000} MP); scale it down first") from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        raise ServeError(400, f"{where} is not an image the server can decode ({_looks_like(data)}: "
+                              f"{type(exc).__name__}: {exc}); send JPEG or PNG bytes") from None
+
+
+def _looks_like(data: bytes) -> str:
+    for magic, name in IMAGE_SIGNATURES:
+        if data.startswith(magic):
+            return f"it starts like {name}, {len(data)} bytes"
+    if data[:1] in (b"{", b"["):
+        return "it looks like JSON: tensors go to /infer, images to /predict"
+    return f"{len(data)} bytes starting {data[:8]!r}"
+
+
+def multipart_file(body: bytes, content_type: bytes) -> tuple[bytes, dict[str, str]]:
+    """The first file part of a multipart/form-data body (or the part named ``image``), and the other fields
+    (short text values: options such as ``masks``)."""
+    boundary = _boundary(content_type)
+    delimiter = b"--" + boundary
+    image, fields = None, {}
+    for part in body.split(delimiter)[1:]:
+        if part.startswith(b"--"):
+            break  # the closing delimiter
+        head, sep, content = part.partition(b"\r\n\r\n")
+        if not sep:
+            continue
+        if content.endswith(b"\r\n"):
+            content = content[:-2]
+        disposition = _disposition(head)
+        name = disposition.get("name", "")
+        if "filename" in disposition or name == "image":
+            if image is None or name == "image":
+                image = content
+        elif name and len(content) <= 256:
+            fields[name] = content.decode("utf-8", "replace").strip()
+    if image is None:
+        raise ServeError(400, "the multipart body has no file part: send the image as a file field "
+                              "(curl -F image=@photo.jpg)")
+    return image, fields
+
+
+def _boundary(content_type: bytes) -> bytes:
+    for item in content_type.split(b";")[1:]:
+        key, _, value = item.strip().partition(b"=")
+        if key.lower() == b"boundary" and value:
+            return value.strip(b'"')
+    raise ServeError(400, "multipart/form-data without a boundary: let the client (curl -F, a browser form, "
+                          "requests' files=) write the Content-Type header")
+
+
+def _disposition(head: bytes) -> dict[str, str]:
+    out = {}
+    for line in head.decode("utf-8", "replace").split("\r\n"):
+        key, _, value = line.partition(":")
+        if key.strip().lower() != "content-disposition":
+            continue
+        for item in value.split(";")[1:]:
+            k, _, v = item.strip().partition("=")
+            out[k.lower()] = v.strip('"')
+    return out

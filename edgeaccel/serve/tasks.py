@@ -1,0 +1,181 @@
+"""Task endpoints: an encoded image in, the model's vision task result out (schema ``edgeaccel.vision/1``,
+docs/vision.md): boxes, labels and scores in the original image's pixels, a segmentation mask as PNG or RLE,
+keypoints, top-k classes, plus the executor that answered.
+
+The model's ``task`` is the one ``edgeaccel.load`` binds (``--task``/``--labels`` on the command line, the
+model's metadata, or recognized from its outputs). A request is admitted to the core's bounded queue before its
+image is decoded, so decoding a flood of large photos is refused at ``--max-queue`` like any other request;
+decoding, the task's pre- and postprocessing run in a small pool of worker threads (numpy and Pillow release
+the GIL), never on the HTTP event loop. The model itself runs through ``ServeCore.infer``: the same scheduler,
+device gate, timeouts and metrics as a tensor request."""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from .core import ServeCore
+from .errors import ServeError, from_edgeaccel
+from .images import decode_image
+
+MASK_FORMATS = ("png", "rle", "none")
+
+
+class TaskService:
+    def __init__(self, core: ServeCore, threads: int | None = None) -> None:
+        self.core = core
+        self._pool: ThreadPoolExecutor | None = None
+        self._threads = threads or max(2, min(8, os.cpu_count() or 2))
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="edgeaccel-task")
+        return self._pool
+
+    def has_task(self, name: str, version: str = "") -> bool:
+        """Whether the model answers images (a 404 for a model the server does not hold)."""
+        try:
+            return self.core.get(name, version).model.task is not None
+        except ServeError:
+            raise
+        except Exception:  # a task that does not fit: task_of says why
+            return True
+
+    def task_of(self, name: str, version: str = "") -> Any:
+        """The model's vision task; a 400 saying how to give one when it has none."""
+        served = self.core.get(name, version)
+        try:
+            task = served.model.task
+        except Exception as exc:  # a task named on the command line that does not fit: said when loaded, too
+            raise from_edgeaccel(exc, name) from None
+        if task is None:
+            raise ServeError(400, f"model '{name}' has no vision task (none was given and none was recognized "
+                                  f"from its outputs), so it takes tensors only: POST /v2/models/{name}/infer, or "
+                                  f"restart the server with --task {name}=detect (classify, segment, pose) and "
+                                  f"--labels {name}=FILE")
+        return task
+
+    def prepare(self, task: Any, data: bytes | memoryview, where: str) -> tuple[dict, Any, float]:
+        """Decode and preprocess (a worker thread): the model's inputs by name, the Frame, the seconds taken."""
+        start = time.perf_counter()
+        rgb = decode_image(data, where)
+        try:
+            arrays, frame = task.preprocess(rgb)
+        except Exception as exc:
+            raise from_edgeaccel(exc) from None
+        names = [t.name for t in task._inputs]
+        return dict(zip(names, arrays)), frame, time.perf_counter() - start
+
+    def finish(self, task: Any, answer: Any, frame: Any, masks: str, timing: dict) -> dict:
+        """The task's result as JSON-ready data (a worker thread)."""
+        start = time.perf_counter()
+        try:
+            result = task.postprocess([answer[t.name] for t in task._outputs], frame)
+        except Exception as exc:
+            raise from_edgeaccel(exc) from None
+        timing["postprocess"] = (time.perf_counter() - start) * 1e3
+        result.timing_ms = timing
+        out = result.to_dict()
+        mask = getattr(result, "mask", None)
+        if mask is not None and masks != "none":
+            out["mask"] = encode_mask(mask, masks, getattr(result, "background", 0), out.get("classes", []))
+        out["executor"] = getattr(answer, "executor", None)
+        return out
+
+    def predict(self, name: str, version: str, data: bytes | memoryview, masks: str = "png",
+                timeout_s: float | None = None, where: str = "the request's image") -> dict:
+        """One image, answered in the calling thread (a gRPC handler thread): the result as a dict."""
+        masks = mask_format(masks)
+        task = self.task_of(name, version)
+        self.core.admit()
+        try:
+            inputs, frame, took = self.prepare(task, data, where)
+        except BaseException:
+            self.core.release()
+            raise
+        future = self.core.infer(name, inputs, version, timeout_s, admitted=True)
+        ran = time.perf_counter()
+        wait = (timeout_s or self.core.options.timeout_s) + 5.0
+        try:
+            answer = future.result(wait)
+        except TimeoutError:
+            raise ServeError(504, f"model '{name}' did not answer within {wait:g} s") from None
+        timing = {"preprocess": took * 1e3, "inference": (time.perf_counter() - ran) * 1e3}
+        return self.finish(task, answer, frame, masks, timing)
+
+    async def predict_async(self, name: str, version: str, data: bytes | memoryview, masks: str = "png",
+                            timeout_s: float | None = None, where: str = "the request's image") -> dict:
+        """One image for the HTTP side: decoding and the task's halves in the pool, the wait on the loop."""
+        import asyncio
+
+        masks = mask_format(masks)
+        task = self.task_of(name, version)
+        loop = asyncio.get_running_loop()
+        self.core.admit()
+        try:
+            inputs, frame, took = await loop.run_in_executor(self.pool, self.prepare, task, data, where)
+        except BaseException:
+            self.core.release()
+            raise
+        future = self.core.infer(name, inputs, version, timeout_s, admitted=True)
+        ran = time.perf_counter()
+        wait = (timeout_s or self.core.options.timeout_s) + 5.0
+        try:
+            answer = await asyncio.wait_for(asyncio.wrap_future(future), wait)
+        except asyncio.TimeoutError:
+            raise ServeError(504, f"model '{name}' did not answer within {wait:g} s") from None
+        timing = {"preprocess": took * 1e3, "inference": (time.perf_counter() - ran) * 1e3}
+        return await loop.run_in_executor(self.pool, self.finish, task, answer, frame, masks, timing)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+
+
+def mask_format(value: Any) -> str:
+    value = "png" if value in (None, "") else str(value).lower()
+    if value not in MASK_FORMATS:
+        raise ServeError(400, f"masks must be one of {', '.join(MASK_FORMATS)}, not {value!r}")
+    return value
+
+
+def encode_mask(mask: np.ndarray, how: str, background: int, classes: list[dict]) -> dict:
+    """A class-id mask (H x W, the original image's size) as a PNG or as COCO run-length encodings.
+
+    png: one grayscale PNG (8-bit, or 16-bit when an id exceeds 255) of the class ids, base64; for instance
+    masks (background -1) each pixel holds the instance's index + 1, 0 where no instance is.
+    rle: per class present (or instance), COCO's uncompressed RLE: ``counts`` are alternating runs of 0 and 1 in
+    column-major order, starting with a run of 0 (pycocotools' ``frPyObjects`` reads it)."""
+    height, width = mask.shape[:2]
+    if how == "png":
+        from PIL import Image
+
+        values = mask.astype(np.int64) - background if background < 0 else mask.astype(np.int64)
+        wide = values.max(initial=0) > 255
+        image = Image.fromarray(values.astype(np.uint16 if wide else np.uint8))  # "I;16" or "L"
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        return {"format": "png", "width": width, "height": height,
+                "values": "instance index + 1" if background < 0 else "class id",
+                "data": base64.b64encode(buffer.getvalue()).decode("ascii")}
+    ids = [c["class_id"] for c in classes if "class_id" in c] if background >= 0 else \
+        sorted(int(v) for v in np.unique(mask) if v != background)
+    return {"format": "rle", "width": width, "height": height,
+            "values": "instance index" if background < 0 else "class id",
+            "rle": [{"id": int(i), "size": [height, width], "counts": rle_counts(mask == i)} for i in ids]}
+
+
+def rle_counts(binary: np.ndarray) -> list[int]:
+    flat = np.asarray(binary, dtype=bool).ravel(order="F")
+    if flat.size == 0:
+        return []
+    edges = np.flatnonzero(flat[1:] != flat[:-1]) + 1
+    runs = np.diff(np.concatenate(([0], edges, [flat.size]))).tolist()
+    return [0, *runs] if flat[0] else runs

@@ -1,0 +1,138 @@
+"""SIGTERM in the middle of a flood on both protocols, at several moments: a real server in a subprocess on
+127.0.0.1, HTTP clients on raw sockets (http.client, keep-alive and not) and tritonclient.grpc clients that keep
+sending until the server is gone. Every request is answered with its own result (200), refused by the server
+(503 / gRPC UNAVAILABLE saying it is shutting down), or finds no server listening (connection refused); none is
+reset, CANCELLED or lost. Bounded: each client stops at the server's exit or after its own time limit."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("uvicorn")
+tritonclient_grpc = pytest.importorskip("tritonclient.grpc")
+
+CLIENT_LIMIT_S = 40.0
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    from onnx_models import small_conv
+
+    folder = tmp_path_factory.mktemp("models")
+    small_conv(folder / "conv.onnx")
+    return folder
+
+
+def _reference(repo, x):
+    import edgeaccel
+
+    with edgeaccel.load(repo / "conv.onnx", executor="onnxruntime") as model:
+        return model.run(x)[0]
+
+
+@pytest.mark.parametrize("after_s", [0.2, 0.9])
+def test_sigterm_under_a_flood_refuses_new_requests_first_and_resets_or_cancels_none(repo, after_s):
+    from edgeaccel.serve.process import ServerProcess
+
+    server = ServerProcess([repo, "--port", "0", "--grpc-port", "0", "--executor", "onnxruntime", "--log-json",
+                            "--max-queue", "16"]).start()
+    host, port = server.http.rsplit(":", 1)
+    outcomes: list[tuple[str, str]] = []  # (protocol, ok | refused | gone | bad: what)
+    lock = threading.Lock()
+
+    def record(protocol: str, what: str) -> None:
+        with lock:
+            outcomes.append((protocol, what))
+
+    def http_app(seed: int, keep_alive: bool) -> None:
+        x = np.full((1, 3, 16, 16), seed / 10, np.float32)
+        want = _reference(repo, x)
+        body = json.dumps({"inputs": [{"name": "x", "shape": [1, 3, 16, 16], "datatype": "FP32",
+                                       "data": x.ravel().tolist()}]})
+        conn = None
+        end = time.monotonic() + CLIENT_LIMIT_S
+        while time.monotonic() < end:
+            if conn is None:
+                conn = http.client.HTTPConnection(host, int(port), timeout=30)
+                try:
+                    conn.connect()
+                except ConnectionRefusedError:
+                    record("http", "gone")
+                    return
+            try:
+                conn.request("POST", "/v2/models/conv/infer", body=body)
+                response = conn.getresponse()
+                data = response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                record("http", f"bad: {type(exc).__name__}: {exc}")
+                return
+            if response.status == 200:
+                got = np.asarray(json.loads(data)["outputs"][0]["data"], np.float32)
+                record("http", "ok" if np.allclose(got, want.ravel(), atol=1e-5) else "bad: someone else's answer")
+            elif response.status == 503 and b"shutting down" in data:
+                record("http", "refused")
+            elif response.status == 503:  # the queue was full: a refusal too
+                record("http", "refused")
+            else:
+                record("http", f"bad: {response.status} {data[:200]!r}")
+            if not keep_alive or response.will_close:
+                conn.close()
+                conn = None
+
+    def grpc_app(seed: int) -> None:
+        client = tritonclient_grpc.InferenceServerClient(server.grpc)
+        x = np.full((1, 3, 16, 16), seed / 10, np.float32)
+        want = _reference(repo, x)
+        tensor = tritonclient_grpc.InferInput("x", [1, 3, 16, 16], "FP32")
+        tensor.set_data_from_numpy(x)
+        end = time.monotonic() + CLIENT_LIMIT_S
+        while time.monotonic() < end:
+            try:
+                result = client.infer("conv", [tensor], client_timeout=30)
+            except tritonclient_grpc.InferenceServerException as exc:
+                status, message = exc.status(), exc.message() or ""
+                if status == "StatusCode.UNAVAILABLE" and ("shutting down" in message or "waiting" in message):
+                    record("grpc", "refused")
+                    continue
+                if status == "StatusCode.UNAVAILABLE":  # no server at the address any more (connection refused)
+                    record("grpc", "gone")
+                    return
+                record("grpc", f"bad: {status} {message[:200]}")
+                return
+            record("grpc", "ok" if np.allclose(result.as_numpy("y"), want, atol=1e-5) else "bad: wrong answer")
+
+    threads = [threading.Thread(target=http_app, args=(k, k % 2 == 0)) for k in range(4)] + \
+        [threading.Thread(target=grpc_app, args=(10 + k,)) for k in range(3)]
+    try:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 60
+        while sum(1 for _, what in outcomes if what == "ok") < 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(after_s)
+        code = server.terminate(timeout_s=60)
+    finally:
+        for t in threads:
+            t.join(CLIENT_LIMIT_S + 30)
+        server.kill()
+    assert code == 0, "".join(server.stderr_lines[-20:])
+    bad = [o for o in outcomes if o[1].startswith("bad")]
+    assert not bad, bad[:5]
+    for protocol in ("http", "grpc"):
+        seen = {what for p, what in outcomes if p == protocol}
+        assert "ok" in seen and "refused" in seen, (protocol, seen)  # the refusal came before the ports closed
+    stopped = [line for line in server.stderr_lines if "stopped: answered" in line]
+    answered, accepted = map(int, re.search(r"answered (\d+) of the (\d+)", stopped[0]).groups())
+    assert answered == accepted
+    logged = [json.loads(line) for line in server.stdout_lines if line.startswith("{")]
+    for protocol in ("http", "grpc"):  # every 200 the server logged reached its client
+        assert sum(1 for row in logged if row["protocol"] == protocol and row["status"] == 200) == \
+            sum(1 for p, what in outcomes if p == protocol and what == "ok")
