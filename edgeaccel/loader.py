@@ -126,11 +126,13 @@ def load(
             adapted.add(c.device)
             return executor
 
-        return _with_task(open_scheduled(chosen.ranking, open_beside_others, policy, power_budget_w,
-                                         telemetry_root, strict=strict, all_failed=_all_failed,
-                                         limits=profile_limits(chosen.profile, chosen.ranking)),
-                          task, labels, task_options)
+        scheduled = open_scheduled(chosen.ranking, open_beside_others, policy, power_budget_w, telemetry_root,
+                                   strict=strict, all_failed=_all_failed,
+                                   limits=profile_limits(chosen.profile, chosen.ranking))
+        _record_left_out(scheduled, chosen.left_out)
+        return _with_task(scheduled, task, labels, task_options)
     loaded = open_ranked(chosen.ranking, chosen.options, strict, isolation)
+    _record_left_out(loaded, chosen.left_out)
     if chosen.options.cache_dir:
         from .cache import trim
 
@@ -142,6 +144,14 @@ def load(
             loaded, chosen.measure, chosen.rerank, chosen.keep,
             lambda c: open_candidate(c, chosen.options, isolation)).start()
     return _with_task(loaded, task, labels, task_options)
+
+
+def _record_left_out(model: Model, left_out: Sequence[Rejection]) -> None:
+    """Artifacts left out because their recorded check failed, in ``model.fallbacks`` and the log."""
+    for r in left_out:
+        event = FallbackEvent(time.time(), "select", f"[{r.artifact.path.name}]", r.reason, model.executor.name)
+        model._fallbacks.insert(0, event)
+        log.warning("fallback: %s", event)
 
 
 def _with_task(model: Model, task: str | None, labels, options: dict | None) -> Model:
@@ -189,6 +199,7 @@ class Selection:
     keep: Callable | None = field(default=None, repr=False)
     rerank: Callable | None = field(default=None, repr=False)
     cache_file: Path | None = None
+    left_out: list[Rejection] = field(default_factory=list)  # artifacts whose recorded check failed
 
 
 def select(model: ModelSource, *, executor: str | None = None, device: str | None = None,
@@ -223,6 +234,13 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
     found = bundle.resolve(model, ValidationMemo(root) if root else None)
     for path, exc in found.invalid:
         log.warning("artifact %s is unusable: %s", path, exc.message)
+    left_out: list[Rejection] = []
+    if found.checks:  # a bundle whose convert checked its artifacts: a failed one is never picked silently
+        from .failed_artifacts import announce, leave_out_failed
+
+        checked = leave_out_failed(found, executor)
+        announce(checked)
+        found, left_out = checked.artifacts, checked.rejected
     facts, device_facts = machine_facts()
     profile, profile_reason = resolve_profile(profile, device_facts)
     from .agreement import DEFAULT_TOLERANCE  # calibration itself is imported only when something measures
@@ -234,9 +252,9 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
     store = CalibrationCache(root) if root else None
     measure_now = calibrate is True
     measurements = {} if measure_now or store is None else (store.get(key) or {})
-    ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements)
+    ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements, left_out)
     selection = Selection(found, ranking, options, facts, profile, profile_reason, measurements,
-                          cache_file=store.path(key) if store else None)
+                          cache_file=store.path(key) if store else None, left_out=left_out)
 
     def default_plan():
         from .calibration import CalibrationPlan
@@ -260,7 +278,7 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
                                       "edgeaccel samples"})
 
     def rerank(measured: dict[str, Measurement]) -> Ranking:
-        return _rank(found.artifacts, facts, options, executor, device, profile, goal, measured)
+        return _rank(found.artifacts, facts, options, executor, device, profile, goal, measured, left_out)
 
     selection.measure = lambda budget_plan=None: measure(budget_plan or default_plan())
     selection.keep, selection.rerank = keep, rerank
@@ -296,8 +314,10 @@ def profile_limits(profile: Profile | None, ranking: Ranking) -> dict | None:
     return {device_of_name(c.device): limits for c in ranking.candidates}
 
 
-def _rank(artifacts, facts, options, executor, device, profile, goal, measurements) -> Ranking:
+def _rank(artifacts, facts, options, executor, device, profile, goal, measurements,
+          left_out: Sequence[Rejection] = ()) -> Ranking:
     ranking = rank(artifacts, runtimes(), facts, None, options, executor, device, profile, goal, measurements)
+    ranking.rejected.extend(left_out)
     return _explain_absences(ranking, facts)
 
 

@@ -94,7 +94,11 @@ def test_bundle_loads_and_names_its_reference(mlp, bundle):
     found = bundle_mod.read_manifest(bundle.manifest)
     assert {a.path.name for a in found.artifacts} == {a.path.name for a in bundle.artifacts}
     assert found.reference.name == "mlp_float.onnx" and found.reference.is_file()
-    assert found.calibration.name == "calibration.npy" and np.load(found.calibration).shape == (200, 16, 16, 3)
+    # every 5th of the 200 calibration samples is held back: the quantizer saw 160, check compares on 40
+    calib = np.load(mlp[3])
+    assert found.calibration.name == "calibration.npy" and np.load(found.calibration).shape == (160, 16, 16, 3)
+    np.testing.assert_array_equal(np.load(found.holdout), calib[4::5])
+    np.testing.assert_array_equal(np.load(found.calibration), np.delete(calib, np.s_[4::5], axis=0))
     assert all(found.notes[a.path] for a in found.artifacts)
     with edgeaccel.load(bundle.out) as model:
         assert model.info.path.name in {a.path.name for a in bundle.artifacts}
