@@ -148,9 +148,10 @@ def load(
 
 def _record_left_out(model: Model, left_out: Sequence[Rejection]) -> None:
     """Artifacts left out because their recorded check failed, in ``model.fallbacks`` and the log."""
-    for r in left_out:
-        event = FallbackEvent(time.time(), "select", f"[{r.artifact.path.name}]", r.reason, model.executor.name)
-        model._fallbacks.insert(0, event)
+    events = [FallbackEvent(time.time(), "select", f"[{r.artifact.path.name}]", r.reason, model.executor.name)
+              for r in left_out]
+    model._fallbacks[:0] = events
+    for event in events:
         log.warning("fallback: %s", event)
 
 

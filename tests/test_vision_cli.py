@@ -103,6 +103,8 @@ def test_check_compares_decoded_results_and_gates_on_them(tmp_path):
 
 
 def test_task_gates_need_a_task():
+    """The task is on by default (--task auto); a task gate with the task turned off is refused."""
     model = str(MODELS / "mobilenet_v1_0.25_128_quant.tflite")
-    out = cli("check", model, "--reference", model, "--data", str(IMAGES), "--min-precision", "0.9")
-    assert out.returncode == 4 and "need --task" in out.stderr
+    out = cli("check", model, "--reference", model, "--data", str(IMAGES), "--min-precision", "0.9",
+              "--task", "none")
+    assert out.returncode == 4 and "--task none turns it off" in out.stderr
