@@ -112,22 +112,6 @@ def test_a_detector_with_every_label_wrong_fails_though_its_tensors_are_close(tm
     assert done.returncode == 0, done.stderr
 
 
-def test_detection_is_pooled_over_the_samples():
-    """Two images where both find nothing and one where the artifact lost both boxes: recall 0, not 2/3."""
-    from edgeaccel.vision.check import pooled_detection
-    from edgeaccel.vision.preprocess import Frame
-    from edgeaccel.vision.results import Box, DetectResult
-
-    frame = Frame(64, 64, 64, 64, 1.0, 1.0)
-    boxes = [Box((2, 2, 20, 20), 0.9, 0, "a"), Box((30, 30, 50, 50), 0.8, 1, "b")]
-    empty = DetectResult("detect", frame)
-    reference = [empty, empty, DetectResult("detect", frame, boxes=boxes)]
-    got = [empty, empty, empty]
-    assert pooled_detection(reference, got)["recall"] == 0
-    assert pooled_detection(reference, reference) == {"precision": 1.0, "recall": 1.0, "mean_iou": 1.0,
-                                                       "boxes": 2, "reference_boxes": 2}
-
-
 # -- held-out samples ----------------------------------------------------------------------------------------
 
 def test_convert_holds_samples_back_and_check_uses_them(mlp, good_bundle):

@@ -47,7 +47,7 @@ class Row:
     rel_error: float | None = None  # worst output's ||artifact - reference|| / ||reference|| over the samples
     latency_ms: dict | None = None
     error: str | None = None
-    task_metrics: dict | None = None  # --task: agreement of decoded results (edgeaccel.vision.agreement)
+    task_metrics: dict | None = None  # --task: agreement of decoded results (edgeaccel.agreement.tasks)
 
     def as_dict(self) -> dict:
         return {"artifact": str(self.artifact), "format": self.format, "executor": self.executor,
@@ -351,12 +351,13 @@ def verdicts(report: CheckReport, max_rel_error: float | None = DEFAULT_MAX_REL_
 
 def _worst(rows: list[Row]) -> dict:
     """The worst value of each measure over the executors: the highest error or distance, the lowest agreement."""
-    from ..vision.check import GATES
+    from ..vision.check import GATES, gated_value
 
     worst: dict = {"rel_error": _round(max(r.rel_error or 0.0 for r in rows), 6)}
     kinds = {key: kind for key, kind in GATES.values()}
     for key, kind in kinds.items():
-        values = [r.task_metrics[key] for r in rows if r.task_metrics and r.task_metrics.get(key) is not None]
+        values = [gated_value(key, r.task_metrics) for r in rows if r.task_metrics]
+        values = [v for v in values if v is not None]
         if values:
             worst[key] = _round(max(values) if kind == "max" else min(values), 6)
     return worst
