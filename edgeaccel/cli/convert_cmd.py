@@ -106,10 +106,8 @@ def _verdict(check: dict) -> str:
 
 
 def _say_failed(failed: list) -> None:
-    """Failed artifacts are still written (their numbers are in the manifest) but never picked: say so."""
-    for artifact, check in failed:
-        print(f"warning: {artifact.path.name} FAILED its check against the float reference: {check['reason']}; "
-              "edgeaccel.load and run leave it out", file=sys.stderr)
+    """Failed artifacts are still written (their numbers are in the manifest) but never picked; convert logged
+    each with its reason: what to do about them."""
     if failed:
         print("hint: calibrate on inputs like those the model will see (--normalize as it expects), keep the float "
               "artifact, or find the layer that breaks with `edgeaccel profile --compare`", file=sys.stderr)

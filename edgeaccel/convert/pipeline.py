@@ -188,7 +188,8 @@ def _check_artifacts(result: ConvertResult) -> None:
                                    + (f" (task {report.task})" if report.task else ""), *report.notes])
     for path, entry in result.checks.items():
         if entry["passed"] is False:
-            log.warning("%s FAILED its check against the float reference: %s", path.name, entry["reason"])
+            log.warning("%s FAILED its check against the float reference (edgeaccel.load and run leave it out): "
+                        "%s", path.name, entry["reason"])
 
 
 class _Job:
