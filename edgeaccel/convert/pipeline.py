@@ -178,9 +178,10 @@ def _check_artifacts(result: ConvertResult) -> None:
 
     try:
         report = verify.check(result.out, runs=0, task="auto")
-    except EdgeAccelError as exc:
-        result.check_note = f"not checked: {exc.message}"
-        log.warning("convert could not check the artifacts: %s", exc.message)
+    except Exception as exc:  # noqa: BLE001 - the bundle is written and valid: a check that breaks must not undo it
+        why = exc.message if isinstance(exc, EdgeAccelError) else f"{type(exc).__name__}: {exc}"
+        result.check_note = f"not checked: {why} (run edgeaccel check on the bundle)"
+        log.warning("convert could not check the artifacts: %s", why)
         return
     result.task = report.task
     result.checks = verify.verdicts(report)
