@@ -318,7 +318,7 @@ def profile_limits(profile: Profile | None, ranking: Ranking) -> dict | None:
 def _rank(artifacts, facts, options, executor, device, profile, goal, measurements,
           left_out: Sequence[Rejection] = ()) -> Ranking:
     ranking = rank(artifacts, runtimes(), facts, None, options, executor, device, profile, goal, measurements)
-    ranking.rejected.extend(left_out)
+    ranking.rejected[:0] = left_out  # first: the artifact the caller may have expected to run
     return _explain_absences(ranking, facts)
 
 

@@ -198,7 +198,7 @@ def test_load_leaves_a_failed_artifact_out_with_the_reason(failing_bundle):
         assert rejected and rejected[0].reason.startswith("left out: it failed its check")
     done = cli("explain", failing_bundle.out)
     assert done.returncode == 0, done.stderr
-    assert "mlp_int8.onnx]: left out: it failed its check" in done.stdout
+    assert "- every executor [mlp_int8.onnx]: left out: it failed its check" in done.stdout
 
 
 def test_a_pinned_failed_artifact_warns_but_runs(failing_bundle, mlp):
