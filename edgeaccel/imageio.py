@@ -20,7 +20,9 @@ _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def read_image(path: str | Path) -> np.ndarray:
-    """Decode to uint8 (H, W, C) with C = 1 (gray) or 3 (RGB); alpha is dropped."""
+    """Decode to uint8 (H, W, C) with C = 1 (gray) or 3 (RGB); alpha is dropped. 16-bit samples become 8-bit
+    (their high byte), palette images RGB, 1-bit images 0/255; floating-point and 32-bit images, whose range
+    is unknown, are refused with an InputError."""
     path = Path(path)
     try:
         from PIL import Image  # noqa: F401
@@ -61,13 +63,49 @@ def _pillow_decode(source, name: str) -> np.ndarray:
     try:
         with Image.open(source) as img:
             img.load()
-            mode = "L" if img.mode in ("1", "L", "I", "I;16", "F") else "RGB"
-            pixels = img if img.mode == mode else img.convert(mode)  # no copy of a photo already in RGB
-            return np.asarray(pixels).reshape(img.height, img.width, 1 if mode == "L" else 3)
+            return _from_pillow(img, name)
     except OSError:
         raise  # the caller tells a file system error from an image's
+    except InputError:
+        raise
     except Exception as exc:  # Pillow raises UnidentifiedImageError, DecompressionBombError ...
         raise InputError(f"cannot decode image {name}: {exc}") from exc
+
+
+def _from_pillow(img, name: str) -> np.ndarray:
+    """A decoded Pillow image as uint8 (H, W, 1) or (H, W, 3). Pillow's own ``convert("L")`` clips 16-bit
+    values to 255 (a 16-bit PNG became an all-white image), and a "1" image is bool: every mode is brought to
+    8 bits here, or refused."""
+    mode = img.mode
+    if mode in ("L", "RGB"):
+        pixels = np.asarray(img)  # no copy of a photo already in RGB
+    elif mode == "1" or mode in ("LA", "La"):
+        pixels = np.asarray(img.convert("L"))
+    elif mode.startswith("I;16") or mode == "I":
+        # Pillow holds 16-bit grey as I;16 (PNG, TIFF) or I (PGM, scaled to 0..65535 by Pillow)
+        values = np.asarray(img)
+        if mode == "I" and values.size and (int(values.min()) < 0 or int(values.max()) > 65535):
+            raise InputError(f"{name} is a 32-bit integer image (values {int(values.min())}..{int(values.max())})"
+                             ": its range is unknown", hint="convert it to an 8- or 16-bit PNG first")
+        pixels = to_8bit(values)
+    elif mode in ("F", "I;32", "I;32B", "I;32L"):
+        raise InputError(f"{name} is a {mode} image ({'floating point' if mode == 'F' else '32-bit'} pixels): "
+                         "its range is unknown", hint="convert it to an 8- or 16-bit PNG first")
+    elif mode in ("P", "PA"):
+        # through RGBA: Pillow warns about a palette's transparency when going to RGB; alpha is dropped after
+        pixels = np.asarray(img.convert("RGBA"))[..., :3]
+    else:  # RGBA, CMYK, YCbCr, LAB, HSV, RGBX ...: Pillow's own conversion to RGB
+        pixels = np.asarray(img.convert("RGB"))
+    if pixels.dtype != np.uint8:  # a mode this function does not know gave wider pixels: never clip them
+        raise InputError(f"{name} is a {mode} image, which edgeaccel cannot bring to 8 bits",
+                         hint="convert it to an 8-bit RGB PNG or JPEG first")
+    return np.ascontiguousarray(pixels).reshape(img.height, img.width, 1 if pixels.ndim == 2 else 3)
+
+
+def to_8bit(values: np.ndarray) -> np.ndarray:
+    """16-bit samples to 8 bits: the high byte (0 -> 0, 65535 -> 255), as libpng's strip and Pillow's own
+    16-bit RGB reading do, so that both decoding paths give the same pixels."""
+    return (values.astype(np.uint32) >> 8).astype(np.uint8)
 
 
 def _without_pillow(data: bytes, name: str) -> np.ndarray:
@@ -101,7 +139,7 @@ def decode_png(data: bytes, name: str = "image") -> np.ndarray:
         if interlace:
             raise InputError(f"{name} is an interlaced PNG", hint="pip install 'edgeaccel[images]' (Pillow reads it)")
         channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[color]
-        if depth not in (8, 16) and not (color in (0, 3) and depth in (1, 2, 4)):
+        if (depth not in (8, 16) and not (color in (0, 3) and depth in (1, 2, 4))) or (color == 3 and depth == 16):
             raise ValueError(f"bit depth {depth} with color type {color}")
         raw = zlib.decompress(b"".join(idat))
     except InputError:
@@ -115,8 +153,7 @@ def decode_png(data: bytes, name: str = "image") -> np.ndarray:
         raise InputError(f"{name} is a truncated PNG")
     pixels = _unfilter(raw, height, stride, bpp)
     if depth == 16:
-        image = pixels.view(">u2").reshape(height, width, channels)
-        image = (image >> 8).astype(np.uint8)
+        image = to_8bit(pixels.view(">u2").reshape(height, width, channels))
     elif depth == 8:
         image = pixels.reshape(height, width, channels)
     else:
@@ -126,7 +163,10 @@ def decode_png(data: bytes, name: str = "image") -> np.ndarray:
     if color == 3:
         if palette is None:
             raise InputError(f"{name} is a palette PNG without a palette")
-        return palette[np.clip(image[..., 0], 0, len(palette) - 1)]
+        if int(image.max(initial=0)) >= len(palette):  # the PNG spec calls this an error: never guess a colour
+            raise InputError(f"{name} is a corrupted PNG: palette index {int(image.max())} past its "
+                             f"{len(palette)} colours")
+        return palette[image[..., 0]]
     if color in (4, 6):  # drop alpha
         image = image[..., :-1]
     return np.ascontiguousarray(image)

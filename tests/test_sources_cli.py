@@ -35,7 +35,25 @@ def test_run_on_a_video_file_writes_every_frame_and_a_summary(tmp_path):
     report = json.loads(done.stdout)
     assert report["schema"] == "edgeaccel.run.live/1"
     assert report["frames_in"] == report["frames_out"] == 30 and report["error"] is None
+    # latency is arrival -> result; stages_ms says where it went (queue wait apart from inference)
+    stages = report["stages_ms"]
+    assert list(stages) == ["decode", "queue", "preprocess", "inference", "postprocess"]
+    assert 0 < stages["inference"]["p50"] <= report["latency_ms"]["p99"]
+    line = json.loads((tmp_path / "f.jsonl").read_text().splitlines()[0])
+    assert sum(line["timing_ms"].values()) == pytest.approx(line["latency_ms"], abs=0.01)
     assert len((tmp_path / "f.jsonl").read_text().splitlines()) == 30 and (tmp_path / "out.mp4").stat().st_size
+
+
+def test_text_summary_says_where_the_latency_went(tmp_path):
+    video = tmp_path / "in.mp4"
+    write_video(video, moving_frames(1))
+    done = _run(str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--input", str(video), "--executor", "litert")
+    assert done.returncode == 0, done.stderr
+    assert "summary   1 frame out of 1 " in done.stdout  # not "1 frames"
+    assert "from a frame's arrival to its result" in done.stdout
+    by_stage = next(line for line in done.stdout.splitlines() if "p50 by stage" in line)
+    for stage in ("decode", "queue", "preprocess", "inference", "postprocess"):
+        assert f"{stage} " in by_stage
 
 
 def test_run_on_a_refused_stream_says_so(tmp_path):

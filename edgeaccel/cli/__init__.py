@@ -41,6 +41,7 @@ COMMANDS = {
     "profiles": "profiles_cmd",
     "convert": "convert_cmd",
     "check": "check_cmd",
+    "val": "val_cmd",
     "cache": "cache_cmd",
     "profile": "profile_cmd",
     "serve": "serve_cmd",

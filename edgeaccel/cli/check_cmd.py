@@ -56,6 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-keypoint-distance", type=float, metavar="D",
                    help="pose: fail above this mean keypoint distance (in units of the reference person's "
                         "size, OKS-style; default 0.1)")
+    p.add_argument("--max-map-drop", type=float, metavar="POINTS",
+                   help="with --data a labelled dataset (COCO JSON, YOLO labels): fail when an artifact's mAP50-95 "
+                        "is more than POINTS below the reference's (as `edgeaccel val` measures it)")
     add_cache_arguments(p, measurements=False)
     p.add_argument("--json", action="store_true", help="print one JSON document (schema edgeaccel.check/1)")
 
@@ -75,12 +78,23 @@ def main(args: argparse.Namespace) -> int:
     if any(v is not None for v in task_gates.values()) and args.task == "none":
         raise InputError("--min-precision, --min-recall, --min-miou and --max-keypoint-distance gate a vision "
                          "task; --task none turns it off", hint="drop --task none (or name the task: --task detect)")
+    data = args.data
+    if args.max_map_drop is not None:  # the tensor comparisons read the dataset's images, the gate its labels
+        from ..evaluation.bundle_val import labelled_images
+
+        data = labelled_images(args.data)
     with quiet_native_stderr():
-        report = check(args.path, reference=args.reference, data=args.data, normalize=args.normalize,
+        report = check(args.path, reference=args.reference, data=data, normalize=args.normalize,
                        executors=args.executor or None, runs=args.runs, max_samples=args.max_samples,
                        task=args.task, labels=args.labels, **cache_kwargs(args))
     gate = DEFAULT_MAX_REL_ERROR if args.max_rel_error is None else args.max_rel_error
     failed = failures(report, gate, args.min_top1, task_gates)
+    if args.max_map_drop is not None:
+        from ..evaluation.bundle_val import map_drop
+
+        with quiet_native_stderr():
+            failed += map_drop(args.path, args.data, args.max_map_drop, reference=args.reference,
+                               executors=args.executor or None, labels=args.labels, **cache_kwargs(args))[1]
     if args.json:
         json.dump({**report.as_dict(), "failures": failed}, sys.stdout, indent=2)
         print()

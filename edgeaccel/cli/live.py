@@ -1,6 +1,6 @@
 """``edgeaccel run MODEL --input VIDEO|/dev/videoN|rtsp://...|FOLDER``: serve live sources through the model
-(``model.watch``) with a line per second (frames in, out, dropped, latency p50/p99, executor, temperature, and
-the policy's shedding with --policy), then a summary (``--json``: one document, schema edgeaccel.run.live/1)."""
+(``model.watch``) with a line per second (frames in, out, dropped, latency p50/p99 split into queue wait and
+inference, executor, temperature, and the policy's shedding with --policy), then a summary (``--json``: one document, schema edgeaccel.run.live/1)."""
 
 from __future__ import annotations
 
@@ -120,20 +120,19 @@ class LiveLine:
 
     def show(self) -> None:
         s = self.pipeline.summary()
-        lat = s["latency_ms"]
-        p50 = f"{lat['p50']:.1f}" if lat["p50"] is not None else "n/a"
-        p99 = f"{lat['p99']:.1f}" if lat["p99"] is not None else "n/a"
+        lat, stages = s["latency_ms"], s["stages_ms"]
         dropped = sum(s["dropped"].values())
         text = (f"{s['elapsed_s']:6.0f}s  in {s['frames_in']}  out {s['frames_out']} ({s['fps']:.1f}/s)  "
-                f"dropped {dropped}  latency p50 {p50} ms p99 {p99} ms  {self.model.executor.runtime}:"
-                f"{self.model.executor.device}  {_temperature(self.model)}")
+                f"dropped {dropped}  latency p50 {_ms(lat['p50'])} p99 {_ms(lat['p99'])} (queue "
+                f"{_ms(stages['queue']['p50'])}, inference {_ms(stages['inference']['p50'])} at p50)  "
+                f"{self.model.executor.runtime}:{self.model.executor.device}  {_temperature(self.model)}")
         reconnects = sum(src["reconnects"] for src in s["sources"])
         if reconnects:
             text += f"  reconnects {reconnects}"
         shedding = self.pipeline.shedding
         if shedding:
             text += f"  policy sheds at the source ({shedding[:60]})"
-        self.stream.write(("\r" + text.ljust(110)) if self.tty else text + "\n")
+        self.stream.write(("\r" + text.ljust(140)) if self.tty else text + "\n")
         self.stream.flush()
         self.shown = True
 
@@ -154,12 +153,21 @@ def _temperature(model) -> str:
     return " ".join(temps) or "temp n/a"
 
 
+def _ms(value) -> str:
+    return f"{value:.1f} ms" if value is not None else "n/a"
+
+
 def _print_summary(s: dict) -> None:
     lat = s["latency_ms"]
-    print(f"summary   {s['frames_out']} frames out of {s['frames_in']} in {s['elapsed_s']:.1f} s ({s['fps']} FPS) "
-          f"on {s['executor']}")
+    from ..wording import counted
+
+    print(f"summary   {counted(s['frames_out'], 'frame')} out of {s['frames_in']} in {s['elapsed_s']:.1f} s "
+          f"({s['fps']} FPS) on {s['executor']}")
     print("          dropped " + ", ".join(f"{k} {v}" for k, v in s["dropped"].items())
-          + f"; failed {s['failed']}; latency p50 {lat['p50']} ms, p99 {lat['p99']} ms")
+          + f"; failed {s['failed']}")
+    print(f"latency   p50 {_ms(lat['p50'])}, p99 {_ms(lat['p99'])}: from a frame's arrival to its result")
+    parts = ", ".join(f"{stage} {_ms(v['p50'])}" for stage, v in s["stages_ms"].items())
+    print(f"          p50 by stage: {parts} (queue: waiting between stages)")
     for src in s["sources"]:
         extra = f", reconnects {src['reconnects']} ({src['outage_s']} s without frames)" if src["reconnects"] else ""
         print(f"source    {src['source']}: in {src['frames_in']}, out {src['frames_out']}{extra}")

@@ -97,7 +97,10 @@ def print_result(vision: dict) -> None:
         for c in vision["classes"]:
             print(f"          {c['score']:.4f}  {_name(c)}")
     elif vision["task"] == "detect":
-        print(f"          {len(vision['boxes'])} boxes ({vision['decoder']}), in image pixels x1 y1 x2 y2:")
+        from ..wording import counted
+
+        where = ", in image pixels x1 y1 x2 y2:" if vision["boxes"] else ""
+        print(f"          {counted(len(vision['boxes']), 'box')} ({vision['decoder']}){where}")
         for b in vision["boxes"]:
             x1, y1, x2, y2 = b["xyxy"]
             print(f"          {b['score']:.3f}  {b['label']:<20} {x1:7.1f} {y1:7.1f} {x2:7.1f} {y2:7.1f}")

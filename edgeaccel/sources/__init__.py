@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 _LAZY = {"SourceError": "errors", "SourceLostError": "errors", "Frame": "frame", "Pipeline": "pipeline",
          "DROP_POLICIES": "queues", "IterableSource": "readers", "Source": "readers", "open_source": "readers",
          "CallbackSink": "sinks", "ImageSink": "sinks", "JsonLinesSink": "sinks", "Sink": "sinks",
-         "VideoSink": "sinks"}
+         "VideoSink": "video_sink"}
 
 
 def __getattr__(name: str):

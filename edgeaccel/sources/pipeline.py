@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import EdgeAccelError, InputError, ModelClosedError
 from .errors import SourceError
-from .frame import Frame
+from .frame import STAGES, Frame
 from .queues import DROP_POLICIES, Closed, DropQueue
 from .readers import RawFrame, Source, open_source
 from .stats import PipelineStats, PolicyWatch
@@ -45,6 +45,8 @@ class _Job:
     segment: int
     inputs: Any = None
     meta: Any = None
+    submitted: float = 0.0  # monotonic: into the model
+    done: float = 0.0  # monotonic: its outputs ready (the future's callback)
 
 
 class Pipeline:
@@ -93,6 +95,10 @@ class Pipeline:
             self._close_sources()
             self._close_sinks()
             raise
+        for sink in self.sinks:
+            attach = getattr(sink, "attach", None)  # a Sink-like object without it gets no timing
+            if attach is not None:
+                attach(self.sources)
         self.drops = [drop or ("latest" if s.live else "none") for s in self.sources]
         self._carry = [StateCarry(model, self._pairs) if self._pairs else None for _ in self.sources]
         self.keep_images = keep_images if keep_images is not None else True
@@ -241,7 +247,13 @@ class Pipeline:
         index = -1
         size = None
         try:
+            asked = time.monotonic()
             for raw in source.frames(self._stop):
+                # decoding is the source's own time for this frame: from its packet's arrival, or from when the
+                # reader asked for it if the packet came earlier (it then waited in the decoder while the
+                # reader was held back by a full queue or max_fps: that wait is counted as queue)
+                now = time.monotonic()
+                raw.decode_s = max(0.0, now - max(raw.captured, asked))
                 index += 1
                 shape = raw.image.shape[:2]
                 if size is not None and shape != size:  # reported; the frame is still fitted to the model
@@ -256,6 +268,7 @@ class Pipeline:
                         if source.live:  # a live source is not slowed down: the frame is skipped
                             with self.stats.lock:
                                 stats.dropped["max_fps"] += 1
+                            asked = time.monotonic()
                             continue
                         self._stop.wait(next_due - now)  # a file is paced
                     next_due = max(next_due + interval, time.monotonic() - interval)
@@ -267,6 +280,7 @@ class Pipeline:
                     self._arrival.notify()
                 if self._stop.is_set():
                     return
+                asked = time.monotonic()
         except Closed:
             return
         except EdgeAccelError as exc:
@@ -319,10 +333,12 @@ class Pipeline:
 
     def _prepare(self, i: int, index: int, raw: RawFrame) -> _Job:
         began = time.monotonic()
-        try:
-            return self._prepare_job(i, index, raw)
-        finally:
-            self._prepare_s = _average(self._prepare_s, time.monotonic() - began)
+        job = self._prepare_job(i, index, raw)
+        ended = time.monotonic()
+        self._prepare_s = _average(self._prepare_s, ended - began)
+        job.frame.timing_ms["decode"] = raw.decode_s * 1e3
+        job.frame.timing_ms["preprocess"] = (ended - began) * 1e3
+        return job
 
     def _prepare_job(self, i: int, index: int, raw: RawFrame) -> _Job:
         frame = Frame(self.sources[i].name, index, raw.timestamp, raw.captured, raw.image)
@@ -364,10 +380,10 @@ class Pipeline:
                 else:
                     inputs = job.inputs
                 try:
-                    submitted = time.monotonic()
+                    submitted = job.submitted = time.monotonic()
                     self._busy_until = submitted + self._infer_s
                     future = self._run_inline(inputs) if self._inline else self.model.submit(inputs)
-                    future.add_done_callback(lambda _, t=submitted: self._served(t))
+                    future.add_done_callback(lambda _, t=submitted, j=job: self._served(t, j))
                 except ModelClosedError:
                     self._slots.release()
                     raise
@@ -424,18 +440,26 @@ class Pipeline:
             if future is not None:
                 try:
                     frame.outputs = self._wait(future)
+                    # the callback stamps `done`; it may run just after the result is handed out
+                    frame.timing_ms["inference"] = ((job.done or time.monotonic()) - job.submitted) * 1e3
                     if self.task is not None:
+                        began = time.monotonic()
                         frame.result = self.task.postprocess(frame.outputs, job.meta)
+                        frame.timing_ms["postprocess"] = (time.monotonic() - began) * 1e3
                 except (ModelClosedError, Closed):
                     raise
                 except Exception as exc:
                     frame.error = exc
             frame.latency_ms = (time.monotonic() - frame.captured) * 1e3
+            _split(frame)
+            if frame.result is not None and getattr(frame.result, "timing_ms", None) == {}:
+                # the task result's own stages, as model.predict() gives them
+                frame.result.timing_ms = {k: frame.timing_ms[k] for k in ("preprocess", "inference", "postprocess")}
             stats = self.stats.sources[job.source]
             with self.stats.lock:
                 if frame.error is None:
                     stats.frames_out += 1
-                    stats.latencies_ms.append(frame.latency_ms)
+                    stats.add(frame.latency_ms, frame.timing_ms)
                 else:
                     stats.failed += 1
             if frame.error is not None:
@@ -456,8 +480,9 @@ class Pipeline:
                     frame.image = None
                 self._out.put(frame)
 
-    def _served(self, submitted: float) -> None:
-        self._infer_s = _average(self._infer_s, time.monotonic() - submitted)
+    def _served(self, submitted: float, job: _Job) -> None:
+        job.done = time.monotonic()
+        self._infer_s = _average(self._infer_s, job.done - submitted)
         self._slots.release()
 
     def _wait(self, future):
@@ -497,6 +522,14 @@ class Pipeline:
                 source.close()
             except Exception as exc:
                 log.warning("closing source %s failed: %s", source.name, exc)
+
+
+def _split(frame: Frame) -> None:
+    """Every stage in ``frame.timing_ms``, in STAGES order, with "queue" the rest of the latency: the waits."""
+    timing = frame.timing_ms
+    worked = sum(timing.get(s, 0.0) for s in STAGES if s != "queue")
+    frame.timing_ms = {s: timing.get(s, 0.0) for s in STAGES}
+    frame.timing_ms["queue"] = max(0.0, frame.latency_ms - worked)
 
 
 def _average(previous: float, sample: float, weight: float = 0.2) -> float:

@@ -30,6 +30,7 @@ class RawFrame:
     timestamp: float | None
     captured: float  # time.monotonic() when it arrived (its packet was read; an iterable's item was taken)
     segment: int = 0  # counts reconnects: a new segment starts a new stream (its state starts from zeros)
+    decode_s: float = 0.0  # seconds the source took to give it (set by the pipeline's reader)
 
 
 class Source:
@@ -37,6 +38,11 @@ class Source:
 
     live = False  # a live source (camera, stream) is never waited for: its frames are dropped when late
     kind = "source"
+    # Timing, for sinks that keep it (a video): ``clock`` is whether frame timestamps are the source's own
+    # presentation times (a video's PTS, or ``fps=`` given for an iterable or image folder) rather than
+    # arrival times or frame numbers; ``frame_rate`` its nominal frames per second (None when unknown).
+    clock = False
+    frame_rate = None
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -69,6 +75,7 @@ class IterableSource(Source):
         super().__init__(name)
         self.items = items
         self.fps = fps
+        self.clock, self.frame_rate = fps is not None, fps
 
     def frames(self, stop: threading.Event) -> Iterator[RawFrame]:
         start = time.monotonic()
@@ -88,6 +95,7 @@ class ImageFilesSource(Source):
         super().__init__(name)
         self.paths = paths
         self.fps = fps
+        self.clock, self.frame_rate = fps is not None, fps
 
     def open(self) -> None:
         if not self.paths:

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import InputError
-from .errors import import_av
-
-VIDEO_SUFFIXES = {".mp4": "libx264", ".mkv": "libx264", ".mov": "libx264", ".avi": "mjpeg"}
 
 
 class Sink:
+    def attach(self, sources: list) -> None:
+        """Called once before the first frame with the pipeline's Source objects (their names, frame rates
+        and clocks), in the order of ``write``'s ``source`` index."""
+
     def write(self, frame, source: int) -> None:
         raise NotImplementedError
 
@@ -28,57 +29,6 @@ def rendered(frame):
     """The frame drawn by its task result, or the frame itself."""
     render = getattr(frame.result, "render", None)
     return render(frame.image) if render is not None and frame.image is not None else frame.image
-
-
-class VideoSink(Sink):
-    """An annotated video per source (``out.mp4``; with several sources ``out-1.mp4``, ``out-2.mp4`` ...), at
-    the size of the source's first frame (later sizes are resized to it) and ``fps`` (default 30)."""
-
-    def __init__(self, path: str | os.PathLike, fps: float = 30.0, sources: int = 1) -> None:
-        self.path = Path(path)
-        codec = VIDEO_SUFFIXES.get(self.path.suffix.lower())
-        if codec is None:
-            raise InputError(f"cannot write video {self.path.name}: unknown suffix",
-                             hint=f"use one of {sorted(VIDEO_SUFFIXES)}")
-        if not self.path.parent.is_dir():
-            raise InputError(f"cannot write {self.path}: no folder {self.path.parent}")
-        self.codec, self.fps, self.sources = codec, fps, sources
-        self._open: dict[int, tuple[Any, Any, tuple[int, int]]] = {}
-        self.paths: list[Path] = []
-
-    def _target(self, source: int) -> Path:
-        if self.sources == 1:
-            return self.path
-        return self.path.with_name(f"{self.path.stem}-{source + 1}{self.path.suffix}")
-
-    def write(self, frame, source: int) -> None:
-        image = rendered(frame)
-        if image is None:
-            return
-        av = import_av()
-        if source not in self._open:
-            path = self._target(source)
-            container = av.open(str(path), "w")
-            stream = container.add_stream(self.codec, rate=round(self.fps))
-            stream.height, stream.width = image.shape[0] - image.shape[0] % 2, image.shape[1] - image.shape[1] % 2
-            stream.pix_fmt = "yuv420p" if self.codec != "mjpeg" else "yuvj420p"
-            self._open[source] = (container, stream, (stream.height, stream.width))
-            self.paths.append(path)
-        container, stream, (height, width) = self._open[source]
-        if image.shape[:2] != (height, width):
-            from ..imageio import resize
-
-            image = resize(image, height, width)
-        video_frame = av.VideoFrame.from_ndarray(image, format="rgb24")
-        for packet in stream.encode(video_frame):
-            container.mux(packet)
-
-    def close(self) -> None:
-        for container, stream, _ in self._open.values():
-            for packet in stream.encode():
-                container.mux(packet)
-            container.close()
-        self._open.clear()
 
 
 class ImageSink(Sink):
@@ -132,6 +82,8 @@ class CallbackSink(Sink):
 def as_sinks(sinks, sources: int) -> list[Sink]:
     """Sinks from what the caller gave: Sink objects, callables, or paths (a video suffix: VideoSink; .jsonl:
     JsonLinesSink; anything else: a folder for ImageSink)."""
+    from .video_sink import VIDEO_SUFFIXES, VideoSink
+
     if sinks is None:
         return []
     if isinstance(sinks, (str, os.PathLike, Sink)) or callable(sinks):
@@ -153,3 +105,11 @@ def as_sinks(sinks, sources: int) -> list[Sink]:
         else:
             raise InputError(f"{sink!r} is not a sink", hint="give a path, a callable or an edgeaccel.sources Sink")
     return out
+
+
+def __getattr__(name: str):
+    if name in ("VideoSink", "VIDEO_SUFFIXES"):  # in video_sink.py, which subclasses Sink
+        from . import video_sink
+
+        return getattr(video_sink, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

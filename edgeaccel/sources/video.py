@@ -59,6 +59,9 @@ def decode(container, source: Source, stop: threading.Event, *, time_offset: flo
     if stream.codec_context is None:
         raise SourceError(f"{source.name}: FFmpeg has no decoder for its {stream.codec_tag or 'video'} codec",
                           hint="re-encode it (H.264, VP9, MJPEG are read everywhere)")
+    # the stream's timing, which a video sink keeps: its nominal rate, and frame times from its PTS
+    source.frame_rate = stream.average_rate or stream.guessed_rate or source.frame_rate
+    source.clock = True
     start = time.monotonic()
     arrived: dict[int, float] = {}  # packet pts -> when it was read; bounded (a frame without a packet's pts)
     try:
@@ -104,7 +107,9 @@ class FileSource(Source):
                 yield raw
             if not self.loop or stop.is_set() or last is None:
                 return
-            offset = (last.timestamp or 0.0) + 1e-3
+            # the replay starts one frame interval after the last frame, as the next frame would have
+            step = 1 / float(self.frame_rate) if self.frame_rate else 1e-3
+            offset = (last.timestamp or 0.0) + step
             self._container.seek(0)
 
     def close(self) -> None:

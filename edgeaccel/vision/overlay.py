@@ -17,6 +17,55 @@ def _pil():
     return Image, ImageDraw
 
 
+def font_for(height: int, width: int):
+    """Pillow's own font at a size that reads on this image (10 px on a small one, larger on a large frame),
+    or its fixed bitmap font where Pillow has no FreeType."""
+    from PIL import ImageFont
+
+    size = max(11, round(max(height, width) / 60))
+    try:
+        return ImageFont.load_default(size=size)
+    except (TypeError, ImportError, OSError):  # Pillow < 10.1 or without FreeType: one size only
+        return ImageFont.load_default()
+
+
+def label_parts(pen, xy: tuple[float, float], parts: list[str], font) -> tuple[list[tuple[float, str]], tuple]:
+    """Where each part of a label goes, drawn from ``xy`` with a visible gap between parts: at small sizes the
+    font's space is 2 px, and "FACE 0.79" read as "FACE0.79". Returns [(x, text)] and the whole label's bbox."""
+    gap = max(5, round(_height(pen, font) * 0.6))
+    x, y = xy
+    placed, right, top, bottom = [], x, None, None
+    for text in parts:
+        left_, top_, right_, bottom_ = pen.textbbox((x, y), text, font=font)
+        placed.append((x, text))
+        right = right_
+        top = top_ if top is None else min(top, top_)
+        bottom = bottom_ if bottom is None else max(bottom, bottom_)
+        x = right_ + gap
+    return placed, (xy[0], top, right, bottom)
+
+
+def _height(pen, font) -> int:
+    left, top, right, bottom = pen.textbbox((0, 0), "Ag0", font=font)
+    return bottom - top
+
+
+def label_origin(box: tuple[float, float, float, float], size: tuple[int, int], image: tuple[int, int],
+                 pad: int = 2) -> tuple[float, float]:
+    """Top-left corner of a label of ``size`` (width, height) for ``box`` (x1, y1, x2, y2) in an ``image``
+    (height, width): above the box where it fits, else inside it under its top edge; moved left when it would
+    pass the right edge, never past the left one, so that it is never cut off by the frame."""
+    label_w, label_h = size
+    height, width = image
+    x1, y1 = box[0], box[1]
+    y = y1 - label_h - pad  # its background then ends on the box's top edge
+    if y < 0:  # the box touches the top: inside it
+        y = y1 + pad
+    y = max(0.0, min(y, height - label_h - pad))
+    x = max(float(pad), min(x1 + pad, width - label_w - pad))
+    return x, y
+
+
 def palette(n: int) -> np.ndarray:
     """n distinct RGB colours (Pascal VOC's bit-interleaved palette: class 0 is black)."""
     ids = np.arange(n)
@@ -36,28 +85,37 @@ def draw(result, image: np.ndarray) -> np.ndarray:
     canvas = Image.fromarray(image)
     pen = ImageDraw.Draw(canvas)
     width = max(2, round(max(image.shape[:2]) / 300))
+    font = font_for(*image.shape[:2])
+    line = _height(pen, font) + 6  # one listed class per line
     if isinstance(result, DetectResult):
         colours = palette(max([b.class_id for b in result.boxes], default=0) + 2)
         for box in result.boxes:
             colour = tuple(int(c) for c in colours[box.class_id + 1])
             pen.rectangle(box.xyxy, outline=colour, width=width)
-            text = f"{box.label} {box.score:.2f}"
-            x, y = box.xyxy[0], max(0, box.xyxy[1] - 12)
-            left, top, right, bottom = pen.textbbox((x, y), text)
-            pen.rectangle((left - 1, top - 1, right + 1, bottom + 1), fill=colour)
-            pen.text((x, y), text, fill=(255, 255, 255))
+            parts = [box.label, f"{box.score:.2f}"]
+            _, (left, top, right, bottom) = label_parts(pen, (0, 0), parts, font)
+            x, y = label_origin(box.xyxy, (right - left, bottom), image.shape[:2])
+            placed, (left, top, right, bottom) = label_parts(pen, (x, y), parts, font)
+            pen.rectangle((left - 2, top - 2, right + 2, bottom + 2), fill=colour)
+            for px, text in placed:
+                pen.text((px, y), text, fill=(255, 255, 255), font=font)
     elif isinstance(result, ClassifyResult):
         for i, c in enumerate(result.classes[:5]):
-            text = f"{c.label} {c.score:.2f}"
-            left, top, right, bottom = pen.textbbox((4, 4 + 14 * i), text)
+            placed, (left, top, right, bottom) = label_parts(pen, (4, 4 + line * i), [c.label, f"{c.score:.2f}"], font)
             pen.rectangle((left - 2, top - 2, right + 2, bottom + 2), fill=(0, 0, 0))
-            pen.text((4, 4 + 14 * i), text, fill=(255, 255, 255))
+            for px, text in placed:
+                pen.text((px, 4 + line * i), text, fill=(255, 255, 255), font=font)
     elif isinstance(result, SegmentResult):
         colours = palette(max(result.labels, default=0) + max([c["class_id"] for c in result.classes], default=0) + 2)
+        swatch = line - 6
         for i, c in enumerate(result.classes[:8]):
-            text = f"{c['label']} {c['fraction']:.0%}"
-            pen.rectangle((4, 4 + 14 * i, 14, 14 + 14 * i), fill=tuple(int(v) for v in colours[c["class_id"]]))
-            pen.text((18, 4 + 14 * i), text, fill=(255, 255, 255))
+            y = 4 + line * i
+            pen.rectangle((4, y, 4 + swatch, y + swatch), fill=tuple(int(v) for v in colours[c["class_id"]]))
+            placed, (left, top, right, bottom) = label_parts(pen, (8 + swatch, y), [c["label"], f"{c['fraction']:.0%}"],
+                                                             font)
+            pen.rectangle((left - 2, top - 2, right + 2, bottom + 2), fill=(0, 0, 0))  # readable on any mask
+            for px, text in placed:
+                pen.text((px, y), text, fill=(255, 255, 255), font=font)
     elif isinstance(result, PoseResult):
         r = max(3, width + 1)
         for pose in result.poses:

@@ -54,7 +54,9 @@ def as_rgb(image) -> np.ndarray:
     if isinstance(image, (str, Path)):
         image = read_image(image)
     elif not isinstance(image, np.ndarray) and hasattr(image, "convert") and hasattr(image, "size"):
-        image = np.asarray(image.convert("RGB"))
+        from ..imageio import _from_pillow
+
+        image = _from_pillow(image, "the PIL image")  # 16-bit and palette modes to 8 bits, not clipped
     if not isinstance(image, np.ndarray):
         raise InputError(f"cannot use a {type(image).__name__} as an image",
                          hint="pass a file path, a PIL image or an H x W x 3 uint8 numpy array (RGB)")
@@ -63,6 +65,12 @@ def as_rgb(image) -> np.ndarray:
     if image.ndim != 3 or image.shape[2] not in (1, 3, 4) or min(image.shape[:2]) < 1:
         raise InputError(f"an image array must be H x W x 3 (RGB), H x W x 4 or H x W; this one is {image.shape}",
                          hint="pass an RGB uint8 array; convert BGR (OpenCV) with image[..., ::-1]")
+    if image.dtype != np.uint8 and image.dtype.kind in "iu" and image.size:
+        low, high = int(image.min()), int(image.max())
+        if low < 0 or high > 255:  # clipping would give a white image (a 16-bit one) and no warning
+            raise InputError(f"an image array of {image.dtype} has values {low}..{high}, past 8 bits",
+                             hint="scale it to uint8 first (a 16-bit image: image >> 8), or pass the file's path: "
+                                  "16-bit files are scaled when decoded")
     if image.dtype != np.uint8:
         if image.dtype.kind == "f" and image.size and float(np.nanmax(image)) <= 1.0:
             image = image * 255.0
