@@ -18,10 +18,11 @@ HELP = "gate each artifact of a bundle against its float reference: task results
 GATES_HELP = ("gates, on by default: every output's relative error <= 0.25; with a vision task (--task auto, "
               "the default: the bundle's or model's metadata, else recognized from the outputs) detect "
               "precision and recall (boxes matched by IoU >= 0.5 and class, pooled over all samples) >= 0.9, "
-              "segment mIoU >= 0.9, pose mean keypoint distance <= 0.1 of the person's size, classify top-1 "
-              "agreement >= 0.9 over clear-cut samples (the reference's top-1 leads its runner-up by more than 10% "
-              "of its score). A figure that cannot be measured (no box on either side in any sample) fails. "
-              "Exit 1 when any artifact fails on any executor")
+              "segment mIoU >= 0.9 (over the classes covering >= 0.5% of the pixels on one side), pose mean "
+              "keypoint distance <= 0.1 of the person's size, classify top-1 agreement >= 0.9 over clear-cut "
+              "samples (the reference's top-1 leads its runner-up by more than 10% of its score). A figure that "
+              "cannot be measured (no box on either side in any sample) fails. Exit 1 when any artifact fails on "
+              "any executor")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,7 +53,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="detect: fail below this box precision, pooled over the samples (default 0.9)")
     p.add_argument("--min-recall", type=float, metavar="R",
                    help="detect: fail below this box recall, pooled over the samples (default 0.9)")
-    p.add_argument("--min-miou", type=float, metavar="M", help="segment: fail below this mIoU (default 0.9)")
+    p.add_argument("--min-miou", type=float, metavar="M",
+                   help="segment: fail below this mIoU over the classes covering at least 0.5%% of the pixels on "
+                        "one side (default 0.9)")
     p.add_argument("--max-keypoint-distance", type=float, metavar="D",
                    help="pose: fail above this mean keypoint distance (in units of the reference person's "
                         "size, OKS-style; default 0.1)")
