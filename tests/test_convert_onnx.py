@@ -132,6 +132,10 @@ def test_cli_convert_then_check_json(mlp, tmp_path):
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["schema"] == "edgeaccel.convert/1" and result["artifacts"][0]["target"] == "onnx-int8"
+    # 40 of the 200 samples held back, and the artifact checked on them when it was written
+    assert (result["calibration_samples"], result["holdout_samples"]) == (160, 40)
+    verdict = result["artifacts"][0]["check"]
+    assert verdict["passed"] is True and verdict["data"] == "held-out" and verdict["samples"] == 40
     done = subprocess.run([sys.executable, "-m", "edgeaccel", "check", str(out), "--data", str(held_npy),
                            "--runs", "2", "--executor", "onnxruntime", "--json"],
                           capture_output=True, text=True, timeout=300)
