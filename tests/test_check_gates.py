@@ -219,3 +219,24 @@ def test_no_check_skips_the_check(mlp, tmp_path):
     from edgeaccel.schema import load_yaml
 
     assert "check" not in load_yaml(result.manifest)["artifacts"][0]
+
+
+def test_when_every_artifact_failed_the_float_reference_runs_or_loading_says_what_to_do(mlp, tmp_path):
+    import yaml
+
+    x = np.load(mlp[3])
+    dark = x * 0.02  # as failing_bundle: calibrated on dark samples, checked on the held-out normal ones
+    dark[4::5] = x[4::5]
+    np.save(tmp_path / "dark.npy", dark)
+    result = convert(mlp[1], "onnx-int8", tmp_path / "all_failed", calibration=tmp_path / "dark.npy")
+    assert result.check_of(result.artifacts[0].path)["passed"] is False
+    with pytest.warns(UserWarning, match="every artifact of mlp failed its check.*mlp_float.onnx runs instead"):
+        with edgeaccel.load(result.out) as model:
+            assert model.info.path.name == "mlp_float.onnx"
+            assert [f.failed for f in model.fallbacks] == ["[mlp_int8.onnx]"]
+    manifest = yaml.safe_load(result.manifest.read_text())
+    del manifest["reference"]
+    result.manifest.write_text(yaml.safe_dump(manifest))
+    with pytest.raises(edgeaccel.ModelError, match="every artifact of mlp failed its check") as caught:
+        edgeaccel.load(result.out)
+    assert "pin it" in caught.value.hint
