@@ -42,6 +42,8 @@ _LAZY = {
     "load": ("loader", "load"),
     "describe": ("formats", "describe"),
     "image_input": ("imageio", "image_input"),
+    "describe_pipeline": ("model_pipeline", "describe_pipeline"),
+    "ModelPipeline": ("model_pipeline", "ModelPipeline"),
     "Model": ("model", "Model"),
     "ScheduledModel": ("scheduling.model", "ScheduledModel"),
     "Outputs": ("tensors", "Outputs"),
@@ -99,6 +101,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from .formats import describe
     from .imageio import image_input
+    from .model_pipeline import ModelPipeline, describe_pipeline
     from .isolation.limits import IsolationLimits
     from .loader import load
     from .model import Model

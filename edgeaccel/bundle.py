@@ -15,7 +15,10 @@ Manifest, schema ``edgeaccel.bundle/1``; paths are relative to the manifest's fo
     calibration: calibration.npy            # optional: the samples the int8 artifacts were calibrated on
     holdout: holdout.npy                    # optional: samples held back from calibration, what `check` uses
     calibration_split: {rule: ..., calibrated: [names], held_out: [names]}   # optional: which sample went where
-    task: detect                            # optional: the vision task `check` decodes the outputs with
+    pipeline:                               # optional: how images feed it (edgeaccel.model_pipeline)
+      task: detect
+      imgsz: [640, 640]
+      letterbox: true
 
 An artifact entry may carry ``check: {passed: true|false, reason: ..., <metrics>}``, what ``edgeaccel convert``
 measured against the reference on the held-out samples: ``edgeaccel.load`` leaves an artifact whose check
@@ -50,8 +53,8 @@ MANIFEST_SCHEMA = {
     "calibration": Field(str),
     "holdout": Field(str),
     "calibration_split": Field({"rule": Field(str), "calibrated": Field([str]), "held_out": Field([str])}),
-    "task": Field(str, choices=("classify", "detect", "segment", "pose")),
     "notes": Field(str),
+    "pipeline": Field(dict),  # checked field by field by edgeaccel.model_pipeline.validate
 }
 
 
@@ -66,8 +69,8 @@ class ArtifactSet:
     labels: Path | None = None
     calibration: Path | None = None
     holdout: Path | None = None
-    task: str | None = None
     notes: dict[Path, str] = field(default_factory=dict)
+    pipeline: dict | None = None  # the manifest's pipeline mapping (edgeaccel.model_pipeline)
     checks: dict[Path, dict] = field(default_factory=dict)  # artifact -> the manifest's check entry
     pinned: bool = False  # one model file named by the caller (not a folder, list or manifest)
 
@@ -142,7 +145,11 @@ def read_manifest(path: Path, memo: formats.ValidationMemo | None = None) -> Art
     for key in ("reference", "labels", "calibration", "holdout"):
         if data.get(key):
             setattr(found, key, _inside(folder, data[key], path, key))
-    found.task = data.get("task")
+    if data.get("pipeline"):
+        from .model_pipeline import validate as validate_pipeline
+
+        validate_pipeline(data["pipeline"], f"{path}:pipeline")  # a wrong field fails the load, named
+        found.pipeline = data["pipeline"]
     if not found.artifacts and found.invalid:
         raise found.invalid[0][1]
     return found

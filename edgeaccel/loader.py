@@ -97,7 +97,9 @@ def load(
     task: the vision task ``model.predict`` performs: "classify", "detect", "segment" or "pose" (checked against
         the outputs now: TaskError when it does not fit); by default it is recognized from the outputs on first
         use. labels: a label file (.txt, .pbtxt), a list or a dict of names; by default the model's metadata.
-        task_options: conf, iou, max_det, top_k, letterbox, normalize, imgsz (``edgeaccel.vision.Task``).
+        task_options: conf, iou, max_det, top_k, letterbox, normalize, imgsz (``edgeaccel.vision.Task``);
+        imgsz, letterbox and normalize also lay over ``model.pipeline`` (edgeaccel.model_pipeline), which feeds
+        images to every API (``image_input``, ``watch``, ``predict``).
     gpu_mem_limit_mb: the GPU memory (MB of 2**20 bytes) the runtime may take: ONNX Runtime's CUDA arena limit
         (``gpu_mem_limit``). A GPU whose runtime cannot be capped (OpenVINO's GPU plugin) is refused rather than
         run uncapped; on a CPU or NPU the limit does not apply, which is logged. A model that does not fit
@@ -130,7 +132,7 @@ def load(
                                    strict=strict, all_failed=_all_failed,
                                    limits=profile_limits(chosen.profile, chosen.ranking))
         _record_left_out(scheduled, chosen.left_out)
-        return _with_task(scheduled, task, labels, task_options)
+        return _with_task(scheduled, task, labels, task_options, chosen.artifacts)
     loaded = open_ranked(chosen.ranking, chosen.options, strict, isolation)
     _record_left_out(loaded, chosen.left_out)
     if chosen.options.cache_dir:
@@ -143,7 +145,7 @@ def load(
         loaded._background = BackgroundCalibration(
             loaded, chosen.measure, chosen.rerank, chosen.keep,
             lambda c: open_candidate(c, chosen.options, isolation)).start()
-    return _with_task(loaded, task, labels, task_options)
+    return _with_task(loaded, task, labels, task_options, chosen.artifacts)
 
 
 def _record_left_out(model: Model, left_out: Sequence[Rejection]) -> None:
@@ -155,10 +157,11 @@ def _record_left_out(model: Model, left_out: Sequence[Rejection]) -> None:
         log.warning("fallback: %s", event)
 
 
-def _with_task(model: Model, task: str | None, labels, options: dict | None) -> Model:
+def _with_task(model: Model, task: str | None, labels, options: dict | None, artifacts=None) -> Model:
     """Remember the vision task asked for; a task that was named is bound (and checked) now, so that one which
     does not fit the model fails the load instead of the first predict."""
     model._task_request = (task, labels, dict(options or {}))
+    model._bundle = artifacts  # its manifest's pipeline and labels feed model.pipeline
     if task is not None or labels is not None or options:
         try:
             model.task  # noqa: B018 (binds it)

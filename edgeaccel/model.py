@@ -126,6 +126,28 @@ class Model:
     def task(self, value) -> None:
         self._task, self._task_bound = value, True
 
+    _bundle = None  # the ArtifactSet it was loaded from (its manifest's pipeline and labels)
+    _pipeline = None
+
+    @property
+    def pipeline(self):
+        """How images feed this model and its outputs are read (an ``edgeaccel.model_pipeline.ModelPipeline``):
+        task, input size, layout, colour order, normalization, letterbox, labels, decoder; from what was given
+        to ``load`` (task=, labels=, task_options imgsz/letterbox/normalize), a ``<model>.edgeaccel.yaml``, the
+        bundle manifest, the model's own metadata and a label file beside it, in that order."""
+        if self._pipeline is None:
+            from .model_pipeline import TASKS, describe_pipeline
+
+            task, labels, options = self._task_request
+            user = {key: options.get(key) for key in ("imgsz", "letterbox", "normalize")}
+            if isinstance(user["normalize"], tuple) and len(user["normalize"]) != 2:
+                user["normalize"] = None
+            user["task"] = task if task in TASKS else None  # an unknown one is make_task's TaskError
+            if labels is not None and not hasattr(labels, "names"):
+                user["labels"] = _labels_value(labels)
+            self._pipeline = describe_pipeline(self.info, user=user, bundle=self._bundle)
+        return self._pipeline
+
     def predict(self, image: Any, *, inputs: dict | None = None):
         """Run the vision task on an image (a path, a PIL image or an H x W x 3 RGB array, any size): an
         ``edgeaccel.vision`` Result (boxes, classes, mask or keypoints in the image's pixels). ``inputs``
@@ -517,3 +539,13 @@ class _Closed(Executor):
 
     def close(self) -> None:
         pass
+
+
+def _labels_value(labels):
+    """load(labels=) as a pipeline field: a file is read (its .pbtxt offset kept), lists and dicts as given."""
+    if isinstance(labels, (list, tuple, dict)):
+        return labels
+    from .vision.labels import read_label_file
+
+    found = read_label_file(labels)
+    return {key - found.offset: name for key, name in found.names.items()}

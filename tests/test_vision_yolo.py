@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vision_models import INPUT, candidates, constant_output
+from vision_models import INPUT, candidates, cells, constant_output
 
 import edgeaccel
 from edgeaccel.vision import TaskError
@@ -22,7 +22,7 @@ ROWS = [(32, 32, 20, 20, 0, 0.9),   # kept
 
 @pytest.fixture(scope="module")
 def v8_dynamic(tmp_path_factory):
-    values = candidates(ROWS, classes=3).T[None]  # [1, 7, 24]: channel-major, as Ultralytics exports v8/v11
+    values = candidates(ROWS, classes=3).T[None]  # [1, 7, 84]: channel-major, as Ultralytics exports v8/v11
     return constant_output(tmp_path_factory.mktemp("yolo") / "v8.onnx", values,
                            metadata={"names": NAMES, "imgsz": f"[{INPUT}, {INPUT}]", "task": "detect"})
 
@@ -47,7 +47,7 @@ def test_v8_dynamic_input_is_recognized_letterboxed_and_mapped_back(v8_dynamic):
 
 
 def test_v8_dynamic_input_takes_imgsz_option(tmp_path):
-    values = candidates(ROWS, classes=3).T[None]
+    values = candidates(ROWS, classes=3, n=cells(128)).T[None]  # the count a head has on a 128 x 128 input
     path = constant_output(tmp_path / "plain.onnx", values)  # no metadata at all
     with edgeaccel.load(path, executor="onnxruntime", task="detect", task_options={"imgsz": 128}) as model:
         assert model.task.kind == "yolov8"
@@ -103,56 +103,133 @@ def test_pose_on_a_detector_is_refused_with_what_it_has(v8_dynamic):
     assert "keypoints" in info.value.hint
 
 
-def test_yolo_seg_export_is_decoded_as_boxes_never_as_a_semantic_mask(tmp_path):
-    """Ultralytics -seg: [1, 4+C+32, N] candidates (with mask coefficients) and [1, 32, h, w] prototypes. The
-    prototypes look like per-class scores; argmax over them would be a nonsense mask."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rows = candidates(ROWS, classes=3 + 32, n=100).T[None]  # 32 coefficient rows after the 3 classes
-    rows[0, 7:] = 0.99  # coefficients far above any class score: read as classes they would win every box
-    nodes = [helper.make_node("ReduceSum", ["images"], ["total"], keepdims=0),
-             helper.make_node("Mul", ["total", "zero"], ["nothing"]),
-             helper.make_node("Add", ["table", "nothing"], ["output0"]),
-             helper.make_node("Add", ["protos_table", "nothing"], ["output1"])]
-    graph = helper.make_graph(
-        nodes, "seg", [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, INPUT, INPUT])],
-        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, list(rows.shape)),
-         helper.make_tensor_value_info("output1", TensorProto.FLOAT, [1, 32, 16, 16])],
-        [numpy_helper.from_array(rows, "table"), numpy_helper.from_array(np.zeros((), np.float32), "zero"),
-         numpy_helper.from_array(np.random.default_rng(0).random((1, 32, 16, 16), np.float32), "protos_table")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-    model.metadata_props.add(key="task", value="segment")
-    model.metadata_props.add(key="names", value=NAMES)
-    onnx.save(model, tmp_path / "seg.onnx")
-    with edgeaccel.load(tmp_path / "seg.onnx", executor="onnxruntime") as loaded:
-        assert loaded.task.name == "detect" and loaded.task.kind == "yolov8"
-        result = loaded.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
-    assert [(b.label, round(b.score, 2)) for b in result.boxes] == [("person", 0.9), ("car", 0.7), ("dog", 0.6)]
-    with pytest.raises(TaskError, match="instance-segmentation"):
-        edgeaccel.load(tmp_path / "seg.onnx", executor="onnxruntime", task="segment")
-
-
-def test_raw_ssd_outputs_decode_against_the_given_anchors(tmp_path):
+def _seg_model(path, protos: np.ndarray, metadata: dict | None = None):
+    """Ultralytics -seg: [1, 4+C+32, N] candidates (with mask coefficients) and [1, 32, h, w] prototypes; the
+    person's mask is prototype 0 (everywhere), the dog's prototype 1 (rows above y = 50 of the input)."""
     from vision_models import constant_outputs
 
-    anchors = np.array([[0.5, 0.5, 0.2, 0.2], [0.52, 0.5, 0.2, 0.2], [0.2, 0.8, 0.1, 0.2]] + [[0.1, 0.1, 0.1, 0.1]] * 5,
-                       np.float32)
-    encodings = np.zeros((1, 8, 4), np.float32)
-    encodings[0, 2] = [1.0, 0, 5 * np.log(2), 0]  # centre down by 0.1 x the anchor's height (0.01), twice as high
-    logits = np.full((1, 8, 4), -6.0, np.float32)  # background + 3 classes, as logits
-    logits[0, 0, 2], logits[0, 1, 2], logits[0, 2, 3] = 3.0, 2.0, 1.0
-    path = constant_outputs(tmp_path / "raw_ssd.onnx", {"boxes": encodings, "scores": logits}, dynamic=False,
-                            nchw=False)
-    labels = tmp_path / "labels.txt"
-    labels.write_text("???\nperson\ncar\ndog\n")  # TensorFlow's labelmap.txt: background first
-    np.save(tmp_path / "anchors.npy", anchors)
-    with edgeaccel.load(path, executor="onnxruntime", labels=labels,
-                        task_options={"anchors": tmp_path / "anchors.npy"}) as model:
-        assert model.task.kind == "ssd-anchors"
-        result = model.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
-    got = [(b.label, round(b.score, 3), [round(v, 2) for v in b.xyxy]) for b in result.boxes]
-    assert got == [("car", round(1 / (1 + np.exp(-3)), 3), [25.6, 25.6, 38.4, 38.4]),  # anchor 1 suppressed
-                   ("dog", round(1 / (1 + np.exp(-1)), 3), [44.8, 7.04, 57.6, 19.84])]  # y 0.21 -+ 0.1
-    with pytest.raises(TaskError, match="box encodings"):
-        edgeaccel.load(path, executor="onnxruntime", task_options={"anchors": anchors[:5]})
+    rows = candidates(ROWS, classes=3 + 32).T[None]  # 32 coefficient rows after the 3 classes
+    rows[0, 7:] = 0.0
+    rows[0, 7, :3] = 1.0  # person, its suppressed twin and the car: prototype 0
+    rows[0, 8, 3] = 1.0  # the dog: prototype 1
+    return constant_outputs(path, {"output0": rows, "output1": protos}, dynamic=False, metadata=metadata)
+
+
+def _protos(nhwc: bool = False) -> np.ndarray:
+    protos = np.full((1, 32, 16, 16), -10.0, np.float32)  # 16 x 16 cells of 4 input pixels
+    protos[0, 0] = 10.0
+    protos[0, 1, :12] = 10.0  # rows 0..11: input y < 48
+    return protos.transpose(0, 2, 3, 1) if nhwc else protos
+
+
+@pytest.mark.parametrize("nhwc", [False, True])
+def test_yolo_seg_export_gives_instance_masks_cropped_to_their_boxes(tmp_path, nhwc):
+    path = _seg_model(tmp_path / "seg.onnx", _protos(nhwc), {"task": "segment", "names": NAMES})
+    with edgeaccel.load(path, executor="onnxruntime") as loaded:
+        assert loaded.task.name == "segment" and loaded.task.kind == "yolo-seg"
+        result = loaded.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
+    assert [(b.label, round(b.score, 2)) for b in result.instances] == [("person", 0.9), ("car", 0.7), ("dog", 0.6)]
+    assert result.instances[2].xyxy == pytest.approx((6, 46, 14, 54))
+    mask = result.mask
+    assert mask.shape == (INPUT, INPUT) and result.background == -1
+    # the person (box 22..42) is painted over the car in the same place; the dog's mask is its box above y 48
+    assert (mask == 0).sum() == 20 * 20 and (mask[22:42, 22:42] == 0).all()
+    assert (mask == 1).sum() == 0
+    assert (mask == 2).sum() == 8 * 2 and (mask[46:48, 6:14] == 2).all()
+    assert (mask == -1).sum() == INPUT * INPUT - 400 - 16
+    as_json = result.to_dict()
+    assert [c["label"] for c in as_json["classes"]] == ["person", "dog"]
+    assert [i["label"] for i in as_json["instances"]] == ["person", "car", "dog"]
+
+
+def test_yolo_seg_is_recognized_as_segment_and_its_boxes_still_serve_detect(tmp_path):
+    path = _seg_model(tmp_path / "seg.onnx", _protos(), {"names": NAMES})  # no task in the metadata
+    with edgeaccel.load(path, executor="onnxruntime") as loaded:
+        assert loaded.task.kind == "yolo-seg"  # the masks, not only the boxes
+    with edgeaccel.load(path, executor="onnxruntime", task="detect") as loaded:
+        assert loaded.task.kind == "yolov8"  # the 32 coefficient rows are not read as classes (names says 3)
+        result = loaded.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
+    assert [(b.label, round(b.score, 2)) for b in result.boxes] == [("person", 0.9), ("car", 0.7), ("dog", 0.6)]
+
+
+def test_yolo_pose_head_gives_a_box_and_17_keypoints_per_person(tmp_path):
+    rows = np.zeros((cells(), 56), np.float32)
+    rows[:, :4] = [5, 5, 4, 4]
+    rows[:, 4] = 0.01
+    rows[0, :5] = [32, 32, 20, 40, 0.9]
+    rows[1, :5] = [33, 32, 20, 40, 0.8]  # the same person again: suppressed
+    rows[2, :5] = [10, 20, 8, 16, 0.5]
+    points = np.stack([np.linspace(24, 40, 17), np.linspace(14, 50, 17), np.linspace(0.1, 0.9, 17)], axis=1)
+    rows[0, 5:] = points.reshape(-1)
+    rows[2, 5:] = (points * [0.25, 0.25, 1] + [0, 5, 0]).reshape(-1)
+    path = constant_output(tmp_path / "pose.onnx", rows.T[None], dynamic=False,
+                           metadata={"task": "pose", "kpt_shape": "[17, 3]", "names": "{0: 'person'}"})
+    with edgeaccel.load(path, executor="onnxruntime") as loaded:
+        assert loaded.task.kind == "yolo-pose"
+        result = loaded.predict(np.zeros((INPUT, 2 * INPUT, 3), np.uint8))  # letterboxed: x2 and 16 px bars
+    assert [round(p.score, 2) for p in result.poses] == [0.9, 0.5]
+    first = result.poses[0]
+    # input box (22, 12, 42, 52) -> image x / 0.5, (y - 16) / 0.5, clipped to the 128 x 64 image
+    assert first.box == pytest.approx((44, 0, 84, 64), abs=1e-3)
+    assert first.keypoints[0].name == "nose" and len(first.keypoints) == 17
+    assert (first.keypoints[0].x, first.keypoints[0].y) == pytest.approx((48, 2 * (14 - 16)))
+    assert first.keypoints[16].score == pytest.approx(0.9)
+    assert result.layout == "coco-17" and len(result.edges) == 18
+    assert result.to_dict()["poses"][0]["box"] == [44.0, 0.0, 84.0, 64.0]
+
+
+def test_a_56_row_output_without_metadata_is_ambiguous(tmp_path):
+    rows = np.zeros((56, cells(128)), np.float32)  # [1, 56, 336]: a 128 x 128 input's head
+    rows[4] = 0.01
+    path = constant_output(tmp_path / "pose_or_detect.onnx", rows[None], metadata={"imgsz": "[128, 128]"})
+    with edgeaccel.load(path, executor="onnxruntime") as loaded:
+        assert loaded.task is None
+        with pytest.raises(TaskError, match="YOLO pose head") as info:
+            loaded.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
+    assert "task='pose'" in info.value.hint
+    with edgeaccel.load(path, executor="onnxruntime", task="pose") as loaded:
+        assert loaded.task.kind == "yolo-pose"
+
+
+def test_a_candidate_count_that_no_yolo_head_gives_is_refused(tmp_path):
+    values = candidates(ROWS, classes=3, n=100).T[None]  # 100 candidates: a 64 x 64 input gives 84 (or 252)
+    path = constant_output(tmp_path / "odd.onnx", values, dynamic=False, metadata={"names": NAMES})
+    with pytest.raises(TaskError, match="100 candidates.*84") as info:
+        edgeaccel.load(path, executor="onnxruntime", task="detect")
+    assert "layout" in info.value.hint
+    with edgeaccel.load(path, executor="onnxruntime") as loaded:
+        assert loaded.task is None
+    with edgeaccel.load(path, executor="onnxruntime", task="detect", task_options={"layout": "yolov8"}) as loaded:
+        result = loaded.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
+    assert [b.label for b in result.boxes] == ["person", "car", "dog"]
+
+
+def test_scores_outside_0_1_are_refused_at_decode_not_drawn(tmp_path):
+    values = candidates(ROWS, classes=3).T[None]
+    values[0, 4, 0] = 1649.0  # a "score" no YOLO head's sigmoid gives
+    path = constant_output(tmp_path / "logits.onnx", values, dynamic=False, metadata={"names": NAMES})
+    with edgeaccel.load(path, executor="onnxruntime") as loaded:
+        assert loaded.task.kind == "yolov8"  # the shapes fit
+        with pytest.raises(TaskError, match="range 0.01..1649"):
+            loaded.predict(np.zeros((INPUT, INPUT, 3), np.uint8))
+
+
+@pytest.mark.parametrize("classes, objectness, expected", [(80, False, "yolov8"), (80, True, "yolov5"),
+                                                        (3, False, None)])
+def test_a_row_major_head_with_one_candidate_a_cell(tmp_path, classes, objectness, expected):
+    """[1, 336, V] on a 128 x 128 input: a transposed v8 export (4 + C) or a YOLOX-style head (5 + C): told by
+    the 80 COCO classes, by the declared class count, else refused."""
+    rows = candidates(ROWS, classes=classes, n=cells(128), objectness=objectness)
+    path = constant_output(tmp_path / "rows.onnx", rows[None], metadata={"imgsz": "[128, 128]"})
+    with edgeaccel.load(path, executor="onnxruntime") as loaded:
+        if expected is None:
+            assert loaded.task is None
+        else:
+            assert loaded.task.kind == expected
+            result = loaded.predict(np.zeros((128, 128, 3), np.uint8))
+            assert [b.class_id for b in result.boxes] == [0, 1, 2]
+    if expected is None:
+        with pytest.raises(TaskError, match="transposed YOLOv8 export"):
+            edgeaccel.load(path, executor="onnxruntime", task="detect")
+        with edgeaccel.load(path, executor="onnxruntime", labels=["a", "b", "c"]) as loaded:
+            assert loaded.task.kind == "yolov8"  # 4 + 3 values: the class count decides

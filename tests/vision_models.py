@@ -10,8 +10,16 @@ import numpy as np
 INPUT = 64  # the size the tests feed (imgsz)
 
 
-def candidates(rows: list[tuple], classes: int, n: int = 24, objectness: bool = False) -> np.ndarray:
-    """[N, 4 (+1) + C] rows: (cx, cy, w, h, class, score) given, the rest background at score 0.01."""
+def cells(size: int = INPUT) -> int:
+    """Candidates a YOLO head gives on a size x size input: one per cell of its stride 8, 16 and 32 grids
+    (edgeaccel refuses other counts as not YOLO): 84 for 64."""
+    return sum((size // s) ** 2 for s in (8, 16, 32))
+
+
+def candidates(rows: list[tuple], classes: int, n: int | None = None, objectness: bool = False) -> np.ndarray:
+    """[N, 4 (+1) + C] rows: (cx, cy, w, h, class, score) given, the rest background at score 0.01. N is the
+    count a YOLO head has on the test input: ``cells()``, three times that for v5's anchors (objectness)."""
+    n = n or cells() * (3 if objectness else 1)
     width = 4 + int(objectness) + classes
     out = np.zeros((n, width), np.float32)
     out[:, :4] = [5, 5, 4, 4]
@@ -32,14 +40,14 @@ def constant_output(path: Path, values: np.ndarray, *, dynamic: bool = True, met
 
 
 def constant_outputs(path: Path, outputs: dict[str, np.ndarray], *, dynamic: bool = True,
-                     metadata: dict | None = None, nchw: bool = True) -> Path:
-    """A model of one float image input whose outputs are the given arrays, in order."""
+                     metadata: dict | None = None, nchw: bool = True, size: int = INPUT) -> Path:
+    """A model of one float image input (size x size unless dynamic) whose outputs are the given arrays."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    shape = [1, 3, "height", "width"] if dynamic else [1, 3, INPUT, INPUT]
+    shape = [1, 3, "height", "width"] if dynamic else [1, 3, size, size]
     if not nchw:
-        shape = [1, "height", "width", 3] if dynamic else [1, INPUT, INPUT, 3]
+        shape = [1, "height", "width", 3] if dynamic else [1, size, size, 3]
     nodes = [helper.make_node("ReduceSum", ["images"], ["total"], keepdims=0),
              helper.make_node("Mul", ["total", "zero"], ["nothing"])]
     tables = [numpy_helper.from_array(np.zeros((), np.float32), "zero")]

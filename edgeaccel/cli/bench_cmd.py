@@ -39,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", choices=("classify", "detect", "segment", "pose", "auto"),
                    help="also time a vision task's stages on the --input image: pre-processing, inference and "
                         "post-processing (decoding, NMS) separately (in --mode latency or both)")
-    p.add_argument("--labels", help="labels for --task (.txt or .pbtxt)")
+    p.add_argument("--labels", help="labels for --task (.txt or .pbtxt; default: the model's, see model.pipeline)")
     add_cache_arguments(p, measurements=False)
 
 
@@ -96,6 +96,7 @@ def _measure(candidates: list, selection, args, bench, progress) -> list:
             with quiet_native_stderr():
                 for cand in candidates:
                     models.append((cand.name, load_candidate(cand, selection.options)))
+                    models[-1][1]._bundle = selection.artifacts  # the manifest's pipeline
             arrays, _ = prepare_inputs(models[0][1], args)
             results += bench.latency([(n, m, arrays) for n, m in models], args.runs, args.warmup, progress=progress,
                                      min_seconds=args.min_seconds)
@@ -109,6 +110,7 @@ def _measure(candidates: list, selection, args, bench, progress) -> list:
         for cand in candidates:
             with quiet_native_stderr():
                 model = load_candidate(cand, options)
+            model._bundle = selection.artifacts
             with model:
                 arrays, _ = prepare_inputs(model, args)
                 results.append(bench.throughput(cand.name, model, arrays, args.requests, args.warmup, progress,
@@ -124,7 +126,9 @@ def _stages(models: list, args, bench) -> list:
 
     out = []
     for name, model in models:
-        model.task = make_task(model, None if args.task == "auto" else args.task, args.labels)
+        given = (("imgsz", args.imgsz), ("letterbox", args.letterbox), ("normalize", args.normalize))
+        options = {k: v for k, v in given if v is not None}
+        model.task = make_task(model, None if args.task == "auto" else args.task, args.labels, **options)
         image = as_rgb(image_source(model, args))
         out.append(bench.stages(name, model, model.task, image, args.runs, args.warmup))
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .inputs import NORMALIZE_HELP, normalize_arg
+from .inputs import NORMALIZE_HELP, add_pipeline_arguments, normalize_arg
 from .names import executor_arg
 from .options import add_cache_arguments, cache_kwargs
 
@@ -33,6 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                   "samples; a bundle without them is checked on its calibration samples, "
                                   "and the report says so)")
     p.add_argument("--normalize", type=normalize_arg, metavar="MODE", help=NORMALIZE_HELP)
+    add_pipeline_arguments(p)
     p.add_argument("--executor", action="append", default=[], type=executor_arg,
                    help="only these runtimes (repeatable): litert, onnxruntime, openvino")
     p.add_argument("--runs", type=int, default=20, help="timed runs per artifact and executor (default 20; 0: no "
@@ -89,7 +90,8 @@ def main(args: argparse.Namespace) -> int:
     with quiet_native_stderr():
         report = check(args.path, reference=args.reference, data=data, normalize=args.normalize,
                        executors=args.executor or None, runs=args.runs, max_samples=args.max_samples,
-                       task=args.task, labels=args.labels, **cache_kwargs(args))
+                       task=args.task, labels=args.labels, imgsz=args.imgsz, letterbox=args.letterbox,
+                       **cache_kwargs(args))
     gate = DEFAULT_MAX_REL_ERROR if args.max_rel_error is None else args.max_rel_error
     failed = failures(report, gate, args.min_top1, task_gates)
     if args.max_map_drop is not None:

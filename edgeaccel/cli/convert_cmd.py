@@ -9,7 +9,7 @@ import argparse
 import contextlib
 import sys
 
-from .inputs import NORMALIZE_HELP, normalize_arg
+from .inputs import NORMALIZE_HELP, add_pipeline_arguments, normalize_arg
 
 HELP = "convert and quantize a float model into deployable artifacts plus a bundle manifest"
 
@@ -39,7 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="activation type of onnx-int8 (default uint8: ONNX Runtime's fast x86 path; "
                         "int8 for TensorRT)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=1x224x224x3",
-                   help="static shape for a TensorFlow input with dynamic dimensions (repeatable)")
+                   help="static shape for a TensorFlow input with dynamic dimensions (repeatable); for an ONNX "
+                        "model, the image size its dynamic input is fed at (the artifacts stay dynamic, and carry it)")
+    add_pipeline_arguments(p)
     p.add_argument("--labels", help="labels file to copy into the bundle")
     p.add_argument("--name", help="base name of the artifacts (default: the model's)")
     p.add_argument("--force", action="store_true", help="write into a folder that is not empty")
@@ -62,7 +64,8 @@ def main(args: argparse.Namespace) -> int:
         result = convert(args.model, args.to, args.out, calibration=args.calibration, normalize=args.normalize,
                          io_type=args.io, max_samples=args.max_samples, labels=args.labels, name=args.name,
                          input_shapes=parse_shapes(args.input_shape), onnx_activations=args.onnx_activations,
-                         force=args.force, holdout_every=args.holdout_every, check=not args.no_check)
+                         force=args.force, imgsz=args.imgsz, letterbox=args.letterbox,
+                         holdout_every=args.holdout_every, check=not args.no_check)
     failed = [(a, result.check_of(a.path)) for a in result.artifacts
               if (result.check_of(a.path) or {}).get("passed") is False]
     if args.json:

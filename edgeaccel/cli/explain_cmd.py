@@ -24,6 +24,9 @@ def add_arguments(p: argparse.ArgumentParser, calibrate_flag: bool = True) -> No
     p.add_argument("--threads", type=int)
     if calibrate_flag:
         p.add_argument("--calibrate", action="store_true", help="measure the candidates now (see `tune`)")
+    from .inputs import add_pipeline_arguments
+
+    add_pipeline_arguments(p)  # the size a dynamic-size model is measured at (default: the one it declares)
     add_cache_arguments(p)
     p.add_argument("--json", action="store_true", help="one JSON document (schema edgeaccel.explain/1)")
 
@@ -40,6 +43,9 @@ def show(args: argparse.Namespace, calibrate: bool | None = None, calibration_in
     from .ranking_view import print_selection, selection_dict
 
     source = args.model[0] if len(args.model) == 1 else args.model
+    calibrating = args.calibrate if calibrate is None else calibrate
+    if calibrating and calibration_inputs is None:
+        calibration_inputs = declared_samples(source, args)
     with quiet_native_stderr():
         selection = select(source, executor=args.executor, device=args.device, precision=args.precision,
                            threads=args.threads, goal=args.goal, profile=args.profile,
@@ -48,13 +54,65 @@ def show(args: argparse.Namespace, calibrate: bool | None = None, calibration_in
     report = selection_dict(selection)
     add_availability(selection, report)
     report["warnings"] = custom_op_warnings(selection)
+    report["pipeline"] = _pipeline(selection, args)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print_selection(report)
+        if report["pipeline"]:
+            print(f"pipeline    {pipeline_line(report['pipeline'])}")
         for line in report["warnings"]:
             print(f"warning     {line}", file=sys.stderr)
     return selection
+
+
+def declared_samples(source, args) -> list[list] | None:
+    """A dynamic-size image model is measured at the size its pipeline declares (or --imgsz), on the
+    bundled sample photo, rather than at an invented one; None when nothing is dynamic or nothing declares."""
+    from types import SimpleNamespace
+
+    from ..bundle import resolve
+    from ..model_pipeline import declared_shape, describe_pipeline, pipeline_of
+    from .inputs import prepare_inputs
+
+    found = resolve(source)
+    if not found.artifacts or not found.artifacts[0].is_dynamic:
+        return None
+    info = found.artifacts[0]
+    pipeline = pipeline_of(SimpleNamespace(pipeline=describe_pipeline(info, bundle=found)),
+                           {"imgsz": getattr(args, "imgsz", None), "letterbox": getattr(args, "letterbox", None)})
+    if any(declared_shape(spec, pipeline) is None for spec in info.inputs):
+        return None
+    from .._data import samples_dir
+
+    image = str(samples_dir() / "bird.png")
+    specs = info.inputs
+    inputs = [f"{s.name}={image}" if len(s.shape) == 4 else f"{s.name}=random" for s in specs]
+    fake = SimpleNamespace(inputs=specs, pipeline=pipeline)
+    arrays, _ = prepare_inputs(fake, SimpleNamespace(input=inputs, normalize=getattr(args, "normalize", None),
+                                                     seed=0, imgsz=None, letterbox=None))
+    return [arrays]
+
+
+def _pipeline(selection, args) -> dict:
+    """What the model declares about its inputs and outputs, with where each field came from."""
+    from ..model_pipeline import describe_pipeline
+
+    if not selection.artifacts.artifacts:
+        return {}
+    user = {"imgsz": getattr(args, "imgsz", None), "letterbox": getattr(args, "letterbox", None)}
+    return describe_pipeline(selection.artifacts.artifacts[0], user=user, bundle=selection.artifacts).described()
+
+
+def pipeline_line(described: dict) -> str:
+    shown = []
+    for key, value in described.items():
+        if key == "sources":
+            continue
+        if key == "imgsz":
+            value = "x".join(map(str, value))
+        shown.append(f"{key} {value} ({described['sources'].get(key, '?')})")
+    return "; ".join(shown) or "nothing declared"
 
 
 def custom_op_warnings(selection) -> list[str]:

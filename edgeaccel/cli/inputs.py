@@ -13,6 +13,42 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
                         "or name=SOURCE (default: random)")
     p.add_argument("--normalize", type=normalize_arg, metavar="MODE", help=NORMALIZE_HELP)
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    add_pipeline_arguments(p)
+
+
+def add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
+    """--imgsz and --letterbox: what the model's pipeline (edgeaccel.model_pipeline) says, overridden."""
+    p.add_argument("--imgsz", type=imgsz_arg, metavar="SIZE",
+                   help="image size to feed a dynamic-size input: 640 or HEIGHTxWIDTH (default: the size the "
+                        "model declares, e.g. Ultralytics' imgsz metadata)")
+    p.add_argument("--letterbox", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep the image's aspect ratio and pad (YOLO) instead of stretching it (default: what the "
+                        "model declares; Ultralytics detect/segment/pose exports letterbox)")
+
+
+def imgsz_arg(text: str) -> tuple[int, int]:
+    from ..errors import ConfigError
+    from ..model_pipeline import parse_imgsz
+
+    try:
+        return parse_imgsz(text, "--imgsz")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an image size: use 640 or HEIGHTxWIDTH") from exc
+
+
+def user_pipeline(args) -> dict:
+    """The pipeline fields the command line gives (None where it gives none)."""
+    return {"imgsz": getattr(args, "imgsz", None), "letterbox": getattr(args, "letterbox", None)}
+
+
+def pipeline_for(model, args):
+    """The model's pipeline (a loaded Model's, or read from a ModelInfo) under the command line's fields."""
+    from ..model_pipeline import pipeline_of
+    from ..modelinfo import ModelInfo
+
+    if isinstance(model, ModelInfo) or hasattr(model, "pipeline"):
+        return pipeline_of(model, user_pipeline(args))
+    return pipeline_of(None, user_pipeline(args))
 
 
 NORMALIZE_HELP = ("how image pixels become float inputs: 0,1 (the default), -1,1, imagenet (mean/std) or raw "
@@ -70,24 +106,28 @@ def prepare_inputs(model, args) -> tuple[list, list[str]]:
         if sep and name in names:
             sources[names.index(name)] = value
     rng = np.random.default_rng(args.seed) if None in sources or "random" in sources else None
+    pipeline = pipeline_for(model, args)
     arrays, described = [], []
     for spec, source in zip(specs, sources):
-        array, how = _one_input(spec, source, args, rng, np)
+        array, how = _one_input(spec, source, args, rng, np, pipeline)
         arrays.append(array)
         described.append(how)
     return arrays, described
 
 
-def _one_input(spec, source, args, rng, np):
+def _one_input(spec, source, args, rng, np, pipeline):
     from ..errors import InputError
     from ..imageio import image_to_input, read_image
+    from ..model_pipeline import check_given_size, declared_shape
     from ..tensors import random_array
 
+    check_given_size(spec, pipeline)
     if source in (None, "random"):
-        shape = [1 if (d is None and i == 0) else d for i, d in enumerate(spec.shape)]
-        if any(d is None for d in shape):
+        shape = declared_shape(spec, pipeline)
+        if shape is None:
             raise InputError(f"input {spec.name!r} has dynamic dimensions {list(spec.shape)}; random data needs a size",
-                             hint="pass --input name=file.npy with the shape you want")
+                             hint="pass --imgsz 640 (or HEIGHTxWIDTH) for an image input, or --input name=file.npy "
+                                  "with the shape you want")
         array = random_array(spec, rng, shape)
         return array, f"random {spec.dtype} {'x'.join(map(str, shape))} (seed {args.seed})"
     path = Path(source)
@@ -97,5 +137,5 @@ def _one_input(spec, source, args, rng, np):
         except (OSError, ValueError) as exc:
             raise InputError(f"cannot read {path}: {exc}") from exc
         return array, f"{path.name} ({array.dtype} {'x'.join(map(str, array.shape))})"
-    array, how = image_to_input(read_image(path), spec, args.normalize)
+    array, how = image_to_input(read_image(path), spec, args.normalize, pipeline)
     return array, f"{path.name}: {how}"

@@ -45,6 +45,11 @@ def main(args: argparse.Namespace) -> int:
     from . import vision_view
 
     options = vision_view.load_kwargs(args) if getattr(args, "task", None) else {}  # "auto" recognizes it
+    if not options and getattr(args, "labels", None):
+        options = {"labels": args.labels}  # drawn on a --save video even without --task
+    for key in ("imgsz", "letterbox"):  # the image size and fitting of model.pipeline, with or without a task
+        if getattr(args, key, None) is not None:
+            options.setdefault("task_options", {})[key] = getattr(args, key)
     if args.policy:
         options.update(policy=args.policy, power_budget_w=args.power_budget)
     with quiet_native_stderr():

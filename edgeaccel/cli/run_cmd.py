@@ -25,7 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_input_arguments(p)
     p.add_argument("--quantize", action="store_true",
                    help="quantize float .npy input for a quantized model with the model's own scale")
-    p.add_argument("--labels", help="text file with one label per line (or a .pbtxt label map with --task)")
+    p.add_argument("--labels", help="text file with one label per line, or a .pbtxt label map (default: the model's: "
+                   "its metadata, its bundle, a label file beside it; see docs/pipeline.md)")
     p.add_argument("--top-k", type=int, default=5, help="how many classes to show (default 5)")
     p.add_argument("--save-outputs", metavar="FILE.npz", help="write every output array (by output name)")
     p.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
@@ -61,17 +62,20 @@ def main(args: argparse.Namespace) -> int:
     if args.runs < 1 or args.warmup < 0 or args.top_k < 0:
         raise InputError("--runs must be at least 1, --warmup and --top-k at least 0")
     labels = None if vision_view.wanted(args) else _labels(args.labels)
+    load_options = vision_view.load_kwargs(args)  # without a task, prepare_inputs lays --imgsz over model.pipeline
     fallbacks_in_report()
     with quiet_native_stderr():
         # a one-shot run ends before background calibration would have measured anything: `edgeaccel tune`
         # measures; long runs (--duration, live sources) keep load()'s default
         model = load(args.model, executor=args.executor, device=args.device, precision=args.precision,
                      threads=args.threads, strict=args.strict, isolate=args.isolate, calibrate=False,
-                     **cache_kwargs(args), **vision_view.load_kwargs(args))
+                     **cache_kwargs(args), **load_options)
     with model:
         if vision_view.wanted(args):
             return _run_vision(model, args, np)
         arrays, described = prepare_inputs(model, args)
+        if labels is None:  # a bundle's, the model's metadata, a sidecar's or a label file beside the model
+            labels = model.pipeline.label_list()
         for _ in range(args.warmup):
             model.run(arrays, quantize=args.quantize)
         times = []
@@ -141,6 +145,12 @@ def _labels(path: str | None) -> list[str] | None:
 
     if not path:
         return None
+    if Path(path).suffix.lower() == ".pbtxt":  # a label map: its ids (from 1) become class indices
+        from ..model_pipeline import ModelPipeline
+        from ..vision.labels import read_label_file
+
+        found = read_label_file(path)
+        return ModelPipeline(labels=found.names, labels_offset=found.offset).label_list()
     try:
         return [line.strip() for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines()]
     except OSError as exc:

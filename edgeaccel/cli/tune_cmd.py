@@ -1,8 +1,9 @@
 """Calibrate a model here: run every feasible executor briefly, check its answers against the CPU
 reference, time it, and keep the results so that later loads choose from measurements.
 
-A model with dynamic dimensions is measured on inputs of an invented size unless --input gives real ones
-(e.g. --input x=sample.npy); when no executor runs the model during calibration, nothing is kept and the
+A model with dynamic dimensions is measured at the image size it declares (its pipeline, or --imgsz) on the
+bundled sample photo, else on inputs of an invented size unless --input gives real ones (e.g. --input
+x=sample.npy); when no executor runs the model during calibration, nothing is kept and the
 command fails (exit 6), so that a failed measurement cannot stop later `run`s."""
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ def main(args: argparse.Namespace) -> int:
     if selection.cache_file is not None:
         selection.cache_file.unlink(missing_ok=True)
     dynamic = any(a.is_dynamic for a in selection.artifacts.artifacts)
-    hint = ("the model has dynamic dimensions and calibration invented an input size; pass real inputs with "
-            "--input NAME=sample.npy" if dynamic and not args.input else
+    hint = ("the model has dynamic dimensions and calibration invented an input size; pass the size it takes "
+            "with --imgsz (an image input) or real inputs with --input NAME=sample.npy"
+            if dynamic and not args.input else
             "`edgeaccel run MODEL --no-cache` shows the first failure in full; nothing was kept in the cache")
     raise NoExecutorError("no executor ran this model while measuring; no measurement was kept:",
                           rejections={k.split("/", 1)[-1]: v for k, v in failed.items()}, hint=hint)
@@ -50,8 +52,6 @@ def main(args: argparse.Namespace) -> int:
 
 def _given_inputs(args: argparse.Namespace) -> list[list]:
     """One calibration sample from --input, fitted to the model's first artifact (all share inputs)."""
-    from types import SimpleNamespace
-
     from ..bundle import resolve
     from .inputs import prepare_inputs
 
@@ -59,5 +59,5 @@ def _given_inputs(args: argparse.Namespace) -> list[list]:
     found = resolve(source)
     if not found.artifacts:
         raise found.invalid[0][1]
-    arrays, _ = prepare_inputs(SimpleNamespace(inputs=found.artifacts[0].inputs), args)
+    arrays, _ = prepare_inputs(found.artifacts[0], args)  # images fed at the size the model declares
     return [arrays]

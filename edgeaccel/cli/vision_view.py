@@ -19,6 +19,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--conf", type=float, help="lowest score a box keeps (default 0.25 YOLO, 0.3 SSD)")
     p.add_argument("--iou", type=float, default=0.45, help="NMS overlap threshold for YOLO outputs (default 0.45)")
     p.add_argument("--max-det", type=int, default=100, help="most boxes kept (default 100)")
+    p.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE", type=task_option,
+                   help="a task option (load's task_options; repeatable), the value JSON or text: "
+                        "anchors=face_short_range (a MediaPipe SSD preset, a .npy/.csv or JSON anchor options), "
+                        "ssd='{\"num_keypoints\": 6}', threshold=0.7 (masks), layout=yolov8 (docs/vision.md)")
+
+
+def task_option(text: str) -> tuple[str, object]:
+    import json
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--task-option {text!r}: give KEY=VALUE, e.g. threshold=0.7")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value  # plain text: a preset name, a file
 
 
 def wanted(args) -> bool:
@@ -33,6 +49,10 @@ def load_kwargs(args) -> dict:
         options["conf"] = args.conf
     if args.normalize:
         options["normalize"] = args.normalize
+    options.update(dict(getattr(args, "task_option", None) or []))
+    for key in ("imgsz", "letterbox"):  # over the model's declared pipeline
+        if getattr(args, key, None) is not None:
+            options[key] = getattr(args, key)
     task = None if args.task in (None, "auto") else args.task
     return {"task": task, "labels": args.labels, "task_options": options}
 
@@ -103,15 +123,26 @@ def print_result(vision: dict) -> None:
         print(f"          {counted(len(vision['boxes']), 'box')} ({vision['decoder']}){where}")
         for b in vision["boxes"]:
             x1, y1, x2, y2 = b["xyxy"]
-            print(f"          {b['score']:.3f}  {b['label']:<20} {x1:7.1f} {y1:7.1f} {x2:7.1f} {y2:7.1f}")
+            points = "  " + ", ".join(f"{k['name']} {k['x']:.0f},{k['y']:.0f}" for k in b["keypoints"]) \
+                if b.get("keypoints") else ""
+            print(f"          {b['score']:.3f}  {b['label']:<20} {x1:7.1f} {y1:7.1f} {x2:7.1f} {y2:7.1f}{points}")
     elif vision["task"] == "segment":
         for c in vision["classes"][:10]:
             print(f"          {c['fraction']:7.2%}  {_name(c)}")
+        for b in vision.get("instances", []):
+            x1, y1, x2, y2 = b["xyxy"]
+            print(f"          instance {b['score']:.3f}  {b['label']:<20} {x1:7.1f} {y1:7.1f} {x2:7.1f} {y2:7.1f}")
     else:
+        if not vision["poses"]:
+            print(f"          no pose ({vision.get('layout') or 'keypoints'}: the model's presence is below --conf)")
         for i, pose in enumerate(vision["poses"]):
-            print(f"          pose {i}: score {pose['score']:.3f}, keypoints (x, y, score):")
-            for k in pose["keypoints"]:
+            layout = f" {vision['layout']}" if vision.get("layout") else ""
+            print(f"          pose {i}: score {pose['score']:.3f},{layout} keypoints (x, y, score):")
+            shown = pose["keypoints"][:40]
+            for k in shown:
                 print(f"            {k['name']:<16} {k['x']:7.1f} {k['y']:7.1f}  {k['score']:.3f}")
+            if len(pose["keypoints"]) > len(shown):
+                print(f"            ... {len(pose['keypoints']) - len(shown)} more (--json gives them all)")
     t = vision.get("timing_ms", {})
     if t:
         print(f"stages    preprocess {t['preprocess']:.2f} ms, inference {t['inference']:.2f} ms, "

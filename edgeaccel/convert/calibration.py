@@ -5,7 +5,8 @@ Sources, each fitted to the model's own input specs (so a wrong shape or dtype i
 file and the input, before any converter sees it):
 
 - a folder of images (PNG/JPEG/...), preprocessed like ``edgeaccel run`` does it (resize, channel order,
-  layout; float inputs scaled by ``normalize``; uint8/int8 inputs get raw pixels);
+  layout; float inputs scaled by ``normalize``; uint8/int8 inputs get raw pixels), following the model's
+  pipeline (``edgeaccel.model_pipeline``): a dynamic-size input takes its declared size, letterboxed when it says;
 - a folder of ``.npy`` files, one sample each;
 - one ``.npy`` holding N samples stacked on the first axis (or exactly one sample of the input's shape);
 - one ``.npz`` keyed by input name, for models with several inputs.
@@ -98,8 +99,9 @@ def split_holdout(calib: CalibrationSet, every: int = HOLDOUT_EVERY) -> tuple[Ca
 
 
 def load(source: str | os.PathLike, specs: Sequence[TensorSpec], *, normalize: str | None = None,
-         max_samples: int | None = DEFAULT_MAX_SAMPLES) -> CalibrationSet:
-    """Read calibration samples from ``source`` and fit them to ``specs``; ConversionError names what is wrong."""
+         max_samples: int | None = DEFAULT_MAX_SAMPLES, pipeline=None) -> CalibrationSet:
+    """Read calibration samples from ``source`` and fit them to ``specs``; ConversionError names what is wrong.
+    ``pipeline`` (an ``edgeaccel.model_pipeline.ModelPipeline``) says how images become inputs."""
     specs = tuple(specs)
     path = Path(source)
     if not path.exists():
@@ -108,14 +110,14 @@ def load(source: str | os.PathLike, specs: Sequence[TensorSpec], *, normalize: s
     kind = "arrays"
     names = None
     if path.is_dir():
-        samples, names = _from_folder(path, specs, normalize, max_samples)
+        samples, names = _from_folder(path, specs, normalize, max_samples, pipeline)
         kind = "images" if any(p.suffix.lower() in IMAGE_SUFFIXES for p in path.iterdir()) else "arrays"
     elif path.suffix.lower() == ".npz":
         samples = _from_npz(path, specs)
     elif path.suffix.lower() == ".npy":
         samples = _split(path, _read_npy(path), specs[0], specs) if len(specs) == 1 else _need_npz(path, specs)
     elif path.suffix.lower() in IMAGE_SUFFIXES:
-        samples = [_from_image(path, specs, normalize)]
+        samples = [_from_image(path, specs, normalize, pipeline)]
         kind = "images"
         names = [path.name]
     else:
@@ -132,7 +134,7 @@ def load(source: str | os.PathLike, specs: Sequence[TensorSpec], *, normalize: s
 
 
 def _from_folder(folder: Path, specs: tuple[TensorSpec, ...], normalize: str | None,
-                 max_samples: int | None) -> tuple[list[list[np.ndarray]], list[str]]:
+                 max_samples: int | None, pipeline=None) -> tuple[list[list[np.ndarray]], list[str]]:
     files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
     images = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
     arrays = [p for p in files if p.suffix.lower() == ".npy"]
@@ -145,7 +147,7 @@ def _from_folder(folder: Path, specs: tuple[TensorSpec, ...], normalize: str | N
                               hint=f"put images ({', '.join(sorted(IMAGE_SUFFIXES))}) or .npy samples in it")
     chosen = (images or arrays)[: max_samples or None]
     if images:
-        return [_from_image(p, specs, normalize) for p in chosen], [p.name for p in chosen]
+        return [_from_image(p, specs, normalize, pipeline) for p in chosen], [p.name for p in chosen]
     if len(specs) != 1:
         _need_npz(folder, specs)
     samples: list[list[np.ndarray]] = []
@@ -157,7 +159,7 @@ def _from_folder(folder: Path, specs: tuple[TensorSpec, ...], normalize: str | N
     return samples, names
 
 
-def _from_image(path: Path, specs: tuple[TensorSpec, ...], normalize: str | None) -> list[np.ndarray]:
+def _from_image(path: Path, specs: tuple[TensorSpec, ...], normalize: str | None, pipeline=None) -> list[np.ndarray]:
     from ..imageio import image_to_input, read_image
 
     if len(specs) != 1:
@@ -165,7 +167,7 @@ def _from_image(path: Path, specs: tuple[TensorSpec, ...], normalize: str | None
                               f"images can calibrate a single-input model only",
                               hint="pass an .npz keyed by input name")
     try:
-        array, _ = image_to_input(read_image(path), specs[0], normalize)
+        array, _ = image_to_input(read_image(path), specs[0], normalize, pipeline)
     except EdgeAccelError as exc:
         raise ConversionError(f"calibration image {path}: {exc.message}", hint=exc.hint) from exc
     return [array]

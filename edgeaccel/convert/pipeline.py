@@ -97,8 +97,12 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
             max_samples: int | None = calib_mod.DEFAULT_MAX_SAMPLES, labels: str | os.PathLike | None = None,
             name: str | None = None, input_shapes: dict[str, tuple[int, ...]] | None = None,
             onnx_activations: str = "uint8", force: bool = False,
+            imgsz: int | tuple[int, int] | str | None = None, letterbox: bool | None = None,
             holdout_every: int = calib_mod.HOLDOUT_EVERY, check: bool = True) -> ConvertResult:
     """Convert ``model`` to each target in ``to`` and write a bundle to ``out`` that ``edgeaccel.load`` reads.
+    The model's pipeline (edgeaccel.model_pipeline: its metadata, a label file beside it; ``imgsz``,
+    ``letterbox`` and an ONNX model's ``input_shapes`` over it) feeds calibration images and is written into
+    the manifest and every ONNX artifact.
     ``holdout_every``: every n-th calibration sample is held back from calibration for checking (0: none).
     ``check``: check each artifact against the reference on the held-out samples and record the verdict in
     the manifest (``edgeaccel check``'s default gates); a failed artifact is left out by ``edgeaccel.load``."""
@@ -108,12 +112,19 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
     targets = parse(to)
     source = identify(model)
     _check_feasible(source, targets, calibration, input_shapes)
+    user = {"imgsz": imgsz, "letterbox": letterbox}
+    if input_shapes and source.kind is SourceKind.ONNX:
+        from .pipeline_stamp import imgsz_from_shapes
+
+        declared = imgsz_from_shapes(input_shapes, source.info.inputs)
+        user["imgsz"] = user["imgsz"] or declared
+        input_shapes = None  # declared, not baked in: the ONNX artifacts keep their dynamic dimensions
     existed = Path(out).exists()
     was_empty = not existed or (Path(out).is_dir() and not any(Path(out).iterdir()))
     out = _prepare_out(Path(out), force)
     try:
         return _convert(source, targets, out, _safe_name(name or source.name), calibration, normalize, io_type,
-                        max_samples, labels, input_shapes, onnx_activations, holdout_every, check)
+                        max_samples, labels, input_shapes, onnx_activations, user, holdout_every, check)
     except BaseException:
         if was_empty:  # leave no half-written bundle behind; a folder that held files before is not touched
             for child in out.iterdir():
@@ -124,15 +135,22 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
 
 
 def _convert(source: Source, targets: list[Target], out: Path, name: str, calibration, normalize, io_type,
-             max_samples, labels, input_shapes, onnx_activations, holdout_every, check) -> ConvertResult:
+             max_samples, labels, input_shapes, onnx_activations, user=None,
+             holdout_every: int = calib_mod.HOLDOUT_EVERY, check: bool = True) -> ConvertResult:
+    from ..model_pipeline import pipeline_of
+
     with tempfile.TemporaryDirectory(prefix="edgeaccel-convert-") as scratch:
         job = _Job(source, out, Path(scratch), name, io_type, input_shapes, onnx_activations)
         reference = job.reference()
+        # the source's own description (its metadata, a label file beside it); a TensorFlow source has none
+        # but the float TFLite made from it; --labels and --imgsz over it
+        described = source.info if source.info is not None and not source.kind.is_tensorflow else job.reference_info
+        pipe = pipeline_of(described, {**(user or {}), "labels": _label_names(labels)})
         calib = holdout = None
         if calibration is not None:
             calib, holdout = calib_mod.split_holdout(
-                calib_mod.load(calibration, job.reference_info.inputs, normalize=normalize, max_samples=max_samples),
-                holdout_every)
+                calib_mod.load(calibration, job.reference_info.inputs, normalize=normalize, max_samples=max_samples,
+                               pipeline=pipe), holdout_every)
             job.calibration = calib
             job.calibration_note = f"calibrated on {len(calib)} samples from {Path(calibration).name}" + (
                 f" ({len(holdout)} more held out for checking)" if holdout else "")
@@ -151,15 +169,16 @@ def _convert(source: Source, targets: list[Target], out: Path, name: str, calibr
         if holdout is not None:
             result.holdout, result.holdout_samples = _store_calibration(holdout, out, HOLDOUT_FILE)
         result.split = _split_record(calib, holdout, holdout_every, result)
-    labels_name = _copy_labels(labels, out)
-    _write_manifest(result, name, source, labels_name, job.reference_note)
+    labels_name = _copy_labels(labels, out) if labels is not None else _write_labels(pipe, out)
+    _stamp_onnx_artifacts(result, pipe)
+    _write_manifest(result, name, source, labels_name, job.reference_note, pipe)
     if not check:
         result.check_note = "not checked (--no-check)"
     elif calib is None:
         result.check_note = "not checked: no calibration data to hold samples back from (edgeaccel check --data)"
     else:
         _check_artifacts(result)
-        _write_manifest(result, name, source, labels_name, job.reference_note)
+        _write_manifest(result, name, source, labels_name, job.reference_note, pipe)
     return result
 
 
@@ -191,6 +210,37 @@ def _check_artifacts(result: ConvertResult) -> None:
         if entry["passed"] is False:
             log.warning("%s FAILED its check against the float reference (edgeaccel.load and run leave it out): "
                         "%s", path.name, entry["reason"])
+
+
+def _label_names(labels) -> dict | None:
+    if labels is None:
+        return None
+    from ..vision.labels import read_label_file
+
+    if not Path(labels).is_file():
+        raise ConversionError(f"labels file not found: {labels}")
+    found = read_label_file(labels)
+    return {key - found.offset: value for key, value in found.names.items()}
+
+
+def _write_labels(pipe, out: Path) -> str | None:
+    """The labels the source carries (its metadata, a file beside it) as the bundle's labels.txt."""
+    names = pipe.label_list()
+    if not names:
+        return None
+    (out / "labels.txt").write_text("\n".join(names) + "\n", encoding="utf-8")
+    return "labels.txt"
+
+
+def _stamp_onnx_artifacts(result: ConvertResult, pipe) -> None:
+    from .pipeline_stamp import stamp_onnx
+
+    paths = {a.path for a in result.artifacts if a.path.suffix == ".onnx"}
+    if result.reference.suffix == ".onnx":
+        paths.add(result.reference)
+    for path in sorted(paths):
+        stamp_onnx(path, pipe)
+        _describe(path)
 
 
 class _Job:
@@ -352,8 +402,9 @@ def _check_feasible(source: Source, targets: list[Target], calibration, input_sh
         if t.needs_calibration and calibration is None:
             raise ConversionError(f"{t.name} needs calibration data to measure activation ranges",
                                   hint="pass --calibration with a folder of images or a .npy of ~100 real inputs")
-    if input_shapes and not source.kind.is_tensorflow:
-        raise ConversionError("--input-shape applies to TensorFlow models; this ONNX/TFLite model keeps its shapes")
+    if input_shapes and source.kind is SourceKind.TFLITE:
+        raise ConversionError("--input-shape applies to TensorFlow and ONNX models; this TFLite model keeps its shapes",
+                              hint="--imgsz declares the image size to feed a dynamic TFLite input")
 
 
 def _prepare_out(out: Path, force: bool) -> Path:
@@ -420,7 +471,7 @@ def _copy_labels(labels, out: Path) -> str | None:
 
 
 def _write_manifest(result: ConvertResult, name: str, source: Source, labels: str | None,
-                    reference_note: str) -> None:
+                    reference_note: str, pipe=None) -> None:
     import yaml
 
     out = result.out
@@ -436,10 +487,11 @@ def _write_manifest(result: ConvertResult, name: str, source: Source, labels: st
         doc["holdout"] = result.holdout.relative_to(out).as_posix()
     if result.split:
         doc["calibration_split"] = result.split
-    if result.task:
-        doc["task"] = result.task
     if labels:
         doc["labels"] = labels
+    described = pipe.to_dict(with_labels=False) if pipe is not None else {}
+    if described:
+        doc["pipeline"] = described
     doc["notes"] = (f"made by edgeaccel {__version__} convert from {source.path.name} ({source.kind.value}); "
                     f"reference: {reference_note}; tools: {_tool_versions()}")
     # flow style for the leaf lists and mappings: the sample names and check measures stay one block each

@@ -110,7 +110,8 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
           data: str | os.PathLike | None = None, normalize: str | None = None,
           executors: list[str] | None = None, runs: int = DEFAULT_RUNS, warmup: int = 2,
           max_samples: int | None = None, cache_dir: str | os.PathLike | None = None,
-          cache: bool = True, task: str | None = "auto", labels=None) -> CheckReport:
+          cache: bool = True, task: str | None = "auto", labels=None,
+          imgsz: int | tuple[int, int] | str | None = None, letterbox: bool | None = None) -> CheckReport:
     """Check the bundle (or model) at ``path``; ``reference`` and ``data`` override the manifest's.
     Samples: ``data``, else the bundle's held-out samples (never used to calibrate), else its calibration
     samples, which the report's ``notes`` then say. ``runs=0`` skips the latency.
@@ -118,7 +119,10 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
     ``task``: "auto" (the default: the bundle's or model's metadata, else recognized from the outputs; none
     recognized is a note, not an error), "detect", "segment", "pose", "classify", or None / "none" for raw
     tensors only: every output is decoded as that vision task and the results compared, pooled over the
-    samples (precision/recall of boxes, mIoU, keypoint distance, top-1) in ``task_metrics``."""
+    samples (precision/recall of boxes, mIoU, keypoint distance, top-1) in ``task_metrics``.
+    Images in ``data`` are fed the way the reference's pipeline says (``edgeaccel.model_pipeline``: the
+    bundle manifest's, the model's metadata...), ``imgsz`` and ``letterbox`` overriding it; the pipeline's
+    task is the one "auto" decodes."""
     from ..executors.registry import runtimes
     from ..loader import executor_class
     from ..loader import load as plain_load
@@ -140,11 +144,15 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
     data_path, data_kind, notes = _samples_to_check(path, data, found)
     if task == "none":
         task = None
-    if task == "auto" and found.task:
-        task = found.task  # the bundle's manifest names it
     with load(ref_path, strict=True) as ref_model:
+        from ..model_pipeline import describe_pipeline, pipeline_of
+
         ref_executor = ref_model.executor.name
-        samples = calib_mod.load(data_path, ref_model.inputs, normalize=normalize, max_samples=max_samples)
+        if found.pipeline or found.labels:  # the bundle's description is the reference's too
+            ref_model._pipeline = describe_pipeline(ref_model.info, bundle=found)
+        pipeline = pipeline_of(ref_model, {"imgsz": imgsz, "letterbox": letterbox})
+        samples = calib_mod.load(data_path, ref_model.inputs, normalize=normalize, max_samples=max_samples,
+                                 pipeline=pipeline)
         expected = [_as_float(ref_model.run(sample, dequantize=True)) for sample in samples.samples]
         task_check = _task_check(ref_model, task, labels, notes)
         if task_check is not None:

@@ -25,9 +25,12 @@ RANDOM_SEED = 0
 def float_samples(inputs, f_info: ModelInfo, q_info: ModelInfo, calibration: Path | None, samples: int,
                   normalize: str | None) -> tuple[list[list[np.ndarray]], str]:
     """Samples for the float model's inputs, at most ``samples``, and where they came from."""
+    from ..model_pipeline import describe_pipeline
+
     specs = f_info.inputs
+    pipeline = describe_pipeline(f_info)  # a dynamic-size float model is fed images at its declared size
     if inputs is None and calibration is not None:  # "random" asks for random data even then
-        loaded = _load(calibration, specs, normalize, samples)
+        loaded = _load(calibration, specs, normalize, samples, pipeline)
         return loaded, f"{len(loaded)} calibration samples in bundle ({calibration.name})"
     asked_random = _is_random(inputs)
     if inputs is None or asked_random:
@@ -47,7 +50,8 @@ def float_samples(inputs, f_info: ModelInfo, q_info: ModelInfo, calibration: Pat
             path = Path(item)
             kinds.add("images" if path.suffix.lower() in calib_mod.IMAGE_SUFFIXES else
                       "folders" if path.is_dir() else f"{path.suffix} files")
-            out.extend(_load(path, specs, normalize, samples - len(out)))  # a folder of 1000 images: the first
+            # a folder of 1000 images: the first
+            out.extend(_load(path, specs, normalize, samples - len(out), pipeline))
         else:
             kinds.add("arrays")
             out.extend(_from_arrays(item, specs))
@@ -103,9 +107,9 @@ def _base(name: str) -> str:
     return name.removeprefix("serving_default_")
 
 
-def _load(path: Path, specs, normalize, max_samples) -> list[list[np.ndarray]]:
+def _load(path: Path, specs, normalize, max_samples, pipeline=None) -> list[list[np.ndarray]]:
     try:
-        return calib_mod.load(path, specs, normalize=normalize, max_samples=max_samples).samples
+        return calib_mod.load(path, specs, normalize=normalize, max_samples=max_samples, pipeline=pipeline).samples
     except ConversionError as exc:  # its messages name the file and the input; say they are compare inputs
         raise InputError(exc.message.replace("calibration data", "compare input"), hint=exc.hint) from exc
 

@@ -252,9 +252,13 @@ class ServeCore:
             return {"name": t["name"], "data_type": f"TYPE_{'STRING' if t['datatype'] == 'BYTES' else t['datatype']}",
                     "dims": t["shape"][1:] if batched else t["shape"]}
 
-        return {"name": name, "platform": meta["platform"],
-                "max_batch_size": self.options.max_batch if batched else 0,
-                "input": [tensor(t) for t in meta["inputs"]], "output": [tensor(t) for t in meta["outputs"]]}
+        config = {"name": name, "platform": meta["platform"],
+                  "max_batch_size": self.options.max_batch if batched else 0,
+                  "input": [tensor(t) for t in meta["inputs"]], "output": [tensor(t) for t in meta["outputs"]]}
+        described = _pipeline_json(served.model)
+        if described:  # Triton's ModelConfig.parameters: how a client turns an image into the input tensor
+            config["parameters"] = {"edgeaccel.pipeline": {"string_value": described}}
+        return config
 
     # -- inference ----------------------------------------------------------------------------------------
     def infer(self, name: str, inputs: dict[str, np.ndarray], version: str = "",
@@ -340,3 +344,15 @@ def _service_s(model: Any) -> float:
     """The model's measured service time (for the batcher not to wait past a deadline); 0 before any run."""
     known = [s.latency_s for s in model.slots if s.latency_s]
     return min(known) if known else 0.0
+
+
+def _pipeline_json(model) -> str | None:
+    """The model's pipeline (size, layout, normalization, letterbox, labels...) as JSON, or None."""
+    import json
+
+    try:
+        described = model.pipeline.to_dict()
+    except Exception as exc:  # a broken sidecar must not take the config endpoint down: say it in the log
+        log.warning("no pipeline description for %s: %s", getattr(model.info, "path", "?"), exc)
+        return None
+    return json.dumps(described, sort_keys=True) if described else None

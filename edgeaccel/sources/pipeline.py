@@ -84,6 +84,11 @@ class Pipeline:
             names_ = [model.inputs[i].name for i in self._image_inputs]
             raise InputError(f"the model takes {len(self._image_inputs)} inputs besides its state ({names_}); a "
                              "frame can feed one", hint="pass preprocess=lambda image: [...] giving every input")
+        if self.task is None and preprocess is None:
+            from ..imageio import layout_of
+
+            # a dynamic-size input without a declared size would fail every frame: say it once, now
+            layout_of(model.inputs[self._image_inputs[0]], getattr(getattr(model, "pipeline", None), "imgsz", None))
         self.sources: list[Source] = []
         self.sinks = as_sinks(sinks, len(sources))
         try:
@@ -353,7 +358,8 @@ class Pipeline:
                 from ..imageio import image_to_input
 
                 spec = self.model.inputs[self._image_inputs[0]]
-                job.inputs = [image_to_input(raw.image, spec)[0]]
+                # the model's declared size, letterbox and normalization (a dynamic-size model has no other)
+                job.inputs = [image_to_input(raw.image, spec, None, getattr(self.model, "pipeline", None))[0]]
         except Exception as exc:
             frame.error = exc
         return job

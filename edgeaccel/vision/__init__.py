@@ -2,7 +2,7 @@
 binds one (or recognizes it), ``model.predict(image)`` returns a Result in the original image's pixels.
 Only numpy is imported here; Pillow when a result is drawn."""
 
-from .errors import TaskError
+from .errors import LayoutRefused, TaskError
 from .labels import Labels, read_labels
 from .preprocess import Frame
 from .recognize import TASKS, Recognized, recognize
@@ -11,5 +11,5 @@ from .results import (SCHEMA, Box, Classification, ClassifyResult, DetectResult,
 from .task import Task, make_task
 
 __all__ = ["SCHEMA", "TASKS", "Box", "Classification", "ClassifyResult", "DetectResult", "Frame", "Keypoint",
-           "Labels", "Pose", "PoseResult", "Recognized", "Result", "SegmentResult", "Task", "TaskError", "make_task",
-           "read_labels", "recognize"]
+           "Labels", "LayoutRefused", "Pose", "PoseResult", "Recognized", "Result", "SegmentResult", "Task",
+           "TaskError", "make_task", "read_labels", "recognize"]

@@ -9,6 +9,7 @@ import numpy as np
 from .errors import TaskError
 from .labels import Labels
 from .nms import nms, xywh_to_xyxy
+from .plausible import check_boxes, check_scores
 from .preprocess import Frame
 from .results import Box, DetectResult
 
@@ -86,11 +87,15 @@ def decode_yolo(pred: np.ndarray, frame: Frame, labels: Labels, layout: str, con
     count = classes if classes and first + classes <= p.shape[0] else p.shape[0] - first
     labels.check_count(count)
     if layout == "yolov5":
+        check_scores(p[4], "the objectness column", layout)
         p = p[:, p[4] >= conf]  # objectness first: most candidates end here
+        check_scores(p[first:first + count], "the class columns", layout)
         cls = p[first:first + count] * p[4]
     else:
         cls = p[first:first + count]
     score = cls.max(axis=0) if channel_major else np.ascontiguousarray(cls.T).max(axis=1)
+    if layout != "yolov5":
+        check_scores(score, "the class scores", layout)  # the best class of every candidate: one pass
     live = np.flatnonzero(score >= conf)
     if len(live) > MAX_NMS_CANDIDATES:
         live = live[np.argpartition(-score[live], MAX_NMS_CANDIDATES)[:MAX_NMS_CANDIDATES]]
@@ -98,15 +103,18 @@ def decode_yolo(pred: np.ndarray, frame: Frame, labels: Labels, layout: str, con
     score = score[live]
     xyxy = _to_input_pixels(xywh_to_xyxy(np.ascontiguousarray(p[:4, live].T)), frame)
     keep = nms(xyxy, score, class_id, iou, max_det)
+    check_boxes(xyxy[keep], frame.input_width, frame.input_height, layout)
     return _result(frame.to_image(xyxy[keep]), score[keep], class_id[keep], labels, frame, layout)
 
 
 def _decode_final(p: np.ndarray, frame: Frame, labels: Labels, conf: float, max_det: int) -> DetectResult:
     if p.shape[1] == 7:  # batch index first
         p = p[:, 1:]
+    check_scores(p[:, 4], "the score column", "nms-in-graph")
     p = p[p[:, 4] >= conf]
     p = p[np.argsort(-p[:, 4], kind="stable")[:max_det]]
     xyxy = _to_input_pixels(p[:, :4], frame)
+    check_boxes(xyxy, frame.input_width, frame.input_height, "nms-in-graph")
     return _result(frame.to_image(xyxy), p[:, 4], p[:, 5].astype(np.int64), labels, frame, "nms-in-graph")
 
 

@@ -7,3 +7,8 @@ from ..errors import InputError
 
 class TaskError(InputError):
     """A task was asked for (or recognized) that the model's inputs and outputs cannot serve."""
+
+
+class LayoutRefused(TaskError):
+    """Outputs that look like a task's layout but fail its checks (unknown anchors, a candidate count or values
+    that do not fit): recognition stops here rather than letting another task claim the model."""

@@ -8,6 +8,7 @@ TFLite_Detection_PostProcess numbers them from 0, so such a map has offset 1 (id
 from __future__ import annotations
 
 import ast
+import os
 import re
 import warnings
 import zipfile
@@ -161,13 +162,20 @@ def onnx_metadata(path: str | Path) -> dict[str, str]:
     from ..formats import protobuf as pb
     from ..formats.onnx import string_entry
 
+    import mmap
+
     try:
-        data = Path(path).read_bytes()
-        props: dict[str, str] = {}
-        for num, wire, val in pb.fields(data):
-            if num == 14 and wire == pb.LENGTH:
-                key, value = string_entry(data, val)
-                props[key] = value
-        return props
-    except (OSError, pb.ProtobufError):
+        with open(path, "rb") as f:
+            if not os.fstat(f.fileno()).st_size:
+                return {}
+            # mapped, not read: every command asks for the metadata (model.pipeline), and a 500 MB model
+            # read into memory for a few hundred bytes of it would double the peak
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                props: dict[str, str] = {}
+                for num, wire, val in pb.fields(data):
+                    if num == 14 and wire == pb.LENGTH:
+                        key, value = string_entry(data, val)
+                        props[key] = value
+                return props
+    except (OSError, ValueError, pb.ProtobufError):
         return {}

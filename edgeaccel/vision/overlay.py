@@ -81,15 +81,17 @@ def draw(result, image: np.ndarray) -> np.ndarray:
 
     Image, ImageDraw = _pil()
     if isinstance(result, SegmentResult):
-        image = blend_mask(image, result.mask)
+        image = blend_mask(image, result.mask, background=result.background)
     canvas = Image.fromarray(image)
     pen = ImageDraw.Draw(canvas)
     width = max(2, round(max(image.shape[:2]) / 300))
     font = font_for(*image.shape[:2])
     line = _height(pen, font) + 6  # one listed class per line
-    if isinstance(result, DetectResult):
-        colours = palette(max([b.class_id for b in result.boxes], default=0) + 2)
-        for box in result.boxes:
+    boxes = result.boxes if isinstance(result, DetectResult) else \
+        result.instances if isinstance(result, SegmentResult) else []
+    if boxes:
+        colours = palette(max([b.class_id for b in boxes], default=0) + 2)
+        for box in boxes:
             colour = tuple(int(c) for c in colours[box.class_id + 1])
             pen.rectangle(box.xyxy, outline=colour, width=width)
             parts = [box.label, f"{box.score:.2f}"]
@@ -99,13 +101,16 @@ def draw(result, image: np.ndarray) -> np.ndarray:
             pen.rectangle((left - 2, top - 2, right + 2, bottom + 2), fill=colour)
             for px, text in placed:
                 pen.text((px, y), text, fill=(255, 255, 255), font=font)
-    elif isinstance(result, ClassifyResult):
+            r = max(2, width)
+            for k in box.keypoints:
+                pen.ellipse((k.x - r, k.y - r, k.x + r, k.y + r), fill=(255, 0, 255))
+    if isinstance(result, ClassifyResult):
         for i, c in enumerate(result.classes[:5]):
             placed, (left, top, right, bottom) = label_parts(pen, (4, 4 + line * i), [c.label, f"{c.score:.2f}"], font)
             pen.rectangle((left - 2, top - 2, right + 2, bottom + 2), fill=(0, 0, 0))
             for px, text in placed:
                 pen.text((px, 4 + line * i), text, fill=(255, 255, 255), font=font)
-    elif isinstance(result, SegmentResult):
+    elif isinstance(result, SegmentResult) and not result.instances:
         colours = palette(max(result.labels, default=0) + max([c["class_id"] for c in result.classes], default=0) + 2)
         swatch = line - 6
         for i, c in enumerate(result.classes[:8]):
@@ -119,6 +124,8 @@ def draw(result, image: np.ndarray) -> np.ndarray:
     elif isinstance(result, PoseResult):
         r = max(3, width + 1)
         for pose in result.poses:
+            if pose.box is not None:  # YOLO pose: the person's box
+                pen.rectangle(pose.box, outline=(0, 255, 0), width=width)
             points = pose.keypoints
             for a, b in result.edges:
                 if max(a, b) < len(points) and min(points[a].score, points[b].score) >= result.min_score:
@@ -129,11 +136,12 @@ def draw(result, image: np.ndarray) -> np.ndarray:
     return np.asarray(canvas)
 
 
-def blend_mask(image: np.ndarray, mask: np.ndarray, alpha: float = 0.5) -> np.ndarray:
-    """Colour every class but 0 (background) over the image."""
-    colours = palette(int(mask.max()) + 1)
-    coloured = colours[mask]
-    keep = (mask > 0)[..., None]
+def blend_mask(image: np.ndarray, mask: np.ndarray, alpha: float = 0.5, background: int = 0) -> np.ndarray:
+    """Colour every class but ``background`` (0; -1 where an instance mask has no instance) over the image."""
+    shift = 1 if background < 0 else 0  # instance masks: class 0 is a class, drawn in palette colour 1
+    colours = palette(int(mask.max()) + 1 + shift)
+    coloured = colours[np.clip(mask + shift, 0, None)]
+    keep = (mask > background)[..., None]
     mixed = image.astype(np.float32) * (1 - alpha) + coloured.astype(np.float32) * alpha
     return np.where(keep, mixed, image).astype(np.uint8)
 

@@ -54,10 +54,49 @@ def decode(arrays: list[np.ndarray], frame: Frame, kind: str, min_pose_score: fl
                 poses.append(Pose(pose.keypoints, float(row[55])))
     elif kind == "heatmaps":
         poses = [_from_heatmaps(arrays[0][0].astype(np.float32), arrays[1][0].astype(np.float32), frame)]
+    elif kind == "heatmaps-only":
+        return _heatmap_peaks(arrays[0][0].astype(np.float32), frame)
     else:
         raise TaskError(f"unknown pose layout {kind!r}")
+    if kind == "keypoints":
+        _check_normalized(arrays[0])
     k = len(poses[0].keypoints) if poses else 17
-    return PoseResult("pose", frame, poses=poses, edges=COCO_EDGES if k == 17 else [])
+    return PoseResult("pose", frame, poses=poses, edges=COCO_EDGES if k == 17 else [],
+                      layout="coco-17" if k == 17 else f"keypoints-{k}")
+
+
+def _check_normalized(array: np.ndarray) -> None:
+    """MoveNet's (y, x, score) are all in 0..1: other values are another layout (landmarks in pixels)."""
+    low, high = float(np.min(array)), float(np.max(array))
+    if low < -0.5 or high > 1.5:
+        from .errors import LayoutRefused
+
+        raise LayoutRefused(f"the keypoints [..., K, 3] range {low:.4g}..{high:.4g}: not MoveNet's (y, x, score) "
+                            "normalized to the input", hint="a landmark model's points in pixels are read as "
+                                                            "task='pose' from a flat output (docs/vision.md)")
+
+
+def _heatmap_peaks(heat: np.ndarray, frame: Frame) -> PoseResult:
+    """One keypoint per channel at its heatmap's peak (the cell's centre, no offsets to refine it)."""
+    from .landmarks import LAYOUTS
+
+    if heat.shape[0] < heat.shape[-1]:  # NCHW
+        heat = np.moveaxis(heat, 0, -1)
+    h, w, k = heat.shape
+    flat = heat.reshape(h * w, k)
+    best = flat.argmax(axis=0)
+    score = flat[best, np.arange(k)]
+    if score.min() < 0 or score.max() > 1:
+        score = 1 / (1 + np.exp(-score.astype(np.float64)))
+    xy = np.stack([(best % w + 0.5) * frame.input_width / w, (best // w + 0.5) * frame.input_height / h], axis=1)
+    named = {lay.points: lay for lay in LAYOUTS.values() if lay.names}
+    layout = named.get(k)
+    names = list(layout.names)[:k] if layout else _names(k)
+    points = [Keypoint(n, float(x), float(y), float(s)) for n, (x, y), s in zip(names, frame.points_to_image(xy),
+                                                                                  score)]
+    edges = COCO_EDGES if k == 17 else list(layout.edges) if layout else []
+    return PoseResult("pose", frame, poses=[Pose(points, float(score.mean()))], edges=edges,
+                      layout=(layout.name if layout else f"keypoints-{k}") + " heatmaps")
 
 
 def _from_heatmaps(heat: np.ndarray, offsets: np.ndarray, frame: Frame) -> Pose:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..imageio import _to_dtype, layout_of, read_image, resize
+from ..imageio import DYNAMIC_SIZE_HINT, _to_dtype, layout_of, read_image, resize
 from ..modelinfo import TensorSpec
 
 LETTERBOX_FILL = 114  # the grey Ultralytics pads with: YOLO models were trained on it
@@ -80,15 +80,17 @@ def as_rgb(image) -> np.ndarray:
     return np.ascontiguousarray(image[..., :3])
 
 
-def fit(image: np.ndarray, height: int, width: int, letterbox: bool) -> tuple[np.ndarray, Frame]:
-    """Resize (stretch) or letterbox an RGB image to height x width; the Frame to map results back."""
+def fit(image: np.ndarray, height: int, width: int, letterbox: bool,
+        fill: int = LETTERBOX_FILL) -> tuple[np.ndarray, Frame]:
+    """Resize (stretch) or letterbox an RGB image to height x width (padded with ``fill``: YOLO's grey by
+    default, MediaPipe pads with black); the Frame to map results back."""
     h, w = image.shape[:2]
     if not letterbox:
         return resize(image, height, width), Frame(w, h, width, height, width / w, height / h)
     scale = min(width / w, height / h)
     new_w, new_h = max(1, round(w * scale)), max(1, round(h * scale))
     pad_x, pad_y = (width - new_w) // 2, (height - new_h) // 2
-    canvas = np.full((height, width, image.shape[2]), LETTERBOX_FILL, np.uint8)
+    canvas = np.full((height, width, image.shape[2]), fill, np.uint8)
     canvas[pad_y:pad_y + new_h, pad_x:pad_x + new_w] = resize(image, new_h, new_w)
     return canvas, Frame(w, h, width, height, new_w / w, new_h / h, float(pad_x), float(pad_y))
 
@@ -121,7 +123,7 @@ def image_layout(spec: TensorSpec, size: tuple[int, int] | None) -> tuple[str, i
         if h is None or w is None:
             if size is None:
                 raise InputError(f"input {spec.name!r} has a dynamic image size {list(shape)} and nothing says which",
-                                 hint="pass imgsz=(height, width) to the task")
+                                 hint=DYNAMIC_SIZE_HINT)
             h, w = size
         return ("NCHW" if nchw else "NHWC"), int(h), int(w)
     layout, h, w, _ = layout_of(spec)  # raises a clear InputError for anything that is not an image

@@ -81,11 +81,25 @@ class ClassifyResult(Result):
 
 
 @dataclass
+class Keypoint:
+    name: str
+    x: float  # original image's pixels
+    y: float
+    score: float
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "x": round(self.x, 2), "y": round(self.y, 2), "score": round(self.score, 6)}
+
+
+@dataclass
 class Box:
     xyxy: tuple[float, float, float, float]  # x1, y1, x2, y2 in the original image's pixels
     score: float
     class_id: int
     label: str
+    # points the detector places with the box (MediaPipe detectors: eyes, nose, ...; YOLO pose: the skeleton);
+    # "keypoints" in the JSON only when there are some, so boxes of other detectors keep their exact schema
+    keypoints: list[Keypoint] = field(default_factory=list)
 
     @property
     def xywh(self) -> tuple[float, float, float, float]:
@@ -93,8 +107,11 @@ class Box:
         return (x1, y1, x2 - x1, y2 - y1)
 
     def to_dict(self) -> dict:
-        return {"xyxy": [round(v, 2) for v in self.xyxy], "score": round(self.score, 6),
-                "class_id": self.class_id, "label": self.label}
+        out = {"xyxy": [round(v, 2) for v in self.xyxy], "score": round(self.score, 6),
+               "class_id": self.class_id, "label": self.label}
+        if self.keypoints:
+            out["keypoints"] = [k.to_dict() for k in self.keypoints]
+        return out
 
 
 @dataclass
@@ -111,29 +128,29 @@ class SegmentResult(Result):
     mask: np.ndarray | None = field(default=None, repr=False)  # H x W class ids at the original image's size
     labels: dict[int, str] = field(default_factory=dict)
     classes: list[dict] = field(default_factory=list)  # {class_id, label, pixels, fraction}, largest first
+    # instance segmentation (YOLO -seg): the boxes of the instances, best first; the mask then holds -1 where
+    # no instance is and is not a class, so ``background`` (the id drawn transparent) is -1 instead of 0
+    instances: list[Box] = field(default_factory=list)
+    background: int = 0
 
     def _payload(self) -> dict:
-        return {"classes": self.classes}
-
-
-@dataclass
-class Keypoint:
-    name: str
-    x: float  # original image's pixels
-    y: float
-    score: float
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "x": round(self.x, 2), "y": round(self.y, 2), "score": round(self.score, 6)}
+        out = {"classes": self.classes}
+        if self.instances:
+            out["instances"] = [b.to_dict() for b in self.instances]
+        return out
 
 
 @dataclass
 class Pose:
     keypoints: list[Keypoint]
     score: float
+    box: tuple[float, float, float, float] | None = None  # x1 y1 x2 y2 of the person (YOLO pose), when given
 
     def to_dict(self) -> dict:
-        return {"score": round(self.score, 6), "keypoints": [k.to_dict() for k in self.keypoints]}
+        out = {"score": round(self.score, 6), "keypoints": [k.to_dict() for k in self.keypoints]}
+        if self.box is not None:
+            out["box"] = [round(v, 2) for v in self.box]
+        return out
 
 
 @dataclass
@@ -141,10 +158,14 @@ class PoseResult(Result):
     poses: list[Pose] = field(default_factory=list)
     edges: list[tuple[int, int]] = field(default_factory=list)  # skeleton: pairs of keypoint indices
     min_score: float = 0.2  # keypoints below it are not drawn
+    layout: str = ""  # the named keypoint layout (hand-21, face-mesh-468, blazepose-39, coco-17, ...)
 
     @property
     def keypoints(self) -> list[Keypoint]:
         return self.poses[0].keypoints if self.poses else []
 
     def _payload(self) -> dict:
-        return {"poses": [p.to_dict() for p in self.poses], "edges": [list(e) for e in self.edges]}
+        out = {"poses": [p.to_dict() for p in self.poses], "edges": [list(e) for e in self.edges]}
+        if self.layout:
+            out["layout"] = self.layout
+        return out

@@ -1,5 +1,6 @@
-"""Segmentation: a class-id map ([1, H, W]) or per-class scores ([1, H, W, C] / [1, C, H, W], argmax),
-mapped back to the original image's pixels (nearest), with each class's area."""
+"""Segmentation: a class-id map ([1, H, W]), per-class scores ([1, H, W, C] / [1, C, H, W], argmax), a
+one-channel mask ([1, H, W, 1]: a probability or a logit, thresholded) or two-class scores ([1, H, W, 2]:
+background, foreground), mapped back to the original image's pixels (nearest), with each class's area."""
 
 from __future__ import annotations
 
@@ -38,16 +39,50 @@ def to_image(ids: np.ndarray, frame: Frame) -> np.ndarray:
     return ids[rows[:, None], cols[None, :]]
 
 
-def decode(array: np.ndarray, frame: Frame, labels: Labels) -> SegmentResult:
+def foreground(array: np.ndarray, kind: str, threshold: float) -> np.ndarray:
+    """H x W ids (1 = foreground) of a one-channel mask or two-class scores: probabilities at or above
+    ``threshold``; values outside 0..1 are logits (a sigmoid, or a softmax over the two classes)."""
+    a = array.reshape(array.shape[-3:]) if array.ndim == 4 else array
+    nchw = a.shape[0] <= 2 and a.shape[-1] > 2
+    a = np.moveaxis(a, 0, -1) if nchw else a
+    a = a.astype(np.float32)
+    if not np.all(np.isfinite(a)):
+        from .errors import LayoutRefused
+
+        raise LayoutRefused("the mask holds NaN or infinite values: the model's output is broken for this input",
+                            hint="check the input's normalization (task_options={'normalize': ...})")
+    if kind == "mask":
+        p = a[..., 0]
+        if p.min() < 0 or p.max() > 1:
+            p = 1 / (1 + np.exp(-p.astype(np.float64)))
+    else:
+        probabilities = a.min() >= 0 and a.max() <= 1 and np.allclose(a.sum(axis=-1), 1, atol=0.05)
+        if probabilities:
+            p = a[..., 1]
+        else:
+            e = np.exp(a - a.max(axis=-1, keepdims=True))
+            p = e[..., 1] / e.sum(axis=-1)
+    return (p >= threshold).astype(np.int32)
+
+
+def decode(array: np.ndarray, frame: Frame, labels: Labels, kind: str = "", threshold: float = 0.5) -> SegmentResult:
+    if kind in ("mask", "two-class"):
+        if len(labels) <= 1:  # a one-class model's single label names its foreground (selfie_segmentation's)
+            name = next(iter(labels.names.values()), "foreground")
+            labels = Labels({0: "background", 1: name}, source=f"{labels.source}: the mask's foreground")
+        return _result(to_image(foreground(array, kind, threshold), frame), frame, labels)
     count = classes_in(array.shape) if array.ndim == 4 else None
     if count:
         labels.check_count(count)
-    mask = to_image(class_map(array), frame)
-    pixels = np.bincount(mask.ravel().clip(0))
+    return _result(to_image(class_map(array), frame), frame, labels)
+
+
+def _result(mask: np.ndarray, frame: Frame, labels: Labels, **extra) -> SegmentResult:
+    pixels = np.bincount(mask.ravel()[mask.ravel() >= 0], minlength=1)
     total = mask.size
     present = np.flatnonzero(pixels)
     present = present[np.argsort(-pixels[present], kind="stable")]
     classes = [{"class_id": int(c), "label": labels.name(c), "pixels": int(pixels[c]),
                 "fraction": round(float(pixels[c]) / total, 6)} for c in present]
     names = {int(c): labels.name(c) for c in present}
-    return SegmentResult("segment", frame, mask=mask, labels=names, classes=classes)
+    return SegmentResult("segment", frame, mask=mask, labels=names, classes=classes, **extra)

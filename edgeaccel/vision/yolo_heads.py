@@ -1,0 +1,106 @@
+"""Ultralytics YOLO v5/v8/v11 segment and pose heads. Segment: candidates [1, 4+C+M, N] (box, class scores, M
+mask coefficients) beside prototypes [1, M, h, w] (or [1, h, w, M]); each kept instance's mask is
+sigmoid(coefficients x prototypes), cropped to its box, at or above 0.5. Pose: [1, 4+1+3K, N] (box, the person
+score, K keypoints x, y, visibility); boxes and keypoints in the input's pixels, as Ultralytics exports them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .detect import _to_input_pixels
+from .errors import TaskError
+from .labels import Labels
+from .nms import nms, xywh_to_xyxy
+from .plausible import check_boxes, check_scores
+from .pose import COCO_EDGES, _names
+from .preprocess import Frame
+from .results import Box, Keypoint, Pose, PoseResult, SegmentResult
+from .segment import _result as segment_result
+from .segment import to_image
+
+MASK_THRESHOLD = 0.5
+
+
+def _channel_major(pred: np.ndarray) -> np.ndarray:
+    p = pred.reshape(pred.shape[-2:]).astype(np.float32, copy=False)
+    return p if p.shape[0] < p.shape[1] else p.T
+
+
+def _kept(p: np.ndarray, first: int, count: int, frame: Frame, conf: float, iou: float, max_det: int, decoder: str,
+          agnostic: bool = False):
+    cls = p[first:first + count]
+    score = cls.max(axis=0)
+    check_scores(score, "the class scores", decoder)
+    live = np.flatnonzero(score >= conf)
+    class_id = cls[:, live].argmax(axis=0)
+    box = np.ascontiguousarray(p[:4, live].T)
+    normalized = len(box) and float(np.abs(box).max()) <= 1.5
+    xyxy = _to_input_pixels(xywh_to_xyxy(box), frame)
+    keep = nms(xyxy, score[live], None if agnostic else class_id, iou, max_det)
+    check_boxes(xyxy[keep], frame.input_width, frame.input_height, decoder)
+    return live[keep], xyxy[keep], score[live][keep], class_id[keep], normalized
+
+
+def _nhwc(shape: tuple, aspect: float) -> bool:
+    """Prototypes [M, h, w] or [h, w, M]: the two spatial dimensions are the pair in the input's aspect."""
+    a, b, c = shape
+    if b == c:
+        return False
+    if a == b:
+        return True
+    return abs(a / b - aspect) < abs(b / c - aspect)
+
+
+def decode_segment(pred: np.ndarray, protos: np.ndarray, frame: Frame, labels: Labels, conf: float, iou: float,
+                   max_det: int, classes: int | None = None, threshold: float = MASK_THRESHOLD) -> SegmentResult:
+    pr = protos.reshape(protos.shape[-3:]).astype(np.float32)
+    if _nhwc(pr.shape, frame.input_height / frame.input_width):  # TFLite exports
+        pr = np.moveaxis(pr, -1, 0)
+    m, ph, pw = pr.shape
+    p = _channel_major(pred)
+    count = classes if classes and 4 + classes + m <= p.shape[0] else p.shape[0] - 4 - m
+    if count < 1:
+        raise TaskError(f"the candidates hold {p.shape[0]} values; a YOLO -seg head needs 4 + classes + {m} mask "
+                        f"coefficients (the prototypes' channels)")
+    labels.check_count(count)
+    index, xyxy, score, class_id, _ = _kept(p, 4, count, frame, conf, iou, max_det, "yolo-seg")
+    coefficients = p[4 + count:4 + count + m, index].T  # K x M
+    logits = (coefficients @ pr.reshape(m, -1)).reshape(-1, ph, pw)
+    masks = 1 / (1 + np.exp(-logits.astype(np.float64))) >= threshold
+    image_boxes = frame.to_image(xyxy)
+    # each mask (covering the whole input) to the image's pixels, cropped to its box there; the best instance is
+    # painted last, on top
+    ids = np.full((frame.height, frame.width), -1, np.int32)
+    rows, cols = np.arange(frame.height) + 0.5, np.arange(frame.width) + 0.5
+    for k in np.argsort(score, kind="stable"):
+        x1, y1, x2, y2 = image_boxes[k]
+        inside = (rows[:, None] >= y1) & (rows[:, None] <= y2) & (cols[None, :] >= x1) & (cols[None, :] <= x2)
+        ids[to_image(masks[k], frame) & inside] = class_id[k]
+    instances = [Box(tuple(float(v) for v in b), float(s), int(c), labels.name(c))
+                 for b, s, c in zip(image_boxes, score, class_id)]
+    return segment_result(ids, frame, labels, instances=instances, background=-1)
+
+
+def decode_pose(pred: np.ndarray, frame: Frame, conf: float, iou: float, max_det: int,
+                kpt_shape: tuple[int, int] | None = None) -> PoseResult:
+    p = _channel_major(pred)
+    values = p.shape[0] - 5
+    k, v = kpt_shape if kpt_shape else (values // 3, 3) if values % 3 == 0 else (values // 2, 2)
+    if k * v != values or k < 1:
+        raise TaskError(f"a YOLO pose head holds 4 box values, a score and K keypoints x {v}; {p.shape[0]} values "
+                        f"do not divide so", hint="give the keypoint shape: the model's metadata kpt_shape")
+    index, xyxy, score, _, normalized = _kept(p, 4, 1, frame, conf, iou, max_det, "yolo-pose", agnostic=True)
+    points = p[5:, index].T.reshape(-1, k, v)
+    image_boxes = frame.to_image(xyxy)
+    scale = np.array([frame.input_width, frame.input_height], np.float32) if normalized else 1.0
+    names = _names(k)
+    poses = []
+    for box, s, kp in zip(image_boxes, score, points):
+        xy = frame.points_to_image(kp[:, :2] * scale)
+        vis = kp[:, 2] if v == 3 else np.full(k, s)
+        if v == 3 and (vis.min() < 0 or vis.max() > 1):
+            vis = 1 / (1 + np.exp(-vis.astype(np.float64)))
+        keypoints = [Keypoint(n, float(x), float(y), float(c)) for n, (x, y), c in zip(names, xy, vis)]
+        poses.append(Pose(keypoints, float(s), tuple(float(c) for c in box)))
+    return PoseResult("pose", frame, poses=poses, edges=COCO_EDGES if k == 17 else [],
+                      layout="coco-17" if k == 17 else f"keypoints-{k}")
