@@ -3,7 +3,8 @@ candidates in a background thread and switches when the measurement is conclusiv
 
 Like OpenVINO AUTO's start-up (serve on the CPU while the accelerator compiles), but across runtimes and with
 accuracy checked: the thread runs the same calibration as ``calibrate=True`` (the reference first, every output
-of every candidate compared with it, alternating timed blocks), with a bounded budget and a bounded share of
+of every candidate compared with it by the guard, on the decoded results when the vision task is known, with
+the load's task and accuracy_tolerance; alternating timed blocks), with a bounded budget and a bounded share of
 one core (a pause after each block), and only while the model is idle (``YIELD_S``), beside the requests being
 served. It switches only to a candidate that
 passed the guard and is faster (or, for goal="efficiency", cheaper) than the one serving by more than

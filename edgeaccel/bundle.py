@@ -46,8 +46,12 @@ SCHEMA_ID = "edgeaccel.bundle/1"
 MANIFEST_SCHEMA = {
     "schema": Field(str, required=True, choices=(SCHEMA_ID,)),
     "name": Field(str),
-    "artifacts": Field([{"path": Field(str, required=True), "note": Field(str), "check": Field(dict)}],
-                       required=True),
+    "artifacts": Field([{"path": Field(str, required=True), "note": Field(str),
+                         # int8 artifacts: the nodes convert left in float, and why
+                         "kept_float": Field([{"node": Field(str, required=True), "op": Field(str),
+                                               "why": Field(str)}]),
+                         # what convert's check measured on the held-out samples (edgeaccel.failed_artifacts)
+                         "check": Field(dict)}], required=True),
     "reference": Field(str),
     "labels": Field(str),
     "calibration": Field(str),

@@ -3,14 +3,19 @@
 The reference comes first: a built-in runtime (never a plug-in) on the CPU at the model's own precision,
 preferring the runtime that reads the format natively (``reference``, which the loader builds even when the
 caller pinned another device). Every candidate, whatever its place in the rules' order and whichever artifact
-it runs (an Edge TPU twin, a converted file), is then compared with it on the same inputs (``agreement``): a
-candidate whose answers stray beyond the tolerance is not eligible. Where no reference can run, every
-measurement says so and no reduced precision is admitted.
+it runs (an Edge TPU twin, a converted file), is then compared with it on the same inputs by the guard
+(``agreement.guard.judge``): a candidate whose answers stray beyond its thresholds is not eligible. When the
+model's vision task is known (named with ``load(task=)``, declared by the model's metadata, or recognized from
+a distinctive output layout: ``guard.judged_on_task``), both sides' outputs are decoded by the task and the
+decoded results are judged (boxes, masks, keypoints, classes), not the raw tensors' range. Where no reference
+can run, every measurement says so and no reduced precision is admitted.
 
 Inputs: the caller's ``calibration_inputs`` when given, else samples edgeaccel makes (``sample_inputs``: the
-bundled photo in several variants for image inputs, valid synthetic data otherwise). A candidate that fails
-on edgeaccel's own inputs is reported as such and not condemned (its measurement stays eligible, untimed): a
-size or an id edgeaccel invented says nothing about the caller's real inputs. Timing: ``timing.measure``.
+bundled photo in several variants for image inputs, valid synthetic data otherwise; with a task, the photo
+variants go through the task's own preprocessing, letterbox for YOLO, so that detections are meaningful). A
+candidate that fails on edgeaccel's own inputs is reported as such and not condemned (its measurement stays
+eligible, untimed): a size or an id edgeaccel invented says nothing about the caller's real inputs. Timing:
+``timing.measure``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .agreement import DEFAULT_TOLERANCE, agreement
+from .agreement.guard import Thresholds, judge, judged_on_task
 from .errors import EdgeAccelError
 from .executors.base import Executor
 from .executors.registry import is_builtin
@@ -35,7 +41,18 @@ from .timing import PAUSE_S, head_to_head, measure, within_noise
 log = logging.getLogger("edgeaccel.calibration")
 
 SYNTHETIC_FAILURE = "failed on synthetic inputs"
+NO_TASK = "none"  # TaskRequest name that keeps the guard on raw outputs even for a recognizable vision model
 PASS_INPUTS = "pass calibration_inputs= with real inputs to measure it"
+
+
+@dataclass(frozen=True)
+class TaskRequest:
+    """The vision task the caller asked for (``load(task=, labels=, task_options=)``): ``name`` None lets the
+    model's metadata or outputs say (``guard.judged_on_task``), ``NO_TASK`` judges raw outputs only."""
+
+    name: str | None = None
+    labels: object = field(default=None, compare=False)
+    options: dict = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -46,7 +63,8 @@ class CalibrationPlan:
     max_rounds: int = 24
     samples: int = 8  # inputs made when the caller gives none
     seed: int = 0
-    tolerance: float = DEFAULT_TOLERANCE  # see agreement.py; load(accuracy_tolerance=) sets it
+    tolerance: float = DEFAULT_TOLERANCE  # see agreement/guard.py; load(accuracy_tolerance=) sets it
+    task: TaskRequest = field(default_factory=TaskRequest, compare=False)  # what the guard judges on
     warmup_s: float = 0.1  # untimed calls per candidate before timing
     head_to_head_s: float = 1.5  # re-measuring the two leaders when they are within the noise
     # Sleep before each timed block. Background calibration raises it so that measuring takes a bounded share of
@@ -76,6 +94,15 @@ def sample_inputs(specs: Sequence[TensorSpec], count: int, seed: int) -> list[li
             sample.append(image if image is not None else random_array(spec, rng))
         samples.append(sample)
     return samples
+
+
+def task_inputs(task, count: int) -> list[list[np.ndarray]] | None:
+    """``count`` input sets made by the task's own preprocessing from the bundled photo's variants: what the
+    model sees in use (letterboxed for YOLO, normalized as the task feeds it). None without the photo."""
+    photos = _photo_variants(count)
+    if not photos:
+        return None
+    return [task.preprocess(photos[k % len(photos)])[0] for k in range(count)]
 
 
 def random_inputs(specs: Sequence[TensorSpec], count: int, seed: int) -> list[list[np.ndarray]]:
@@ -144,6 +171,8 @@ class _Reference:
     outputs: list = field(default_factory=list)  # per sample, its outputs
     specs: tuple[TensorSpec, ...] = ()  # its output specs
     problem: str = ""  # why there is none
+    task: object = None  # the vision Task the guard judges on (bound to the reference's outputs), or None
+    task_note: str = ""  # why the guard judges raw outputs for a model that has a task
 
     def takes(self, specs: Sequence[TensorSpec]) -> bool:
         return self.candidate is not None and _signature(specs) == _signature(self.inputs)
@@ -216,7 +245,9 @@ def _compute_reference(choices: list[Candidate], open_candidate, given, plan: Ca
         except EdgeAccelError as exc:
             problems.append(f"{cand.name} failed to load: {exc.message}")
             continue
-        samples = given or sample_inputs(executor.inputs, plan.samples, plan.seed)
+        task, note = _task_for(cand, executor, plan.task)
+        samples = given or (task_inputs(task, plan.samples) if task is not None else None) \
+            or sample_inputs(executor.inputs, plan.samples, plan.seed)
         try:
             outputs = [executor.run(x) for x in samples]
         except EdgeAccelError as exc:
@@ -228,10 +259,35 @@ def _compute_reference(choices: list[Candidate], open_candidate, given, plan: Ca
             opened[cand.key] = (cand, executor, samples)
         else:
             executor.close()  # not a candidate here (another device was asked for): only the reference
-        return _Reference(cand, tuple(executor.inputs), samples, outputs, tuple(executor.outputs))
+        return _Reference(cand, tuple(executor.inputs), samples, outputs, tuple(executor.outputs), task=task,
+                          task_note=note)
     if not choices:
         problems.append("no built-in runtime can run this model on the CPU")
     return _Reference(None, problem="; ".join(problems))
+
+
+def _task_for(cand: Candidate, executor: Executor, request: TaskRequest):
+    """(the Task to judge on, or None; a note when the model has a task the guard does not judge on)."""
+    if request.name == NO_TASK:
+        return None, ""
+    from types import SimpleNamespace
+
+    from .vision.errors import TaskError
+    from .vision.task import make_task
+
+    bound = SimpleNamespace(info=cand.artifact, inputs=executor.inputs, outputs=executor.outputs)
+    try:
+        task = make_task(bound, request.name, request.labels, **request.options)
+    except (TaskError, EdgeAccelError) as exc:  # load() reports a task that does not fit; judge raw outputs
+        return None, f"task {request.name} does not fit: {exc.message}"
+    except Exception as exc:  # a task option the Task refuses (a bad imgsz, anchors file): same
+        return None, f"the task could not be set up ({type(exc).__name__}: {exc})"
+    if task is None:
+        return None, ""
+    if not judged_on_task(task, named=request.name is not None):
+        return None, f"recognized {task.name} ({task.kind}) only from output shapes: judged on raw outputs"
+    log.info("calibration judges %s on its %s results (%s)", cand.artifact.path.name, task.name, task.reason)
+    return task, ""
 
 
 def _check(cand: Candidate, ref: _Reference, open_candidate, given, plan: CalibrationPlan,
@@ -252,9 +308,11 @@ def _check(cand: Candidate, ref: _Reference, open_candidate, given, plan: Calibr
         executor.close()
         return _failed(cand, "run", exc, synthetic=given is None)
     if comparable:
-        result = agreement(ref.outputs, outputs, ref.specs, executor.outputs, plan.tolerance)
+        result = judge(ref.outputs, outputs, ref.specs, executor.outputs, ref.task, Thresholds(plan.tolerance))
         verdict, why = result.ok, f"{result.why} against {ref.candidate.name}"
         metrics = {**result.metrics, "reference": ref.candidate.name, "tolerance": plan.tolerance}
+        if ref.task_note:
+            metrics["task_note"] = ref.task_note
     else:
         verdict, metrics = None, {}
         why = f"no reference could run ({ref.problem})" if ref.candidate is None else \

@@ -80,7 +80,10 @@ def load(
         Measurements made with them are found again only with the same samples.
     accuracy_tolerance: the worst error calibration allows on any output and sample, as a fraction of that
         output's range over the samples (default 0.05); quantized outputs within 2 steps always agree, and
-        class-score outputs must also keep their top-1.
+        class-score outputs must also keep their top-1. When the vision task is known (``task``, the model's
+        metadata, or an unmistakable YOLO/SSD/MoveNet layout) calibration judges the decoded results instead
+        (box precision/recall, mIoU, keypoint distance, top-1; docs/agreement.md), where this tolerance
+        bounds the detections' mean score error.
     performance_hint: "latency" (one request as fast as possible) or "throughput" (several at once, for
         submit() and stream()), or "adaptive" (both held on a CPU: a lone request on every core, concurrent
         ones a core each; executors/adaptive.py; what ``edgeaccel serve`` loads).
@@ -110,7 +113,7 @@ def load(
                     profile=profile, calibrate=calibrate, calibration_inputs=calibration_inputs,
                     performance_hint=performance_hint, cache_dir=cache_dir, cache=cache,
                     runtime_options=runtime_options, isolation=isolation, accuracy_tolerance=accuracy_tolerance,
-                    gpu_mem_limit_mb=gpu_mem_limit_mb)
+                    gpu_mem_limit_mb=gpu_mem_limit_mb, task=task, labels=labels, task_options=task_options)
     if policy is not None:
         from .scheduling.open import open_scheduled, scheduled_options
 
@@ -212,7 +215,11 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
            performance_hint: str = "latency", cache_dir=None, cache: bool = True,
            runtime_options: dict | None = None, calibration_budget_s: float | None = None,
            isolation: IsolationLimits | None = None, accuracy_tolerance: float | None = None,
-           gpu_mem_limit_mb: float | None = None) -> Selection:
+           gpu_mem_limit_mb: float | None = None, task: str | None = None, labels=None,
+           task_options: dict | None = None) -> Selection:
+    """What ``load`` chooses from. ``task``, ``labels``, ``task_options``: the vision task calibration's
+    guard judges candidates on (``agreement.guard``; by default the one the model's metadata declares or its
+    outputs show unmistakably; "none" judges raw outputs only)."""
     from .cache import (CalibrationCache, ValidationMemo, cache_root, calibration_key, hardware_fingerprint,
                         inputs_digest)
     from .executors.gpu_memory import check_limit
@@ -247,11 +254,16 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
         found, left_out = checked.artifacts, checked.rejected
     facts, device_facts = machine_facts()
     profile, profile_reason = resolve_profile(profile, device_facts)
-    from .agreement import DEFAULT_TOLERANCE  # calibration itself is imported only when something measures
+    from .agreement.guard import GUARD_VERSION, Thresholds  # calibration is imported only when something measures
 
-    tolerance = DEFAULT_TOLERANCE if accuracy_tolerance is None else accuracy_tolerance
+    tolerance = Thresholds(tolerance=accuracy_tolerance).tolerance if accuracy_tolerance is not None \
+        else Thresholds().tolerance  # a tolerance that is no share of a range is the caller's ConfigError now
+    # measurements made under the guard's earlier rules (raw tensors only for a detector) are not reused; the
+    # task is not keyed, like the samples: `tune --task detect` must serve the plain loads after it, and each
+    # measurement records what it was judged on (accuracy["judged_on"], ["task"])
+    judged = GUARD_VERSION
     key = calibration_key([a.digest for a in found.artifacts], hardware_fingerprint(facts.devices_present),
-                          facts.installed, options.resolved_threads(), options=options, executor=executor,
+                          facts.installed, options.resolved_threads(), judged, options=options, executor=executor,
                           device=device, tolerance=tolerance)
     store = CalibrationCache(root) if root else None
     measure_now = calibrate is True
@@ -267,8 +279,11 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
                                                     ("tolerance", accuracy_tolerance)) if v is not None})
 
     def measure(plan) -> dict[str, Measurement]:
+        from .calibration import TaskRequest
         from .calibration import calibrate as run_calibration
 
+        # every plan (background calibration makes its own) judges with this load's tolerance and task
+        plan = replace(plan, tolerance=tolerance, task=TaskRequest(task, labels, dict(task_options or {})))
         reference = _reference_candidate(found.artifacts, facts, options, goal)
         return run_calibration(ranking, lambda c: open_candidate(c, options, isolation), plan,
                                calibration_inputs, reference=reference)

@@ -13,6 +13,7 @@ import pytest
 from vision_models import candidates, constant_output
 
 import edgeaccel
+from edgeaccel.vision.plausible import grid_cells
 from edgeaccel.errors import ConfigError, ConversionError, InputError
 from edgeaccel.model_pipeline import (PIPELINE_KEY, declared_shape, describe_pipeline, label_file_beside,
                                       parse_imgsz, validate)
@@ -23,7 +24,9 @@ ROWS = [(40, 24, 20, 20, 0, 0.9), (10, 40, 8, 8, 2, 0.6)]
 
 
 def _yolo(path, metadata=ULTRALYTICS):
-    return constant_output(path, candidates(ROWS, classes=3).T[None], metadata=metadata)
+    # as many candidates as a YOLO head has on the declared 48x80 input (edgeaccel refuses other counts)
+    n = grid_cells(48, 80, (8, 16, 32))
+    return constant_output(path, candidates(ROWS, classes=3, n=n).T[None], metadata=metadata)
 
 
 @pytest.fixture

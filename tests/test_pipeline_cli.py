@@ -17,6 +17,7 @@ import pytest
 from vision_models import candidates, constant_output
 
 import edgeaccel
+from edgeaccel.vision.plausible import grid_cells
 
 SAMPLE = Path(edgeaccel.__path__[0]) / "samples"
 BIRD = str(SAMPLE / "bird.png")  # 512 x 343: letterboxed into 48 x 80 with bars top and bottom
@@ -33,7 +34,8 @@ def cli(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def yolo(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("dyn")
-    return constant_output(folder / "yolo.onnx", candidates(ROWS, classes=3).T[None], metadata=META)
+    return constant_output(folder / "yolo.onnx", candidates(ROWS, classes=3, n=grid_cells(48, 80, (8, 16, 32))).T[None],
+                           metadata=META)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +114,8 @@ def test_tune_measures_at_the_declared_size(yolo):
 def test_convert_with_calibration_images_then_check_with_data(yolo, images, tmp_path):
     out = tmp_path / "bundle"
     ok(cli("convert", str(yolo), "--to", "onnx-int8", "--calibration", str(images), "--out", str(out)))
-    assert np.load(out / "calibration.npy").shape == (2, 3, 48, 80)
+    # two images: one calibrates, the last is held back for the check
+    assert np.load(out / "calibration.npy").shape == np.load(out / "holdout.npy").shape == (1, 3, 48, 80)
     ok(cli("check", str(out), "--runs", "2"))
     ok(cli("check", str(out), "--data", str(images), "--runs", "2", "--task", "detect"))
     ok(cli("check", str(yolo), "--reference", str(yolo), "--data", str(images), "--runs", "2"))
@@ -141,7 +144,7 @@ def test_serve_answers_a_tensor_of_the_declared_size_and_says_the_pipeline(yolo,
                                          {"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=30) as answer:
             outputs = json.load(answer)["outputs"]
-        assert outputs[0]["shape"] == [1, 7, 24]
+        assert outputs[0]["shape"] == [1, 7, grid_cells(48, 80, (8, 16, 32))]
     finally:
         server.kill()
 

@@ -64,3 +64,47 @@ def constant_outputs(path: Path, outputs: dict[str, np.ndarray], *, dynamic: boo
     onnx.checker.check_model(model, full_check=True)
     onnx.save(model, path)
     return path
+
+
+def detector_trap(path: Path, *, signal: float = 0.05, weight: float = 100.0, seed: int = 0) -> Path:
+    """A YOLOv8-layout detector ([1, 4 + 2, 24], 640 x 640 input, Ultralytics metadata) whose box coordinates
+    span the whole 0..640 input (so the output's range is set by pixels) and whose class scores sit near the
+    0.25 threshold: score = T + f @ (A + D) - f @ A, f from the image's mean colour. |A| ~ ``weight`` and
+    |D| ~ ``signal``: float32 keeps D (scores T + f @ D, some above the threshold, some below), bfloat16
+    rounds A + D to A's grid and loses it, so the detections change while the raw output moves by well under
+    1% of its range. ``signal=0`` makes a detector bf16 keeps (nothing for it to lose)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    n, classes, count = 64, 2, 24
+    centres = [(48 + 104 * (i % 6), 64 + 160 * (i // 6)) for i in range(count)]  # 6 x 4 boxes, none overlapping
+    boxes = np.array([[x for x, _ in centres], [y for _, y in centres], [64] * count, [96] * count], np.float32)
+    base = np.full((classes, count), 0.01, np.float32)
+    for i in range(count):  # every third box clear (0.6), the others 0.03-0.1 either side of the threshold
+        base[i % classes, i] = 0.6 if i % 3 == 0 else 0.25 + (0.03 + 0.07 * rng.random()) * (1 if i % 2 else -1)
+    project = rng.standard_normal((3, n)).astype(np.float32)
+    a = (rng.standard_normal((n, classes * count)) * weight).astype(np.float32)
+    d = (rng.standard_normal((n, classes * count)) * signal).astype(np.float32)
+    nodes = [helper.make_node("ReduceMean", ["images"], ["mean"], axes=[2, 3], keepdims=0),
+             helper.make_node("MatMul", ["mean", "project"], ["f"]),
+             helper.make_node("MatMul", ["f", "a_plus_d"], ["k"]), helper.make_node("MatMul", ["f", "a"], ["h"]),
+             helper.make_node("Sub", ["k", "h"], ["signal"]),
+             helper.make_node("Reshape", ["signal", "score_shape"], ["signal3"]),
+             helper.make_node("Add", ["signal3", "base"], ["scores"]),
+             helper.make_node("ReduceSum", ["images"], ["total"], keepdims=0),
+             helper.make_node("Mul", ["total", "zero"], ["nothing"]),
+             helper.make_node("Add", ["boxes", "nothing"], ["placed"]),
+             helper.make_node("Concat", ["placed", "scores"], ["output0"], axis=1)]
+    tables = {"project": project, "a": a, "a_plus_d": a + d, "base": base[None], "boxes": boxes[None],
+              "zero": np.zeros((), np.float32), "score_shape": np.array([1, classes, count], np.int64)}
+    graph = helper.make_graph(
+        nodes, path.stem, [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 640, 640])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 4 + classes, count])],
+        [numpy_helper.from_array(v, k) for k, v in tables.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    for key, value in {"task": "detect", "names": "{0: 'cat', 1: 'dog'}", "imgsz": "[640, 640]"}.items():
+        model.metadata_props.add(key=key, value=value)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, path)
+    return path

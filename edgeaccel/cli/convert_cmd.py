@@ -38,6 +38,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--onnx-activations", choices=("uint8", "int8"), default="uint8",
                    help="activation type of onnx-int8 (default uint8: ONNX Runtime's fast x86 path; "
                         "int8 for TensorRT)")
+    p.add_argument("--keep-float", nargs="+", action="extend", default=[], metavar="NAME",
+                   help="node or tensor names of the float ONNX model that the int8 ONNX targets (onnx-int8, "
+                        "openvino-int8, tensorrt-int8) keep in float, on top of what convert keeps float itself "
+                        "(the detection head, joins of very different ranges, layers a sensitivity pass finds lossy)")
+    p.add_argument("--sensitivity-seconds", type=float, default=30.0, metavar="S",
+                   help="time the int8 ONNX sensitivity pass may spend finding layers too lossy for int8 "
+                        "(default 30; 0 skips it)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=1x224x224x3",
                    help="static shape for a TensorFlow input with dynamic dimensions (repeatable); for an ONNX "
                         "model, the image size its dynamic input is fed at (the artifacts stay dynamic, and carry it)")
@@ -60,11 +67,14 @@ def main(args: argparse.Namespace) -> int:
         raise InputError("--max-samples must be at least 1")
     if args.holdout_every < 0 or args.holdout_every == 1:
         raise InputError("--holdout-every must be 0 (none) or at least 2", hint="the default 5 holds back every 5th")
+    if not args.sensitivity_seconds >= 0:  # also refuses nan
+        raise InputError("--sensitivity-seconds must be 0 (no sensitivity pass) or more")
     with quiet_native_stderr(), _without_tensorflow_chatter(args):
         result = convert(args.model, args.to, args.out, calibration=args.calibration, normalize=args.normalize,
                          io_type=args.io, max_samples=args.max_samples, labels=args.labels, name=args.name,
                          input_shapes=parse_shapes(args.input_shape), onnx_activations=args.onnx_activations,
                          force=args.force, imgsz=args.imgsz, letterbox=args.letterbox,
+                         keep_float=args.keep_float, sensitivity_s=args.sensitivity_seconds,
                          holdout_every=args.holdout_every, check=not args.no_check)
     failed = [(a, result.check_of(a.path)) for a in result.artifacts
               if (result.check_of(a.path) or {}).get("passed") is False]
@@ -87,6 +97,8 @@ def main(args: argparse.Namespace) -> int:
         ratio = size_vs_reference(ref_size / a.size_bytes) if a.size_bytes and a.path != result.reference else ""
         print(f"{a.target:<15} {a.path.name}  {_size(a.size_bytes)}  {ratio}")
         print(f"{'':<15} {a.note}")
+        for line in _kept_float_lines(a.kept_float):
+            print(f"{'':<15} {line}")
         verdict = result.check_of(a.path)
         if verdict is not None:
             print(f"{'':<15} check: {_verdict(verdict)}")
@@ -155,6 +167,20 @@ def parse_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
             raise InputError(f"--input-shape {item!r} is not NAME=D1xD2x...", hint="e.g. --input-shape x=1x224x224x3")
         shapes[name] = shape
     return shapes
+
+
+def _kept_float_lines(kept: list[dict] | None, shown: int = 6) -> list[str]:
+    """The nodes an int8 artifact left in float, grouped by reason (a YOLO head is a dozen nodes, one reason)."""
+    if not kept:
+        return []
+    by_why: dict[str, list[str]] = {}
+    for k in kept:
+        by_why.setdefault(k["why"], []).append(f"{k['node']} ({k['op']})")
+    lines = [f"kept float: {len(kept)} nodes"]
+    for why, nodes in by_why.items():
+        more = f" and {len(nodes) - shown} more" if len(nodes) > shown else ""
+        lines.append(f"  {', '.join(nodes[:shown])}{more}: {why}")
+    return lines
 
 
 def _size(n: int) -> str:

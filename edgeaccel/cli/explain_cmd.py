@@ -27,6 +27,11 @@ def add_arguments(p: argparse.ArgumentParser, calibrate_flag: bool = True) -> No
     from .inputs import add_pipeline_arguments
 
     add_pipeline_arguments(p)  # the size a dynamic-size model is measured at (default: the one it declares)
+    p.add_argument("--task", choices=("classify", "detect", "segment", "pose", "none"),
+                   help="the vision task calibration judges candidates on (their decoded boxes, masks, keypoints "
+                        "or classes against the reference's); by default the one the model's metadata declares "
+                        "or its outputs show unmistakably (a YOLO or SSD layout); none: raw outputs only")
+    p.add_argument("--labels", help="labels for --task (.txt or .pbtxt)")
     add_cache_arguments(p)
     p.add_argument("--json", action="store_true", help="one JSON document (schema edgeaccel.explain/1)")
 
@@ -50,7 +55,8 @@ def show(args: argparse.Namespace, calibrate: bool | None = None, calibration_in
         selection = select(source, executor=args.executor, device=args.device, precision=args.precision,
                            threads=args.threads, goal=args.goal, profile=args.profile,
                            calibrate=args.calibrate if calibrate is None else calibrate,
-                           calibration_inputs=calibration_inputs, **cache_kwargs(args))
+                           calibration_inputs=calibration_inputs, task=getattr(args, "task", None),
+                           labels=getattr(args, "labels", None), **cache_kwargs(args))
     report = selection_dict(selection)
     add_availability(selection, report)
     report["warnings"] = custom_op_warnings(selection)

@@ -1,5 +1,7 @@
 """Calibrate a model here: run every feasible executor briefly, check its answers against the CPU
-reference, time it, and keep the results so that later loads choose from measurements.
+reference, time it, and keep the results so that later loads choose from measurements. A vision model whose
+task is known (--task, or its metadata, or an unmistakable YOLO/SSD/MoveNet layout) is judged on its decoded
+results (docs/agreement.md); --task none judges raw outputs only.
 
 A model with dynamic dimensions is measured at the image size it declares (its pipeline, or --imgsz) on the
 bundled sample photo, else on inputs of an invented size unless --input gives real ones (e.g. --input

@@ -10,6 +10,8 @@ One module per path; every converter is imported lazily, inside the functions th
     tflite.py           -> TFLite float, dynamic-range, full-integer (int8/uint8/float I/O)
     tflite_to_onnx.py   float TFLite -> float ONNX (tf2onnx)
     onnx_quantize.py    float ONNX -> QDQ int8 ONNX (ONNX Runtime quantization, static, calibrated)
+    float_islands.py    which nodes int8 would break (head, range-mismatched joins, --keep-float): kept float
+    sensitivity.py      which quantized nodes cost too much at the outputs: kept float too
     onnx_dequantize.py  QDQ ONNX -> float ONNX (a float reference for a published int8 model)
     onnx_util.py        IR version the installed ONNX Runtime loads; save + checker
     openvino_ir.py      ONNX/TFLite -> OpenVINO IR (f32 weights unless asked)

@@ -35,7 +35,7 @@ from . import edgetpu, onnx_dequantize, onnx_quantize, onnx_util, openvino_ir, t
 from . import tflite_to_onnx
 from .calibration import CalibrationSet
 from .sources import Source, SourceKind, identify
-from .targets import TARGETS, TENSORRT_TARGETS, Target, parse
+from .targets import INT8_ONNX_TARGETS, TARGETS, TENSORRT_TARGETS, Target, parse
 
 log = logging.getLogger("edgeaccel.convert")
 
@@ -50,6 +50,13 @@ class Artifact:
     path: Path
     size_bytes: int
     note: str
+    kept_float: list[dict] | None = None  # int8 artifacts: [{node, op, why}] left in float; None: not int8
+
+    def as_dict(self) -> dict:
+        found = {"target": self.target, "path": str(self.path), "bytes": self.size_bytes, "note": self.note}
+        if self.kept_float is not None:
+            found["kept_float"] = self.kept_float
+        return found
 
 
 @dataclass
@@ -86,8 +93,7 @@ class ConvertResult:
             "calibration_split": self.split,
             "check_note": self.check_note,
             "task": self.task,
-            "artifacts": [{"target": a.target, "path": str(a.path), "bytes": a.size_bytes, "note": a.note,
-                           "check": self.check_of(a.path)} for a in self.artifacts],
+            "artifacts": [{**a.as_dict(), "check": self.check_of(a.path)} for a in self.artifacts],
             "edgetpu": [r.as_dict() for r in self.edgetpu],
         }
 
@@ -98,18 +104,34 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
             name: str | None = None, input_shapes: dict[str, tuple[int, ...]] | None = None,
             onnx_activations: str = "uint8", force: bool = False,
             imgsz: int | tuple[int, int] | str | None = None, letterbox: bool | None = None,
+            keep_float: list[str] | tuple[str, ...] = (),
+            sensitivity_s: float = onnx_quantize.sensitivity_mod.BUDGET_S,
             holdout_every: int = calib_mod.HOLDOUT_EVERY, check: bool = True) -> ConvertResult:
     """Convert ``model`` to each target in ``to`` and write a bundle to ``out`` that ``edgeaccel.load`` reads.
     The model's pipeline (edgeaccel.model_pipeline: its metadata, a label file beside it; ``imgsz``,
     ``letterbox`` and an ONNX model's ``input_shapes`` over it) feeds calibration images and is written into
     the manifest and every ONNX artifact.
+
+    ``keep_float``: node or tensor names of the float ONNX model that int8 ONNX targets (onnx-int8,
+    openvino-int8, tensorrt-int8) leave in float, on top of what convert keeps float itself (the detection
+    head, joins of tensors with very different ranges, layers a sensitivity pass finds lossy).
+    ``sensitivity_s``: the time the sensitivity pass may take (0 skips it).
     ``holdout_every``: every n-th calibration sample is held back from calibration for checking (0: none).
     ``check``: check each artifact against the reference on the held-out samples and record the verdict in
     the manifest (``edgeaccel check``'s default gates); a failed artifact is left out by ``edgeaccel.load``."""
+    if not sensitivity_s >= 0:  # nan too
+        raise ConversionError(f"sensitivity_s must be 0 (no sensitivity pass) or more; got {sensitivity_s}")
     if holdout_every < 0 or holdout_every == 1:
         raise ConversionError(f"holdout_every {holdout_every} holds back every sample or fewer than none",
                               hint="hold back every n-th sample with n >= 2 (default 5), or 0 for none")
     targets = parse(to)
+    if isinstance(keep_float, str):
+        keep_float = [keep_float]
+    keep_float = tuple(keep_float or ())
+    if keep_float and not any(t.name in INT8_ONNX_TARGETS for t in targets):
+        raise ConversionError(f"keep_float applies to the int8 ONNX targets ({', '.join(INT8_ONNX_TARGETS)}); "
+                              f"none of {', '.join(t.name for t in targets)} is one",
+                              hint="add onnx-int8 (or openvino-int8) to the targets, or drop keep_float")
     source = identify(model)
     _check_feasible(source, targets, calibration, input_shapes)
     user = {"imgsz": imgsz, "letterbox": letterbox}
@@ -124,7 +146,8 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
     out = _prepare_out(Path(out), force)
     try:
         return _convert(source, targets, out, _safe_name(name or source.name), calibration, normalize, io_type,
-                        max_samples, labels, input_shapes, onnx_activations, user, holdout_every, check)
+                        max_samples, labels, input_shapes, onnx_activations, user, keep_float, sensitivity_s,
+                        holdout_every, check)
     except BaseException:
         if was_empty:  # leave no half-written bundle behind; a folder that held files before is not touched
             for child in out.iterdir():
@@ -135,12 +158,14 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
 
 
 def _convert(source: Source, targets: list[Target], out: Path, name: str, calibration, normalize, io_type,
-             max_samples, labels, input_shapes, onnx_activations, user=None,
+             max_samples, labels, input_shapes, onnx_activations, user=None, keep_float=(),
+             sensitivity_s=onnx_quantize.sensitivity_mod.BUDGET_S,
              holdout_every: int = calib_mod.HOLDOUT_EVERY, check: bool = True) -> ConvertResult:
     from ..model_pipeline import pipeline_of
 
     with tempfile.TemporaryDirectory(prefix="edgeaccel-convert-") as scratch:
         job = _Job(source, out, Path(scratch), name, io_type, input_shapes, onnx_activations)
+        job.keep_float, job.sensitivity_s = keep_float, sensitivity_s
         reference = job.reference()
         # the source's own description (its metadata, a label file beside it); a TensorFlow source has none
         # but the float TFLite made from it; --labels and --imgsz over it
@@ -161,7 +186,7 @@ def _convert(source: Source, targets: list[Target], out: Path, name: str, calibr
         result = ConvertResult(out, out / bundle.MANIFEST, reference, reference_note=job.reference_note)
         for target in targets:
             path, note = job.make(target)
-            result.artifacts.append(Artifact(target.name, path, _size(path), note))
+            result.artifacts.append(Artifact(target.name, path, _size(path), note, job.kept_float_of(target)))
             if target.name == "tflite-int8":
                 result.edgetpu.append(edgetpu.readiness(path, out))
     if calib is not None:
@@ -259,6 +284,9 @@ class _Job:
         self._reference: Path | None = None
         self.reference_info: ModelInfo | None = None
         self._made: dict[str, Path] = {}  # intermediate kind -> file
+        self.keep_float: tuple[str, ...] = ()
+        self.sensitivity_s = onnx_quantize.sensitivity_mod.BUDGET_S
+        self.quantized: onnx_quantize.Quantized | None = None  # the int8 ONNX every int8 ONNX target is made from
 
     # -- the float reference ----------------------------------------------------------------------------
     def reference(self) -> Path:
@@ -303,23 +331,24 @@ class _Job:
             tflite.convert(self._static, mode, dest, calib, self.io_type)
             _describe(dest)
             io = f", {self.io_type} I/O; {self.calibration_note}" if mode == "int8" else ""
-            return dest, target.what + io
+            return dest, target.what + io + (tflite.FLOAT_ISLANDS_NOTE if mode == "int8" else "")
         if kind == "onnx-float":
             return self._float_onnx(dest), target.what + self._onnx_origin()
         if kind == "onnx-int8":
-            return self._int8_onnx(dest), f"{target.what}; {self.calibration_note}"
+            return self._int8_onnx(dest), f"{target.what}; {self.calibration_note}{self._islands_note()}"
         if kind == "openvino":
             float_model = self._float_onnx() if "onnx-float" in self._made else self.reference()
             return self._ir(float_model, dest), f"{target.what} (made from {float_model.name})"
         if kind == "openvino-int8":
             int8 = self._int8_onnx()
-            return self._ir(int8, dest), f"{target.what} ({int8.name}; {self.calibration_note})"
+            return self._ir(int8, dest), f"{target.what} ({int8.name}; {self.calibration_note}){self._islands_note()}"
         if kind == "tensorrt-f16":
             float_model = self._float_onnx()
             return tensorrt_engine.build(float_model, dest, "f16"), f"{target.what} ({float_model.name})"
         if kind == "tensorrt-int8":
             int8 = self._int8_onnx()
-            return tensorrt_engine.build(int8, dest, "int8"), f"{target.what} ({int8.name}; {self.calibration_note})"
+            return (tensorrt_engine.build(int8, dest, "int8"),
+                    f"{target.what} ({int8.name}; {self.calibration_note}){self._islands_note()}")
         raise ConversionError(f"no conversion path for {kind}")  # parse() only lets TARGETS through
 
     def _float_onnx(self, dest: Path | None = None) -> Path:
@@ -351,10 +380,26 @@ class _Job:
         float_path = self._float_onnx()
         info = _describe(float_path)
         path = dest or self.scratch / f"{self.name}_int8.onnx"
-        onnx_quantize.quantize(info, path, self._renamed(info.inputs), activations=self.onnx_activations)
+        self.quantized = onnx_quantize.quantize(info, path, self._renamed(info.inputs),
+                                                activations=self.onnx_activations, keep_float=self.keep_float,
+                                                sensitivity=self.sensitivity_s > 0,
+                                                sensitivity_budget_s=self.sensitivity_s)
         _describe(path)
         self._made["onnx-int8"] = path
         return path
+
+    def kept_float_of(self, target: Target) -> list[dict] | None:
+        """What an int8 artifact left in float ([] for tflite-int8, which is integer-only); None otherwise."""
+        if target.name in INT8_ONNX_TARGETS and self.quantized is not None:
+            return [k.as_dict() for k in self.quantized.kept_float]
+        return [] if target.name == "tflite-int8" else None
+
+    def _islands_note(self) -> str:
+        q = self.quantized
+        if q is None:
+            return ""
+        kept = f"; {len(q.kept_float)} nodes kept float" if q.kept_float else "; every node quantized"
+        return kept + "".join(f"; {n}" for n in q.notes)
 
     def _ir(self, src: Path, dest: Path) -> Path:
         openvino_ir.convert(src, dest)
@@ -478,7 +523,7 @@ def _write_manifest(result: ConvertResult, name: str, source: Source, labels: st
     doc = {
         "schema": bundle.SCHEMA_ID,
         "name": name,
-        "artifacts": [_artifact_entry(a, result) for a in result.artifacts],
+        "artifacts": [_manifest_entry(a, out, result.check_of(a.path)) for a in result.artifacts],
         "reference": result.reference.relative_to(out).as_posix(),
     }
     if result.calibration:
@@ -503,10 +548,12 @@ def _write_manifest(result: ConvertResult, name: str, source: Source, labels: st
         raise ConversionError(f"the bundle's artifact {path.name} does not load: {exc.message}")
 
 
-def _artifact_entry(a: Artifact, result: ConvertResult) -> dict:
-    entry = {"path": a.path.relative_to(result.out).as_posix(), "note": a.note}
-    if result.check_of(a.path) is not None:
-        entry["check"] = result.check_of(a.path)
+def _manifest_entry(artifact: Artifact, out: Path, result_check: dict | None = None) -> dict:
+    entry = {"path": artifact.path.relative_to(out).as_posix(), "note": artifact.note}
+    if artifact.kept_float is not None:
+        entry["kept_float"] = artifact.kept_float
+    if result_check is not None:
+        entry["check"] = result_check
     return entry
 
 

@@ -39,6 +39,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("tensorrt-int8", "_int8.engine", True, _ANY, "TensorRT engine of the int8 QDQ ONNX model"),
 )}
 TENSORRT_TARGETS = ("tensorrt-f16", "tensorrt-int8")
+INT8_ONNX_TARGETS = ("onnx-int8", "openvino-int8", "tensorrt-int8")  # made from the one QDQ int8 ONNX model
 
 
 def parse(spec: str | list[str]) -> list[Target]:

@@ -18,6 +18,12 @@ from .calibration import CalibrationSet
 from .tf_source import StaticModel, import_tensorflow, no_interpreter_deprecation
 
 MODES = ("float", "dynamic", "int8")
+# tflite-int8 is integer-only (TFLITE_BUILTINS_INT8, what the Edge TPU and integer NPUs need): the converter
+# has no float island to offer there (the QuantizationDebugger's denylisted nodes need float kernels, i.e.
+# TFLITE_BUILTINS, which those accelerators cannot run). The note says so, since the ONNX targets do keep one.
+FLOAT_ISLANDS_NOTE = ("; integer-only: no op kept float (the TFLite converter keeps an op float only with a float "
+                      "kernel, which integer-only accelerators lack), so a detection head is quantized too: check its "
+                      "detections, or use onnx-int8 / openvino-int8, which keep the head in float")
 IO_TYPES = ("int8", "uint8", "float")
 
 _UNSUPPORTED_OP = re.compile(r"'(tf\.\w+)' op is neither a custom op nor a flex op")

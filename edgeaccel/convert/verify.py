@@ -250,10 +250,12 @@ def _fit(sample: list[np.ndarray], model) -> list[np.ndarray]:
 
 
 def _compare(row: Row, got: list[list[np.ndarray]], expected: list[list[np.ndarray]], classifier: bool) -> None:
+    """The row's figures through ``agreement.tensors`` (``ErrorSums`` per output, pooled over samples)."""
+    from ..agreement.tensors import ErrorSums
+
     row.samples = len(got)
-    max_err, total, count, agree = 0.0, 0.0, 0, 0
-    squared_err: dict[int, float] = {}
-    squared_ref: dict[int, float] = {}
+    sums: dict[int, ErrorSums] = {}
+    agree = 0
     for outs, refs in zip(got, expected):
         if len(outs) != len(refs):
             raise ConversionError(f"{row.artifact.name} has {len(outs)} outputs, the reference {len(refs)}")
@@ -261,25 +263,13 @@ def _compare(row: Row, got: list[list[np.ndarray]], expected: list[list[np.ndarr
             if out.size != ref.size:
                 raise ConversionError(f"{row.artifact.name}: an output has {out.size} values, the reference's "
                                       f"{ref.size}")
-            diff = np.abs(out.reshape(-1).astype(np.float64) - ref.reshape(-1).astype(np.float64))
-            squared_err[k] = squared_err.get(k, 0.0) + float(np.square(diff).sum())
-            squared_ref[k] = squared_ref.get(k, 0.0) + float(np.square(ref.astype(np.float64)).sum())
-            max_err = max(max_err, float(diff.max(initial=0.0)))
-            total += float(diff.sum())
-            count += diff.size
+            sums.setdefault(k, ErrorSums()).add(ref, out)
         if classifier:
             agree += int(np.argmax(outs[0]) == np.argmax(refs[0]))
-    row.max_abs_error = max_err
-    row.mean_abs_error = total / max(count, 1)
-    row.rel_error = max((_relative(squared_err[k], squared_ref[k]) for k in squared_err), default=0.0)
+    row.max_abs_error = max((e.max_abs for e in sums.values()), default=0.0)
+    row.mean_abs_error = sum(e.abs_sum for e in sums.values()) / max(sum(e.count for e in sums.values()), 1)
+    row.rel_error = max((e.rel_l2 for e in sums.values()), default=0.0)
     row.top1_agreement = agree / len(got) if classifier and got else None
-
-
-def _relative(squared_err: float, squared_ref: float) -> float:
-    """||error|| / ||reference||; an all-zero reference makes any error infinite, none zero."""
-    if squared_ref > 0:
-        return float(np.sqrt(squared_err / squared_ref))
-    return 0.0 if squared_err == 0 else float("inf")
 
 
 # The default gate for every output kind: an artifact whose outputs stray from the float reference's by more

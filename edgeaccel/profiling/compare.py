@@ -23,9 +23,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 from .. import bundle, formats
+from ..agreement.tensors import ErrorSums
 from ..errors import EdgeAccelError, InferenceError, ModelError, runtime_message
 from ..modelinfo import Format, ModelInfo
 from . import compare_inputs
@@ -176,23 +176,17 @@ def _run(tap, feeds) -> dict:
 
 
 class _Sums:
-    """Squared error and squared reference per match, summed over samples (float64: sums of many squares)."""
+    """Per match, the error figures summed over samples (``agreement.tensors.ErrorSums``: float64 sums of
+    squares, the worst absolute error)."""
 
     def __init__(self, matches: list[Match]) -> None:
         self.matches = matches
-        self.err2 = np.zeros(len(matches))
-        self.ref2 = np.zeros(len(matches))
-        self.max_abs = np.zeros(len(matches))
+        self.of = [ErrorSums() for _ in matches]
 
     def add(self, q_values: dict, f_values: dict) -> None:
         for k, m in enumerate(self.matches):
-            q = m.align(q_values[m.quantized.read]).astype(np.float64)
-            f = f_values[m.float.read].astype(np.float64).reshape(q.shape)
-            diff = q - f
-            self.err2[k] += float(np.square(diff).sum())
-            self.ref2[k] += float(np.square(f).sum())
-            if diff.size:
-                self.max_abs[k] = max(self.max_abs[k], float(np.abs(diff).max()))
+            q = m.align(q_values[m.quantized.read])
+            self.of[k].add(f_values[m.float.read].reshape(q.shape), q)
 
 
 class _Plan:
@@ -221,7 +215,7 @@ class _Plan:
 
 def _rows(plan: _Plan, sums: _Sums, local: LocalErrors) -> list[LayerError]:
     matches = plan.matches
-    rel = {m.quantized.index: _relative(sums.err2[k], sums.ref2[k]) for k, m in enumerate(matches)}
+    rel = {m.quantized.index: sums.of[k].rel_l2 for k, m in enumerate(matches)}
     rows = []
     for k, m in enumerate(matches):
         index = m.quantized.index
@@ -232,16 +226,15 @@ def _rows(plan: _Plan, sums: _Sums, local: LocalErrors) -> list[LayerError]:
         if plan.folded(m):
             added = 0.0  # counted on the op before it
         elif local.measured(k):  # the float op(s) on the quantized inputs: what this layer alone changes
-            added = _relative(local.err2[k], local.ref2[k])
+            added = local.sums[k].rel_l2
         else:  # a Conv and the activation after it are one unit: the error that survives counts
             added = rel[end.quantized.index] - worst_in
             if math.isnan(added):
                 added = 0.0
         added = 0.0 if abs(added) < 1e-9 else added  # float noise of ops that only move values
-        sqnr = None if sums.err2[k] == 0 else (10 * math.log10(sums.ref2[k] / sums.err2[k]) if sums.ref2[k] > 0
-                                               else -math.inf)
+        sqnr = sums.of[k].sqnr_db
         rows.append(LayerError(m.quantized.name, m.quantized.op_type, list(m.quantized.shape), sqnr, own, added,
-                               worst_in, [u.name for u in ups], float(sums.max_abs[k]), m.float.name, m.by,
+                               worst_in, [u.name for u in ups], sums.of[k].max_abs, m.float.name, m.by,
                                end.quantized.name if end is not m else "",
                                "float op on quantized inputs" if local.measured(k) and not plan.folded(m)
                                else "minus worst input"))
@@ -261,12 +254,6 @@ def _activation_after(matches: list[Match], q_graph: LayerGraph, ups: dict, matc
                 and canonical_op(m.quantized.op_type) not in ACTIVATIONS):
             out[m.quantized.index] = after[0]
     return out
-
-
-def _relative(err2: float, ref2: float) -> float:
-    if ref2 > 0:
-        return math.sqrt(err2 / ref2)
-    return 0.0 if err2 == 0 else math.inf
 
 
 def _refuse_unrelated(matches: list[Match], q_graph, f_graph, q_info: ModelInfo, f_info: ModelInfo) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..agreement.tensors import ErrorSums
 from ..modelinfo import Format, ModelInfo
 from .compare_match import Match
 
@@ -27,8 +28,8 @@ class LocalErrors:
         """``segments[k]``: (boundary matches, end match) for row k; the local value of row k is the end
         match's float op(s) run on the boundary matches' quantized values."""
         self.note = ""
-        self.err2 = np.zeros(len(segments))
-        self.ref2 = np.zeros(len(segments))  # of the float op's output on the quantized inputs
+        # per row: the quantized layer's output against the float op's output on the quantized inputs
+        self.sums = [ErrorSums() for _ in segments]
         self._segments = segments
         self._backend = None
         if f_info.format not in (Format.ONNX, Format.TFLITE):
@@ -62,10 +63,8 @@ class LocalErrors:
         for k, (_, end) in enumerate(self._segments):
             if k not in got:
                 continue
-            q = end.align(q_values[end.quantized.read]).astype(np.float64)
-            want = got[k].astype(np.float64).reshape(q.shape)
-            self.err2[k] += float(np.square(q - want).sum())
-            self.ref2[k] += float(np.square(want).sum())
+            q = end.align(q_values[end.quantized.read])
+            self.sums[k].add(got[k].reshape(q.shape), q)
 
     def measured(self, k: int) -> bool:
         return self._measured[k]

@@ -10,7 +10,8 @@ import numpy as np
 
 from .errors import LayoutRefused
 
-YOLO_STRIDES = ((8, 16, 32), (8, 16, 32, 64))  # Ultralytics P3-P5 heads and the P6 models
+# Ultralytics P3-P5 heads, the P6 models, and two-scale heads (YOLOv3/v4-tiny at 16/32, small custom heads at 8/16)
+YOLO_STRIDES = ((8, 16, 32), (8, 16, 32, 64), (16, 32), (8, 16))
 FORCE_HINT = "if it is one, pass task_options={'layout': 'yolov8'} (or 'yolov5', 'nms-in-graph') to decode it anyway"
 
 
@@ -45,7 +46,9 @@ def yolo_count_layout(candidates: int | None, height: int | None, width: int | N
 
 def expected_counts(height: int, width: int) -> str:
     cells = grid_cells(height, width, YOLO_STRIDES[0])
-    return f"{cells} (strides 8/16/32 on {height}x{width}) or {3 * cells} (x3 anchors, YOLOv5)"
+    others = ", ".join(str(grid_cells(height, width, s)) for s in YOLO_STRIDES[1:])
+    return (f"{cells} (strides 8/16/32 on {height}x{width}) or {3 * cells} (x3 anchors, YOLOv5); "
+            f"{others} for heads with strides 8-64, 16/32 or 8/16")
 
 
 def check_scores(values: np.ndarray, what: str, decoder: str) -> None:

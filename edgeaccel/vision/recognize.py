@@ -21,6 +21,7 @@ class Recognized:
     which: int  # the output it reads first
     reason: str
     variant: str | None = None  # the named layout: an SSD anchor preset (ssd-mediapipe), a landmark layout
+    declared: bool = False  # the model's metadata names this task (not only inferred from output shapes)
 
 
 def _shapes(outputs) -> list[tuple]:
@@ -248,7 +249,7 @@ def recognize(info, inputs, outputs, metadata: dict | None = None, classes: int 
         try:
             found = fits(said, info, inputs, outputs, classes, imgsz)
             return Recognized(found.task, found.kind, found.which, f"the model's metadata says task={said}; "
-                                                                   f"{found.reason}"), found.reason
+                                                                   f"{found.reason}", variant=found.variant, declared=True), found.reason
         except TaskError:
             pass
     if not any(is_image_input(s) for s in inputs):

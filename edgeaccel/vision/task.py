@@ -50,6 +50,7 @@ class Task:
         self.kind = recognized.kind
         self.which = recognized.which
         self.reason = recognized.reason
+        self.declared = recognized.declared  # by the model's metadata: trusted to judge accuracy on
         self.labels = labels
         self.metadata = metadata
         self.ssd = None  # ssd-mediapipe: its DecodeOptions and Preset (label, normalization)
@@ -105,6 +106,15 @@ class Task:
 
     def __repr__(self) -> str:
         return f"<edgeaccel.vision.Task {self.name} ({self.kind}): {self.reason}>"
+
+    def with_outputs(self, outputs) -> Task:
+        """This task for another artifact of the same model whose outputs (in this task's order) have other
+        specs, e.g. a quantized twin: its outputs are dequantized with their own scales before decoding."""
+        import copy
+
+        twin = copy.copy(self)
+        twin._outputs = tuple(outputs)
+        return twin
 
     @property
     def image_input(self) -> str:
