@@ -240,3 +240,45 @@ def test_when_every_artifact_failed_the_float_reference_runs_or_loading_says_wha
     with pytest.raises(edgeaccel.ModelError, match="every artifact of mlp failed its check") as caught:
         edgeaccel.load(result.out)
     assert "pin it" in caught.value.hint
+
+
+# -- the issue's detector: a YOLOv8-style float model (yolo_like.py) through convert and check ---------------
+
+def test_yolo_like_int8_passes_and_its_whole_graph_int8_fails_with_default_flags(tmp_path):
+    """convert keeps the detection head in float: its int8 artifact passes the check convert runs and
+    `check` with default flags. The same graph quantized whole (box pixels and class scores under one scale,
+    what convert did before) has a small relative error, which passed check then, and now fails it."""
+    import yolo_like
+    from onnxruntime import quantization as q
+
+    from edgeaccel.convert import calibration as calib_mod
+
+    detector = yolo_like.build(tmp_path / "squares.onnx")
+    images = yolo_like.write_images(tmp_path / "calib", range(0, 20))
+    held = yolo_like.write_images(tmp_path / "held", range(7000, 7012))
+    result = convert(detector, "onnx-int8", tmp_path / "bundle", calibration=images)
+    verdict = result.check_of(result.artifacts[0].path)
+    assert verdict["passed"] is True and verdict["task"] == "detect" and verdict["precision"] >= 0.9
+    done = cli("check", result.out, "--runs", "0", "--data", held)
+    assert done.returncode == 0, done.stderr
+
+    feeds = calib_mod.load(images, edgeaccel.describe(detector).inputs).feeds()
+
+    class Reader(q.CalibrationDataReader):
+        def __init__(self):
+            self.left = iter(feeds)
+
+        def get_next(self):
+            return next(self.left, None)
+
+    whole = tmp_path / "whole_int8.onnx"
+    q.quantize_static(str(detector), str(whole), Reader(), quant_format=q.QuantFormat.QDQ, per_channel=True,
+                      activation_type=q.QuantType.QUInt8, weight_type=q.QuantType.QInt8)
+    done = cli("check", whole, "--reference", detector, "--data", held, "--runs", "0", "--executor", "onnxruntime",
+               "--json")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    row = next(r for r in report["rows"] if r["artifact"].endswith("whole_int8.onnx"))
+    assert report["task"] == "detect" and (row["error"] or row["rel_error"] < 0.25)
+    failures = report["failures"]
+    assert any(line.startswith("whole_int8.onnx on onnxruntime:CPU: ") for line in failures), failures

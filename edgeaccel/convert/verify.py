@@ -48,6 +48,7 @@ class Row:
     latency_ms: dict | None = None
     error: str | None = None
     task_metrics: dict | None = None  # --task: agreement of decoded results (edgeaccel.agreement.tasks)
+    task_error: str | None = None  # it ran, but its outputs could not be decoded as the reference's task
 
     def as_dict(self) -> dict:
         return {"artifact": str(self.artifact), "format": self.format, "executor": self.executor,
@@ -55,7 +56,7 @@ class Row:
                 "samples": self.samples, "top1_agreement": _round(self.top1_agreement, 4),
                 "max_abs_error": _round(self.max_abs_error, 6), "mean_abs_error": _round(self.mean_abs_error, 6),
                 "rel_error": _round(self.rel_error, 6), "latency_ms": self.latency_ms, "error": self.error,
-                "task_metrics": self.task_metrics}
+                "task_metrics": self.task_metrics, "task_error": self.task_error}
 
 
 @dataclass
@@ -101,6 +102,8 @@ class CheckReport:
             if r.task_metrics:
                 out.append(f"    {self.task}: " + ", ".join(f"{k} {_fmt(v, '{:.4g}')}"
                                                               for k, v in r.task_metrics.items()))
+            if r.task_error:
+                out.append(f"    {self.task}: {r.task_error}")
             if r.error:
                 out.append(f"    error: {r.error.splitlines()[0]}")
         return "\n".join(out)
@@ -230,7 +233,11 @@ def _measure(info: ModelInfo, executor: str, ref_info: ModelInfo, samples, expec
                    for sample in samples.samples]
             _compare(row, got, expected, classifier)
             if task_check is not None:
-                row.task_metrics = task_check.measure(model, got)
+                try:
+                    row.task_metrics = task_check.measure(model, got)
+                except EdgeAccelError as exc:  # it ran, but what it answered is not the task's results
+                    row.task_error = (f"its outputs do not decode as {task_check.task.name} results like the "
+                                      f"reference's: {exc.message.splitlines()[0]}")
             if runs > 0:
                 row.latency_ms = _latency(model, _fit(samples.samples[0], model), runs, warmup)
         except EdgeAccelError as exc:
@@ -307,7 +314,9 @@ def row_failures(report: CheckReport, row: Row, max_rel_error: float | None = DE
     if max_rel_error is not None and row.rel_error is not None and not row.rel_error <= max_rel_error:
         out.append(f"{where}: relative error {row.rel_error:.3g} against the reference is above "
                    f"{max_rel_error:g} (max abs error {row.max_abs_error:.4g})")
-    if report.task:
+    if report.task and row.task_error:
+        out.append(f"{where}: {row.task_error}")
+    elif report.task:
         from ..vision.check import task_failures
 
         out += task_failures(where, row.task_metrics, effective_task_gates(min_top1, task_gates))
