@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .errors import (
+    AccuracyGuardError,
     ConfigError,
     ConversionError,
     DeadlineExceededError,
@@ -70,6 +71,7 @@ __all__ = [
     "InputError",
     "ModelClosedError",
     "ModelError",
+    "AccuracyGuardError",
     "ModelLoadError",
     "ModelValidationError",
     "NoExecutorError",

@@ -6,9 +6,10 @@ accuracy checked: the thread runs the same calibration as ``calibrate=True`` (th
 of every candidate compared with it by the guard, on the decoded results when the vision task is known, with
 the load's task and accuracy_tolerance; alternating timed blocks), with a bounded budget and a bounded share of
 one core (a pause after each block), and only while the model is idle (``YIELD_S``), beside the requests being
-served. It switches only to a candidate that
-passed the guard and is faster (or, for goal="efficiency", cheaper) than the one serving by more than
-``MARGIN`` in the same interleaved measurement; and away from the one serving when its answers stray. The
+served. It switches only to a candidate that passed the guard (``edgeaccel.guard``: calibration's comparison
+with the reference, or a check made before the switch where calibration could not compare it) and is faster
+(or, for goal="efficiency", cheaper) than the one serving by more than ``MARGIN`` in the same interleaved
+measurement; and away from the one serving when its answers stray. The
 switch is visible (``model.executor`` names the measurement, ``model.fallbacks`` records a "calibrate"
 event, the log says so), and the measurements go to the cache, where the next load finds them.
 
@@ -87,9 +88,11 @@ class BackgroundCalibration:
     def __init__(self, model, measure: Callable[[CalibrationPlan], dict[str, Measurement]],
                  rerank: Callable[[dict[str, Measurement]], Ranking], store: Callable[[dict], None] | None,
                  open_candidate: Callable[[Candidate], object], delay_s: float | None = None,
-                 budget_s: float | None = None, cpu_share: float | None = None, yield_s: float | None = None) -> None:
+                 budget_s: float | None = None, cpu_share: float | None = None, yield_s: float | None = None,
+                 guard=None) -> None:
         self._model = weakref.ref(model)
         self._measure, self._rerank, self._store, self._open = measure, rerank, store, open_candidate
+        self._guard = guard  # edgeaccel.guard.ModelGuard: what the candidate switched to must pass
         # None: the module's figure at construction (read then, so that a test or an app can set it)
         self._delay_s = DELAY_S if delay_s is None else delay_s
         self._budget_s = BUDGET_S if budget_s is None else budget_s
@@ -139,6 +142,8 @@ class BackgroundCalibration:
         self.status.measurements = measurements
         if self._store is not None:
             self._store(measurements)
+        if self._guard is not None:
+            self._guard.know(measurements)
         model = self._model()
         if model is None:
             return
@@ -179,11 +184,28 @@ class BackgroundCalibration:
         except EdgeAccelError as exc:
             self._finish("kept", f"{best.name} measured better but failed to load: {exc.message}")
             return
+        verdict = self._verdict(best, executor)
+        if not verdict.ok:
+            executor.close()
+            log.warning("background calibration keeps %s: %s measured better but %s", current.name, best.name,
+                        verdict)
+            self._finish("kept", f"{best.name} measured better but {verdict}")
+            return
         if not model._adopt(executor, replace(best, reason=f"background calibration: {best.reason}"), why):
             executor.close()
             self._finish("stopped", "the model was closed before the switch")
             return
         self._finish("switched", why)
+
+    def _verdict(self, candidate: Candidate, executor):
+        """Whether ``executor`` may serve: calibration's own comparison with the reference where it made one
+        (an executor it could not compare, or an adaptive one's twins, are checked now), never unchecked."""
+        from .guard import Verdict, from_measurement
+
+        if self._guard is not None:
+            return self._guard.verdict(candidate, executor)
+        known = from_measurement(self.status.measurements.get(candidate.key))
+        return known or Verdict(False, "its answers were not compared with a reference")
 
     def _finish(self, state: str, reason: str) -> None:
         self.status.state, self.status.reason, self.status.finished = state, reason, time.time()

@@ -200,6 +200,8 @@ def calibrate(
     results: dict[str, Measurement] = {}
     opened: dict[str, tuple[Candidate, Executor, list]] = {}
     try:
+        if plan.before_block is not None:  # the reference's runs too wait while the model serves
+            plan.before_block()
         ref = _compute_reference(choices, open_candidate, given, plan, opened, {c.key for c in todo})
         for cand in todo:
             if cand.key in results or (plan.stop is not None and plan.stop.is_set()):

@@ -17,6 +17,7 @@ code that used a raw runtime before::
     ├── DeviceUnavailableError (RuntimeError)   the device or its driver/delegate is not usable here
     ├── ExecutorError (RuntimeError)            the runtime failed; keeps the runtime's own message
     │   ├── ModelLoadError                      while reading/compiling the model
+    │   ├── AccuracyGuardError                  its answers disagree with the reference's: it serves nothing
     │   └── InferenceError                      while running it
     │       ├── OutputValueError                NaN/Inf in outputs where the caller asked us to check
     │       ├── WorkerCrashedError              an isolated worker died (signal, OOM); the caller lives on
@@ -103,6 +104,11 @@ class ExecutorError(EdgeAccelError, RuntimeError):
 
 class ModelLoadError(ExecutorError):
     """The runtime could not read or compile the model."""
+
+
+class AccuracyGuardError(ExecutorError):
+    """An executor loaded but its answers on the guard's inputs disagree with the reference's
+    (``edgeaccel.guard``): no request is routed to it."""
 
 
 class InferenceError(ExecutorError):

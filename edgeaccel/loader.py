@@ -66,7 +66,10 @@ def load(
     executor, device: pin a runtime ("litert", "onnxruntime", "openvino") and/or a device ("CPU", "GPU",
         "NPU", "CUDA", "AUTO", ...). Without them, edgeaccel chooses and says why in ``model.executor``.
     precision: None runs the model at its own precision (f32 math for float layers); "bf16" or "f16" are
-        opt-ins because they change answers. Calibration may admit them after checking accuracy.
+        opt-ins because they change answers. "auto": calibration (now, in the background, or ``tune``'s cache)
+        may admit a reduced precision after checking accuracy. Left at None, that happens only when neither
+        ``executor`` nor ``device`` is pinned: a pinned executor keeps its device's own precision for the
+        whole session unless ``precision="auto"`` says otherwise.
     goal: "latency" or "efficiency" (energy per inference).
     profile: a device profile (a shipped name such as "rpi5-coral-usb", a .yaml path or a Profile); by default
         the one matching this machine (`edgeaccel profiles list`).
@@ -86,7 +89,8 @@ def load(
         bounds the detections' mean score error.
     performance_hint: "latency" (one request as fast as possible) or "throughput" (several at once, for
         submit() and stream()), or "adaptive" (both held on a CPU: a lone request on every core, concurrent
-        ones a core each; executors/adaptive.py; what ``edgeaccel serve`` loads).
+        ones a core each; executors/adaptive.py; what ``edgeaccel serve`` loads). The two configurations are
+        compared on the sample inputs at load; a throughput one that disagrees is closed, never answering.
     cache_dir, cache: edgeaccel keeps compiled models (OpenVINO's cache, ONNX Runtime's optimized model),
         validation results and calibration measurements in ``cache_dir`` (default $EDGEACCEL_CACHE_DIR or
         ~/.cache/edgeaccel, bounded by $EDGEACCEL_CACHE_MAX_MB, 1024 by default); ``cache=False`` keeps nothing.
@@ -133,10 +137,12 @@ def load(
 
         scheduled = open_scheduled(chosen.ranking, open_beside_others, policy, power_budget_w, telemetry_root,
                                    strict=strict, all_failed=_all_failed,
-                                   limits=profile_limits(chosen.profile, chosen.ranking))
+                                   limits=profile_limits(chosen.profile, chosen.ranking), guard=chosen.guard(),
+                                   pinned=bool(executor or device or precision not in (None, "auto")))
         _record_left_out(scheduled, chosen.left_out)
         return _with_task(scheduled, task, labels, task_options, chosen.artifacts)
-    loaded = open_ranked(chosen.ranking, chosen.options, strict, isolation)
+    guard = chosen.guard()  # one per model: failover, reselect and background switches share its reference
+    loaded = open_ranked(chosen.ranking, chosen.options, strict, isolation, guard=guard)
     _record_left_out(loaded, chosen.left_out)
     if chosen.options.cache_dir:
         from .cache import trim
@@ -147,7 +153,7 @@ def load(
 
         loaded._background = BackgroundCalibration(
             loaded, chosen.measure, chosen.rerank, chosen.keep,
-            lambda c: open_candidate(c, chosen.options, isolation)).start()
+            lambda c: open_candidate(c, chosen.options, isolation), guard=guard).start()
     return _with_task(loaded, task, labels, task_options, chosen.artifacts)
 
 
@@ -207,6 +213,9 @@ class Selection:
     rerank: Callable | None = field(default=None, repr=False)
     cache_file: Path | None = None
     left_out: list[Rejection] = field(default_factory=list)  # artifacts whose recorded check failed
+    # () -> edgeaccel.guard.ModelGuard: what every executor other than the first chosen is checked against
+    # before it answers a request (a scheduled model's others, a failover target, a reselect)
+    guard: Callable | None = field(default=None, repr=False)
 
 
 def select(model: ModelSource, *, executor: str | None = None, device: str | None = None,
@@ -224,6 +233,7 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
                         inputs_digest)
     from .executors.gpu_memory import check_limit
 
+    precision, reduced = precision_choice(precision, executor, device)
     if performance_hint not in ("latency", "throughput", "adaptive"):
         raise ValueError(f"performance_hint must be 'latency', 'throughput' or 'adaptive', not {performance_hint!r}")
     root = cache_root(cache_dir) if cache else None
@@ -268,7 +278,8 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
     store = CalibrationCache(root) if root else None
     measure_now = calibrate is True
     measurements = {} if measure_now or store is None else (store.get(key) or {})
-    ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements, left_out)
+    ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements, reduced,
+                    left_out)
     selection = Selection(found, ranking, options, facts, profile, profile_reason, measurements,
                           cache_file=store.path(key) if store else None, left_out=left_out)
 
@@ -297,10 +308,19 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
                                       "edgeaccel samples"})
 
     def rerank(measured: dict[str, Measurement]) -> Ranking:
-        return _rank(found.artifacts, facts, options, executor, device, profile, goal, measured, left_out)
+        return _rank(found.artifacts, facts, options, executor, device, profile, goal, measured, reduced, left_out)
 
     selection.measure = lambda budget_plan=None: measure(budget_plan or default_plan())
     selection.keep, selection.rerank = keep, rerank
+
+    def guard():
+        from .guard import ModelGuard
+
+        return ModelGuard(_reference_candidate(found.artifacts, facts, options, goal),
+                          lambda c: open_candidate(c, options, isolation), tolerance, selection.measurements,
+                          calibration_inputs)
+
+    selection.guard = guard
     if measure_now:
         measurements = measure(default_plan())
         keep(measurements)
@@ -333,9 +353,20 @@ def profile_limits(profile: Profile | None, ranking: Ranking) -> dict | None:
     return {device_of_name(c.device): limits for c in ranking.candidates}
 
 
-def _rank(artifacts, facts, options, executor, device, profile, goal, measurements,
+def precision_choice(precision: str | None, executor: str | None, device: str | None) -> tuple[str | None, bool]:
+    """(the precision to run at, whether calibration may admit a reduced one). "auto" runs at the model's own
+    precision and lets calibration admit bf16/f16 where it measures them accurate; None does the same only
+    when nothing is pinned: with ``executor=``/``device=`` the caller chose what runs, and a precision change
+    behind their back (background calibration switching OpenVINO to bf16 mid-session) is not theirs."""
+    if precision == "auto":
+        return None, True
+    return precision, precision is None and not (executor or device)
+
+
+def _rank(artifacts, facts, options, executor, device, profile, goal, measurements, reduced=True,
           left_out: Sequence[Rejection] = ()) -> Ranking:
-    ranking = rank(artifacts, runtimes(), facts, None, options, executor, device, profile, goal, measurements)
+    ranking = rank(artifacts, runtimes(), facts, None, options, executor, device, profile, goal, measurements,
+                   reduced=reduced)
     ranking.rejected[:0] = left_out  # first: the artifact the caller may have expected to run
     return _explain_absences(ranking, facts)
 
@@ -482,7 +513,16 @@ def load_candidate(candidate: Candidate, options: ExecutorOptions) -> Model:
 
 
 def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False,
-                isolation: IsolationLimits | None = None) -> Model:
+                isolation: IsolationLimits | None = None, guard=None) -> Model:
+    """The best candidate that loads, as a Model that fails over down the ranking at run time. ``guard`` (an
+    ``edgeaccel.guard.ModelGuard``): a failover target or a reselected candidate serves only after agreeing
+    with the reference; one that does not is recorded and passed over like one that failed to load."""
+
+    def open_one(c: Candidate) -> Executor:
+        return open_candidate(c, options, isolation)
+
+    open_next = guard.opener(open_one) if guard is not None else open_one
+
     if not ranking.candidates:
         raise _nothing_can_run(ranking)
     fallbacks: list[FallbackEvent] = []
@@ -499,6 +539,13 @@ def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False
             errors.append((candidate, exc))
             failed.append(candidate)
             continue
+        if guard is not None and options.performance_hint == "adaptive":
+            from .guard import agreeing_twins
+
+            executor, refused = agreeing_twins(executor, candidate.name, guard.tolerance, guard.given)
+            if refused is not None:
+                fallbacks.append(FallbackEvent(time.time(), "guard", f"{candidate.name} (throughput configuration)",
+                                               str(refused), candidate.name))
         for bad in passed_over(ranking, candidate):
             event = FallbackEvent(time.time(), "select", f"{bad.name} [{bad.artifact.path.name}]", bad.reason,
                                   candidate.name)
@@ -510,8 +557,7 @@ def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False
             event = FallbackEvent(time.time(), "load", bad.name, str(exc), candidate.name)
             fallbacks.append(event)
             log.warning("fallback: %s", event)
-        return Model(executor, candidate, ranking, fallbacks,
-                     open_next=lambda c: open_candidate(c, options, isolation), strict=strict, failed=failed)
+        return Model(executor, candidate, ranking, fallbacks, open_next=open_next, strict=strict, failed=failed)
     raise _all_failed(errors)
 
 

@@ -27,7 +27,9 @@ class FallbackEvent:
     """A candidate that failed and what took over from it."""
 
     when: float  # time.time()
-    stage: str  # "load", "run", "select" (an artifact passed over), "calibrate" (a measured switch)
+    # "load", "run", "select" (an artifact passed over), "calibrate" (a measured switch), "guard" (loaded, but its
+    # answers disagree with the reference's: never routed to)
+    stage: str
     failed: str  # candidate name, e.g. "openvino:CPU"
     error: str
     replaced_by: str | None
@@ -38,6 +40,8 @@ class FallbackEvent:
         first = first if len(first) <= 300 else first[:297] + "..."  # a runtime's message can be 17 KB long
         if self.stage == "calibrate":
             return f"{self.failed} replaced by measurement: {first}{to}"
+        if self.stage == "guard":
+            return f"{self.failed} not used: {first}{to}"
         if self.stage == "select":  # not tried: the artifact cannot run here, so its twin does
             return f"{self.failed} passed over: {first}{to}"
         return f"{self.failed} failed at {self.stage}: {first}{to}"
@@ -166,7 +170,8 @@ class Model:
         check_finite: NaN/Inf in float inputs or outputs is an error instead of an answer.
         """
         arrays = self._binder.bind(inputs, quantize, check_finite)
-        return self._finish(self._execute(arrays), dequantize, check_finite)
+        results, executor = self._execute(arrays)
+        return self._finish(results, dequantize, check_finite, executor)
 
     def __call__(self, inputs: Any, **options: Any) -> Outputs:
         return self.run(inputs, **options)
@@ -220,8 +225,8 @@ class Model:
                     yield future.result()
 
     # -- what a subclass provides ------------------------------------------------------------------------
-    def _execute(self, arrays: list) -> list:
-        """Run bound inputs; the raw result arrays."""
+    def _execute(self, arrays: list) -> tuple[list, str | None]:
+        """Run bound inputs; the raw result arrays and the name of the executor that produced them."""
         raise NotImplementedError
 
     def _start(self, arrays: list, outer: Future, dequantize: bool, check_finite: bool) -> None:
@@ -229,18 +234,20 @@ class Model:
         raise NotImplementedError
 
     # -- shared by both ------------------------------------------------------------------------------------
-    def _finish(self, results: list, dequantize: bool, check_finite: bool) -> Outputs:
+    def _finish(self, results: list, dequantize: bool, check_finite: bool, executor: str | None = None) -> Outputs:
+        """The caller's Outputs; ``executor`` names what produced them (``Outputs.executor``)."""
         if check_finite:
             check_outputs_finite(results, self._output_names)
         if dequantize:
             results = [dequantize_array(r, t.quantization) if t.quantization and r.dtype.kind in "iu" else r
                        for r, t in zip(results, self._outputs)]
-        return self._outputs_cls(results)
+        return self._outputs_cls.labelled(executor)(results)
 
-    def _settle(self, outer: Future, results: list, dequantize: bool, check_finite: bool) -> None:
+    def _settle(self, outer: Future, results: list, dequantize: bool, check_finite: bool,
+                executor: str | None = None) -> None:
         """Give ``outer`` the finished Outputs, or the error finishing raised."""
         try:
-            outputs = self._finish(results, dequantize, check_finite)
+            outputs = self._finish(results, dequantize, check_finite, executor)
         except Exception as exc:
             _fail(outer, exc)
             return
@@ -324,6 +331,7 @@ class RankedModel(Model):
         self._calls_lock = threading.Lock()
         self._in_flight = 0  # requests running now, and when the last one ended: background calibration waits
         self._last_done = 0.0  # while the model serves (``busy``)
+        self._names = {id(executor): candidate.name}  # what each executor it ever served with is called
         self._set_io(executor)
 
     @property
@@ -356,11 +364,19 @@ class RankedModel(Model):
             self._in_flight -= 1
             self._last_done = time.monotonic()
 
-    def _execute(self, arrays: list) -> list:
+    def _name(self, executor: Executor) -> str:
+        return self._names.get(id(executor)) or self._candidate.name
+
+    def _serve_with(self, executor: Executor, candidate: Candidate) -> None:
+        """Install ``executor`` as the one serving (called with ``_lock`` held)."""
+        self._names[id(executor)] = candidate.name
+        self._executor, self._candidate = executor, candidate
+
+    def _execute(self, arrays: list) -> tuple[list, str | None]:
         executor = self._executor
         self._entered()
         try:
-            return executor.run(arrays)
+            return executor.run(arrays), self._name(executor)
         except EdgeAccelError as exc:
             if not fails_over(exc):
                 raise
@@ -376,7 +392,7 @@ class RankedModel(Model):
         def done(inner: Future) -> None:
             exc = inner.exception()
             if exc is None:
-                self._settle(outer, inner.result(), dequantize, check_finite)
+                self._settle(outer, inner.result(), dequantize, check_finite, self._name(executor))
             elif fails_over(exc) and not self._strict and self._open_next is not None:
                 # Loading the next candidate must not happen on a runtime's callback thread.
                 threading.Thread(target=self._retry, args=(executor, exc, arrays, outer, dequantize, check_finite),
@@ -399,13 +415,13 @@ class RankedModel(Model):
     def _retry(self, failed: Executor, exc: EdgeAccelError, arrays: list, outer: Future, dequantize: bool,
                check_finite: bool) -> None:
         try:
-            results = self._run_fallback(failed, exc, arrays)
+            results, executor = self._run_fallback(failed, exc, arrays)
         except BaseException as retry_exc:
             _fail(outer, retry_exc)
             return
-        self._settle(outer, results, dequantize, check_finite)
+        self._settle(outer, results, dequantize, check_finite, executor)
 
-    def _run_fallback(self, failed: Executor, exc: EdgeAccelError, arrays: list) -> list:
+    def _run_fallback(self, failed: Executor, exc: EdgeAccelError, arrays: list) -> tuple[list, str]:
         """The executor failed at run time: hand the same inputs to the next candidate that loads, and to the
         one after it if that fails too, until one answers or none is left (then the caller gets the error)."""
         while True:
@@ -416,7 +432,7 @@ class RankedModel(Model):
                     self._switch(failed, exc)
                 executor = self._executor
             try:
-                return executor.run(arrays)
+                return executor.run(arrays), self._name(executor)
             except EdgeAccelError as again:
                 if not fails_over(again):
                     raise
@@ -436,7 +452,7 @@ class RankedModel(Model):
             self._failed.append(self._candidate)
             self._record("run", failed_name, exc, candidate.name)
             self._retired.append(failed)
-            self._executor, self._candidate = executor, candidate
+            self._serve_with(executor, candidate)
             return
         self._record("run", failed_name, exc, None)
         raise exc
@@ -471,7 +487,7 @@ class RankedModel(Model):
                     continue
                 log.info("reselect: %s replaces %s", candidate.name, self._candidate.name)
                 self._retired.append(self._executor)
-                self._executor, self._candidate = executor, candidate
+                self._serve_with(executor, candidate)
                 break
             for candidate, exc in unloadable:
                 self._record("load", candidate.name, exc, self._candidate.name)
@@ -497,7 +513,7 @@ class RankedModel(Model):
                 return False
             previous = self._candidate.name
             self._retired.append(self._executor)
-            self._executor, self._candidate = executor, candidate
+            self._serve_with(executor, candidate)
         event = FallbackEvent(time.time(), "calibrate", previous, why, candidate.name)
         self._fallbacks.append(event)
         log.warning("background calibration: %s now serves %s (%s)", candidate.name, self.info.path.name, why)

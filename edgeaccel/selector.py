@@ -143,12 +143,16 @@ def rank(
     profile: Profile | None = None,
     goal: str = "latency",
     measurements: Mapping[str, Measurement] | None = None,
+    *,
+    reduced: bool = True,
 ) -> Ranking:
     """Every (artifact, runtime, device, precision) either ranked or rejected with a reason.
 
     ``rejects(runtime, artifact, device, options)`` is the model-level check (default: the executor class's
     own ``rejects``), asked with each candidate's own precision. ``executor`` / ``device`` pin the choice;
-    ``options.precision`` pins the precision.
+    ``options.precision`` pins the precision. ``reduced``: whether the reduced precisions a device offers
+    (bf16, f16) may be measured and admitted by calibration; False keeps each device at its own default (a
+    caller who pinned an executor or device without ``precision="auto"``: a pin is a pin).
     """
     if goal not in ("latency", "efficiency"):
         raise ValueError(f"goal must be 'latency' or 'efficiency', not {goal!r}")
@@ -165,7 +169,7 @@ def rank(
                 if why:
                     ranking.rejected.append(Rejection(artifact, cls.runtime, target, why, fix, options.precision))
                     continue
-                for precision in _precisions(cls, target, kind, facts, options):
+                for precision in _precisions(cls, target, kind, facts, options, reduced):
                     why = rejects(cls.runtime, artifact, target, replace(options, precision=precision))
                     if why:
                         ranking.rejected.append(Rejection(artifact, cls.runtime, target, why, None, precision))
@@ -179,10 +183,11 @@ def rank(
 
 
 def _precisions(cls: type[Executor], device: str, kind: str, facts: MachineFacts,
-                options: ExecutorOptions) -> tuple[str | None, ...]:
+                options: ExecutorOptions, reduced: bool = True) -> tuple[str | None, ...]:
     if options.precision is not None:
         return (options.precision,)
-    return cls.offered_precisions(device, facts.cpu_flags)
+    offered = cls.offered_precisions(device, facts.cpu_flags)
+    return offered if reduced else offered[:1]
 
 
 def _place(ranking: Ranking, cand: Candidate, cls: type[Executor], profile: Profile | None, goal: str,

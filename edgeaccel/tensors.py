@@ -260,13 +260,29 @@ class Outputs(tuple):
     __slots__ = ()
     _names: tuple[str, ...] = ()
     _index: dict[str, int] = {}
+    _by_executor: dict[str, type] = {}
+    # which executor produced these outputs ("litert:CPU", "openvino:CPU@bf16"): a class attribute of the
+    # labelled subclass (``labelled``), so that a tuple carries it without a per-result dict
+    executor: str | None = None
 
     @classmethod
     def for_names(cls, names: Sequence[str], aliases: Mapping[str, int] | None = None) -> type[Outputs]:
         """``aliases``: other names by position (a TFLite signature's 'output_0'); the outputs' own names win."""
         index = {a: i for a, i in (aliases or {}).items() if 0 <= i < len(names)}
         index.update((n, i) for i, n in enumerate(names))
-        return type("Outputs", (cls,), {"__slots__": (), "_names": tuple(names), "_index": index})
+        return type("Outputs", (cls,), {"__slots__": (), "_names": tuple(names), "_index": index,
+                                        "_by_executor": {}})
+
+    @classmethod
+    def labelled(cls, executor: str | None) -> type[Outputs]:
+        """This class with ``executor`` set (one subclass per executor name, made once)."""
+        if executor is None or executor == cls.executor:
+            return cls
+        found = cls._by_executor.get(executor)
+        if found is None:
+            found = cls._by_executor.setdefault(
+                executor, type("Outputs", (cls,), {"__slots__": (), "executor": executor}))
+        return found
 
     def __getitem__(self, key):
         if isinstance(key, str):

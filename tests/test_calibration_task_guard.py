@@ -68,7 +68,7 @@ def nudged(delta: float):
     """Every class score moved by ``delta``: boxes near the threshold appear or vanish; the coordinates stay."""
     def corrupt(outputs):
         out = outputs[0].copy()
-        out[:, 4:] += np.float32(delta)
+        out[:, 4:] = np.clip(out[:, 4:] + np.float32(delta), 0, 1)  # still a sigmoid's 0..1
         return [out]
     return corrupt
 
@@ -86,7 +86,7 @@ def test_a_candidate_whose_scores_move_is_judged_on_its_boxes(tmp_path, delta, a
 
 
 def test_a_yolo_layout_without_metadata_is_recognized_and_judged_on_boxes(tmp_path):
-    rows = [(320, 320, 100, 100, 0, 0.9), (100, 500, 80, 80, 1, 0.8)]
+    rows = [(32, 32, 10, 10, 0, 0.9), (10, 50, 8, 8, 1, 0.8)]  # in the 64 x 64 input
     model = formats.describe(constant_output(tmp_path / "plain.onnx", candidates(rows, 3).T[None].copy(),
                                              dynamic=False))
     other = accel(model)

@@ -36,6 +36,9 @@ def test_json_report_for_scripts():
     assert report["top_k"][0]["label"] == "Egyptian cat"
     assert report["latency_ms"]["runs"] == 5
     assert report["latency_ms"]["p50"] <= report["latency_ms"]["p99"]
+    # which executor produced the outputs: every timed run, by name
+    assert report["output_executor"].startswith("onnxruntime:")
+    assert report["answered_by"] == {report["output_executor"]: 5}
 
 
 def test_random_input_and_pinned_executor():

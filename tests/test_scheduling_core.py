@@ -197,6 +197,40 @@ def test_a_stale_latency_estimate_is_measured_again():
     assert late.count("b") > 0.95 * len(late)
 
 
+def test_without_request_remeasuring_a_stale_executor_is_probed_only_while_its_device_is_idle():
+    """ScheduledModel's mode: a caller's request never goes to an executor to measure it. A stale executor is
+    offered as a probe only while nothing is queued and nothing runs on its device; the probe holds the device
+    while it runs, updates the estimate (work then moves to it if faster alone) and is no completed request."""
+    a, b = ExecutorSlot("a", "cpu", 1, 0.01), ExecutorSlot("b", "cpu", 1, 0.05)
+    scheduler = Scheduler([a, b], make_policy("latency"), remeasure_with_requests=False)
+    scheduler.maybe_decide(0.0, force=True)
+    t = 0.0
+    while t < 6.0:  # one request at a time, back to back: the queue never empties while b is stale
+        request = scheduler.new_request(t)
+        scheduler.submit(request)
+        assert scheduler.due_probe(t) is None  # a request waits: no probe
+        (assigned,) = scheduler.dispatch(t)[0]
+        assert assigned[1] is a  # never handed to b to measure it
+        assert scheduler.due_probe(t) is None  # a runs on the device
+        t = round(t + 0.01, 9)
+        scheduler.finished(*assigned, t)
+    assert b.measured == 0 and t - b.measured_at > scheduler.remeasure_s
+    slot = scheduler.due_probe(t)  # idle now
+    assert slot is b
+    probe = scheduler.start_probe(b, t)
+    assert probe.probe and scheduler.due_probe(t) is None  # one at a time, and it holds the device
+    scheduler.submit(scheduler.new_request(t))
+    assert scheduler.dispatch(t)[0] == []  # a caller's request waits for the probe's turn to end
+    scheduler.finished(probe, b, t + 0.004)
+    assert b.alone_s == pytest.approx(0.004) and scheduler.exec_counters["b"].completed == 0
+    assert scheduler.exec_counters["b"].probes == 1
+    (assigned,) = scheduler.dispatch(t + 0.004)[0]
+    assert assigned[1] is b  # measured faster alone by more than SWITCH_MARGIN: the device's work moves
+    scheduler.finished(*assigned, t + 0.008)
+    assert scheduler.due_probe(t + 5.5) is a  # stale while the model is in use (a request within 2 x 5 s)
+    assert scheduler.due_probe(t + 10.5) is None  # nothing arrived for 10 s: an idle model is not probed
+
+
 def test_executors_on_one_device_take_turns_and_its_work_goes_to_the_fastest_alone():
     """Two runtimes on one CPU each size their threads to all of it: never both at once. Work for the device
     goes to the executor measured fastest when it ran alone there; another device's executor runs meanwhile."""

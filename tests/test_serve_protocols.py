@@ -157,6 +157,9 @@ def test_http_binary_infer_matches_in_process(http, bird, reference, labels):
     scores = result.as_numpy(SOFTMAX)
     assert _top1(scores, labels) == "chickadee"
     np.testing.assert_array_equal(scores, reference)
+    # which executor answered: one the model holds (each passed the accuracy guard)
+    executor = result.get_response()["parameters"]["executor"]
+    assert executor in http.get_model_metadata("mobilenet")["parameters"]["executors"].split(", ")
 
 
 def test_http_json_tensors_match_binary(http, bird, reference):
@@ -190,13 +193,33 @@ def test_curl_health_and_metadata(server):
     assert status == 200 and body["platform"] == "edgeaccel_tflite"
 
 
-def test_grpc_infer_raw_matches_in_process(grpc_client, bird, reference, labels):
+def test_grpc_infer_raw_matches_in_process(grpc_client, http, bird, reference, labels):
     tensor = tritonclient_grpc.InferInput("input", list(bird.shape), "UINT8")
     tensor.set_data_from_numpy(bird)
     result = grpc_client.infer("mobilenet", [tensor], client_timeout=30)
     scores = result.as_numpy(SOFTMAX)
     assert _top1(scores, labels) == "chickadee"
     np.testing.assert_array_equal(scores, reference)
+    executor = result.get_response().parameters["executor"].string_param
+    assert executor in http.get_model_metadata("mobilenet")["parameters"]["executors"].split(", ")
+
+
+def test_identical_requests_get_identical_answers_labelled_with_their_executor(http, grpc_client, bird, reference):
+    """Over both protocols, the same request 40 times: one answer (the in-process one) from one executor (the
+    model holds only executors that passed the guard; a re-measure never answers a client)."""
+    answers, executors = set(), set()
+    tensor = tritonclient_grpc.InferInput("input", list(bird.shape), "UINT8")
+    tensor.set_data_from_numpy(bird)
+    for _ in range(20):
+        result = http.infer("mobilenet", [_http_input(bird)], timeout=30_000_000)
+        answers.add(result.as_numpy(SOFTMAX).tobytes())
+        executors.add(result.get_response()["parameters"]["executor"])
+        result = grpc_client.infer("mobilenet", [tensor], client_timeout=30)
+        answers.add(result.as_numpy(SOFTMAX).tobytes())
+        executors.add(result.get_response().parameters["executor"].string_param)
+    assert answers == {reference.tobytes()}
+    assert len(executors) == 1 and executors <= set(
+        http.get_model_metadata("mobilenet")["parameters"]["executors"].split(", "))
 
 
 def test_multi_input_multi_output_model_and_requested_outputs(http, grpc_client):

@@ -67,7 +67,7 @@ def constant_outputs(path: Path, outputs: dict[str, np.ndarray], *, dynamic: boo
 
 
 def detector_trap(path: Path, *, signal: float = 0.05, weight: float = 100.0, seed: int = 0) -> Path:
-    """A YOLOv8-layout detector ([1, 4 + 2, 24], 640 x 640 input, Ultralytics metadata) whose box coordinates
+    """A YOLOv8-layout detector ([1, 4 + 2, 8400]: 24 boxes, the rest background; 640 x 640 input, Ultralytics metadata) whose box coordinates
     span the whole 0..640 input (so the output's range is set by pixels) and whose class scores sit near the
     0.25 threshold: score = T + f @ (A + D) - f @ A, f from the image's mean colour. |A| ~ ``weight`` and
     |D| ~ ``signal``: float32 keeps D (scores T + f @ D, some above the threshold, some below), bfloat16
@@ -78,9 +78,11 @@ def detector_trap(path: Path, *, signal: float = 0.05, weight: float = 100.0, se
 
     rng = np.random.default_rng(seed)
     n, classes, count = 64, 2, 24
+    total = cells(640)  # the candidates a YOLO head has on 640 x 640; those after the first `count` are background
     centres = [(48 + 104 * (i % 6), 64 + 160 * (i // 6)) for i in range(count)]  # 6 x 4 boxes, none overlapping
-    boxes = np.array([[x for x, _ in centres], [y for _, y in centres], [64] * count, [96] * count], np.float32)
-    base = np.full((classes, count), 0.01, np.float32)
+    centres += [(320, 320)] * (total - count)
+    boxes = np.array([[x for x, _ in centres], [y for _, y in centres], [64] * total, [96] * total], np.float32)
+    base = np.full((classes, total), 0.01, np.float32)
     for i in range(count):  # every third box clear (0.6), the others 0.03-0.1 either side of the threshold
         base[i % classes, i] = 0.6 if i % 3 == 0 else 0.25 + (0.03 + 0.07 * rng.random()) * (1 if i % 2 else -1)
     project = rng.standard_normal((3, n)).astype(np.float32)
@@ -91,16 +93,20 @@ def detector_trap(path: Path, *, signal: float = 0.05, weight: float = 100.0, se
              helper.make_node("MatMul", ["f", "a_plus_d"], ["k"]), helper.make_node("MatMul", ["f", "a"], ["h"]),
              helper.make_node("Sub", ["k", "h"], ["signal"]),
              helper.make_node("Reshape", ["signal", "score_shape"], ["signal3"]),
-             helper.make_node("Add", ["signal3", "base"], ["scores"]),
+             helper.make_node("Concat", ["signal3", "quiet"], ["signal_all"], axis=2),
+             helper.make_node("Add", ["signal_all", "base"], ["raw_scores"]),
+             helper.make_node("Clip", ["raw_scores", "score_min", "score_max"], ["scores"]),  # 0..1 as a sigmoid's
              helper.make_node("ReduceSum", ["images"], ["total"], keepdims=0),
              helper.make_node("Mul", ["total", "zero"], ["nothing"]),
              helper.make_node("Add", ["boxes", "nothing"], ["placed"]),
              helper.make_node("Concat", ["placed", "scores"], ["output0"], axis=1)]
     tables = {"project": project, "a": a, "a_plus_d": a + d, "base": base[None], "boxes": boxes[None],
-              "zero": np.zeros((), np.float32), "score_shape": np.array([1, classes, count], np.int64)}
+              "zero": np.zeros((), np.float32), "score_shape": np.array([1, classes, count], np.int64),
+              "quiet": np.zeros((1, classes, total - count), np.float32),
+              "score_min": np.zeros((), np.float32), "score_max": np.ones((), np.float32)}
     graph = helper.make_graph(
         nodes, path.stem, [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 640, 640])],
-        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 4 + classes, count])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 4 + classes, total])],
         [numpy_helper.from_array(v, k) for k, v in tables.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     for key, value in {"task": "detect", "names": "{0: 'cat', 1: 'dog'}", "imgsz": "[640, 640]"}.items():

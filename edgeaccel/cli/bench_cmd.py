@@ -30,7 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", type=executor_arg, help="pin the runtime: litert (tflite), onnxruntime (ort), "
                    "openvino (ov), tensorflow")
     p.add_argument("--device")
-    p.add_argument("--precision", choices=("f32", "bf16", "f16", "int8"))
+    p.add_argument("--precision", choices=("f32", "bf16", "f16", "int8", "auto"),
+                   help="auto: calibration may admit bf16/f16 where accurate (the default only when no "
+                        "--executor/--device is pinned)")
     p.add_argument("--threads", type=int)
     add_input_arguments(p)
     p.add_argument("--json", action="store_true", help="one JSON document (schema edgeaccel.bench/1)")

@@ -20,7 +20,9 @@ def add_arguments(p: argparse.ArgumentParser, calibrate_flag: bool = True) -> No
     p.add_argument("--executor", type=executor_arg,
                    help="pin the runtime: litert (tflite), onnxruntime (ort), openvino (ov), tensorflow")
     p.add_argument("--device", help="pin the device")
-    p.add_argument("--precision", choices=("f32", "bf16", "f16", "int8"))
+    p.add_argument("--precision", choices=("f32", "bf16", "f16", "int8", "auto"),
+                   help="auto: calibration may admit bf16/f16 where accurate (the default only when no "
+                        "--executor/--device is pinned)")
     p.add_argument("--threads", type=int)
     if calibrate_flag:
         p.add_argument("--calibrate", action="store_true", help="measure the candidates now (see `tune`)")

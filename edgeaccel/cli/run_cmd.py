@@ -34,7 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", type=executor_arg,
                    help="pin the runtime: litert (tflite), onnxruntime (ort), openvino (ov), tensorflow")
     p.add_argument("--device", help="pin the device: CPU, GPU, NPU, CUDA, AUTO, ...")
-    p.add_argument("--precision", choices=("f32", "bf16", "f16", "int8"), help="opt into reduced precision")
+    p.add_argument("--precision", choices=("f32", "bf16", "f16", "int8", "auto"),
+                   help="opt into reduced precision; auto: calibration may admit bf16/f16 where accurate (the "
+                        "default only when no --executor/--device is pinned)")
     p.add_argument("--threads", type=int, help="CPU threads (default: usable cores)")
     p.add_argument("--strict", action="store_true", help="fail instead of falling back to another executor")
     p.add_argument("--isolate", action="store_true",
@@ -79,10 +81,12 @@ def main(args: argparse.Namespace) -> int:
         for _ in range(args.warmup):
             model.run(arrays, quantize=args.quantize)
         times = []
+        answered: dict[str, int] = {}  # which executor produced each timed run's outputs
         for _ in range(args.runs):
             start = time.perf_counter()
             outputs = model.run(arrays, quantize=args.quantize)
             times.append(time.perf_counter() - start)
+            answered[outputs.executor] = answered.get(outputs.executor, 0) + 1
         shown = describe(model, list(outputs), labels, args.top_k)
         if args.save_outputs:
             _save(args.save_outputs, model, outputs, np)
@@ -94,6 +98,8 @@ def main(args: argparse.Namespace) -> int:
             "inputs": [{"name": s.name, "source": d} for s, d in zip(model.inputs, described)],
             "kind": shown["kind"],
             "outputs": shown["outputs"],
+            "output_executor": outputs.executor,
+            "answered_by": answered,
             "top_k": shown["top_k"],
             "top_k_of": shown["top_k_of"],
             "saved_outputs": args.save_outputs,
@@ -186,6 +192,8 @@ def _print(report: dict, print_outputs) -> None:
         print(f"fallback  {event}")
     for item in report["inputs"]:
         print(f"input     {item['name'] or '#0'}: {item['source']}")
+    if len(report["answered_by"]) > 1:
+        print("answered  " + ", ".join(f"{n} runs by {name}" for name, n in report["answered_by"].items()))
     print(f"kind      {report['kind']}")
     print_outputs(report)
     if report["saved_outputs"]:

@@ -37,7 +37,7 @@ from .trace import Trace
 SCAN_LIMIT = 64  # requests looked at per routing pass: bounds its cost when the queue is long
 LATENCY_EMA = 0.2
 WARMUP_RUNS = 2  # an executor's first runs (lazy initialisation) are not averaged in: the latest one stands
-REMEASURE_S = 5.0  # an idle executor not measured for this long takes one request to refresh its latency
+REMEASURE_S = 5.0  # an executor not measured for this long is measured again (a probe, or one request)
 SWITCH_MARGIN = 0.1  # another executor on a device takes its work when measured this much faster alone
 
 
@@ -46,7 +46,7 @@ class Scheduler:
                  interval_s: float = 0.5, simulated: bool = False, before_sample: Callable[[float], None] | None = None,
                  trace_limit: int = 200_000, patience_s: float = 1.0, bucket_s: float = 0.5,
                  max_queue: int | None = None, remeasure_s: float = REMEASURE_S,
-                 max_wait_s: float | None = None) -> None:
+                 max_wait_s: float | None = None, remeasure_with_requests: bool = True) -> None:
         if not slots:
             raise ValueError("a scheduler needs at least one executor")
         names = [s.name for s in slots]
@@ -62,6 +62,10 @@ class Scheduler:
         self.patience_s = patience_s
         self.max_queue = max_queue
         self.remeasure_s = remeasure_s
+        # True: a stale executor is re-measured by handing it a caller's request (the simulator's model);
+        # False: callers' requests never go to an executor for the sake of measuring it, and the host runs a
+        # probe on its own inputs while the device is idle instead (``due_probe``; ScheduledModel does)
+        self.remeasure_with_requests = remeasure_with_requests
         if max_wait_s is not None and max_wait_s <= 0:
             raise ValueError(f"max_wait_s must be a positive number of seconds or None, not {max_wait_s!r}")
         self.max_wait_s = max_wait_s  # a request without a deadline waits at most this long to start
@@ -87,6 +91,7 @@ class Scheduler:
         self._last_time: float | None = None
         self._arrivals = 0
         self._arrival_rate = 0.0
+        self.last_arrival: float | None = None  # a probe re-measures only a model in use (``due_probe``)
         self.samples: dict[str, DeviceSample] = {}
         self.exec_counters = {s.name: ExecutorCounters(s.device) for s in slots}
         self.device_counters = {d: DeviceCounters() for d in self.devices}
@@ -105,6 +110,7 @@ class Scheduler:
         if self._started_at is None:
             self._started_at = request.arrival
         self._arrivals += 1
+        self.last_arrival = request.arrival
         if self.max_queue is not None and len(self._queue) >= self.max_queue:
             self.rejected += 1
             return False
@@ -341,7 +347,7 @@ class Scheduler:
             # executor the route never picks (the last in a cost order) would never be measured again
             stale = [c for c in every if c[1] <= now and c[0].running < limit[c[0]] and c[0] is not best[0]
                      and now - c[0].measured_at > self.remeasure_s
-                     and (request.deadline is None or c[2] <= request.deadline)]
+                     and (request.deadline is None or c[2] <= request.deadline)] if self.remeasure_with_requests else []
             if stale:
                 stale[0][0].measured_at = now
                 best = stale[0]
@@ -445,6 +451,43 @@ class Scheduler:
                         times.append(t)
         return min(times) if times else None
 
+    # -- probes ------------------------------------------------------------------------------------------------
+    def due_probe(self, now: float) -> ExecutorSlot | None:
+        """An executor whose estimate is older than ``remeasure_s``, to measure on the host's own inputs now:
+        only while no request is queued and nothing runs on its device (a probe never delays a caller's request
+        that is already waiting, and is measured alone), only one in rotation with duty budget, and only while
+        the model is in use (a request arrived within twice ``remeasure_s``, at least 1 s): an idle model is not
+        woken every few seconds to measure executors nobody asks for."""
+        if self.remeasure_with_requests or self._queue or self.last_arrival is None:
+            return None
+        if now - self.last_arrival > max(2 * self.remeasure_s, 1.0):
+            return None
+        for slot in self.slots:
+            if slot.measured_at is None or now - slot.measured_at <= self.remeasure_s:
+                continue
+            if slot.failed_permanently or not self.decision.enabled.get(slot.name, True):
+                continue
+            if self.decision.concurrency.get(slot.name, slot.max_concurrency) <= 0 or self._running_on[slot.device]:
+                continue
+            budget = self.budgets[slot.device]
+            budget.refill(now)
+            if budget.duty < 1.0 and budget.tokens <= 0:
+                continue
+            return slot
+        return None
+
+    def start_probe(self, slot: ExecutorSlot, now: float, payload: Any = None) -> Request:
+        """Book a probe on ``slot`` as dispatch books a request (it holds the device while it runs)."""
+        request = Request(-1, now, None, payload, None, probe=True)
+        latency = slot.latency_s or self._guess_latency()
+        request.alone, request.expected_s, request.started, request.attempts = True, latency, now, 1
+        self._running_on[slot.device].add(request)
+        slot.running += 1
+        slot.ends.append(now + latency)
+        slot.measured_at = now
+        self.budgets[slot.device].charge(latency)
+        return request
+
     # -- completions ------------------------------------------------------------------------------------------
     def finished(self, request: Request, slot: ExecutorSlot, end: float, ok: bool = True) -> None:
         slot.running = max(0, slot.running - 1)
@@ -459,7 +502,8 @@ class Scheduler:
         device.interval_busy[slot.name] = device.interval_busy.get(slot.name, 0.0) + service
         c.busy_s += service
         if not ok:
-            c.failed += 1
+            if not request.probe:
+                c.failed += 1
             return
         slot.measured += 1
         slot.measured_at = end
@@ -470,6 +514,9 @@ class Scheduler:
         if request.alone:
             slot.alone_s = service if slot.alone_s is None or slot.measured <= WARMUP_RUNS else \
                 (1 - LATENCY_EMA) * slot.alone_s + LATENCY_EMA * service
+        if request.probe:  # the executor's time, not a caller's request: no completion, latency or deadline
+            c.probes += 1
+            return
         c.completed += 1
         device.interval_runs[slot.name] = device.interval_runs.get(slot.name, 0) + 1
         c.service_s.append(service)
@@ -498,7 +545,7 @@ class Scheduler:
             executors[slot.name] = ExecutorStats(
                 slot.device, c.completed, c.failed, c.deadline_met, c.deadline_missed,
                 _ms(percentiles(c.service_s)), _ms(percentiles(c.latency_s)), c.busy_s, energy, reason, estimate,
-                slot.power.source if estimate is not None else None)
+                slot.power.source if estimate is not None else None, c.probes)
         devices = {name: DeviceStats(d.last_temp_c, d.max_temp_c, d.temp_reason, d.limited_s, d.hw_throttled_s,
                                      d.above_passive_s, d.samples_at_critical, d.energy_j, d.energy_reason,
                                      d.idle_energy_j, d.limits_note)

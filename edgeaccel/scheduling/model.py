@@ -71,7 +71,7 @@ class ScheduledModel(Model):
                  before_sample: Callable[[float], None] | None = None, fallbacks: Sequence[FallbackEvent] = (),
                  reasons: dict[str, str] | None = None, ranking: Ranking | None = None,
                  max_wait_s: float | None = DEFAULT_MAX_WAIT_S, profile: Any | None = None,
-                 power: dict[str, PowerFigure] | None = None) -> None:
+                 power: dict[str, PowerFigure] | None = None, probe_inputs: Sequence | None = None) -> None:
         if not executors:
             raise ValueError("a ScheduledModel needs at least one executor")
         self._executors = list(executors)
@@ -101,7 +101,12 @@ class ScheduledModel(Model):
                                          min_interval_s=sample_interval_s, limits=limits)
         self._scheduler = Scheduler(slots, self._policy, self._sampler, interval_s=sample_interval_s,
                                     simulated=bool(getattr(self._clock, "simulated", False)),
-                                    before_sample=before_sample, max_queue=max_queue, max_wait_s=max_wait_s)
+                                    before_sample=before_sample, max_queue=max_queue, max_wait_s=max_wait_s,
+                                    remeasure_with_requests=False)
+        # what a stale executor is re-measured on while its device is idle (the guard's samples; by default
+        # calibration's, made on the first probe): a caller's request is never sent anywhere to measure it
+        self._probe_inputs = list(probe_inputs) if probe_inputs else None
+        self._probes = 0
         self._set_io(self._executors[0])
         self._cond = threading.Condition()
         self._dirty = False
@@ -212,10 +217,11 @@ class ScheduledModel(Model):
         return self.submit(inputs, deadline=deadline, quantize=quantize, dequantize=dequantize,
                            check_finite=check_finite).result(timeout)
 
-    def _execute(self, arrays: list) -> list:
+    def _execute(self, arrays: list) -> tuple[list, str | None]:
         future: Future = Future()
         self._start(arrays, future, False, False)
-        return list(future.result())
+        outputs = future.result()
+        return list(outputs), outputs.executor
 
     def _start(self, arrays: list, outer: Future, dequantize: bool, check_finite: bool,
                deadline: float | None = None) -> None:
@@ -241,6 +247,9 @@ class ScheduledModel(Model):
                 self._scheduler.maybe_decide(now)
                 assigned, shed = self._scheduler.dispatch(now)
                 expired = self._scheduler.expire(now)
+                probe = self._scheduler.due_probe(now) if not assigned else None
+                if probe is not None:
+                    assigned = [(self._scheduler.start_probe(probe, now), probe)]
                 wake = self._scheduler.next_wakeup(now)
             for request in shed:
                 _fail(request.future, DeadlineExceededError(
@@ -251,7 +260,7 @@ class ScheduledModel(Model):
                     why, hint="see model.trace for what the policy is doing; pass a deadline, or raise max_wait_s"))
             for i, (request, slot) in enumerate(assigned):
                 try:
-                    self._pools[slot.name].submit(self._run_one, request, slot)
+                    self._pools[slot.name].submit(self._run_probe if request.probe else self._run_one, request, slot)
                 except RuntimeError:  # the interpreter is exiting with requests in flight: nothing runs any more
                     self._exiting([r for r, _ in assigned[i:]])
                     return
@@ -300,7 +309,28 @@ class ScheduledModel(Model):
                 f"finished {1000 * (end - request.deadline):.1f} ms after its deadline on {slot.name}",
                 hint="give it a later deadline, or lower the request rate (see model.stats)"))
             return
-        self._settle(request.future, results, dequantize, check_finite)
+        self._settle(request.future, results, dequantize, check_finite, slot.name)
+
+    def _run_probe(self, request: Request, slot: ExecutorSlot) -> None:
+        """Re-measure ``slot`` on the model's own sample inputs (the device is idle); the answer goes nowhere."""
+        ok = True
+        try:
+            if self._probe_inputs is None:
+                from ..calibration import sample_inputs
+
+                self._probe_inputs = sample_inputs(self._inputs, 2, 0)
+            inputs = self._probe_inputs[self._probes % len(self._probe_inputs)]
+            self._probes += 1
+            request.started = self._clock.now()
+            slot.executor.run(inputs)
+        except Exception as exc:  # a probe's failure is logged; a caller's request would count it against it
+            ok = False
+            log.info("re-measuring %s failed: %s: %s", slot.name, type(exc).__name__, exc)
+        end = self._clock.now()
+        with self._cond:
+            self._scheduler.finished(request, slot, end, ok=ok)
+            self._dirty = True
+            self._cond.notify_all()
 
     def _after_failure(self, request: Request, slot: ExecutorSlot, error: BaseException) -> bool:
         """Record the failure; requeue the request elsewhere if any executor has not failed it yet. Called with

@@ -21,6 +21,7 @@ class Request:
     tried: set = field(default_factory=set)  # executors that failed it
     queued: bool = False  # in the scheduler's queue now
     alone: bool = False  # nothing else ran on its device while it ran (its time is the executor's own)
+    probe: bool = False  # a re-measurement on the model's own sample inputs, not a caller's request
 
     def key(self) -> tuple[float, int]:
         return (self.deadline if self.deadline is not None else math.inf, self.seq)

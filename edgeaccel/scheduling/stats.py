@@ -20,6 +20,7 @@ class ExecutorCounters:
     busy_s: float = 0.0
     energy_j: float = 0.0  # device energy attributed to this executor's runs
     energy_runs: int = 0  # completions in intervals whose energy was measured
+    probes: int = 0  # re-measurements on the host's own inputs (not requests: not in completed)
     service_s: deque = field(default_factory=lambda: deque(maxlen=50_000))
     latency_s: deque = field(default_factory=lambda: deque(maxlen=50_000))  # arrival to completion
 
@@ -58,6 +59,7 @@ class ExecutorStats:
     # where no counter measures it: power figure x measured service time, and where the figure comes from
     estimated_energy_per_inference_j: float | None = None
     estimate_source: str | None = None
+    probes: int = 0  # re-measurements on the model's own sample inputs while the device was idle
 
 
 @dataclass(frozen=True)

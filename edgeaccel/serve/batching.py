@@ -142,9 +142,10 @@ class Batcher:
                 for item in batch:
                     item[3].set_exception(exc)
                 return
-            outputs = list(done.result())
+            result = done.result()
+            outputs, executor = list(result), getattr(result, "executor", None)
             if len(batch) == 1:  # as it came (its rows may be None: inputs that disagree on the first dimension)
-                batch[0][3].set_result(outputs)
+                batch[0][3].set_result(Rows(outputs, executor))
                 return
             if any(np.ndim(o) == 0 or len(o) != sum(item[1] for item in batch) for o in outputs):
                 self._unjoin(batch, outputs)
@@ -152,7 +153,7 @@ class Batcher:
             offset = 0
             for item in batch:
                 rows = item[1]
-                item[3].set_result([o[offset:offset + rows] for o in outputs])
+                item[3].set_result(Rows((o[offset:offset + rows] for o in outputs), executor))
                 offset += rows
 
         outer.add_done_callback(split)
@@ -166,6 +167,14 @@ class Batcher:
                         "now run one by one", [np.shape(o) for o in outputs], sum(item[1] for item in batch))
         for item in batch:
             self._start([item])
+
+
+class Rows(list):
+    """One request's share of a batch's outputs, and the executor that ran the batch."""
+
+    def __init__(self, outputs, executor: str | None = None) -> None:
+        super().__init__(outputs)
+        self.executor = executor
 
 
 def _rows(arrays: list[np.ndarray]) -> int | None:

@@ -239,7 +239,7 @@ class ServeCore:
                                "priority": served.priority, "devices": ", ".join(dict.fromkeys(served.devices)),
                                "isolated": any("isolated" in (info.details or {}) for info in model.executors.values()),
                                "performance_hint": self.options.performance_hint,
-                               "batching": served.batching}}
+                               "batching": served.batching, **_refused(model)}}
 
     def config(self, name: str, version: str = "") -> dict:
         """The model as Triton's model configuration describes it (what tritonclient's get_model_config reads):
@@ -290,7 +290,8 @@ class ServeCore:
                 if exc is not None:
                     _fail(outer, from_edgeaccel(exc, name))
                 else:
-                    _set(outer, dict(zip(names, done.result())))
+                    result = done.result()
+                    _set(outer, Answer(zip(names, result), getattr(result, "executor", None)))
             finally:
                 self._done()
 
@@ -333,6 +334,21 @@ class ServeCore:
             models, self._models = list(self._models.values()), {}
         for served in models:
             self._close_model(served)
+
+
+def _refused(model: Any) -> dict:
+    """The executors the accuracy guard kept out of this model, and why (absent when none was)."""
+    refused = [str(event) for event in getattr(model, "fallbacks", ()) if event.stage == "guard"]
+    return {"refused": "; ".join(refused)} if refused else {}
+
+
+class Answer(dict):
+    """A request's outputs by name, and ``executor``: the name of the executor that produced them (both
+    protocols return it in the response's parameters)."""
+
+    def __init__(self, items=(), executor: str | None = None) -> None:
+        super().__init__(items)
+        self.executor = executor
 
 
 def _left(at: float | None) -> float | None:

@@ -214,6 +214,9 @@ def _response(request, outputs: dict):
             raise ServeError(400, f"model '{request.model_name}' has no output '{out_name}'; its outputs are "
                                   f"{list(outputs)}")
     reply = pb.ModelInferResponse(model_name=request.model_name, model_version=VERSION, id=request.id)
+    executor = getattr(outputs, "executor", None)
+    if executor:  # which executor answered (as HTTP's response parameters)
+        reply.parameters["executor"].string_param = executor
     for out_name in wanted or list(outputs):
         array = outputs[out_name]
         reply.outputs.add(name=out_name, datatype=datatype_of(array.dtype), shape=list(array.shape))
