@@ -12,10 +12,18 @@ Manifest, schema ``edgeaccel.bundle/1``; paths are relative to the manifest's fo
         note: QDQ, calibrated on 200 images
     reference: mobilenet_v2_float.tflite    # optional: the float original, what accuracy is checked against
     labels: labels.txt                      # optional
+    calibration: calibration.npy            # optional: the samples the int8 artifacts were calibrated on
+    holdout: holdout.npy                    # optional: samples held back from calibration, what `check` uses
+    calibration_split: {rule: ..., calibrated: [names], held_out: [names]}   # optional: which sample went where
     pipeline:                               # optional: how images feed it (edgeaccel.model_pipeline)
       task: detect
       imgsz: [640, 640]
       letterbox: true
+
+An artifact entry may carry ``check: {passed: true|false, reason: ..., <metrics>}``, what ``edgeaccel convert``
+measured against the reference on the held-out samples: ``edgeaccel.load`` leaves an artifact whose check
+failed out of the selection, with the reason, unless it is pinned (loaded alone, or the only one ``executor=``
+reads), which warns.
 """
 
 from __future__ import annotations
@@ -41,10 +49,14 @@ MANIFEST_SCHEMA = {
     "artifacts": Field([{"path": Field(str, required=True), "note": Field(str),
                          # int8 artifacts: the nodes convert left in float, and why
                          "kept_float": Field([{"node": Field(str, required=True), "op": Field(str),
-                                               "why": Field(str)}])}], required=True),
+                                               "why": Field(str)}]),
+                         # what convert's check measured on the held-out samples (edgeaccel.failed_artifacts)
+                         "check": Field(dict)}], required=True),
     "reference": Field(str),
     "labels": Field(str),
     "calibration": Field(str),
+    "holdout": Field(str),
+    "calibration_split": Field({"rule": Field(str), "calibrated": Field([str]), "held_out": Field([str])}),
     "notes": Field(str),
     "pipeline": Field(dict),  # checked field by field by edgeaccel.model_pipeline.validate
 }
@@ -60,8 +72,18 @@ class ArtifactSet:
     reference: Path | None = None
     labels: Path | None = None
     calibration: Path | None = None
+    holdout: Path | None = None
     notes: dict[Path, str] = field(default_factory=dict)
     pipeline: dict | None = None  # the manifest's pipeline mapping (edgeaccel.model_pipeline)
+    checks: dict[Path, dict] = field(default_factory=dict)  # artifact -> the manifest's check entry
+    pinned: bool = False  # one model file named by the caller (not a folder, list or manifest)
+
+    def failed_check(self, path: Path) -> str | None:
+        """Why the artifact at ``path`` failed its recorded check, or None (passed, or never checked)."""
+        entry = self.checks.get(Path(path))
+        if not entry or entry.get("passed") is not False:
+            return None
+        return str(entry.get("reason") or "it failed the check against the float reference")
 
 
 def resolve(source: str | os.PathLike | Sequence[str | os.PathLike],
@@ -86,7 +108,27 @@ def resolve(source: str | os.PathLike | Sequence[str | os.PathLike],
         return one_model(found, f"folder {path}")
     if path.suffix in (".yaml", ".yml") and path.is_file():
         return read_manifest(path, memo)
-    return ArtifactSet(path.stem, [formats.describe(path, memo)])
+    found = ArtifactSet(path.stem, [formats.describe(path, memo)], pinned=True)
+    found.checks = _sibling_check(path)
+    return found
+
+
+def _sibling_check(path: Path) -> dict[Path, dict]:
+    """The check a bundle's manifest beside ``path`` recorded for it: a failed artifact loaded alone (pinned)
+    still runs, but the loader warns. A manifest that cannot be read is no reason to refuse the file."""
+    manifest = path.parent / MANIFEST
+    if not manifest.is_file():
+        return {}
+    try:
+        data = load_yaml(manifest)
+        validate(data, MANIFEST_SCHEMA, str(manifest))
+    except ConfigError as exc:
+        log.debug("not reading the check of %s from %s: %s", path.name, manifest, exc)
+        return {}
+    for entry in data["artifacts"]:
+        if (path.parent / entry["path"]).resolve() == path.resolve() and entry.get("check"):
+            return {path: dict(entry["check"])}
+    return {}
 
 
 def read_manifest(path: Path, memo: formats.ValidationMemo | None = None) -> ArtifactSet:
@@ -96,10 +138,15 @@ def read_manifest(path: Path, memo: formats.ValidationMemo | None = None) -> Art
     result_paths = [_inside(folder, entry["path"], path, f"artifacts[{i}].path")
                     for i, entry in enumerate(data["artifacts"])]
     found = _describe_all(data.get("name") or folder.name, result_paths, strict=False, memo=memo)
-    for entry, p in zip(data["artifacts"], result_paths):
+    for i, (entry, p) in enumerate(zip(data["artifacts"], result_paths)):
         if entry.get("note"):
             found.notes[p] = entry["note"]
-    for key in ("reference", "labels", "calibration"):
+        if entry.get("check"):
+            if not isinstance(entry["check"].get("passed"), (bool, type(None))):
+                raise ConfigError("check.passed must be true, false or null", path=str(path),
+                                  key=f"artifacts[{i}].check.passed")
+            found.checks[p] = dict(entry["check"])
+    for key in ("reference", "labels", "calibration", "holdout"):
         if data.get(key):
             setattr(found, key, _inside(folder, data[key], path, key))
     if data.get("pipeline"):

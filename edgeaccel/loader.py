@@ -135,14 +135,15 @@ def load(
             adapted.add(c.device)
             return executor
 
-        return _with_task(open_scheduled(chosen.ranking, open_beside_others, policy, power_budget_w,
-                                         telemetry_root, strict=strict, all_failed=_all_failed,
-                                         limits=profile_limits(chosen.profile, chosen.ranking),
-                                         guard=chosen.guard(),
-                                         pinned=bool(executor or device or precision not in (None, "auto"))),
-                          task, labels, task_options, chosen.artifacts)
+        scheduled = open_scheduled(chosen.ranking, open_beside_others, policy, power_budget_w, telemetry_root,
+                                   strict=strict, all_failed=_all_failed,
+                                   limits=profile_limits(chosen.profile, chosen.ranking), guard=chosen.guard(),
+                                   pinned=bool(executor or device or precision not in (None, "auto")))
+        _record_left_out(scheduled, chosen.left_out)
+        return _with_task(scheduled, task, labels, task_options, chosen.artifacts)
     guard = chosen.guard()  # one per model: failover, reselect and background switches share its reference
     loaded = open_ranked(chosen.ranking, chosen.options, strict, isolation, guard=guard)
+    _record_left_out(loaded, chosen.left_out)
     if chosen.options.cache_dir:
         from .cache import trim
 
@@ -154,6 +155,15 @@ def load(
             loaded, chosen.measure, chosen.rerank, chosen.keep,
             lambda c: open_candidate(c, chosen.options, isolation), guard=guard).start()
     return _with_task(loaded, task, labels, task_options, chosen.artifacts)
+
+
+def _record_left_out(model: Model, left_out: Sequence[Rejection]) -> None:
+    """Artifacts left out because their recorded check failed, in ``model.fallbacks`` and the log."""
+    events = [FallbackEvent(time.time(), "select", f"[{r.artifact.path.name}]", r.reason, model.executor.name)
+              for r in left_out]
+    model._fallbacks[:0] = events
+    for event in events:
+        log.warning("fallback: %s", event)
 
 
 def _with_task(model: Model, task: str | None, labels, options: dict | None, artifacts=None) -> Model:
@@ -202,6 +212,7 @@ class Selection:
     keep: Callable | None = field(default=None, repr=False)
     rerank: Callable | None = field(default=None, repr=False)
     cache_file: Path | None = None
+    left_out: list[Rejection] = field(default_factory=list)  # artifacts whose recorded check failed
     # () -> edgeaccel.guard.ModelGuard: what every executor other than the first chosen is checked against
     # before it answers a request (a scheduled model's others, a failover target, a reselect)
     guard: Callable | None = field(default=None, repr=False)
@@ -244,6 +255,13 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
     found = bundle.resolve(model, ValidationMemo(root) if root else None)
     for path, exc in found.invalid:
         log.warning("artifact %s is unusable: %s", path, exc.message)
+    left_out: list[Rejection] = []
+    if found.checks:  # a bundle whose convert checked its artifacts: a failed one is never picked silently
+        from .failed_artifacts import announce, leave_out_failed
+
+        checked = leave_out_failed(found, executor)
+        announce(checked)
+        found, left_out = checked.artifacts, checked.rejected
     facts, device_facts = machine_facts()
     profile, profile_reason = resolve_profile(profile, device_facts)
     from .agreement.guard import GUARD_VERSION, Thresholds  # calibration is imported only when something measures
@@ -260,9 +278,10 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
     store = CalibrationCache(root) if root else None
     measure_now = calibrate is True
     measurements = {} if measure_now or store is None else (store.get(key) or {})
-    ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements, reduced)
+    ranking = _rank(found.artifacts, facts, options, executor, device, profile, goal, measurements, reduced,
+                    left_out)
     selection = Selection(found, ranking, options, facts, profile, profile_reason, measurements,
-                          cache_file=store.path(key) if store else None)
+                          cache_file=store.path(key) if store else None, left_out=left_out)
 
     def default_plan():
         from .calibration import CalibrationPlan
@@ -289,7 +308,7 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
                                       "edgeaccel samples"})
 
     def rerank(measured: dict[str, Measurement]) -> Ranking:
-        return _rank(found.artifacts, facts, options, executor, device, profile, goal, measured, reduced)
+        return _rank(found.artifacts, facts, options, executor, device, profile, goal, measured, reduced, left_out)
 
     selection.measure = lambda budget_plan=None: measure(budget_plan or default_plan())
     selection.keep, selection.rerank = keep, rerank
@@ -345,9 +364,11 @@ def precision_choice(precision: str | None, executor: str | None, device: str | 
     return precision, precision is None and not (executor or device)
 
 
-def _rank(artifacts, facts, options, executor, device, profile, goal, measurements, reduced=True) -> Ranking:
+def _rank(artifacts, facts, options, executor, device, profile, goal, measurements, reduced=True,
+          left_out: Sequence[Rejection] = ()) -> Ranking:
     ranking = rank(artifacts, runtimes(), facts, None, options, executor, device, profile, goal, measurements,
                    reduced=reduced)
+    ranking.rejected[:0] = left_out  # first: the artifact the caller may have expected to run
     return _explain_absences(ranking, facts)
 
 

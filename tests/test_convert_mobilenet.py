@@ -71,15 +71,19 @@ def test_requantized_model_is_smaller_and_its_bundle_has_the_float_reference(req
     assert not edgeaccel.describe(reference).quantized
     onnx_int8 = next(a for a in requantized.artifacts if a.target == "onnx-int8")
     assert reference.stat().st_size / onnx_int8.size_bytes >= 3.0
-    assert requantized.calibration_samples == len(list(IMAGES.glob("*.png")))
+    images = len(list(IMAGES.glob("*.png")))
+    assert requantized.holdout_samples == 1 + (images - 5) // 5  # every 5th image held back
+    assert requantized.calibration_samples == images - requantized.holdout_samples
     assert (requantized.out / "labels.txt").is_file()
 
 
-def test_check_on_the_calibration_images(requantized):
+def test_check_on_the_held_out_images(requantized):
     report = check(requantized.out, runs=2, executors=["onnxruntime"])
     row = report.row("mobilenet_v2_1.0_224_quant_int8.onnx", "onnxruntime")
-    assert report.classifier and row.samples == requantized.calibration_samples
-    assert row.top1_agreement >= 4 / 6 and row.size_ratio >= 3.0
+    assert report.classifier and report.data_kind == "held-out" and row.samples == requantized.holdout_samples
+    assert row.size_ratio >= 3.0
+    report = check(requantized.out, runs=2, executors=["onnxruntime"], data=IMAGES)
+    assert report.row("mobilenet_v2_1.0_224_quant_int8.onnx", "onnxruntime").top1_agreement >= 4 / 6
 
 
 def test_selector_explains_its_choice_among_the_bundle_artifacts(requantized):
@@ -89,6 +93,12 @@ def test_selector_explains_its_choice_among_the_bundle_artifacts(requantized):
     done = subprocess.run([sys.executable, "-m", "edgeaccel", "explain", str(requantized.out)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    ranked = done.stdout.split("rejected")[0]
+    ranked, rejected = done.stdout.split("rejected")
     for artifact in requantized.artifacts:
-        assert artifact.path.name in ranked
+        # an artifact whose post-conversion check failed (on one held-out image here: the grey mnist digit,
+        # which 6 photos of calibration do not prepare it for) is listed with the reason, never ranked
+        if requantized.check_of(artifact.path)["passed"] is False:
+            assert f"{artifact.path.name}]: left out: it failed its check" in rejected
+            assert artifact.path.name not in ranked
+        else:
+            assert artifact.path.name in ranked

@@ -94,7 +94,11 @@ def test_bundle_loads_and_names_its_reference(mlp, bundle):
     found = bundle_mod.read_manifest(bundle.manifest)
     assert {a.path.name for a in found.artifacts} == {a.path.name for a in bundle.artifacts}
     assert found.reference.name == "mlp_float.onnx" and found.reference.is_file()
-    assert found.calibration.name == "calibration.npy" and np.load(found.calibration).shape == (200, 16, 16, 3)
+    # every 5th of the 200 calibration samples is held back: the quantizer saw 160, check compares on 40
+    calib = np.load(mlp[3])
+    assert found.calibration.name == "calibration.npy" and np.load(found.calibration).shape == (160, 16, 16, 3)
+    np.testing.assert_array_equal(np.load(found.holdout), calib[4::5])
+    np.testing.assert_array_equal(np.load(found.calibration), np.delete(calib, np.s_[4::5], axis=0))
     assert all(found.notes[a.path] for a in found.artifacts)
     with edgeaccel.load(bundle.out) as model:
         assert model.info.path.name in {a.path.name for a in bundle.artifacts}
@@ -128,6 +132,10 @@ def test_cli_convert_then_check_json(mlp, tmp_path):
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["schema"] == "edgeaccel.convert/1" and result["artifacts"][0]["target"] == "onnx-int8"
+    # 40 of the 200 samples held back, and the artifact checked on them when it was written
+    assert (result["calibration_samples"], result["holdout_samples"]) == (160, 40)
+    verdict = result["artifacts"][0]["check"]
+    assert verdict["passed"] is True and verdict["data"] == "held-out" and verdict["samples"] == 40
     done = subprocess.run([sys.executable, "-m", "edgeaccel", "check", str(out), "--data", str(held_npy),
                            "--runs", "2", "--executor", "onnxruntime", "--json"],
                           capture_output=True, text=True, timeout=300)

@@ -124,7 +124,8 @@ def test_cli_convert_prints_edgetpu_readiness(keras_model, tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "Edge TPU readiness of cnn_int8.tflite" in done.stdout and "edgetpu_compiler -s -o" in done.stdout
-    assert "calibrated on 50 samples" in done.stdout
+    assert "calibrated on 40 samples from calib.npy (10 more held out for checking)" in done.stdout  # every 5th
+    assert "check: passed" in done.stdout  # the int8 artifact checked on the 10 held-out samples as it was written
     assert "I0000" not in done.stderr and "deprecated" not in done.stderr  # TensorFlow's chatter is filtered
     manifest = (tmp_path / "b" / "edgeaccel-bundle.yaml").read_text()
     assert "reference: cnn_float.tflite" in manifest

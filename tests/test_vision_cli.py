@@ -104,6 +104,29 @@ def test_check_compares_decoded_results_and_gates_on_them(tmp_path):
 
 
 def test_task_gates_need_a_task():
+    """The task is on by default (--task auto); a task gate with the task turned off is refused."""
     model = str(MODELS / "mobilenet_v1_0.25_128_quant.tflite")
-    out = cli("check", model, "--reference", model, "--data", str(IMAGES), "--min-precision", "0.9")
-    assert out.returncode == 4 and "need --task" in out.stderr
+    out = cli("check", model, "--reference", model, "--data", str(IMAGES), "--min-precision", "0.9",
+              "--task", "none")
+    assert out.returncode == 4 and "--task none turns it off" in out.stderr
+
+
+def test_default_segment_gate_ignores_specks(tmp_path):
+    """The same quantized DeepLab on LiteRT and OpenVINO agrees on 99% of the pixels; a class covering 0.07% of
+    them (IoU 0.4) drags the plain mIoU under 0.9. The default gate reads mIoU over the classes covering at
+    least 0.5% of the pixels on one side, and passes it; a class id map that differs everywhere still fails."""
+    import shutil
+
+    pytest.importorskip("openvino")
+    data = tmp_path / "images"
+    data.mkdir()
+    for name in ("dog_segmentation.png", "cat.png", "bird.png", "grace_hopper.png"):
+        shutil.copy(IMAGES / name, data)
+    model = str(MODELS / "deeplabv3_mnv2_dm05_pascal_quant.tflite")
+    out = cli("check", model, "--reference", model, "--data", str(data), "--runs", "0", "--executor", "litert",
+              "--executor", "openvino", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["task"] == "segment"  # recognized: no --task given
+    ov = next(r["task_metrics"] for r in report["rows"] if r["executor"].startswith("openvino"))
+    assert ov["miou"] < ov["miou_major"] and ov["miou_major"] >= 0.9 and ov["pixel_agreement"] > 0.98

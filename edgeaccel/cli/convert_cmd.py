@@ -25,6 +25,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="representative inputs: images folder, .npy folder, .npy of N samples, or .npz by input")
     p.add_argument("--normalize", type=normalize_arg, metavar="MODE", help=NORMALIZE_HELP)
     p.add_argument("--max-samples", type=int, default=200, help="calibration samples to use at most (default 200)")
+    p.add_argument("--holdout-every", type=int, default=5, metavar="N",
+                   help="hold every N-th calibration sample back from calibration, for checking the artifacts on "
+                        "inputs they never saw (default 5; at least one is held out; 0: none). The manifest names "
+                        "which samples calibrated and which were held out (holdout.npy)")
+    p.add_argument("--no-check", action="store_true",
+                   help="do not check the artifacts after converting (by default each is checked against the "
+                        "reference on the held-out samples with `edgeaccel check`'s default gates; a failed one "
+                        "is marked failed in the manifest and never picked by load/run)")
     p.add_argument("--io", choices=("int8", "uint8", "float"), default="int8",
                    help="input/output type of tflite-int8 (default int8; uint8 for older Edge TPU pipelines)")
     p.add_argument("--onnx-activations", choices=("uint8", "int8"), default="uint8",
@@ -57,6 +65,8 @@ def main(args: argparse.Namespace) -> int:
 
     if args.max_samples < 1:
         raise InputError("--max-samples must be at least 1")
+    if args.holdout_every < 0 or args.holdout_every == 1:
+        raise InputError("--holdout-every must be 0 (none) or at least 2", hint="the default 5 holds back every 5th")
     if not args.sensitivity_seconds >= 0:  # also refuses nan
         raise InputError("--sensitivity-seconds must be 0 (no sensitivity pass) or more")
     with quiet_native_stderr(), _without_tensorflow_chatter(args):
@@ -64,28 +74,58 @@ def main(args: argparse.Namespace) -> int:
                          io_type=args.io, max_samples=args.max_samples, labels=args.labels, name=args.name,
                          input_shapes=parse_shapes(args.input_shape), onnx_activations=args.onnx_activations,
                          force=args.force, imgsz=args.imgsz, letterbox=args.letterbox,
-                         keep_float=args.keep_float, sensitivity_s=args.sensitivity_seconds)
+                         keep_float=args.keep_float, sensitivity_s=args.sensitivity_seconds,
+                         holdout_every=args.holdout_every, check=not args.no_check)
+    failed = [(a, result.check_of(a.path)) for a in result.artifacts
+              if (result.check_of(a.path) or {}).get("passed") is False]
     if args.json:
         json.dump(result.as_dict(), sys.stdout, indent=2)
         print()
+        _say_failed(failed)
         return 0
     ref_size = result.reference.stat().st_size
     print(f"bundle     {result.manifest}")
     print(f"reference  {result.reference.name} ({_size(ref_size)}): {result.reference_note}")
     if result.calibration:
-        print(f"calibration {result.calibration.name}: {result.calibration_samples} samples kept for `edgeaccel check`")
+        print(f"calibration {result.calibration.name}: {result.calibration_samples} samples the artifacts were "
+              "calibrated on")
+    if result.holdout:
+        print(f"held out   {result.holdout.name}: {result.holdout_samples} samples never calibrated on, what "
+              "`edgeaccel check` compares on")
+    print(f"check      {result.check_note}")
     for a in result.artifacts:
         ratio = size_vs_reference(ref_size / a.size_bytes) if a.size_bytes and a.path != result.reference else ""
         print(f"{a.target:<15} {a.path.name}  {_size(a.size_bytes)}  {ratio}")
         print(f"{'':<15} {a.note}")
         for line in _kept_float_lines(a.kept_float):
             print(f"{'':<15} {line}")
+        verdict = result.check_of(a.path)
+        if verdict is not None:
+            print(f"{'':<15} check: {_verdict(verdict)}")
     for report in result.edgetpu:
         print()
         print("\n".join(report.lines()))
     print()
     print(f"next: edgeaccel check {result.out}")
+    _say_failed(failed)
     return 0
+
+
+def _verdict(check: dict) -> str:
+    if check["passed"] is None:
+        return check.get("reason") or "not checked"
+    measures = ", ".join(f"{k} {v:.4g}" for k, v in check.items()
+                         if k in ("rel_error", "precision", "recall", "miou", "keypoint_distance", "top1")
+                         and v is not None)
+    return ("passed" if check["passed"] else "FAILED") + f" ({measures})"
+
+
+def _say_failed(failed: list) -> None:
+    """Failed artifacts are still written (their numbers are in the manifest) but never picked; convert logged
+    each with its reason: what to do about them."""
+    if failed:
+        print("hint: calibrate on inputs like those the model will see (--normalize as it expects), keep the float "
+              "artifact, or find the layer that breaks with `edgeaccel profile --compare`", file=sys.stderr)
 
 
 # What TensorFlow's native code writes to fd 2 on every conversion (absl start-up, oneDNN banner, the MLIR

@@ -57,7 +57,8 @@ def print_selection(report: dict) -> None:
         runtime, _, device = entry["candidate"].partition(":")
         groups[(runtime, _short(entry["artifact"]), entry["reason"], entry["fix"])].append(device)
     for (runtime, artifact, reason, fix), devices in groups.items():
-        print(f"  - {runtime}:{','.join(devices)} [{artifact}]: {reason}")
+        who = "every executor" if runtime == "any" else f"{runtime}:{','.join(devices)}"  # a failed artifact
+        print(f"  - {who} [{artifact}]: {reason}")
         if fix:  # on its own line: a reason and its fix on one line ran past a thousand characters
             print(f"      fix: {fix}")
 

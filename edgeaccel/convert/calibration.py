@@ -39,6 +39,7 @@ class CalibrationSet:
     samples: list[list[np.ndarray]]
     source: str  # what they were read from, for notes and messages
     kind: str = "arrays"  # "images" when decoded and preprocessed here, else "arrays"
+    names: list[str] | None = None  # one per sample: the file it came from ("x.npy[3]" for a stacked array)
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -67,7 +68,34 @@ class CalibrationSet:
         return sum(a.nbytes for sample in self.samples for a in sample)
 
     def head(self, count: int) -> CalibrationSet:
-        return CalibrationSet(self.specs, self.samples[:count], self.source, self.kind)
+        return self.subset(range(min(count, len(self))))
+
+    def subset(self, indices) -> CalibrationSet:
+        indices = list(indices)
+        names = [self.sample_names()[i] for i in indices]
+        return CalibrationSet(self.specs, [self.samples[i] for i in indices], self.source, self.kind, names)
+
+    def sample_names(self) -> list[str]:
+        """What each sample is called in a manifest: its file, or its index in the source."""
+        if self.names is not None and len(self.names) == len(self.samples):
+            return list(self.names)
+        return [f"{Path(self.source).name}[{i}]" for i in range(len(self.samples))]
+
+
+HOLDOUT_EVERY = 5  # convert holds back every 5th calibration sample for the post-conversion check
+
+
+def split_holdout(calib: CalibrationSet, every: int = HOLDOUT_EVERY) -> tuple[CalibrationSet, CalibrationSet | None]:
+    """(samples to calibrate on, samples held out for checking): every ``every``-th sample in source order (the
+    5th, 10th, ... with the default), and at least one, the last, when there are fewer; deterministic, so that a
+    bundle says exactly which samples its artifacts never saw. With one sample, or ``every`` < 2, nothing is held
+    out (None): a check then has only the calibration samples, and says so."""
+    n = len(calib)
+    if every < 2 or n < 2:
+        return calib, None
+    held = [i for i in range(n) if i % every == every - 1] or [n - 1]
+    kept = [i for i in range(n) if i not in held]
+    return calib.subset(kept), calib.subset(held)
 
 
 def load(source: str | os.PathLike, specs: Sequence[TensorSpec], *, normalize: str | None = None,
@@ -80,8 +108,9 @@ def load(source: str | os.PathLike, specs: Sequence[TensorSpec], *, normalize: s
         raise ConversionError(f"calibration data not found: {path}",
                               hint="pass a folder of images, a folder of .npy files, a .npy or an .npz")
     kind = "arrays"
+    names = None
     if path.is_dir():
-        samples = _from_folder(path, specs, normalize, max_samples, pipeline)
+        samples, names = _from_folder(path, specs, normalize, max_samples, pipeline)
         kind = "images" if any(p.suffix.lower() in IMAGE_SUFFIXES for p in path.iterdir()) else "arrays"
     elif path.suffix.lower() == ".npz":
         samples = _from_npz(path, specs)
@@ -90,20 +119,22 @@ def load(source: str | os.PathLike, specs: Sequence[TensorSpec], *, normalize: s
     elif path.suffix.lower() in IMAGE_SUFFIXES:
         samples = [_from_image(path, specs, normalize, pipeline)]
         kind = "images"
+        names = [path.name]
     else:
         raise ConversionError(f"calibration data {path.name} is neither a folder, an image, a .npy nor an .npz",
                               hint="pass a folder of images, a folder of .npy files, a .npy or an .npz")
     if max_samples is not None and len(samples) > max_samples:
         log.info("using the first %d of %d calibration samples from %s", max_samples, len(samples), path)
         samples = samples[:max_samples]
+        names = names[:max_samples] if names else names
     if not samples:
         raise ConversionError(f"calibration data {path} holds no samples",
                               hint="give at least one sample; quantization needs about 100 for stable ranges")
-    return CalibrationSet(specs, samples, str(path), kind)
+    return CalibrationSet(specs, samples, str(path), kind, names)
 
 
 def _from_folder(folder: Path, specs: tuple[TensorSpec, ...], normalize: str | None,
-                 max_samples: int | None, pipeline=None) -> list[list[np.ndarray]]:
+                 max_samples: int | None, pipeline=None) -> tuple[list[list[np.ndarray]], list[str]]:
     files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
     images = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
     arrays = [p for p in files if p.suffix.lower() == ".npy"]
@@ -116,13 +147,16 @@ def _from_folder(folder: Path, specs: tuple[TensorSpec, ...], normalize: str | N
                               hint=f"put images ({', '.join(sorted(IMAGE_SUFFIXES))}) or .npy samples in it")
     chosen = (images or arrays)[: max_samples or None]
     if images:
-        return [_from_image(p, specs, normalize, pipeline) for p in chosen]
+        return [_from_image(p, specs, normalize, pipeline) for p in chosen], [p.name for p in chosen]
     if len(specs) != 1:
         _need_npz(folder, specs)
     samples: list[list[np.ndarray]] = []
+    names: list[str] = []
     for p in chosen:
-        samples.extend(_split(p, _read_npy(p), specs[0], specs))
-    return samples
+        split = _split(p, _read_npy(p), specs[0], specs)
+        samples.extend(split)
+        names.extend([p.name] if len(split) == 1 else [f"{p.name}[{i}]" for i in range(len(split))])
+    return samples, names
 
 
 def _from_image(path: Path, specs: tuple[TensorSpec, ...], normalize: str | None, pipeline=None) -> list[np.ndarray]:

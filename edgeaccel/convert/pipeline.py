@@ -1,8 +1,11 @@
 """``edgeaccel convert``: one float model in, the requested artifacts plus a bundle manifest out.
 
 Every bundle carries its float reference (the float TFLite of a TensorFlow model, or a copy of the ONNX/TFLite
-source) and, when calibration data was given, the preprocessed samples (``calibration.npy``), so that
-``edgeaccel check DIR`` can later compare every artifact with the reference on exactly those inputs.
+source) and, when calibration data was given, the preprocessed samples: those the quantizers calibrated on
+(``calibration.npy``) and those held back from them (``holdout.npy``, every 5th sample), which the manifest
+names one by one. After writing the artifacts, convert checks each against the reference on the held-out
+samples, exactly as ``edgeaccel check DIR`` does with its default gates, and records ``check: {passed, ...}``
+per artifact; ``edgeaccel.load`` never picks a failed one silently.
 
 Paths, made on demand and shared (an int8 ONNX made for ``onnx-int8`` is the same one ``openvino-int8`` reads):
 
@@ -25,7 +28,7 @@ from pathlib import Path
 
 from .. import bundle, formats
 from .._version import __version__
-from ..errors import ConversionError, ModelError
+from ..errors import ConversionError, EdgeAccelError, ModelError
 from ..modelinfo import ModelInfo
 from . import calibration as calib_mod
 from . import edgetpu, onnx_dequantize, onnx_quantize, onnx_util, openvino_ir, tensorrt_engine, tf_source, tflite
@@ -37,6 +40,7 @@ from .targets import INT8_ONNX_TARGETS, TARGETS, TENSORRT_TARGETS, Target, parse
 log = logging.getLogger("edgeaccel.convert")
 
 CALIBRATION_FILE = "calibration"  # .npy or .npz
+HOLDOUT_FILE = "holdout"  # .npy or .npz: samples held back from calibration, for the checks
 MAX_STORED_CALIBRATION_BYTES = 32 << 20  # a bundle is deployed; a few hundred MB of samples would not be
 
 
@@ -63,8 +67,18 @@ class ConvertResult:
     artifacts: list[Artifact] = field(default_factory=list)
     calibration: Path | None = None
     calibration_samples: int = 0
+    holdout: Path | None = None
+    holdout_samples: int = 0
+    split: dict | None = None  # the manifest's calibration_split: rule, calibrated, held_out (sample names)
     reference_note: str = ""
     edgetpu: list[edgetpu.EdgeTpuReport] = field(default_factory=list)
+    checks: dict[Path, dict] = field(default_factory=dict)  # artifact -> its post-conversion check
+    check_note: str = ""  # why artifacts were not checked, or on what
+    task: str | None = None  # the vision task the check decoded the outputs with
+
+    def check_of(self, path: Path) -> dict | None:
+        """The post-conversion check of the artifact at ``path`` (None: not checked)."""
+        return next((c for p, c in self.checks.items() if p.resolve() == Path(path).resolve()), None)
 
     def as_dict(self) -> dict:
         return {
@@ -74,7 +88,12 @@ class ConvertResult:
             "reference_bytes": _size(self.reference),
             "calibration": str(self.calibration) if self.calibration else None,
             "calibration_samples": self.calibration_samples,
-            "artifacts": [a.as_dict() for a in self.artifacts],
+            "holdout": str(self.holdout) if self.holdout else None,
+            "holdout_samples": self.holdout_samples,
+            "calibration_split": self.split,
+            "check_note": self.check_note,
+            "task": self.task,
+            "artifacts": [{**a.as_dict(), "check": self.check_of(a.path)} for a in self.artifacts],
             "edgetpu": [r.as_dict() for r in self.edgetpu],
         }
 
@@ -86,7 +105,8 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
             onnx_activations: str = "uint8", force: bool = False,
             imgsz: int | tuple[int, int] | str | None = None, letterbox: bool | None = None,
             keep_float: list[str] | tuple[str, ...] = (),
-            sensitivity_s: float = onnx_quantize.sensitivity_mod.BUDGET_S) -> ConvertResult:
+            sensitivity_s: float = onnx_quantize.sensitivity_mod.BUDGET_S,
+            holdout_every: int = calib_mod.HOLDOUT_EVERY, check: bool = True) -> ConvertResult:
     """Convert ``model`` to each target in ``to`` and write a bundle to ``out`` that ``edgeaccel.load`` reads.
     The model's pipeline (edgeaccel.model_pipeline: its metadata, a label file beside it; ``imgsz``,
     ``letterbox`` and an ONNX model's ``input_shapes`` over it) feeds calibration images and is written into
@@ -95,9 +115,15 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
     ``keep_float``: node or tensor names of the float ONNX model that int8 ONNX targets (onnx-int8,
     openvino-int8, tensorrt-int8) leave in float, on top of what convert keeps float itself (the detection
     head, joins of tensors with very different ranges, layers a sensitivity pass finds lossy).
-    ``sensitivity_s``: the time the sensitivity pass may take (0 skips it)."""
+    ``sensitivity_s``: the time the sensitivity pass may take (0 skips it).
+    ``holdout_every``: every n-th calibration sample is held back from calibration for checking (0: none).
+    ``check``: check each artifact against the reference on the held-out samples and record the verdict in
+    the manifest (``edgeaccel check``'s default gates); a failed artifact is left out by ``edgeaccel.load``."""
     if not sensitivity_s >= 0:  # nan too
         raise ConversionError(f"sensitivity_s must be 0 (no sensitivity pass) or more; got {sensitivity_s}")
+    if holdout_every < 0 or holdout_every == 1:
+        raise ConversionError(f"holdout_every {holdout_every} holds back every sample or fewer than none",
+                              hint="hold back every n-th sample with n >= 2 (default 5), or 0 for none")
     targets = parse(to)
     if isinstance(keep_float, str):
         keep_float = [keep_float]
@@ -120,7 +146,8 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
     out = _prepare_out(Path(out), force)
     try:
         return _convert(source, targets, out, _safe_name(name or source.name), calibration, normalize, io_type,
-                        max_samples, labels, input_shapes, onnx_activations, user, keep_float, sensitivity_s)
+                        max_samples, labels, input_shapes, onnx_activations, user, keep_float, sensitivity_s,
+                        holdout_every, check)
     except BaseException:
         if was_empty:  # leave no half-written bundle behind; a folder that held files before is not touched
             for child in out.iterdir():
@@ -132,7 +159,8 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
 
 def _convert(source: Source, targets: list[Target], out: Path, name: str, calibration, normalize, io_type,
              max_samples, labels, input_shapes, onnx_activations, user=None, keep_float=(),
-             sensitivity_s=onnx_quantize.sensitivity_mod.BUDGET_S) -> ConvertResult:
+             sensitivity_s=onnx_quantize.sensitivity_mod.BUDGET_S,
+             holdout_every: int = calib_mod.HOLDOUT_EVERY, check: bool = True) -> ConvertResult:
     from ..model_pipeline import pipeline_of
 
     with tempfile.TemporaryDirectory(prefix="edgeaccel-convert-") as scratch:
@@ -143,12 +171,14 @@ def _convert(source: Source, targets: list[Target], out: Path, name: str, calibr
         # but the float TFLite made from it; --labels and --imgsz over it
         described = source.info if source.info is not None and not source.kind.is_tensorflow else job.reference_info
         pipe = pipeline_of(described, {**(user or {}), "labels": _label_names(labels)})
-        calib = None
+        calib = holdout = None
         if calibration is not None:
-            calib = calib_mod.load(calibration, job.reference_info.inputs, normalize=normalize,
-                                   max_samples=max_samples, pipeline=pipe)
+            calib, holdout = calib_mod.split_holdout(
+                calib_mod.load(calibration, job.reference_info.inputs, normalize=normalize, max_samples=max_samples,
+                               pipeline=pipe), holdout_every)
             job.calibration = calib
-            job.calibration_note = f"calibrated on {len(calib)} samples from {Path(calibration).name}"
+            job.calibration_note = f"calibrated on {len(calib)} samples from {Path(calibration).name}" + (
+                f" ({len(holdout)} more held out for checking)" if holdout else "")
             if calib.kind == "images":
                 float_input = any(s.dtype.kind == "f" for s in calib.specs)
                 job.calibration_note += (f" (images scaled to {normalize or '0,1'})" if float_input
@@ -161,10 +191,50 @@ def _convert(source: Source, targets: list[Target], out: Path, name: str, calibr
                 result.edgetpu.append(edgetpu.readiness(path, out))
     if calib is not None:
         result.calibration, result.calibration_samples = _store_calibration(calib, out)
+        if holdout is not None:
+            result.holdout, result.holdout_samples = _store_calibration(holdout, out, HOLDOUT_FILE)
+        result.split = _split_record(calib, holdout, holdout_every, result)
     labels_name = _copy_labels(labels, out) if labels is not None else _write_labels(pipe, out)
     _stamp_onnx_artifacts(result, pipe)
     _write_manifest(result, name, source, labels_name, job.reference_note, pipe)
+    if not check:
+        result.check_note = "not checked (--no-check)"
+    elif calib is None:
+        result.check_note = "not checked: no calibration data to hold samples back from (edgeaccel check --data)"
+    else:
+        _check_artifacts(result)
+        _write_manifest(result, name, source, labels_name, job.reference_note, pipe)
     return result
+
+
+def _split_record(calib: CalibrationSet, holdout: CalibrationSet | None, every: int, result: ConvertResult) -> dict:
+    """Which samples calibrated and which were held out, by name, as stored (the cap may keep fewer)."""
+    rule = (f"every {every}th sample in source order held out for checking (at least one)" if holdout is not None
+            else "nothing held out (" + ("one sample only" if every >= 2 else "holdout_every 0") + ")")
+    return {"rule": rule, "calibrated": calib.sample_names()[:result.calibration_samples],
+            "held_out": holdout.sample_names()[:result.holdout_samples] if holdout is not None else []}
+
+
+def _check_artifacts(result: ConvertResult) -> None:
+    """Each artifact against the reference, on the held-out samples when there are any, with check's default
+    gates; the verdicts go to the manifest. A check that cannot run at all is a note, not a failed convert."""
+    from . import verify
+
+    try:
+        report = verify.check(result.out, runs=0, task="auto")
+    except Exception as exc:  # noqa: BLE001 - the bundle is written and valid: a check that breaks must not undo it
+        why = exc.message if isinstance(exc, EdgeAccelError) else f"{type(exc).__name__}: {exc}"
+        result.check_note = f"not checked: {why} (run edgeaccel check on the bundle)"
+        log.warning("convert could not check the artifacts: %s", why)
+        return
+    result.task = report.task
+    result.checks = verify.verdicts(report)
+    result.check_note = "; ".join([f"checked on {report.samples} {report.data_kind} samples"
+                                   + (f" (task {report.task})" if report.task else ""), *report.notes])
+    for path, entry in result.checks.items():
+        if entry["passed"] is False:
+            log.warning("%s FAILED its check against the float reference (edgeaccel.load and run leave it out): "
+                        "%s", path.name, entry["reason"])
 
 
 def _label_names(labels) -> dict | None:
@@ -424,13 +494,13 @@ def _size(path: Path) -> int:
     return size
 
 
-def _store_calibration(calib: CalibrationSet, out: Path) -> tuple[Path, int]:
+def _store_calibration(calib: CalibrationSet, out: Path, stem: str = CALIBRATION_FILE) -> tuple[Path, int]:
     per_sample = max(1, calib.nbytes() // max(1, len(calib)))
     keep = min(len(calib), max(1, MAX_STORED_CALIBRATION_BYTES // per_sample))
     if keep < len(calib):
-        log.warning("storing %d of %d calibration samples in the bundle (%d MB cap)", keep, len(calib),
+        log.warning("storing %d of %d %s samples in the bundle (%d MB cap)", keep, len(calib), stem,
                     MAX_STORED_CALIBRATION_BYTES >> 20)
-    return calib.head(keep).save(out / CALIBRATION_FILE), keep
+    return calib.head(keep).save(out / stem), keep
 
 
 def _copy_labels(labels, out: Path) -> str | None:
@@ -453,11 +523,15 @@ def _write_manifest(result: ConvertResult, name: str, source: Source, labels: st
     doc = {
         "schema": bundle.SCHEMA_ID,
         "name": name,
-        "artifacts": [_manifest_entry(a, out) for a in result.artifacts],
+        "artifacts": [_manifest_entry(a, out, result.check_of(a.path)) for a in result.artifacts],
         "reference": result.reference.relative_to(out).as_posix(),
     }
     if result.calibration:
         doc["calibration"] = result.calibration.relative_to(out).as_posix()
+    if result.holdout:
+        doc["holdout"] = result.holdout.relative_to(out).as_posix()
+    if result.split:
+        doc["calibration_split"] = result.split
     if labels:
         doc["labels"] = labels
     described = pipe.to_dict(with_labels=False) if pipe is not None else {}
@@ -465,17 +539,21 @@ def _write_manifest(result: ConvertResult, name: str, source: Source, labels: st
         doc["pipeline"] = described
     doc["notes"] = (f"made by edgeaccel {__version__} convert from {source.path.name} ({source.kind.value}); "
                     f"reference: {reference_note}; tools: {_tool_versions()}")
-    result.manifest.write_text(yaml.safe_dump(doc, sort_keys=False, width=120), encoding="utf-8")
+    # flow style for the leaf lists and mappings: the sample names and check measures stay one block each
+    result.manifest.write_text(yaml.safe_dump(doc, sort_keys=False, width=120, default_flow_style=None),
+                               encoding="utf-8")
     written = bundle.read_manifest(result.manifest)  # the reader the loader uses must accept what we wrote
     if written.invalid:
         path, exc = written.invalid[0]
         raise ConversionError(f"the bundle's artifact {path.name} does not load: {exc.message}")
 
 
-def _manifest_entry(artifact: Artifact, out: Path) -> dict:
+def _manifest_entry(artifact: Artifact, out: Path, result_check: dict | None = None) -> dict:
     entry = {"path": artifact.path.relative_to(out).as_posix(), "note": artifact.note}
     if artifact.kept_float is not None:
         entry["kept_float"] = artifact.kept_float
+    if result_check is not None:
+        entry["check"] = result_check
     return entry
 
 

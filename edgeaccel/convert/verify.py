@@ -48,6 +48,7 @@ class Row:
     latency_ms: dict | None = None
     error: str | None = None
     task_metrics: dict | None = None  # --task: agreement of decoded results (edgeaccel.agreement.tasks)
+    task_error: str | None = None  # it ran, but its outputs could not be decoded as the reference's task
 
     def as_dict(self) -> dict:
         return {"artifact": str(self.artifact), "format": self.format, "executor": self.executor,
@@ -55,7 +56,7 @@ class Row:
                 "samples": self.samples, "top1_agreement": _round(self.top1_agreement, 4),
                 "max_abs_error": _round(self.max_abs_error, 6), "mean_abs_error": _round(self.mean_abs_error, 6),
                 "rel_error": _round(self.rel_error, 6), "latency_ms": self.latency_ms, "error": self.error,
-                "task_metrics": self.task_metrics}
+                "task_metrics": self.task_metrics, "task_error": self.task_error}
 
 
 @dataclass
@@ -69,6 +70,8 @@ class CheckReport:
     rows: list[Row] = field(default_factory=list)
     edgetpu: list[edgetpu.EdgeTpuReport] = field(default_factory=list)
     task: str | None = None  # the vision task whose decoded results were compared (--task)
+    data_kind: str = "given"  # "held-out", "calibration" (no held-out set: said in notes) or "given" (--data)
+    notes: list[str] = field(default_factory=list)  # what the reader must know about how it was checked
 
     def row(self, artifact: str | Path, executor: str | None = None) -> Row:
         """The row of an artifact (by path or file name), on ``executor`` or its first."""
@@ -81,6 +84,7 @@ class CheckReport:
     def as_dict(self) -> dict:
         return {"schema": "edgeaccel.check/1", "source": str(self.source), "reference": str(self.reference),
                 "reference_executor": self.reference_executor, "data": self.data, "samples": self.samples,
+                "data_kind": self.data_kind, "notes": list(self.notes),
                 "classifier": self.classifier, "task": self.task, "rows": [r.as_dict() for r in self.rows],
                 "edgetpu": [r.as_dict() for r in self.edgetpu]}
 
@@ -96,7 +100,10 @@ class CheckReport:
         for r, cells in zip(self.rows, lines):
             out.append("  ".join(str(x).ljust(w) for x, w in zip(cells, widths)).rstrip())
             if r.task_metrics:
-                out.append(f"    {self.task}: " + ", ".join(f"{k} {_fmt(v, '{:.4g}')}" for k, v in r.task_metrics.items()))
+                out.append(f"    {self.task}: " + ", ".join(f"{k} {_fmt(v, '{:.4g}')}"
+                                                              for k, v in r.task_metrics.items()))
+            if r.task_error:
+                out.append(f"    {self.task}: {r.task_error}")
             if r.error:
                 out.append(f"    error: {r.error.splitlines()[0]}")
         return "\n".join(out)
@@ -106,31 +113,40 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
           data: str | os.PathLike | None = None, normalize: str | None = None,
           executors: list[str] | None = None, runs: int = DEFAULT_RUNS, warmup: int = 2,
           max_samples: int | None = None, cache_dir: str | os.PathLike | None = None,
-          cache: bool = True, task: str | None = None, labels=None,
+          cache: bool = True, task: str | None = "auto", labels=None,
           imgsz: int | tuple[int, int] | str | None = None, letterbox: bool | None = None) -> CheckReport:
     """Check the bundle (or model) at ``path``; ``reference`` and ``data`` override the manifest's.
+    Samples: ``data``, else the bundle's held-out samples (never used to calibrate), else its calibration
+    samples, which the report's ``notes`` then say. ``runs=0`` skips the latency.
     ``cache_dir``/``cache`` are edgeaccel.load's (compiled models; ``cache=False`` keeps nothing).
-    ``task`` ("detect", "segment", "pose", "classify" or "auto"): also decode every output as that vision
-    task and compare the results (precision/recall of boxes, mIoU, keypoint distance) in ``task_metrics``.
+    ``task``: "auto" (the default: the bundle's or model's metadata, else recognized from the outputs; none
+    recognized is a note, not an error), "detect", "segment", "pose", "classify", or None / "none" for raw
+    tensors only: every output is decoded as that vision task and the results compared, pooled over the
+    samples (precision/recall of boxes, mIoU, keypoint distance, top-1) in ``task_metrics``.
     Images in ``data`` are fed the way the reference's pipeline says (``edgeaccel.model_pipeline``: the
-    bundle manifest's, the model's metadata...), ``imgsz`` and ``letterbox`` overriding it."""
-    import functools
-
+    bundle manifest's, the model's metadata...), ``imgsz`` and ``letterbox`` overriding it; the pipeline's
+    task is the one "auto" decodes."""
     from ..executors.registry import runtimes
     from ..loader import executor_class
     from ..loader import load as plain_load
 
-    load = functools.partial(plain_load, cache_dir=cache_dir, cache=cache)
+    from ..failed_artifacts import RECHECKING
+
+    def load(*args, **kwargs):
+        token = RECHECKING.set(True)  # each artifact is opened alone on purpose: no "pinned a failed one" warning
+        try:
+            return plain_load(*args, cache_dir=cache_dir, cache=cache, **kwargs)
+        finally:
+            RECHECKING.reset(token)
 
     found = bundle.resolve(path)
     ref_path = Path(reference) if reference else found.reference
     if ref_path is None:
         raise ConversionError(f"{path} names no float reference to check against",
                               hint="pass --reference FLOAT_MODEL, or check a bundle written by edgeaccel convert")
-    data_path = Path(data) if data else found.calibration
-    if data_path is None:
-        raise ConversionError(f"{path} carries no calibration data to compare on",
-                              hint="pass --data with images or a .npy of inputs")
+    data_path, data_kind, notes = _samples_to_check(path, data, found)
+    if task == "none":
+        task = None
     with load(ref_path, strict=True) as ref_model:
         from ..model_pipeline import describe_pipeline, pipeline_of
 
@@ -141,16 +157,13 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
         samples = calib_mod.load(data_path, ref_model.inputs, normalize=normalize, max_samples=max_samples,
                                  pipeline=pipeline)
         expected = [_as_float(ref_model.run(sample, dequantize=True)) for sample in samples.samples]
-        task_check = None
-        if task is not None:
-            from ..vision.check import TaskCheck
-
-            task_check = TaskCheck(ref_model, task, labels)
+        task_check = _task_check(ref_model, task, labels, notes)
+        if task_check is not None:
             task_check.reference(expected)
     classifier = _is_classifier(expected[0][0])
     ref_info = formats.describe(ref_path)
     report = CheckReport(Path(path), ref_path, ref_executor, samples.source, len(samples), classifier,
-                         task=task_check.task.name if task_check else None)
+                         task=task_check.task.name if task_check else None, data_kind=data_kind, notes=notes)
     artifacts = [ref_info] + [a for a in found.artifacts if a.path.resolve() != ref_path.resolve()]
     for artifact, error in [(p, e) for p, e in found.invalid]:
         report.rows.append(Row(artifact, "?", None, 0, None, error=error.message))
@@ -172,6 +185,38 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
     return report
 
 
+def _samples_to_check(path, data, found: bundle.ArtifactSet) -> tuple[Path, str, list[str]]:
+    """--data, else the held-out samples, else (saying so) the calibration samples."""
+    if data:
+        return Path(data), "given", []
+    if found.holdout is not None:
+        return found.holdout, "held-out", []
+    if found.calibration is not None:
+        return found.calibration, "calibration", [
+            "no held-out samples in this bundle (made before convert held samples back, or from a single "
+            "calibration sample): compared on the calibration samples the artifacts were quantized on, which "
+            "flatters them; pass --data with other samples"]
+    raise ConversionError(f"{path} carries no samples to compare on",
+                          hint="pass --data with images or a .npy of inputs")
+
+
+def _task_check(ref_model, task: str | None, labels, notes: list[str]):
+    """The task comparison, or None: with task "auto", a model no task fits is gated on raw tensors, noted."""
+    if task is None:
+        return None
+    from ..vision.check import TaskCheck
+    from ..vision.errors import TaskError
+
+    try:
+        return TaskCheck(ref_model, task, labels)
+    except TaskError as exc:
+        if task != "auto":
+            raise
+        notes.append(f"no vision task recognized ({exc.message.split(': ', 1)[-1]}): gated on the outputs' "
+                     "relative error only; pass --task to decode them")
+        return None
+
+
 def _measure(info: ModelInfo, executor: str, ref_info: ModelInfo, samples, expected, classifier: bool,
              runs: int, warmup: int, load, task_check=None) -> Row:
     row = Row(info.path, info.format.value, executor, info.size_bytes, _ratio(ref_info, info),
@@ -188,8 +233,13 @@ def _measure(info: ModelInfo, executor: str, ref_info: ModelInfo, samples, expec
                    for sample in samples.samples]
             _compare(row, got, expected, classifier)
             if task_check is not None:
-                row.task_metrics = task_check.measure(model, got)
-            row.latency_ms = _latency(model, _fit(samples.samples[0], model), runs, warmup)
+                try:
+                    row.task_metrics = task_check.measure(model, got)
+                except EdgeAccelError as exc:  # it ran, but what it answered is not the task's results
+                    row.task_error = (f"its outputs do not decode as {task_check.task.name} results like the "
+                                      f"reference's: {exc.message.splitlines()[0]}")
+            if runs > 0:
+                row.latency_ms = _latency(model, _fit(samples.samples[0], model), runs, warmup)
         except EdgeAccelError as exc:
             row.error = exc.message
     return row
@@ -237,26 +287,87 @@ DEFAULT_MAX_REL_ERROR = 0.25
 
 def failures(report: CheckReport, max_rel_error: float | None = DEFAULT_MAX_REL_ERROR,
              min_top1: float | None = None, task_gates: dict[str, float | None] | None = None) -> list[str]:
-    """One line per (artifact, executor) that fails the gates: an error, a relative error above
-    ``max_rel_error`` (every output kind), top-1 agreement below ``min_top1`` (classifiers), or a task-level
-    measure past its bound in ``task_gates`` (``edgeaccel.vision.check.GATES``: min_precision, min_recall,
-    min_miou, max_keypoint_distance)."""
-    out = []
-    for row in report.rows:
-        where = f"{row.artifact.name} on {row.executor or 'no executor'}"
-        if task_gates and not row.error:
-            from ..vision.check import task_failures
+    """One line per failed gate of each (artifact, executor): an error, a relative error above
+    ``max_rel_error`` (every output kind), and, when the report compared a vision task, its task-level
+    measures past their bounds: ``task_gates`` (``edgeaccel.vision.check.GATES``: min_precision, min_recall,
+    min_miou, max_keypoint_distance, min_top1) over ``edgeaccel.vision.check.DEFAULT_GATES`` for those not
+    given (None). Without a task, ``min_top1`` (when given) gates a classifier's raw top-1 agreement."""
+    return [line for row in report.rows for line in row_failures(report, row, max_rel_error, min_top1, task_gates)]
 
-            out += task_failures(where, row.task_metrics, task_gates)
-        if row.error:
-            out.append(f"{where} failed: {row.error.splitlines()[0]}")
-        elif max_rel_error is not None and row.rel_error is not None and not row.rel_error <= max_rel_error:
-            out.append(f"{where}: relative error {row.rel_error:.3g} against the reference is above "
-                       f"{max_rel_error:g} (max abs error {row.max_abs_error:.4g})")
-        elif (min_top1 is not None and report.classifier and row.top1_agreement is not None
-              and row.top1_agreement < min_top1):
-            out.append(f"{where}: top-1 agreement {row.top1_agreement:.1%} is below {min_top1:.1%}")
+
+def effective_task_gates(min_top1: float | None = None, task_gates: dict[str, float | None] | None = None) -> dict:
+    """The task gates in force: the defaults, overridden by the bounds given."""
+    from ..vision.check import DEFAULT_GATES
+
+    given = {k: v for k, v in (task_gates or {}).items() if v is not None}
+    if min_top1 is not None:
+        given["min_top1"] = min_top1
+    return {**DEFAULT_GATES, **given}
+
+
+def row_failures(report: CheckReport, row: Row, max_rel_error: float | None = DEFAULT_MAX_REL_ERROR,
+                 min_top1: float | None = None, task_gates: dict[str, float | None] | None = None) -> list[str]:
+    where = f"{row.artifact.name} on {row.executor or 'no executor'}"
+    if row.error:
+        return [f"{where} failed: {row.error.splitlines()[0]}"]
+    out = []
+    if max_rel_error is not None and row.rel_error is not None and not row.rel_error <= max_rel_error:
+        out.append(f"{where}: relative error {row.rel_error:.3g} against the reference is above "
+                   f"{max_rel_error:g} (max abs error {row.max_abs_error:.4g})")
+    if report.task and row.task_error:
+        out.append(f"{where}: {row.task_error}")
+    elif report.task:
+        from ..vision.check import task_failures
+
+        out += task_failures(where, row.task_metrics, effective_task_gates(min_top1, task_gates))
+    elif (min_top1 is not None and report.classifier and row.top1_agreement is not None
+          and row.top1_agreement < min_top1):
+        out.append(f"{where}: top-1 agreement {row.top1_agreement:.1%} is below {min_top1:.1%}")
     return out
+
+
+def verdicts(report: CheckReport, max_rel_error: float | None = DEFAULT_MAX_REL_ERROR,
+             task_gates: dict[str, float | None] | None = None) -> dict[Path, dict]:
+    """Per artifact (the reference left out), what ``convert`` records in the manifest: ``passed`` (False when
+    any executor that ran it failed a gate; None when none ran it here), the worst measures over those
+    executors, the samples and task, and the reason. An executor that cannot load the artifact is noted, not
+    held against it: another device may read it."""
+    by_artifact: dict[Path, list[Row]] = {}
+    for row in report.rows:
+        if not row.is_reference:
+            by_artifact.setdefault(row.artifact, []).append(row)
+    out = {}
+    for artifact, rows in by_artifact.items():
+        ran = [r for r in rows if not r.error]
+        entry: dict = {"passed": None, "data": report.data_kind, "samples": report.samples}
+        if report.task:
+            entry["task"] = report.task
+        if not ran:
+            entry["reason"] = "not checked here: " + "; ".join(
+                f"{r.executor or 'no executor'}: {r.error.splitlines()[0]}" for r in rows)
+            out[artifact] = entry
+            continue
+        lines = [line for r in ran for line in row_failures(report, r, max_rel_error, None, task_gates)]
+        entry["passed"] = not lines
+        entry["executors"] = [r.executor for r in ran]
+        entry.update(_worst(ran))
+        entry["reason"] = "; ".join(lines) if lines else ""
+        out[artifact] = entry
+    return out
+
+
+def _worst(rows: list[Row]) -> dict:
+    """The worst value of each measure over the executors: the highest error or distance, the lowest agreement."""
+    from ..vision.check import GATES, gated_value
+
+    worst: dict = {"rel_error": _round(max(r.rel_error or 0.0 for r in rows), 6)}
+    kinds = {key: kind for key, kind in GATES.values()}
+    for key, kind in kinds.items():
+        values = [gated_value(key, r.task_metrics) for r in rows if r.task_metrics]
+        values = [v for v in values if v is not None]
+        if values:
+            worst[key] = _round(max(values) if kind == "max" else min(values), 6)
+    return worst
 
 
 def size_vs_reference(ratio: float | None) -> str:
