@@ -143,3 +143,19 @@ def test_mismatched_inputs_are_clear_errors():
         task_metrics("detect", [boxes()], [classes((1, 0.5))])
     with pytest.raises(InputError, match="no task metrics"):
         task_metrics("track", [], [])
+
+
+def test_a_box_just_over_the_threshold_on_one_side_matches_its_twin_just_under_on_the_other():
+    """Both sides decoded below the threshold (agreement.tasks.lenient): 0.26 against 0.24 at conf 0.25 is one
+    detection seen by both, not a lost box and a false one. A box only the candidate finds is still false."""
+    reference = [boxes((10, 10, 50, 50, 0, 0.26), (60, 60, 90, 90, 1, 0.9))]
+    near = [boxes((10, 10, 50, 50, 0, 0.24), (60, 60, 90, 90, 1, 0.88))]
+    strict = task_metrics("detect", reference, near)  # every decoded box counts: the 0.24 one is a false box
+    assert strict["precision"] == 1.0 and strict["recall"] == 1.0
+    at_threshold = task_metrics("detect", reference, near, conf=0.25)
+    assert at_threshold["recall"] == 1.0 and at_threshold["precision"] == 1.0
+    assert at_threshold["reference_boxes"] == 2 and at_threshold["boxes"] == 1
+    extra = [boxes((10, 10, 50, 50, 0, 0.24), (60, 60, 90, 90, 1, 0.88), (100, 10, 140, 40, 0, 0.7))]
+    assert task_metrics("detect", reference, extra, conf=0.25)["precision"] == 0.5
+    lost = [boxes((60, 60, 90, 90, 1, 0.88))]  # the 0.26 box is gone on the candidate's side, even below conf
+    assert task_metrics("detect", reference, lost, conf=0.25)["recall"] == 0.5

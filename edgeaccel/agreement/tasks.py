@@ -5,7 +5,10 @@ images where they differ. The reference's results are the truth.
 
 detect: boxes matched one-to-one by IoU >= 0.5 and the same class (greedy, the candidate's best-scoring box
     first, as VOC/COCO do). precision = matched / candidate boxes, recall = matched / reference boxes,
-    mean IoU and mean |score difference| of the matched pairs, all over every box of every sample. An image
+    mean IoU and mean |score difference| of the matched pairs, all over every box of every sample. With the
+    task's confidence threshold ``conf`` (both sides decoded down to ``LENIENT`` x conf, ``lenient``), a box
+    counts when it scores at least conf and is matched by any box of the other side: a box at 0.2501 on one
+    runtime and 0.2499 on another is the same detection, not a lost one and a false one. An image
     where both find nothing adds nothing; when neither side finds a box on any sample the figures are None
     and ``measured`` is False (nothing was measured, which is not agreement).
 segment: IoU per class from one confusion matrix over every pixel of every sample; mIoU over the classes
@@ -39,11 +42,29 @@ POSE_MATCH_DISTANCE = 0.5
 # confident keypoints close together has a box of about zero area, which would make any move look infinite.
 MIN_POSE_SIZE = 0.05
 CLEAR_CUT = 0.1  # the reference's winner leads its runner-up by more than this share of its own score
+# Detections are compared with hysteresis: each side decoded down to this share of the confidence threshold, so
+# that a box just over the threshold on one side finds its twin just under it on the other.
+LENIENT = 0.5
 
 
-def task_metrics(task_name: str, references: Sequence[Result], results: Sequence[Result]) -> dict:
+def lenient(task):
+    """A detect task's copy that keeps boxes down to LENIENT x its confidence threshold (the other side's
+    matches for boxes near the threshold); any other task as it is."""
+    import copy
+
+    if getattr(task, "name", None) != "detect":
+        return task
+    twin = copy.copy(task)
+    twin.conf = task.conf * LENIENT
+    return twin
+
+
+def task_metrics(task_name: str, references: Sequence[Result], results: Sequence[Result],
+                 conf: float | None = None) -> dict:
     """Pooled figures for ``task_name`` ("detect", "segment", "pose", "classify"): ``references[i]`` and
-    ``results[i]`` are the two sides' results on sample i. Floats are None where nothing could be measured."""
+    ``results[i]`` are the two sides' results on sample i. Floats are None where nothing could be measured.
+    ``conf`` (detect): the confidence threshold a box must reach to count, both sides having been decoded
+    lower (``lenient``)."""
     kinds = {"detect": (DetectResult, detection), "segment": (SegmentResult, segmentation),
              "pose": (PoseResult, pose), "classify": (ClassifyResult, classification)}
     if task_name not in kinds:
@@ -57,27 +78,31 @@ def task_metrics(task_name: str, references: Sequence[Result], results: Sequence
             if not isinstance(item, kind):
                 raise InputError(f"{side} result {i + 1} is a {type(item).__name__}, not a {kind.__name__} "
                                  f"({task_name})", hint="compare results of the same task")
-    return measure(references, results)
+    return detection(references, results, conf=conf) if task_name == "detect" else measure(references, results)
 
 
 # -- detect ------------------------------------------------------------------------------------------------
-def detection(references: Sequence[DetectResult], results: Sequence[DetectResult], iou: float = MATCH_IOU) -> dict:
-    matched = got_total = ref_total = 0
+def detection(references: Sequence[DetectResult], results: Sequence[DetectResult], iou: float = MATCH_IOU,
+              conf: float | None = None) -> dict:
+    found = matched = got_total = ref_total = 0
     ious: list[float] = []
     score_errors: list[float] = []
     images = 0
     for reference, result in zip(references, results):
-        got_total += len(result.boxes)
-        ref_total += len(reference.boxes)
-        if not reference.boxes and not result.boxes:
+        strong_got = _counted(result, conf)
+        strong_ref = _counted(reference, conf)
+        got_total += len(strong_got)
+        ref_total += len(strong_ref)
+        if not strong_ref and not strong_got:
             continue  # both found nothing: nothing to count, not a perfect score
         images += 1
-        for g, r, overlap in _match_boxes(reference, result, iou):
+        found += len(_match_boxes(reference, result, iou, strong_got, range(len(reference.boxes))))
+        for g, r, overlap in _match_boxes(reference, result, iou, range(len(result.boxes)), strong_ref):
             matched += 1
             ious.append(overlap)
             score_errors.append(abs(result.boxes[g].score - reference.boxes[r].score))
     measured = bool(got_total or ref_total)
-    return {"precision": matched / got_total if got_total else None,
+    return {"precision": found / got_total if got_total else None,
             "recall": matched / ref_total if ref_total else None,
             "mean_iou": float(np.mean(ious)) if ious else None,
             "mean_score_error": float(np.mean(score_errors)) if score_errors else None,
@@ -86,22 +111,30 @@ def detection(references: Sequence[DetectResult], results: Sequence[DetectResult
             "images_with_boxes": images, "samples": len(references), "measured": measured}
 
 
-def _match_boxes(reference: DetectResult, result: DetectResult, iou: float) -> list[tuple[int, int, float]]:
-    """(candidate box, reference box, IoU) pairs matched one-to-one with the same class."""
-    if not reference.boxes or not result.boxes:
+def _counted(result: DetectResult, conf: float | None) -> list[int]:
+    return [i for i, b in enumerate(result.boxes) if conf is None or b.score >= conf]
+
+
+def _match_boxes(reference: DetectResult, result: DetectResult, iou: float, got_ids, ref_ids) \
+        -> list[tuple[int, int, float]]:
+    """(candidate box, reference box, IoU) pairs matched one-to-one with the same class, among the candidate's
+    boxes ``got_ids`` and the reference's ``ref_ids``."""
+    got_ids, ref_ids = list(got_ids), list(ref_ids)
+    if not got_ids or not ref_ids:
         return []
-    ref = np.array([b.xyxy for b in reference.boxes], np.float64).reshape(-1, 4)
-    got = np.array([b.xyxy for b in result.boxes], np.float64).reshape(-1, 4)
+    ref = np.array([reference.boxes[r].xyxy for r in ref_ids], np.float64).reshape(-1, 4)
+    got = np.array([result.boxes[g].xyxy for g in got_ids], np.float64).reshape(-1, 4)
     overlap = iou_matrix(got, ref)
-    same_class = np.array([[g.class_id == r.class_id for r in reference.boxes] for g in result.boxes])
+    same_class = np.array([[result.boxes[g].class_id == reference.boxes[r].class_id for r in ref_ids]
+                           for g in got_ids])
     overlap = np.where(same_class, overlap, 0.0)
     pairs, used = [], set()
-    for g in np.argsort([-b.score for b in result.boxes], kind="stable"):
-        candidates = [(overlap[g, r], r) for r in range(len(ref)) if r not in used and overlap[g, r] >= iou]
+    for k in np.argsort([-result.boxes[g].score for g in got_ids], kind="stable"):
+        candidates = [(overlap[k, j], j) for j in range(len(ref_ids)) if j not in used and overlap[k, j] >= iou]
         if candidates:
-            best, r = max(candidates)
-            used.add(r)
-            pairs.append((int(g), int(r), float(best)))
+            best, j = max(candidates)
+            used.add(j)
+            pairs.append((got_ids[k], ref_ids[j], float(best)))
     return pairs
 
 
