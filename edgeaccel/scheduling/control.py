@@ -37,7 +37,7 @@ class ThermalConfig:
     return_duty: float = 0.5  # after a back-off the duty starts here, or at half the duty that led to it...
     rise_per_s: float = 0.1  # ...and, after a back-off or a sensor outage, climbs at most this much per second
     latency_margin_c: float = 6.0  # latency policy: hold the plant model's forecast this far below critical
-    blind_guard_c: float = 3.0  # sensor lost: keep the model's estimate this much further below passive - margin
+    blind_guard_c: float = 1.5  # sensor lost: keep the model's estimate this much further below passive - margin
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,8 @@ class DeviceControl:
     fallback: str | None = None  # during an outage: "model", "conservative duty" or "last duty"
     passive_seen_c: float | None = None  # the trips last read, for an outage that takes them with it
     critical_seen_c: float | None = None
-    kernel_throttles: bool = False  # the kernel was seen slowing the device (its cooling state above 0)
+    kernel_throttles: bool = False  # the kernel was seen slowing the device (cooling state, or service time)
+    best_service_s: float | None = None  # the fastest its executors were measured (latency policy)
     floor: DeviceControl | None = None  # latency policy: the thermal controller it never serves less than
 
 

@@ -7,7 +7,8 @@ at the horizon: it falls smoothly from 1 to the duty whose steady state is the l
 it (a first-order device approached that way does not overshoot, so nothing flips between extremes). Never
 below what the thermal controller would grant at the same temperature (it runs alongside as a floor). A kernel
 that slows the device above its passive trip (its cooling state above 0) makes heat there cheaper but work
-slower: the limit then becomes just below the passive trip. Until the model is identified the latency policy is
+slower: the limit then becomes just below the passive trip. A kernel that does so without a cooling device to
+read is seen in the service time: the same requests take longer near the passive trip. Until the model is identified the latency policy is
 the thermal policy, which is safe on any device.
 
 Sensor lost: the model, run forward from the last reading with the work actually admitted, estimates the
@@ -25,6 +26,8 @@ from .control import (ControlStep, DeviceControl, ThermalConfig, blind_step, cri
                       thermal_step)
 from .decision import DeviceView
 from .plant import PlantModel
+
+SLOWED = 1.4  # a service time this many times the best seen, near the passive trip: the kernel slows the device
 
 
 def learn(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, dt: float) -> DeviceControl:
@@ -66,7 +69,10 @@ def blind(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, dt: float) ->
     start = ctl.estimate_c if ctl.estimate_c is not None else ctl.last_temp_c
     estimate = plant.forecast_c(start, dev.busy, dt)  # from the last reading (or estimate), one interval on
     target = passive - cfg.margin_c - cfg.blind_guard_c
-    duty = min(1.0, max(cfg.min_duty, plant.duty_for(estimate, target, cfg.horizon_s)))
+    # above the target: the shortest way down; below it, approached over a time constant (a slow device would
+    # otherwise be cut to the floor for minutes to gain a degree)
+    horizon = cfg.horizon_s if estimate > target else max(cfg.horizon_s, plant.tau_s or 0.0)
+    duty = min(1.0, max(cfg.min_duty, plant.duty_for(estimate, target, horizon)))
     blind_s = ctl.blind_s + dt
     note = (f"{dev.name}: no temperature for {blind_s:.1f} s ({dev.temp_reason}): holding duty {duty:.2f} from its "
             f"plant model (estimated {estimate:.1f} C, kept below {target:.1f} C; {plant.describe()}) until "
@@ -83,11 +89,14 @@ def thermal(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, dt: float) 
     return thermal_step(dev, learn(dev, ctl, cfg, dt), cfg, dt)
 
 
-def latency(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, dt: float) -> ControlStep:
-    """The latency policy's step for one device (see the module's docstring)."""
+def latency(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, dt: float,
+            service_s: float | None = None) -> ControlStep:
+    """The latency policy's step for one device (see the module's docstring). ``service_s``: the device's
+    measured service time now (its fastest executor's)."""
     if dev.temp_c is None and ctl.seen:
         return blind(dev, ctl, cfg, dt)
     ctl = learn(dev, ctl, cfg, dt)
+    ctl = _slowed(dev, ctl, cfg, service_s)
     floor = thermal_step(dev, ctl.floor or DeviceControl(), cfg, dt)
     plant, critical, passive = ctl.plant, critical_of(dev, cfg), passive_of(dev, cfg)
     if dev.temp_c is None or plant is None or not plant.identified or critical is None or passive is None:
@@ -95,22 +104,30 @@ def latency(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, dt: float) 
         main = replace(floor.control, plant=ctl.plant, passive_seen_c=ctl.passive_seen_c,
                        critical_seen_c=ctl.critical_seen_c, kernel_throttles=ctl.kernel_throttles, floor=floor.control)
         return ControlStep(main, floor.duty, floor.event, floor.note + why)
-    # the straight-line forecast is not used: only the temperature itself backs off (the model forecasts)
-    safe = safety_step(replace(dev, slope_c_per_s=0.0), ctl, cfg)
-    if safe is not None:
-        return ControlStep(replace(safe.control, floor=floor.control), safe.duty, safe.event, safe.note)
     limit = critical - cfg.latency_margin_c
     why = f"critical {critical:.1f} C - {cfg.latency_margin_c:g}"
     if ctl.kernel_throttles and passive - 1.0 < limit:
         limit, why = passive - 1.0, f"passive {passive:.1f} C - 1: the kernel slows the device above it"
-    flat_out = plant.forecast_c(dev.temp_c, 1.0, cfg.horizon_s)
+    # the straight-line forecast is not used: only the temperature itself backs off (the model forecasts), and
+    # a back-off ends a few degrees below the limit rather than below passive (the latency policy's own level)
+    safety = replace(cfg, resume_below_c=passive - (limit - 3.0))
+    safe = safety_step(replace(dev, slope_c_per_s=0.0), ctl, safety)
+    if safe is not None:
+        return ControlStep(replace(safe.control, floor=floor.control), safe.duty, safe.event, safe.note)
+    # a horizon of at least half a time constant: on a slow device a few seconds' forecast turns each 1 C step
+    # of the reading into a large change of duty
+    horizon = max(cfg.horizon_s, 0.5 * (plant.tau_s or 0.0))
+    flat_out = plant.forecast_c(dev.temp_c, 1.0, horizon)
     if flat_out <= limit:
-        duty, how = 1.0, f"flat out (forecast {flat_out:.1f} C in {cfg.horizon_s:g} s at full duty)"
+        duty, how = 1.0, f"flat out (forecast {flat_out:.1f} C in {horizon:.3g} s at full duty)"
     else:
-        duty = min(1.0, max(cfg.min_duty, plant.duty_for(dev.temp_c, limit, cfg.horizon_s)))
-        how = f"duty {duty:.2f} brings the forecast to {limit:.1f} C in {cfg.horizon_s:g} s"
+        # a reading above the limit says the model under-forecasts (the room warmed faster than the fit
+        # follows): aim below the limit by twice the excess, so it is back before the back-off
+        aim = limit - 2.0 * max(0.0, dev.temp_c - limit)
+        duty = min(1.0, max(cfg.min_duty, plant.duty_for(dev.temp_c, aim, horizon)))
+        how = f"duty {duty:.2f} brings the forecast to {aim:.1f} C in {horizon:.3g} s"
         if plant.forecast_c(dev.temp_c, cfg.min_duty, cfg.horizon_s) >= critical - cfg.backoff_margin_c / 2:
-            safe = safety_step(replace(dev, temp_c=critical), ctl, cfg)  # even the floor duty heads for critical
+            safe = safety_step(replace(dev, temp_c=critical), ctl, safety)  # even the floor duty heads for critical
             if safe is not None:
                 return ControlStep(replace(safe.control, floor=floor.control), safe.duty, safe.event,
                                    safe.note + f"; {plant.describe()}")
@@ -123,6 +140,18 @@ def latency(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, dt: float) 
                       last_temp_c=dev.temp_c, last_slope=dev.slope_c_per_s, blind_s=0.0, ramp=False,
                       estimate_c=None, fallback=None, floor=floor.control, clock_s=ctl.clock_s + dt)
     return ControlStep(control, duty, event, note)
+
+
+def _slowed(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, service_s: float | None) -> DeviceControl:
+    """Note a kernel (or firmware) that slows the device near its passive trip without a cooling state to say
+    so: the same work takes ``SLOWED`` times its best service time while the device is that hot."""
+    if service_s is None or service_s <= 0:
+        return ctl
+    best = service_s if ctl.best_service_s is None else min(ctl.best_service_s, service_s)
+    passive = passive_of(dev, cfg)
+    slowed = (dev.temp_c is not None and passive is not None and dev.temp_c >= passive - 1.0
+              and service_s > SLOWED * best)
+    return replace(ctl, best_service_s=best, kernel_throttles=ctl.kernel_throttles or slowed)
 
 
 def telemetry_fields(ctl: DeviceControl | None) -> dict:

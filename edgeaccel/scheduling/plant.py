@@ -4,16 +4,21 @@
 
 ``u`` is the share of the interval the device was busy (what the duty cap let through, as measured), ``tau``
 the thermal time constant, ``T_ss(u)`` where the device settles when kept that busy. An RC board, a heat sink,
-an SoC die all look like this to within a few degrees over seconds to minutes; what it gets wrong (a second
-time constant, the kernel slowing the device above its passive trip) the fit absorbs locally, because old
-samples are forgotten (``FORGET`` per sample: about four minutes of memory at two samples a second).
+an SoC die all look like this to within a few degrees over seconds to minutes.
 
-Fitted by exponentially weighted least squares on ``y = T[k+1] - T[k]`` against ``(T[k] - ref) / 10, 1, u``
-(scaled so the normal equations are well conditioned), with a weak ridge pull toward a prior: while the data
-say nothing about a direction (a device held at one duty says nothing about how the temperature depends on the
-duty) the estimate in that direction drifts to the prior instead of to noise. The model counts as identified
-once it has seen the temperature move (``MIN_SPAN_C``) and the duty vary (``MIN_DUTY_SPAN``), and its
-parameters are physical (a positive time constant, a positive gain). Pure data: every update returns a new one.
+Fitted by recursive least squares in Kalman form on ``y = T[k+1] - T[k]`` against ``((T[k] - ref) / 10, 1, u)``
+= ``(-(1-a) 10, (1-a)(T_idle - ref), (1-a) gain)``. Only the constant term is let drift (``DRIFT``: the room
+warms, a fan stops, so T_idle moves); the time constant and the gain are taken as the device's own and barely
+drift: a forgetting factor forgets in every direction alike, and a device held at one temperature for minutes
+then un-learns them. The data are closed-loop (the duty of an interval was decided from the reading that starts
+it, noise included, and that noise is in ``y`` too), which biases plain least squares: a device with a 25 s time
+constant held by the thermal policy read as 1900 s after a minute. So the update uses instruments, the reading
+and the busy share one interval earlier, whose noise is not in ``y`` (instrumental-variable RLS): the same
+device reads 33-38 s, with the heating rate per unit of duty (gain / tau, what a forecast over seconds needs)
+within a few percent.
+The model counts as identified once it has seen the temperature move (``MIN_SPAN_C``) and the duty vary
+(``MIN_DUTY_SPAN``), and its parameters are physical (a positive time constant, a positive gain). Pure data:
+every update returns a new one.
 """
 
 from __future__ import annotations
@@ -21,8 +26,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-FORGET = 0.996  # per sample
-RIDGE = 0.05  # pull toward the prior, in units of one sample's information
 MIN_SAMPLES = 12
 MIN_SPAN_C = 4.0  # the readings must have moved this much for the time constant to mean anything
 MIN_DUTY_SPAN = 0.25  # ...and the busy share this much for the gain to
@@ -30,19 +33,24 @@ TAU_RANGE_S = (0.5, 3600.0)
 SCALE_C = 10.0
 PRIOR_TAU_S = 30.0
 PRIOR_GAIN_C = 40.0
+PRIOR_VAR = (1.0, 25.0, 25.0)  # the prior is a guess: wide
+NOISE_VAR = 0.5  # of one interval's temperature change: two readings of 1 C steps with noise
+DRIFT = (1e-7, 3e-3, 1e-6)
+INSTRUMENT_JUMP = (3.0, 0.2)  # C, busy share: an earlier value this far off is no instrument  # per interval: the constant term (ambient) drifts, tau and gain hardly
 
 
 @dataclass(frozen=True)
 class PlantModel:
     ref_c: float  # temperature the regressor is centred on (the passive trip, or the first reading)
     dt_s: float | None = None  # the sample interval the fit is in (the first one seen)
-    sums: tuple[float, ...] = (0.0,) * 9  # weighted sum of phi phi^T, row-major
-    rhs: tuple[float, float, float] = (0.0, 0.0, 0.0)  # weighted sum of phi y
     theta: tuple[float, float, float] | None = None  # (c_temp, c_const, c_duty)
+    cov: tuple[float, ...] | None = None  # their covariance, row-major 3x3
     samples: int = 0
     temp_span: tuple[float, float] | None = None  # lowest and highest reading fitted
     duty_span: tuple[float, float] | None = None
     residual_c: float = 0.0  # RMS of the one-step prediction error (EWMA)
+    earlier_c: float | None = None  # the reading before the last interval's first one
+    earlier_busy: float | None = None  # the busy share of the interval before
 
     # -- fitting -------------------------------------------------------------------------------------
     def update(self, before_c: float, busy: float, after_c: float, dt_s: float) -> PlantModel:
@@ -54,33 +62,31 @@ class PlantModel:
             return self  # a forced extra decision or a stall: not the interval the fit is in
         busy = min(1.0, max(0.0, busy))
         phi = ((before_c - self.ref_c) / SCALE_C, 1.0, busy)
+        # the instruments: the reading and busy share one interval earlier, whose noise is not in y (see the
+        # module's docstring); where either jumped (a load starting, a back-off) it says little about this
+        # interval's, and a weak instrument makes the fit unstable: the interval's own value stands in
+        earlier = self.earlier_c if self.earlier_c is not None else before_c
+        earlier_busy = self.earlier_busy if self.earlier_busy is not None else busy
+        z = ((earlier if abs(earlier - before_c) <= INSTRUMENT_JUMP[0] else before_c) - self.ref_c) / SCALE_C, 1.0, \
+            earlier_busy if abs(earlier_busy - busy) <= INSTRUMENT_JUMP[1] else busy
         y = after_c - before_c
-        residual = self.residual_c
-        if self.theta is not None:
-            error = y - sum(p * t for p, t in zip(phi, self.theta))
-            residual = math.sqrt(0.9 * residual ** 2 + 0.1 * error ** 2) if self.samples else abs(error)
-        sums = tuple(FORGET * s + phi[i // 3] * phi[i % 3] for i, s in enumerate(self.sums))
-        rhs = tuple(FORGET * r + p * y for r, p in zip(self.rhs, phi))
+        prior = self.theta if self.theta is not None else _prior(ref_dt)
+        start = list(self.cov) if self.cov is not None else [PRIOR_VAR[0], 0, 0, 0, PRIOR_VAR[1], 0, 0, 0, PRIOR_VAR[2]]
+        for i in range(3):
+            start[4 * i] += DRIFT[i]
+        error = y - sum(p * t for p, t in zip(phi, prior))
+        theta, cov = _step(prior, start, phi, z, error)
+        if cov is None:  # the instrumental step lost positive variances: the plain least-squares one
+            theta, cov = _step(prior, start, phi, phi, error)
+        if cov is None:
+            return self
+        residual = math.sqrt(0.9 * self.residual_c ** 2 + 0.1 * error ** 2) if self.samples else abs(error)
         lo_t, hi_t = self.temp_span or (after_c, after_c)
         lo_u, hi_u = self.duty_span or (busy, busy)
-        model = replace(self, dt_s=ref_dt, sums=sums, rhs=rhs, samples=self.samples + 1,
-                        temp_span=(min(lo_t, before_c, after_c), max(hi_t, before_c, after_c)),
-                        duty_span=(min(lo_u, busy), max(hi_u, busy)), residual_c=residual)
-        return replace(model, theta=model._solve())
-
-    def _prior(self, dt_s: float) -> tuple[float, float, float]:
-        k = 1.0 - math.exp(-dt_s / PRIOR_TAU_S)
-        # settles at ref (the passive trip) at half duty, PRIOR_GAIN_C per unit of duty
-        return (-k * SCALE_C, k * (-0.5 * PRIOR_GAIN_C), k * PRIOR_GAIN_C)
-
-    def _solve(self) -> tuple[float, float, float] | None:
-        prior = self._prior(self.dt_s or 0.5)
-        m = [list(self.sums[0:3]), list(self.sums[3:6]), list(self.sums[6:9])]
-        b = list(self.rhs)
-        for i in range(3):
-            m[i][i] += RIDGE
-            b[i] += RIDGE * prior[i]
-        return _solve3(m, b)
+        return replace(self, dt_s=ref_dt, theta=theta, cov=cov, samples=self.samples + 1,
+                       temp_span=(min(lo_t, before_c, after_c), max(hi_t, before_c, after_c)),
+                       duty_span=(min(lo_u, busy), max(hi_u, busy)), residual_c=residual, earlier_c=before_c,
+                       earlier_busy=busy)
 
     # -- what it says ----------------------------------------------------------------------------------
     @property
@@ -147,19 +153,21 @@ class PlantModel:
                 "fit_error_c": self.residual_c}
 
 
-def _solve3(m: list[list[float]], b: list[float]) -> tuple[float, float, float] | None:
-    """Gaussian elimination with partial pivoting; None when singular."""
-    a = [row[:] + [v] for row, v in zip(m, b)]
-    for col in range(3):
-        pivot = max(range(col, 3), key=lambda r: abs(a[r][col]))
-        if abs(a[pivot][col]) < 1e-12:
-            return None
-        a[col], a[pivot] = a[pivot], a[col]
-        for r in range(col + 1, 3):
-            f = a[r][col] / a[col][col]
-            for c in range(col, 4):
-                a[r][c] -= f * a[col][c]
-    x = [0.0, 0.0, 0.0]
-    for r in (2, 1, 0):
-        x[r] = (a[r][3] - sum(a[r][c] * x[c] for c in range(r + 1, 3))) / a[r][r]
-    return (x[0], x[1], x[2])
+def _prior(dt_s: float) -> tuple[float, float, float]:
+    """Settles at ref (the passive trip) at half duty, PRIOR_GAIN_C per unit of duty, PRIOR_TAU_S."""
+    k = 1.0 - math.exp(-dt_s / PRIOR_TAU_S)
+    return (-k * SCALE_C, k * (-0.5 * PRIOR_GAIN_C), k * PRIOR_GAIN_C)
+
+
+def _step(theta, cov, phi, z, error):
+    """One recursive (instrumental-variable) least-squares step; (theta, None) when it breaks down."""
+    p_z = [sum(cov[3 * i + j] * z[j] for j in range(3)) for i in range(3)]
+    phi_p = [sum(phi[i] * cov[3 * i + j] for i in range(3)) for j in range(3)]
+    denom = NOISE_VAR + sum(phi[i] * p_z[i] for i in range(3))
+    if denom <= 0:
+        return theta, None
+    gain = [v / denom for v in p_z]
+    new = [cov[3 * i + j] - gain[i] * phi_p[j] for i in range(3) for j in range(3)]
+    if any(new[4 * i] <= 0 for i in range(3)):
+        return theta, None
+    return tuple(t + g * error for t, g in zip(theta, gain)), tuple(new)

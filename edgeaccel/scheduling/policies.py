@@ -114,7 +114,9 @@ class LatencyPolicy(Policy):
         duty, steps, controls = {}, {}, {}
         for name in _devices(obs):
             dev = obs.devices.get(name, DeviceView(name, temp_reason="not sampled"))
-            step = modelled.latency(dev, state.controls.get(name, DeviceControl()), self.config, dt)
+            timed = [e.latency_s for e in obs.executors if e.device == name and e.latency_s]
+            step = modelled.latency(dev, state.controls.get(name, DeviceControl()), self.config, dt,
+                                    min(timed) if timed else None)
             duty[name], controls[name], steps[name] = step.duty, step.control, step
         decision = self._assemble(obs, duty, steps)
         if decision.action == "hold":
