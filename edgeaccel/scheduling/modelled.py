@@ -7,15 +7,17 @@ at the horizon: it falls smoothly from 1 to the duty whose steady state is the l
 it (a first-order device approached that way does not overshoot, so nothing flips between extremes). Never
 below what the thermal controller would grant at the same temperature (it runs alongside as a floor). A kernel
 that slows the device above its passive trip (its cooling state above 0) makes heat there cheaper but work
-slower: the limit then becomes just below the passive trip. A kernel that does so without a cooling device to
+slower: the limit then becomes the thermal policy's target (passive - margin). A kernel that does so without a cooling device to
 read is seen in the service time: the same requests take longer near the passive trip. Until the model is identified the latency policy is
 the thermal policy, which is safe on any device.
 
 Sensor lost: the model, run forward from the last reading with the work actually admitted, estimates the
 temperature; the duty is the one that keeps that estimate ``blind_guard_c`` below the thermal policy's target
-(passive - margin), so a device held there before keeps nearly the same duty. Without an identified model the
-thermal controller's hold-the-last-duty rule stands. Either way ``fallback`` says which, and the first reading
-back ends it.
+(passive - margin), so a device held there before keeps nearly the same duty ("model"). A model whose one-step
+forecasts miss by more than ``LOOSE_FIT_C`` is not run forward: the duty it says holds that temperature, or the
+last duty if lower, is kept ("conservative duty"). Without an identified model the thermal controller's
+hold-the-last-duty rule stands ("last duty"). ``fallback`` says which (in the trace and ``model.telemetry``),
+and the first reading back ends it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .control import (ControlStep, DeviceControl, ThermalConfig, blind_step, cri
 from .decision import DeviceView
 from .plant import PlantModel
 
+LOOSE_FIT_C = 1.5  # a model whose one-step forecasts miss by more (RMS) is not run forward through an outage
 SLOWED = 1.4  # a service time this many times the best seen, near the passive trip: the kernel slows the device
 
 
@@ -66,14 +69,26 @@ def blind(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, dt: float) ->
         why = "no identified plant model" if plant is None or not plant.identified else "no trip point known"
         note = step.note + f" ({why}: fallback last duty)"
         return ControlStep(replace(step.control, fallback="last duty"), step.duty, step.event, note)
+    target = passive - cfg.margin_c - cfg.blind_guard_c
+    blind_s = ctl.blind_s + dt
+    if plant.residual_c > LOOSE_FIT_C:
+        # the model forecasts this device's next reading poorly: its estimate is not run forward, only the
+        # duty it says holds the target (or the last duty, if lower) is kept
+        steady = plant.duty_for(target, target, cfg.horizon_s)
+        duty = min(1.0, max(cfg.min_duty, min(steady, ctl.duty)))
+        note = (f"{dev.name}: no temperature for {blind_s:.1f} s ({dev.temp_reason}): holding duty {duty:.2f}, a "
+                f"conservative duty from its plant model (its steady state {target:.1f} C; the fit is too loose, "
+                f"{plant.residual_c:.1f} C, to estimate the temperature) until readings return")
+        control = replace(ctl, duty=duty, integral=min(ctl.integral, duty), blind_s=blind_s, estimate_c=None,
+                          fallback="conservative duty", limited=ctl.limited or duty < cfg.limit_below,
+                          clock_s=ctl.clock_s + dt)
+        return ControlStep(control, duty, "no_telemetry" if ctl.blind_s == 0.0 else "", note)
     start = ctl.estimate_c if ctl.estimate_c is not None else ctl.last_temp_c
     estimate = plant.forecast_c(start, dev.busy, dt)  # from the last reading (or estimate), one interval on
-    target = passive - cfg.margin_c - cfg.blind_guard_c
     # above the target: the shortest way down; below it, approached over a time constant (a slow device would
     # otherwise be cut to the floor for minutes to gain a degree)
     horizon = cfg.horizon_s if estimate > target else max(cfg.horizon_s, plant.tau_s or 0.0)
     duty = min(1.0, max(cfg.min_duty, plant.duty_for(estimate, target, horizon)))
-    blind_s = ctl.blind_s + dt
     note = (f"{dev.name}: no temperature for {blind_s:.1f} s ({dev.temp_reason}): holding duty {duty:.2f} from its "
             f"plant model (estimated {estimate:.1f} C, kept below {target:.1f} C; {plant.describe()}) until "
             "readings return")
@@ -106,8 +121,9 @@ def latency(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, dt: float,
         return ControlStep(main, floor.duty, floor.event, floor.note + why)
     limit = critical - cfg.latency_margin_c
     why = f"critical {critical:.1f} C - {cfg.latency_margin_c:g}"
-    if ctl.kernel_throttles and passive - 1.0 < limit:
-        limit, why = passive - 1.0, f"passive {passive:.1f} C - 1: the kernel slows the device above it"
+    if ctl.kernel_throttles and passive - cfg.margin_c < limit:
+        limit, why = passive - cfg.margin_c, (f"passive {passive:.1f} C - {cfg.margin_c:g}: the kernel slows the "
+                                              "device above it")
     # the straight-line forecast is not used: only the temperature itself backs off (the model forecasts), and
     # a back-off ends a few degrees below the limit rather than below passive (the latency policy's own level)
     safety = replace(cfg, resume_below_c=passive - (limit - 3.0))
@@ -121,9 +137,10 @@ def latency(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, dt: float,
     if flat_out <= limit:
         duty, how = 1.0, f"flat out (forecast {flat_out:.1f} C in {horizon:.3g} s at full duty)"
     else:
-        # a reading above the limit says the model under-forecasts (the room warmed faster than the fit
-        # follows): aim below the limit by twice the excess, so it is back before the back-off
-        aim = limit - 2.0 * max(0.0, dev.temp_c - limit)
+        # a reading above the limit by more than a sensor step (1 C on x86_pkg_temp) says the model under-forecasts
+        # (the room warmed faster than the fit follows): aim below the limit by twice that, so the device is back
+        # before the back-off
+        aim = limit - 2.0 * max(0.0, dev.temp_c - limit - 1.0)
         duty = min(1.0, max(cfg.min_duty, plant.duty_for(dev.temp_c, aim, horizon)))
         how = f"duty {duty:.2f} brings the forecast to {aim:.1f} C in {horizon:.3g} s"
         if plant.forecast_c(dev.temp_c, cfg.min_duty, cfg.horizon_s) >= critical - cfg.backoff_margin_c / 2:

@@ -17,7 +17,8 @@ and the busy share one interval earlier, whose noise is not in ``y`` (instrument
 device reads 33-38 s, with the heating rate per unit of duty (gain / tau, what a forecast over seconds needs)
 within a few percent.
 The model counts as identified once it has seen the temperature move (``MIN_SPAN_C``) and the duty vary
-(``MIN_DUTY_SPAN``), and its parameters are physical (a positive time constant, a positive gain). Pure data:
+(``MIN_DUTY_SPAN``), knows the rate of change and the gain to ``REL_SD`` by its own covariance, and its
+parameters are physical (a positive time constant, a positive gain). Pure data:
 every update returns a new one.
 """
 
@@ -29,6 +30,10 @@ from dataclasses import dataclass, replace
 MIN_SAMPLES = 12
 MIN_SPAN_C = 4.0  # the readings must have moved this much for the time constant to mean anything
 MIN_DUTY_SPAN = 0.25  # ...and the busy share this much for the gain to
+# ...and the fit's own uncertainty of both must be below these shares of their values: the heating rate per
+# unit of duty (c_duty) is what a forecast over seconds needs; the time constant (c_temp) matters less the
+# slower the device, and is the hard one to pin down on a slow one
+REL_SD = (1.5, None, 0.6)
 TAU_RANGE_S = (0.5, 3600.0)
 SCALE_C = 10.0
 PRIOR_TAU_S = 30.0
@@ -36,7 +41,8 @@ PRIOR_GAIN_C = 40.0
 PRIOR_VAR = (1.0, 25.0, 25.0)  # the prior is a guess: wide
 NOISE_VAR = 0.5  # of one interval's temperature change: two readings of 1 C steps with noise
 DRIFT = (1e-7, 3e-3, 1e-6)
-INSTRUMENT_JUMP = (3.0, 0.2)  # C, busy share: an earlier value this far off is no instrument  # per interval: the constant term (ambient) drifts, tau and gain hardly
+INSTRUMENT_JUMP = (3.0, 0.2)
+LOCK_FIT_C = 1.2  # once identified, tau and the gain are held while one-step forecasts miss by less (RMS)  # C, busy share: an earlier value this far off is no instrument  # per interval: the constant term (ambient) drifts, tau and gain hardly
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,7 @@ class PlantModel:
     residual_c: float = 0.0  # RMS of the one-step prediction error (EWMA)
     earlier_c: float | None = None  # the reading before the last interval's first one
     earlier_busy: float | None = None  # the busy share of the interval before
+    operating_busy: float | None = None  # the recent busy share (EWMA over about ten intervals)
 
     # -- fitting -------------------------------------------------------------------------------------
     def update(self, before_c: float, busy: float, after_c: float, dt_s: float) -> PlantModel:
@@ -75,18 +82,30 @@ class PlantModel:
         for i in range(3):
             start[4 * i] += DRIFT[i]
         error = y - sum(p * t for p, t in zip(phi, prior))
+        if self.identified and self.residual_c <= LOCK_FIT_C:
+            # identified and fitting: the time constant and the gain are the device's; only the constant term
+            # (the room, the fan) goes on being fitted. Closed-loop data around a hold say little about the
+            # other two, and what they seem to say (noise the controller answered) drifts them
+            k = start[4] / (NOISE_VAR + start[4])
+            theta = (prior[0], prior[1] + k * error, prior[2])
+            cov = tuple(v if i != 4 else (1 - k) * start[4] for i, v in enumerate(self.cov))
+            return self._after(ref_dt, theta, cov, before_c, busy, after_c, error)
         theta, cov = _step(prior, start, phi, z, error)
         if cov is None:  # the instrumental step lost positive variances: the plain least-squares one
             theta, cov = _step(prior, start, phi, phi, error)
         if cov is None:
             return self
+        return self._after(ref_dt, theta, cov, before_c, busy, after_c, error)
+
+    def _after(self, ref_dt, theta, cov, before_c, busy, after_c, error) -> PlantModel:
         residual = math.sqrt(0.9 * self.residual_c ** 2 + 0.1 * error ** 2) if self.samples else abs(error)
         lo_t, hi_t = self.temp_span or (after_c, after_c)
         lo_u, hi_u = self.duty_span or (busy, busy)
         return replace(self, dt_s=ref_dt, theta=theta, cov=cov, samples=self.samples + 1,
                        temp_span=(min(lo_t, before_c, after_c), max(hi_t, before_c, after_c)),
                        duty_span=(min(lo_u, busy), max(hi_u, busy)), residual_c=residual, earlier_c=before_c,
-                       earlier_busy=busy)
+                       earlier_busy=busy, operating_busy=busy if self.operating_busy is None else
+                       0.9 * self.operating_busy + 0.1 * busy)
 
     # -- what it says ----------------------------------------------------------------------------------
     @property
@@ -100,16 +119,31 @@ class PlantModel:
 
     @property
     def gain_c(self) -> float | None:
-        """Degrees the steady state rises from idle to fully busy."""
+        """Degrees the steady state rises from idle to fully busy. At most what the operating point allows:
+        the device idle cannot settle below the coolest reading seen (the room, at the coldest), so the steady
+        state at the recent duty less that reading, per unit of that duty, bounds it. A gain read too high
+        (closed-loop data say little about it) would make a small cut of the duty look like a large cooling."""
         if self.theta is None or self.theta[0] >= 0:
             return None
-        return -SCALE_C * self.theta[2] / self.theta[0]
+        raw = -SCALE_C * self.theta[2] / self.theta[0]
+        if self.operating_busy is None or self.temp_span is None:
+            return raw
+        busy = max(self.operating_busy, 0.05)
+        bound = (self._raw_steady(busy) - self.temp_span[0]) / busy
+        return min(raw, bound) if bound > 0 else raw
 
-    def steady_c(self, duty: float) -> float | None:
-        if self.theta is None or self.theta[0] >= 0:
-            return None
+    def _raw_steady(self, duty: float) -> float:
         c_temp, c_const, c_duty = self.theta
         return self.ref_c - SCALE_C * (c_const + c_duty * duty) / c_temp
+
+    def steady_c(self, duty: float) -> float | None:
+        """Where the device settles busy a ``duty`` share: the fit at the recent duty (where the data are), and
+        the gain from there."""
+        if self.theta is None or self.theta[0] >= 0:
+            return None
+        if self.operating_busy is None:
+            return self._raw_steady(duty)
+        return self._raw_steady(self.operating_busy) + self.gain_c * (duty - self.operating_busy)
 
     @property
     def identified(self) -> bool:
@@ -120,7 +154,10 @@ class PlantModel:
             return False
         span_t = self.temp_span[1] - self.temp_span[0] if self.temp_span else 0.0
         span_u = self.duty_span[1] - self.duty_span[0] if self.duty_span else 0.0
-        return span_t >= MIN_SPAN_C and span_u >= MIN_DUTY_SPAN
+        if span_t < MIN_SPAN_C or span_u < MIN_DUTY_SPAN:
+            return False
+        # spans are not information: a one-interval dip of the duty moves the reading less than its 1 C step
+        return all(math.sqrt(max(0.0, self.cov[4 * i])) <= REL_SD[i] * abs(self.theta[i]) for i in (0, 2))
 
     def forecast_c(self, temp_c: float, duty: float, horizon_s: float) -> float:
         """Temperature after ``horizon_s`` busy a ``duty`` share, from ``temp_c`` (identified models only)."""
