@@ -132,3 +132,44 @@ def test_duty_reversals_count_direction_changes_not_noise():
     assert duty_reversals([0.50, 0.52, 0.49, 0.53, 0.50, 0.51]) == 0
     assert duty_reversals([1.0, 0.9, 0.8, 0.7, 0.6, 0.62, 0.58]) == 0
     assert duty_reversals([1.0, 0.0, 0.0, 0.3, 0.6, 0.6, 0.2]) == 2
+
+
+def test_model_telemetry_says_what_the_policy_falls_back_on(tmp_path):
+    """``model.telemetry`` carries the policy's view: the plant model while readings come, and once the sensor
+    stops answering which fallback the device is served on (here "last duty": a second of real time does not
+    identify a model), and the trace says the same."""
+    import time
+
+    import numpy as np
+
+    from edgeaccel.scheduling.clock import MonotonicClock
+    from edgeaccel.scheduling.model import ScheduledModel
+    from edgeaccel.sim.executor import SimulatedExecutor
+    from edgeaccel.sim.world import SimWorld
+
+    clock = MonotonicClock()
+    cpu = DeviceParams("cpu", layout="cpu", r_c_per_w=3.0, c_j_per_c=2.0, idle_w=2.0, busy_w=10.0, service_s=0.004,
+                       passive_c=85.0, critical_c=100.0, energy_range_j=5.0)
+    world = SimWorld([cpu], tmp_path, t0=clock.now())
+    gone = []
+
+    def sync(t: float) -> None:
+        if not gone:  # once the sensor is lost, the zone's temperature file stays gone
+            world.sync(t)
+
+    with ScheduledModel([SimulatedExecutor(world.models["cpu"], clock)], "thermal", sensors=world.specs(),
+                        root=world.root, before_sample=sync, sample_interval_s=0.05) as model:
+        for _ in range(40):
+            model.run(np.zeros((1, 8), np.uint8))
+        time.sleep(0.3)
+        model.reselect()  # forces a decision now
+        seen = model.telemetry["cpu"]
+        assert seen.temp_c is not None and seen.fallback is None and seen.plant is not None
+        assert set(seen.plant) >= {"identified", "tau_s", "gain_c", "steady_full_c"}
+        gone.append(True)
+        (tmp_path / "sys/class/thermal/thermal_zone0/temp").unlink()
+        time.sleep(0.1)
+        model.reselect()
+        lost = model.telemetry["cpu"]
+        assert lost.temp_c is None and lost.fallback == "last duty" and lost.estimated_temp_c is None
+        assert "fallback last duty" in model.trace.records[-1].reason
