@@ -22,12 +22,12 @@ and the first reading back ends it.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from .control import (ControlStep, DeviceControl, ThermalConfig, blind_step, critical_of, passive_of, safety_step,
                       thermal_step)
 from .decision import DeviceView
 from .plant import PlantModel
+from .plant import evolve as replace  # cheap: no __post_init__ on these
 
 LOOSE_FIT_C = 1.5  # a model whose one-step forecasts miss by more (RMS) is not run forward through an outage
 SLOWED = 1.4  # a service time this many times the best seen, near the passive trip: the kernel slows the device

@@ -25,7 +25,7 @@ every update returns a new one.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 MIN_SAMPLES = 12
 MIN_SPAN_C = 4.0  # the readings must have moved this much for the time constant to mean anything
@@ -40,9 +40,18 @@ PRIOR_TAU_S = 30.0
 PRIOR_GAIN_C = 40.0
 PRIOR_VAR = (1.0, 25.0, 25.0)  # the prior is a guess: wide
 NOISE_VAR = 0.5  # of one interval's temperature change: two readings of 1 C steps with noise
-DRIFT = (1e-7, 3e-3, 1e-6)
-INSTRUMENT_JUMP = (3.0, 0.2)
-LOCK_FIT_C = 1.2  # once identified, tau and the gain are held while one-step forecasts miss by less (RMS)  # C, busy share: an earlier value this far off is no instrument  # per interval: the constant term (ambient) drifts, tau and gain hardly
+DRIFT = (1e-7, 3e-3, 1e-6)  # per interval: the constant term (ambient) drifts, tau and gain hardly
+INSTRUMENT_JUMP = (3.0, 0.2)  # C, busy share: an earlier value this far off is no instrument
+LOCK_FIT_C = 1.2  # once identified, tau and the gain are held while one-step forecasts miss by less (RMS)
+
+
+def evolve(obj, **changes):
+    """``dataclasses.replace`` for the scheduler's frozen state (no ``__post_init__``, no slots), about ten times
+    cheaper: a decision makes a score of them, and ``replace`` was most of the policies' time."""
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    new.__dict__.update(changes)
+    return new
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,7 @@ class PlantModel:
     earlier_c: float | None = None  # the reading before the last interval's first one
     earlier_busy: float | None = None  # the busy share of the interval before
     operating_busy: float | None = None  # the recent busy share (EWMA over about ten intervals)
+    identified: bool = False  # known well enough to act on (see the module's docstring; set by every update)
 
     # -- fitting -------------------------------------------------------------------------------------
     def update(self, before_c: float, busy: float, after_c: float, dt_s: float) -> PlantModel:
@@ -101,11 +111,13 @@ class PlantModel:
         residual = math.sqrt(0.9 * self.residual_c ** 2 + 0.1 * error ** 2) if self.samples else abs(error)
         lo_t, hi_t = self.temp_span or (after_c, after_c)
         lo_u, hi_u = self.duty_span or (busy, busy)
-        return replace(self, dt_s=ref_dt, theta=theta, cov=cov, samples=self.samples + 1,
+        model = evolve(self, dt_s=ref_dt, theta=theta, cov=cov, samples=self.samples + 1,
                        temp_span=(min(lo_t, before_c, after_c), max(hi_t, before_c, after_c)),
                        duty_span=(min(lo_u, busy), max(hi_u, busy)), residual_c=residual, earlier_c=before_c,
                        earlier_busy=busy, operating_busy=busy if self.operating_busy is None else
                        0.9 * self.operating_busy + 0.1 * busy)
+        model.__dict__["identified"] = model._identify()  # frozen: set once, here
+        return model
 
     # -- what it says ----------------------------------------------------------------------------------
     @property
@@ -145,8 +157,8 @@ class PlantModel:
             return self._raw_steady(duty)
         return self._raw_steady(self.operating_busy) + self.gain_c * (duty - self.operating_busy)
 
-    @property
-    def identified(self) -> bool:
+    def _identify(self) -> bool:
+        """Whether the fit is known well enough to act on (stored in ``identified`` by every update)."""
         tau, gain = self.tau_s, self.gain_c
         if tau is None or gain is None or self.samples < MIN_SAMPLES:
             return False
@@ -198,13 +210,15 @@ def _prior(dt_s: float) -> tuple[float, float, float]:
 
 def _step(theta, cov, phi, z, error):
     """One recursive (instrumental-variable) least-squares step; (theta, None) when it breaks down."""
-    p_z = [sum(cov[3 * i + j] * z[j] for j in range(3)) for i in range(3)]
-    phi_p = [sum(phi[i] * cov[3 * i + j] for i in range(3)) for j in range(3)]
-    denom = NOISE_VAR + sum(phi[i] * p_z[i] for i in range(3))
+    c0, c1, c2, c3, c4, c5, c6, c7, c8 = cov
+    p_z = (c0 * z[0] + c1 * z[1] + c2 * z[2], c3 * z[0] + c4 * z[1] + c5 * z[2], c6 * z[0] + c7 * z[1] + c8 * z[2])
+    phi_p = (phi[0] * c0 + phi[1] * c3 + phi[2] * c6, phi[0] * c1 + phi[1] * c4 + phi[2] * c7,
+             phi[0] * c2 + phi[1] * c5 + phi[2] * c8)
+    denom = NOISE_VAR + phi[0] * p_z[0] + phi[1] * p_z[1] + phi[2] * p_z[2]
     if denom <= 0:
         return theta, None
-    gain = [v / denom for v in p_z]
-    new = [cov[3 * i + j] - gain[i] * phi_p[j] for i in range(3) for j in range(3)]
-    if any(new[4 * i] <= 0 for i in range(3)):
+    gain = (p_z[0] / denom, p_z[1] / denom, p_z[2] / denom)
+    new = tuple(cov[3 * i + j] - gain[i] * phi_p[j] for i in range(3) for j in range(3))
+    if new[0] <= 0 or new[4] <= 0 or new[8] <= 0:
         return theta, None
-    return tuple(t + g * error for t, g in zip(theta, gain)), tuple(new)
+    return (theta[0] + gain[0] * error, theta[1] + gain[1] * error, theta[2] + gain[2] * error), new
