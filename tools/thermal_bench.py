@@ -7,13 +7,13 @@ passive trip, unless the plant says the kernel does not throttle) writing a kern
 flight. Plants differ in time constant, how hot they run flat out, ambient, trips, whether the kernel throttles and
 whether its cooling device is visible. Per plant and policy:
 
-    steady    from three time constants after the load starts (at least 30 s) for 45 s: rate as a share of the optimum (the most a device can
-              sustain at its passive trip, from the heat model), time above passive, max temperature, energy per
-              inference, duty reversals (direction changes by at least 0.1)
+    steady    from three time constants after the load starts (at least 30 s) for 45 s: rate as a share of
+              the optimum (the most a device can sustain at its passive trip, from the heat model), time above
+              passive, max temperature, energy per inference, duty reversals (direction changes by >= 0.1)
     ambient   the same over the last 45 s, after the ambient rises (by the plant's step) at the end of steady
               and the device has had three time constants (at least 45 s) to settle again
-    outage    the temperature file gone for L seconds from 15 s into steady: time above passive during the outage (share of
-              it), max temperature, rate during the outage as a share of the 20 s before
+    outage    the temperature file gone for L seconds from 15 s into steady: time above passive during the
+              outage (share of it), max temperature, rate during it as a share of the 20 s before
 
 Targets: latency rate >= thermal rate in every plant and ambient, never critical; outages <= 5% of the outage
 above passive, never critical, rate >= 0.5 of before (the thermal policy, which holds the device below passive

@@ -7,9 +7,9 @@ at the horizon: it falls smoothly from 1 to the duty whose steady state is the l
 it (a first-order device approached that way does not overshoot, so nothing flips between extremes). Never
 below what the thermal controller would grant at the same temperature (it runs alongside as a floor). A kernel
 that slows the device above its passive trip (its cooling state above 0) makes heat there cheaper but work
-slower: the limit then becomes the thermal policy's target (passive - margin). A kernel that does so without a cooling device to
-read is seen in the service time: the same requests take longer near the passive trip. Until the model is identified the latency policy is
-the thermal policy, which is safe on any device.
+slower: the limit then becomes the thermal policy's target (passive - margin). A kernel that does so without a
+cooling device to read is seen in the service time: the same requests take longer near the passive trip.
+Until the model is identified the latency policy is the thermal policy, which is safe on any device.
 
 Sensor lost: the model, run forward from the last reading with the work actually admitted, estimates the
 temperature; the duty is the one that keeps that estimate ``blind_guard_c`` below the thermal policy's target
