@@ -33,3 +33,17 @@ def test_the_tool_prints_every_target():
                    "requests meeting deadline", "naive always-fastest breaks the cap", "energy accounting"):
         assert target in out.stdout
     assert all(line.startswith(("[simulated]", "bench wall time")) for line in out.stdout.splitlines())
+
+
+def test_the_thermal_bench_prints_every_figure_labelled_simulated():
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "thermal_bench.py"), "--plants", "1", "--outages", "5"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode in (0, 1), out.stderr
+    lines = out.stdout.splitlines()
+    assert lines and all(line.startswith("[simulated]") for line in lines)
+    for policy in ("thermal", "latency"):
+        assert any(f"{policy}  steady" in line for line in lines) and any(f"{policy}  ambient" in line
+                                                                           for line in lines)
+        assert any(f"{policy}  outage 5 s:" in line and "of it above passive" in line and "of before" in line
+                   for line in lines)
+    assert "rate/s" in out.stdout and "J/inf" in out.stdout and "revs" in out.stdout

@@ -77,8 +77,13 @@ def test_no_temperature_keeps_serving_with_the_reason():
 
 def test_latency_policy_routes_earliest_but_backs_off_near_critical():
     policy = make_policy("latency")
-    calm, _ = policy.decide(obs(0.0, hot(84.0, slope=1.0)), policy.initial_state())
+    calm, _ = policy.decide(obs(0.0, hot(60.0, slope=0.2)), policy.initial_state())
     assert calm.route == "earliest" and all(calm.enabled.values()) and calm.duty["edgetpu"] == 1.0
+    # before its plant model is identified it serves as the thermal policy does (it used to serve flat out
+    # until a straight-line forecast crossed critical: bang-bang, and less than the thermal policy overall)
+    warm, _ = policy.decide(obs(0.0, hot(84.0, slope=1.0)), policy.initial_state())
+    thermal, _ = make_policy("thermal").decide(obs(0.0, hot(84.0, slope=1.0)), make_policy("thermal").initial_state())
+    assert warm.duty["edgetpu"] == thermal.duty["edgetpu"] < 1.0 and "not identified" in warm.reason
     near, _ = policy.decide(obs(0.0, hot(102.0)), policy.initial_state())
     assert near.enabled == {"tpu": False, "cpu": True} and near.action == "back_off"
 

@@ -16,9 +16,11 @@ would by now have reached the passive trip, until readings return.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .decision import DeviceView
+from .plant import PlantModel
+from .plant import evolve as replace  # cheap: no __post_init__ on these
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class ThermalConfig:
     default_critical_above_passive_c: float = 15.0  # when only a passive trip is known
     return_duty: float = 0.5  # after a back-off the duty starts here, or at half the duty that led to it...
     rise_per_s: float = 0.1  # ...and, after a back-off or a sensor outage, climbs at most this much per second
+    latency_margin_c: float = 6.0  # latency policy: hold the plant model's forecast this far below critical
+    blind_guard_c: float = 1.5  # sensor lost: keep the model's estimate this much further below passive - margin
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,14 @@ class DeviceControl:
     last_slope: float | None = None
     blind_s: float = 0.0  # seconds since the last reading (0 while readings come)
     ramp: bool = False  # climbing back gradually (after a back-off or an outage)
+    plant: PlantModel | None = None  # the device's identified first-order model (scheduling/plant.py)
+    estimate_c: float | None = None  # during an outage: the model's estimate of the temperature
+    fallback: str | None = None  # during an outage: "model", "conservative duty" or "last duty"
+    passive_seen_c: float | None = None  # the trips last read, for an outage that takes them with it
+    critical_seen_c: float | None = None
+    kernel_throttles: bool = False  # the kernel was seen slowing the device (cooling state, or service time)
+    best_service_s: float | None = None  # the fastest its executors were measured (latency policy)
+    floor: DeviceControl | None = None  # latency policy: the thermal controller it never serves less than
 
 
 @dataclass(frozen=True)
@@ -190,6 +202,7 @@ def thermal_step(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, dt: fl
         note += f"; readings back after {ctl.blind_s:.1f} s without"
     if dev.limits_note:
         note += f"; {dev.limits_note}"
-    control = DeviceControl(duty, error, False, limited, integral, cool_since, clock, True, dev.temp_c,
-                            dev.slope_c_per_s, 0.0, ramp)
+    control = replace(ctl, duty=duty, last_error=error, backed_off=False, limited=limited, integral=integral,
+                      cool_since=cool_since, clock_s=clock, seen=True, last_temp_c=dev.temp_c,
+                      last_slope=dev.slope_c_per_s, blind_s=0.0, ramp=ramp, estimate_c=None, fallback=None)
     return ControlStep(control, duty, event, note)

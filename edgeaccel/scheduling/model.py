@@ -168,8 +168,16 @@ class ScheduledModel(Model):
 
     @property
     def telemetry(self) -> dict[str, DeviceSample]:
-        """The latest sample of each device."""
-        return self._sampler.latest
+        """The latest sample of each device, with what the policy makes of it: its plant model, and while a
+        sensor is lost the fallback it serves on and the estimated temperature (scheduling/modelled.py)."""
+        from dataclasses import replace as _replace
+
+        from .modelled import telemetry_fields
+
+        with self._cond:
+            controls = dict(self._scheduler.state.controls)
+        return {name: _replace(sample, **telemetry_fields(controls.get(name)))
+                for name, sample in self._sampler.latest.items()}
 
     @property
     def slots(self) -> list[ExecutorSlot]:

@@ -1,6 +1,8 @@
 """Scheduling policies: pure functions from (Observation, PolicyState) to (Decision, PolicyState).
 
-- ``latency``: every executor, least expected completion first; only the critical-trip back-off applies.
+- ``latency``: every executor, least expected completion first; each device flat out until its identified
+  plant model forecasts the critical trip (less a margin), then the highest duty that keeps it there, never
+  less than ``thermal`` would grant (scheduling/modelled.py).
 - ``thermal``: hold every device below its passive trip with the most throughput (duty cycle per device,
   work moves to whichever executor still has thermal room).
 - ``efficiency``: the executor with the least measured energy per inference, spilling to others only when a
@@ -16,8 +18,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from .control import ControlStep, DeviceControl, ThermalConfig, safety_step, thermal_step
+from .control import ControlStep, DeviceControl, ThermalConfig, safety_step
 from .decision import Decision, DeviceView, ExecutorView, Observation
+from . import modelled
 
 POLICIES = ("latency", "efficiency", "thermal", "power", "fastest")
 _PRIORITY = {"back_off": 0, "return": 1, "duty_cycle": 2, "lower_concurrency": 3, "shift": 4, "no_telemetry": 5,
@@ -107,13 +110,17 @@ class LatencyPolicy(Policy):
     name = "latency"
 
     def decide(self, obs, state):
-        duty, steps, controls = _safety(obs, state, self.config)
-        unmeasured = [n for n in _devices(obs) if obs.devices.get(n) is None or obs.devices[n].temp_c is None]
+        dt = self._dt(obs, state)
+        duty, steps, controls = {}, {}, {}
+        for name in _devices(obs):
+            dev = obs.devices.get(name, DeviceView(name, temp_reason="not sampled"))
+            timed = [e.latency_s for e in obs.executors if e.device == name and e.latency_s]
+            step = modelled.latency(dev, state.controls.get(name, DeviceControl()), self.config, dt,
+                                    min(timed) if timed else None)
+            duty[name], controls[name], steps[name] = step.duty, step.control, step
         decision = self._assemble(obs, duty, steps)
-        if decision.action == "hold" and not steps:  # with a back-off engaged its notes say what happens
-            why = (f"no temperature for {', '.join(unmeasured)} (critical back-off needs one)" if unmeasured
-                   else "all devices below their critical margin")
-            decision = replace(decision, reason=f"least expected completion; {why}")
+        if decision.action == "hold":
+            decision = replace(decision, reason=f"least expected completion; {decision.reason}")
         return decision, replace(state, controls=controls, last_time=obs.now)
 
 
@@ -125,7 +132,7 @@ class ThermalPolicy(Policy):
         duty, steps, controls = {}, {}, {}
         for name in _devices(obs):
             dev = obs.devices.get(name, DeviceView(name, temp_reason="not sampled"))
-            step = thermal_step(dev, state.controls.get(name, DeviceControl()), self.config, dt)
+            step = modelled.thermal(dev, state.controls.get(name, DeviceControl()), self.config, dt)
             duty[name], controls[name], steps[name] = step.duty, step.control, step
         return self._assemble(obs, duty, steps), replace(state, controls=controls, last_time=obs.now)
 
