@@ -158,8 +158,9 @@ class ModelGuard:
 
     references: the candidates the reference may run on, best first (``loader._reference_candidate``);
     open_reference(candidate) -> Executor opens one; measurements: key -> Measurement from calibration or the
-    cache; given: the caller's calibration inputs; task_request: the load's ``calibration.TaskRequest`` (the
-    task answers are judged on, as calibration judges them)."""
+    cache; given: the caller's calibration inputs; task_request: the load's (task, labels, task_options), the
+    task answers are judged on as calibration judges them (``calibration.TaskRequest``, made only when the
+    reference runs: a plain load does not import calibration)."""
 
     def __init__(self, references: Sequence[Any], open_reference: Any, tolerance: float,
                  measurements: dict | None = None, given: Sequence | None = None, task_request: Any = None) -> None:
@@ -201,9 +202,9 @@ class ModelGuard:
             try:
                 task = None
                 if self.task_request is not None:
-                    from .calibration import _task_for
+                    from .calibration import TaskRequest, _task_for
 
-                    task, _ = _task_for(cand, executor, self.task_request)
+                    task, _ = _task_for(cand, executor, TaskRequest(*self.task_request))
                 self._reference = Reference.compute(executor, cand.name, self.tolerance, self.given, task)
                 return self._reference
             except EdgeAccelError as exc:

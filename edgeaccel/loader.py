@@ -314,12 +314,11 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
     selection.keep, selection.rerank = keep, rerank
 
     def guard():
-        from .calibration import TaskRequest
         from .guard import ModelGuard
 
         return ModelGuard(_reference_candidate(found.artifacts, facts, options, goal),
                           lambda c: open_candidate(c, options, isolation), tolerance, selection.measurements,
-                          calibration_inputs, TaskRequest(task, labels, dict(task_options or {})))
+                          calibration_inputs, (task, labels, dict(task_options or {})))
 
     selection.guard = guard
     if measure_now:

@@ -112,8 +112,8 @@ def test_a_dynamic_model_that_declares_nothing_is_refused_with_the_way_out(tmp_p
 
 
 def test_manifest_pipeline_is_read_and_a_wrong_field_fails_the_load(tmp_path):
-    shutil.copy(_yolo(tmp_path / "src.onnx", metadata={}), tmp_path / "m.onnx")
-    (tmp_path / "src.onnx").unlink()
+    rows = [(40, 16, 20, 20, 0, 0.9), (10, 20, 8, 8, 2, 0.6)]  # in the 32x64 input the manifest declares
+    constant_output(tmp_path / "m.onnx", candidates(rows, classes=3, n=grid_cells(32, 64, (8, 16, 32))).T[None])
     manifest = tmp_path / "edgeaccel-bundle.yaml"
     manifest.write_text("schema: edgeaccel.bundle/1\nartifacts:\n  - path: m.onnx\n"
                         "pipeline:\n  imgsz: [32, 64]\n  task: detect\n  labels: [a, b, c]\n")

@@ -11,7 +11,6 @@ import ast
 import os
 import re
 import warnings
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,7 +140,12 @@ def parse_names(value: str) -> dict[int, str]:
 
 
 def tflite_packed_labels(path: str | Path) -> Labels | None:
-    """TFLite metadata packs associated files (labels.txt) as a zip appended to the flatbuffer."""
+    """TFLite metadata packs associated files (labels.txt) as a zip appended to the flatbuffer. zipfile (and
+    the shutil it imports) is loaded only for a file that ends in a zip directory: a plain `run` reads this."""
+    if not _ends_in_zip(path):
+        return None
+    import zipfile
+
     try:
         with zipfile.ZipFile(path) as archive:
             for member in archive.namelist():
@@ -155,6 +159,18 @@ def tflite_packed_labels(path: str | Path) -> Labels | None:
     except (zipfile.BadZipFile, OSError, KeyError):
         return None
     return None
+
+
+def _ends_in_zip(path: str | Path) -> bool:
+    """The end-of-central-directory record of a zip sits in the last 64 kB + 22 bytes of the file."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - (65536 + 22)))
+            return b"PK\x05\x06" in f.read()
+    except OSError:
+        return False
 
 
 def onnx_metadata(path: str | Path) -> dict[str, str]:
