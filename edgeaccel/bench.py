@@ -4,7 +4,7 @@ latency: a synchronous loop of ``model.run`` (MLPerf's SingleStream: one query a
 throughput: ``model.stream`` over a loaded-with-``performance_hint="throughput"`` model, keeping
     2 x concurrency requests in flight (MLPerf's Offline: all queries available at once); frames per second
     = completed / wall time, and per-request latency from submit to completion.
-Several models measured together alternate in blocks with a pause before each (FINDINGS: ONNX Runtime's
+Several models measured together alternate in blocks with a pause before each (runtime facts: ONNX Runtime's
 threads spin after a run and bill whoever runs next).
 """
 

@@ -21,7 +21,7 @@ from .errors import (
 from .modelinfo import Quantization, TensorSpec
 
 # Dynamic dimensions below this are refused: ONNX Runtime kills the process with SIGFPE when a spatial
-# dimension is smaller than a kernel (FINDINGS), and a zero-sized dimension is never a real request.
+# dimension is smaller than a kernel (runtime facts), and a zero-sized dimension is never a real request.
 DEFAULT_MIN_DYNAMIC_DIM = 1
 
 
@@ -186,7 +186,7 @@ def dequantize_array(values: np.ndarray, q: Quantization) -> np.ndarray:
 
 # Sizes given to dynamic dimensions when nothing else says how large they are (calibration, `run` without an
 # input). 1 is a real size only for the batch: a spatial dimension of 1 is smaller than most kernels (ONNX
-# Runtime dies with SIGFPE on that, FINDINGS) and a sequence of 1 token exercises almost nothing.
+# Runtime dies with SIGFPE on that, runtime facts) and a sequence of 1 token exercises almost nothing.
 DYNAMIC_BATCH = 1
 DYNAMIC_IMAGE_SIDE = 224  # the common classifier input; every stride-32 backbone accepts it
 DYNAMIC_LENGTH = 16  # tokens, time steps, features

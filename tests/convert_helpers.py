@@ -78,7 +78,7 @@ def mlp_onnx(params: dict, path: Path, ir_version: int | None = None) -> Path:
     kwargs = {"ir_version": ir_version} if ir_version else {}
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], **kwargs)
     if not ir_version:
-        model.ir_version = 9  # FINDINGS: onnx 1.23 stamps IR 14 by default, which onnxruntime 1.31 refuses
+        model.ir_version = 9  # runtime facts: onnx 1.23 stamps IR 14 by default, which onnxruntime 1.31 refuses
     onnx.save(model, str(path))
     return path
 

@@ -21,7 +21,7 @@ def save(graph_nodes, inputs, outputs, initializers, path: Path, opset: int = 17
 
 def bf16_trap(path: Path, n: int = 64, seed: int = 0) -> Path:
     """y = x @ (A + D) - x @ A with |A| ~ 1000 and |D| ~ 1: bf16 weights lose D entirely, f32 keeps it.
-    The float model whose answers OpenVINO's bf16 default destroys (FINDINGS), built on purpose."""
+    The float model whose answers OpenVINO's bf16 default destroys (runtime facts), built on purpose."""
     from onnx import TensorProto, helper
 
     rng = np.random.default_rng(seed)

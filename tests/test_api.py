@@ -56,7 +56,7 @@ def test_openvino_runs_f32_unless_bf16_is_asked_for():
     with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.onnx", executor="openvino") as model:
         assert model.executor.precision.endswith("f32")
     with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.onnx", executor="openvino", precision="bf16") as model:
-        assert model.executor.precision.endswith("bf16")  # this CPU has avx512_bf16 (FINDINGS)
+        assert model.executor.precision.endswith("bf16")  # this CPU has avx512_bf16 (runtime facts)
 
 
 def test_movenet_matches_reference_keypoints():

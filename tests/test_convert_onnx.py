@@ -72,7 +72,7 @@ def test_float_ir_keeps_f32_weights(mlp, bundle):
 
 
 def test_quantized_onnx_loads_in_the_installed_onnxruntime(tmp_path, mlp):
-    """The writer's IR version is lowered to what ORT reads (FINDINGS: onnx writes 14, ORT 1.31 reads 13)."""
+    """The writer's IR version is lowered to what ORT reads (runtime facts: onnx writes 14, ORT 1.31 reads 13)."""
     from edgeaccel.convert.onnx_util import max_ir_version
 
     import onnx

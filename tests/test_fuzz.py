@@ -75,7 +75,7 @@ def test_the_harness_observes_a_death(tmp_path):
 def test_isolation_contains_mutants_that_crash_the_runtime(tmp_path):
     """Validation refuses every crashing mutant we know, so the isolate=True campaign above may never see a
     crash. Here mutants go to LiteRT in a worker without validation: the caller must still see only
-    edgeaccel errors. Which mutants crash LiteRT varies from run to run (FINDINGS), so the crash itself is
+    edgeaccel errors. Which mutants crash LiteRT varies from run to run (runtime facts), so the crash itself is
     asserted on a file that kills LiteRT every time (SIGABRT on a zero scale)."""
     seeds = harness.corpus("tflite", MODELS)
     summary = harness.campaign("tflite", seeds, seed=1, count=8, workdir=tmp_path / "run", isolate=True,

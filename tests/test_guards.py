@@ -48,12 +48,12 @@ with edgeaccel.load(sys.argv[1]) as model:
 
 
 def test_small_dynamic_dim_that_kills_ort_is_safe_through_edgeaccel(zoo):
-    """FINDINGS: ORT_ENABLE_ALL + a dynamic spatial dim smaller than the kernel -> SIGFPE. Both halves run in
+    """runtime facts: ORT_ENABLE_ALL + a dynamic spatial dim smaller than the kernel -> SIGFPE. Both halves run in
     child processes: the raw runtime dies, edgeaccel's default path answers every size (ORT_ENABLE_ALL, as a
     plain session, for the sizes shape inference proves safe; an ORT_ENABLE_EXTENDED session for the others)."""
     path = zoo / "maxpool_nchwc.onnx"
     raw = subprocess.run([sys.executable, "-c", RAW_ORT, str(path)], capture_output=True, timeout=120)
-    assert raw.returncode == -signal.SIGFPE, "raw ORT no longer dies here: FINDINGS.md needs an update"
+    assert raw.returncode == -signal.SIGFPE, "raw ORT no longer dies here: docs/runtime-facts.md needs an update"
     ours = subprocess.run([sys.executable, "-c", EDGEACCEL, str(path)], capture_output=True, text=True, timeout=120)
     assert ours.returncode == 0, ours.stderr[-2000:]
     lines = ours.stdout.splitlines()
@@ -94,7 +94,7 @@ def test_check_finite_on_every_executor(case, isolate, zoo, tmp_path):
             x[0, 1] = bad
             with pytest.raises(InputValueError, match="NaN or Inf"):
                 model.run(x, check_finite=True)
-            model.run(x)  # without the check the runtime answers, as FINDINGS says
+            model.run(x)  # without the check the runtime answers, as runtime facts says
         huge = np.full(shape, 3e38, np.float32)  # finite input, overflowing output
         assert not np.isfinite(model.run(huge)[0]).all()
         with pytest.raises(OutputValueError, match="NaN or Inf"):

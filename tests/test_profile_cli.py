@@ -51,7 +51,7 @@ def test_json_all_side_by_side(capsys):
 
 
 def test_all_keeps_going_past_an_executor_that_cannot_run_the_model(capsys):
-    """OpenVINO cannot compile the LSTM (FINDINGS): --all profiles LiteRT and says why OpenVINO is missing."""
+    """OpenVINO cannot compile the LSTM (runtime facts): --all profiles LiteRT and says why OpenVINO is missing."""
     code, out, err = profile(capsys, str(MODELS / "keras_lstm_mnist_ptq.tflite"), "--all", "--runs", "2", "--json",
                              "--no-cache")
     assert code == 0, err

@@ -236,7 +236,7 @@ def _batch_conv(path, spatial):
 
 @pytest.mark.parametrize("spatial, guard", [((12, 12), False), (("H", "W"), True)])
 def test_dynamic_models_run_at_ort_default_level(tmp_path, spatial, guard):
-    """Every dynamic model ran at ORT_ENABLE_EXTENDED (FINDINGS: ALL + a dynamic spatial input smaller than a
+    """Every dynamic model ran at ORT_ENABLE_EXTENDED (runtime facts: ALL + a dynamic spatial input smaller than a
     window -> SIGFPE), so its answers differed from a plain InferenceSession's (2.3e-5 on this conv stack;
     tf2onnx conv with a dynamic batch: 1.5e-8). A dynamic batch alone cannot shrink a window's input; a
     dynamic H/W runs at ALL for the sizes a WindowGuard proves safe (tests/test_guards.py: the size that kills

@@ -1,6 +1,6 @@
 """8 threads x 200 calls on each executor: every output equals the single-threaded one for its input.
 
-FINDINGS: a shared LiteRT Interpreter or OpenVINO InferRequest returns wrong results across threads; the
+runtime facts: a shared LiteRT Interpreter or OpenVINO InferRequest returns wrong results across threads; the
 executors keep those per caller. Inputs differ per call so that a crossed-over result cannot hide.
 """
 

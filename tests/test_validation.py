@@ -1,5 +1,5 @@
 """Validation before any runtime sees a file. Each refusal is tied to the crash or wrong answer it prevents
-(../shared/FINDINGS.md or our fuzz campaigns), and every valid shared model still loads and runs."""
+(docs/runtime-facts.md or our fuzz campaigns), and every valid shared model still loads and runs."""
 
 from __future__ import annotations
 
@@ -247,7 +247,7 @@ def _constant_as_input(model, schema):
     model.subgraphs[0].inputs = [0, 10]  # fuzz: set_tensor into a read-only weight, SIGSEGV
 
 
-# (edit, words in the refusal, the source model): what LiteRT does to these files is in FINDINGS.md
+# (edit, words in the refusal, the source model): what LiteRT does to these files is in docs/runtime-facts.md
 # (SIGSEGV on -1 / out-of-range inputs and empty buffers, SIGABRT on INT32_MAX zero points) and in the
 # fuzz campaigns (SIGABRT on a zero scale, UnicodeDecodeError on names, unbounded recursion on WHILE 0).
 REFUSED = {
@@ -359,7 +359,7 @@ def test_external_data_escapes_are_refused(tmp_path):
 
 
 def test_onnx_conv_with_one_input_is_refused_before_openvino(tmp_path):
-    """FINDINGS: OpenVINO's read_model segfaults on a Conv with one input; the full checker refuses it."""
+    """runtime facts: OpenVINO's read_model segfaults on a Conv with one input; the full checker refuses it."""
     import onnx
 
     from edgeaccel.fuzzing import onnx_zoo

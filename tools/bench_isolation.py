@@ -2,7 +2,7 @@
 """What isolate=True costs per run() call: the same model loaded in process ("direct"), isolated with the
 sandbox ("isolated", the default sandbox="auto") and isolated without it ("unsandboxed", sandbox="off"),
 timed in alternating blocks (the order rotates; a short pause before each block: ORT threads spin after a run,
-FINDINGS).
+runtime facts).
 
     python tools/bench_isolation.py --blocks 20 --calls 25 --models ../shared/models
     python tools/bench_isolation.py --socket ...   # also "socket": isolated, tensors through the socket

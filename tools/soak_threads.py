@@ -5,7 +5,7 @@ single-threaded output for its input, and no call may raise.
     python tools/soak_threads.py                 # 8 threads x 500 calls, every case
     python tools/soak_threads.py --calls 100 --case onnxruntime
 
-FINDINGS: a shared LiteRT Interpreter or OpenVINO InferRequest gives wrong answers across threads; the
+runtime facts: a shared LiteRT Interpreter or OpenVINO InferRequest gives wrong answers across threads; the
 executors keep one per caller. Inputs differ per call so that a crossed-over result cannot hide.
 Exit status 1 on any wrong output or error.
 """
@@ -77,7 +77,7 @@ def main() -> int:
         result = soak(args.models, case, args.threads, args.calls)
         bad += result["wrong"] + result["errors"]
         print(json.dumps(result), flush=True)
-        time.sleep(0.1)  # ORT threads spin after a run (FINDINGS): let them settle before the next case
+        time.sleep(0.1)  # ORT threads spin after a run (runtime facts): let them settle before the next case
     print(f"{'FAIL' if bad else 'OK'}: {bad} wrong outputs or errors", flush=True)
     return 1 if bad else 0
 

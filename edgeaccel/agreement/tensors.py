@@ -30,7 +30,7 @@ from ..modelinfo import TensorSpec
 from ..tensors import dequantize_array
 
 # The default: no output may move by more than 5% of its range. A user reading "accuracy_tolerance=0.05"
-# expects exactly that, on every output; it refuses what FINDINGS measured as wrong answers (OpenVINO bf16
+# expects exactly that, on every output; it refuses what runtime facts measured as wrong answers (OpenVINO bf16
 # changing top-1 on a resnet, OpenVINO int8 moving MoveNet keypoints by 0.2-0.4) while keeping runtimes that
 # only round differently (1-2 quantization steps, float differences around 1e-5).
 DEFAULT_TOLERANCE = 0.05

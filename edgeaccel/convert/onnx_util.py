@@ -1,5 +1,5 @@
 """ONNX files that the installed ONNX Runtime will load: the IR version a writer stamps is not always one the
-runtime reads (FINDINGS: onnx 1.23 writes IR 14, onnxruntime 1.31 loads at most IR 13)."""
+runtime reads (runtime facts: onnx 1.23 writes IR 14, onnxruntime 1.31 loads at most IR 13)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """ONNX or TFLite -> OpenVINO IR (.xml + .bin) with ``openvino.convert_model`` and ``openvino.save_model``.
 
 Weights are kept at their own precision (``compress_to_fp16=False``): save_model's default halves float
-weights to f16, which changes answers the way bf16 inference does (FINDINGS); f16 is an opt-in. An IR made
+weights to f16, which changes answers the way bf16 inference does (runtime facts); f16 is an opt-in. An IR made
 from a QDQ int8 ONNX keeps int8 weights (OpenVINO turns each QDQ pair into a FakeQuantize).
 """
 

@@ -46,7 +46,7 @@ class Availability:
 @dataclass(frozen=True)
 class ExecutorOptions:
     """What the caller may tune. ``precision`` None means the model's own precision, f32 for float math:
-    reduced precision (bf16, f16) is an opt-in because it changes answers (FINDINGS: OpenVINO bf16)."""
+    reduced precision (bf16, f16) is an opt-in because it changes answers (runtime facts: OpenVINO bf16)."""
 
     threads: int | None = None
     precision: str | None = None
@@ -64,7 +64,7 @@ class ExecutorOptions:
 
     def stream_threads(self) -> int:
         """Threads per stream: all cores for one stream (latency), one each for one stream per core
-        (throughput: FINDINGS, independent streams scale better than intra-op threads)."""
+        (throughput: runtime facts, independent streams scale better than intra-op threads)."""
         if self.threads:
             return self.threads
         return 1 if self.throughput else default_threads()

@@ -151,5 +151,5 @@ def pycoral_edge_tpus() -> list[dict] | None:
         from pycoral.utils.edgetpu import list_edge_tpus  # type: ignore[import-not-found]
 
         return [dict(d) for d in list_edge_tpus()]
-    except Exception:  # pycoral imports tflite_runtime, which fails under numpy 2 (FINDINGS)
+    except Exception:  # pycoral imports tflite_runtime, which fails under numpy 2 (runtime facts)
         return None

@@ -1,7 +1,7 @@
 """LiteRT (TensorFlow Lite) on the CPU with XNNPACK, and on a Coral Edge TPU through Coral's delegate.
 
 The interpreter comes from ``ai_edge_litert`` (the base install); ``tflite_runtime`` and ``tensorflow.lite``
-are fallback imports only. One Interpreter is not safe to share between threads (FINDINGS: 75% misleading
+are fallback imports only. One Interpreter is not safe to share between threads (runtime facts: 75% misleading
 errors, some silently wrong results), so each concurrent caller takes its own from a pool.
 
 On the Edge TPU (device strings in ``edgetpu.py``) each interpreter gets its own delegate from LiteRT's
@@ -151,7 +151,7 @@ class LiteRTExecutor(Executor):
                      requires="a vendor dispatch library that loads and the NPU's driver"),
     )
     distributions = packages.LITERT
-    preference = 10  # fastest CPU path for quantized .tflite here (FINDINGS: mobilenet_v2 quant 3.8 vs 5.0 ms)
+    preference = 10  # fastest CPU path for quantized .tflite here (runtime facts: mobilenet_v2 quant 3.8 vs 5.0 ms)
     presence = "probe"
     error_rules = ERROR_RULES
     profiler = "edgeaccel.profiling.litert:collect"

@@ -1,6 +1,6 @@
 """ONNX Runtime with explicit execution providers.
 
-One InferenceSession is safe to share between threads (FINDINGS), so there is no pool. The model is loaded
+One InferenceSession is safe to share between threads (runtime facts), so there is no pool. The model is loaded
 from its path, never from bytes: from bytes ORT resolves external data against the working directory.
 A session that did not get the provider it was asked for is an error, not ORT's silent CPU fallback.
 
@@ -55,7 +55,7 @@ PROVIDERS = {
     "CANN": ("CANNExecutionProvider", "CPUExecutionProvider"),
 }
 # What installs the build that has a device's provider: each replaces the CPU-only onnxruntime (they all
-# install the same `onnxruntime` module, FINDINGS).
+# install the same `onnxruntime` module, runtime facts).
 INSTALL_FOR = {"CUDA": "pip install 'edgeaccel[gpu]'", "TensorRT": "pip install 'edgeaccel[gpu]' and TensorRT "
                "(pip install tensorrt, matching the onnxruntime-gpu build)",
                "NPU": "pip install onnxruntime-openvino", "QNN": "pip install onnxruntime-qnn",
@@ -168,7 +168,7 @@ class OnnxRuntimeExecutor(Executor):
     @classmethod
     def options_beside_others(cls, options: ExecutorOptions) -> ExecutorOptions:
         """Intra-op threads keep spinning after a run and slow whatever runs next on the same cores 2x
-        (FINDINGS; here ORT beside OpenVINO on mobilenet_v2: 76/s spinning, 110/s not): off unless set."""
+        (runtime facts; here ORT beside OpenVINO on mobilenet_v2: 76/s spinning, 110/s not): off unless set."""
         import dataclasses
 
         runtime = dict(options.runtime_options)
@@ -257,7 +257,7 @@ class OnnxRuntimeExecutor(Executor):
         kind = _device_kind(device)
         if kind not in PROVIDERS:
             raise DeviceUnavailableError(f"unknown ONNX Runtime device {device!r}; known: {', '.join(PROVIDERS)}")
-        # FINDINGS: at ORT_ENABLE_ALL a valid model with a dynamic spatial dimension smaller than a kernel
+        # runtime facts: at ORT_ENABLE_ALL a valid model with a dynamic spatial dimension smaller than a kernel
         # kills the process with SIGFPE; ORT_ENABLE_EXTENDED reports InvalidArgument instead. ORT's default,
         # ALL, is what a plain InferenceSession runs, and the levels' answers differ in the last bits (2e-5 on
         # a small conv stack). So: ALL where validation found every window operator's spatial input static (a

@@ -1,8 +1,8 @@
 """OpenVINO on CPU, GPU, NPU or AUTO; reads .tflite, .onnx and IR.
 
 Precision is f32 unless the caller opts into bf16/f16: the CPU plugin's default on CPUs with bf16 changes
-answers (FINDINGS: top-1 changed on 4 of 10 inputs). An InferRequest is not safe to share between threads
-(FINDINGS: 52-58% wrong outputs, no exception), so each concurrent caller takes one from a pool; inputs are
+answers (runtime facts: top-1 changed on 4 of 10 inputs). An InferRequest is not safe to share between threads
+(runtime facts: 52-58% wrong outputs, no exception), so each concurrent caller takes one from a pool; inputs are
 copied into the request's own tensors, the fastest call we measured.
 """
 
@@ -132,7 +132,7 @@ class OpenVINOExecutor(Executor):
     formats = frozenset({Format.TFLITE, Format.ONNX, Format.OPENVINO_IR})
     native_formats = frozenset({Format.OPENVINO_IR})
     targets = (
-        # f32 unless bf16 is opted into (FINDINGS: bf16 changes answers); bf16 only where the CPU computes it
+        # f32 unless bf16 is opted into (runtime facts: bf16 changes answers); bf16 only where the CPU computes it
         DeviceTarget("CPU", "cpu", device_name="CPU", precisions=("bf16",),
                      needs_cpu_flags={"bf16": ("avx512_bf16", "amx_bf16")}, via="CPU plugin"),
         # The GPU plugin's own default is f16; here f32 unless f16 is asked for (or admitted by calibration).
@@ -364,7 +364,7 @@ class OpenVINOExecutor(Executor):
 
     def submit(self, inputs: Sequence[np.ndarray]) -> Future:
         """OpenVINO's own AsyncInferQueue with the compiled model's optimal number of requests (three times it
-        under the throughput hint: see ``_async_requests``) (FINDINGS:
+        under the throughput hint: see ``_async_requests``) (runtime facts:
         0.95-1.00 of benchmark_app, where a synchronous loop gets half). Inputs are copied into the idle
         request's own tensors through numpy views made once, as ``run`` does: OpenVINO's Python dispatcher
         (``start_async(dict)``) costs about 70 us a request, which shows at hundreds of requests a second."""
@@ -442,7 +442,7 @@ def _placement(device: str, execution_devices: list[str]) -> dict:
 
 class _Request:
     """An InferRequest with numpy views of its own input tensors, made once: copying into them is the
-    cheapest way in (FINDINGS: 12-16 us against 100 us for infer(dict))."""
+    cheapest way in (runtime facts: 12-16 us against 100 us for infer(dict))."""
 
     __slots__ = ("request", "views", "ports", "dynamic")
 

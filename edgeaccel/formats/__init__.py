@@ -1,7 +1,7 @@
 """Model formats: detected from the bytes (never the file name), validated, described as ModelInfo.
 
 ``describe(path)`` is the one entry point. It refuses a broken file with a ModelError before any runtime
-sees it, because every runtime we measured can crash its host process on one (../shared/FINDINGS.md).
+sees it, because every runtime we measured can crash its host process on one (docs/runtime-facts.md).
 """
 
 from __future__ import annotations

@@ -151,7 +151,7 @@ def _window_ops(nodes) -> bool:
 
 def _check_windows(graph) -> bool:
     """Refuse a window larger than its input; return whether every window operator's input has static
-    spatial dimensions (ONNX Runtime may then run at ORT_ENABLE_ALL, as it does by default: FINDINGS, the
+    spatial dimensions (ONNX Runtime may then run at ORT_ENABLE_ALL, as it does by default: runtime facts, the
     SIGFPE needs a spatial input smaller than the window, which a static input checked here cannot become)."""
     shapes = {value.name: _dims(value) for value in (*graph.input, *graph.value_info, *graph.output)}
     static = True
@@ -193,7 +193,7 @@ def _windows_proven(graph) -> bool:
 
 class WindowGuard:
     """For a model whose window operators see dynamic spatial sizes: whether ORT_ENABLE_ALL is safe for one
-    set of input shapes. FINDINGS: at that level a spatial input smaller than a window kills the process with
+    set of input shapes. runtime facts: at that level a spatial input smaller than a window kills the process with
     SIGFPE. Shape inference with the inputs' real shapes proves it safe (every window's input size known, every
     output extent positive) or does not; the verdict is kept per shape set."""
 

@@ -1,5 +1,5 @@
 """Semantic checks on a parsed TFLite model, for what LiteRT's flatbuffer verifier lets through and then
-crashes on (../shared/FINDINGS.md): indices out of range, -1 on a required operator input, a constant pointed
+crashes on (docs/runtime-facts.md): indices out of range, -1 on a required operator input, a constant pointed
 at an empty or short buffer, absurd quantization, declared sizes that would exhaust memory, control flow
 into missing or recursive subgraphs. Rules for particular operators live in tflite_op_rules.py.
 """
@@ -20,7 +20,7 @@ from .tflite_op_rules import has_data as _has_data
 DEFAULT_MAX_TENSOR_BYTES = 4 << 30  # a single declared tensor above 4 GiB is not an edge model
 # All declared tensors of a subgraph together (the shared models declare at most 31 MB): LiteRT plans one
 # arena from these, and a file that declares many tensors just under the single cap would otherwise
-# grow the process until the OOM killer ends it (FINDINGS: huge declared tensors).
+# grow the process until the OOM killer ends it (runtime facts: huge declared tensors).
 DEFAULT_MAX_TOTAL_BYTES = 16 << 30
 
 # Operator inputs that LiteRT kernels read with GetOptionalInputTensor (index -1 means "absent"), from the
@@ -28,7 +28,7 @@ DEFAULT_MAX_TOTAL_BYTES = 16 << 30
 # conv3d*.cc, svdf.cc, pad.cc, lstm_shared.h, bidirectional_sequence_*.cc; not reshape.cc or lsh_projection.cc,
 # which read their last input with GetInput).
 # Every other input of a builtin must be present: a kernel that reads a required -1 dereferences tensor -1
-# (FINDINGS: SIGSEGV in allocate_tensors). Too lenient here means a crash; too strict means a valid model
+# (runtime facts: SIGSEGV in allocate_tensors). Too lenient here means a crash; too strict means a valid model
 # refused, so each entry follows the kernel's own "// Optional" markers.
 _BIAS_2 = frozenset({2})
 # LSTM (lstm_shared.h): input-to-input and recurrent-to-input weights (CIFG), peepholes 9-11, input gate bias,

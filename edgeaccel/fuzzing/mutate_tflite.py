@@ -1,6 +1,6 @@
 """Structure-aware TFLite mutations: the file stays a valid flatbuffer (it passes LiteRT's verifier), but an
 index, shape, buffer, quantization parameter, option or opcode is wrong. These are the mutants that crashed
-LiteRT in ../shared/FINDINGS.md; byte flips rarely produce them.
+LiteRT in docs/runtime-facts.md; byte flips rarely produce them.
 
 Uses the object API of ``ai_edge_litert.schema_py_generated`` (``ModelT``) and ``flatbuffers`` to re-pack.
 """

@@ -1,7 +1,7 @@
 """Small ONNX models built here, seeds for the ONNX fuzz campaign next to the shared MobileNet.
 
 Each covers an operator family that the runtimes treat specially: a convolution stack with a dynamic spatial
-size (FINDINGS: ORT SIGFPE when H is smaller than a kernel), a lone strided MaxPool on a dynamic H, a QDQ conv
+size (runtime facts: ORT SIGFPE when H is smaller than a kernel), a lone strided MaxPool on a dynamic H, a QDQ conv
 (quantized path), an MLP (MatMul/Gemm), shape arithmetic (Reshape/Gather/Concat/Slice) and an LSTM.
 Built with ``ir_version=9``: onnxruntime 1.31 reads IR up to 13 and onnx 1.23 writes 14 by default.
 """
@@ -71,7 +71,7 @@ def conv_dynamic():
 
 
 def maxpool_dynamic():
-    """One MaxPool k=3 s=2 on a dynamic H: FINDINGS' SIGFPE at ORT_ENABLE_ALL with H=1."""
+    """One MaxPool k=3 s=2 on a dynamic H: the runtime facts' SIGFPE at ORT_ENABLE_ALL with H=1."""
     from onnx import TensorProto, helper
 
     nodes = [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2])]

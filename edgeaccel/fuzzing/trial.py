@@ -11,7 +11,7 @@ import time
 import traceback
 
 MAX_INPUT_BYTES = 64 << 20  # a mutant that declares a larger input is loaded but not run
-DYNAMIC_SIZES = (1, 2, 3, 5, 8, 16, 33)  # small sizes on purpose: FINDINGS' ORT SIGFPE needs H < kernel
+DYNAMIC_SIZES = (1, 2, 3, 5, 8, 16, 33)  # small sizes on purpose: the runtime facts' ORT SIGFPE needs H < kernel
 
 
 def make_inputs(specs, rng: random.Random):

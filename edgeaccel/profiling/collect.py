@@ -24,7 +24,7 @@ from ..executors.base import Executor, ExecutorOptions
 from . import memory
 from .schema import ExecutorProfile, OpEvent, OpProfile, RunRecord, aggregate, device_split
 
-PAUSE_S = 0.05  # before each executor: FINDINGS, ONNX Runtime's threads spin after a run and bill the next one
+PAUSE_S = 0.05  # before each executor: runtime facts, ONNX Runtime's threads spin after a run and bill the next one
 
 
 @dataclass

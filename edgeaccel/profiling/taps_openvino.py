@@ -1,6 +1,6 @@
 """OpenVINO tap: the model is read, every op output that carries a tensor name (and every FakeQuantize) is
 added as a model output (``model.add_outputs``), and the model is compiled for the CPU at f32: OpenVINO's bf16
-default on this CPU would add its own error to the float model (FINDINGS).
+default on this CPU would add its own error to the float model (runtime facts).
 
 OpenVINO decomposes ops on reading (a Conv with bias becomes Convolution + Add, a QDQ pair a FakeQuantize, a
 DequantizeLinear Convert + Subtract + Multiply). Only the outputs that keep a name from the model are the
