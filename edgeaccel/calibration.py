@@ -247,13 +247,15 @@ def _compute_reference(choices: list[Candidate], open_candidate, given, plan: Ca
         except EdgeAccelError as exc:
             problems.append(f"{cand.name} failed to load: {exc.message}")
             continue
-        task, note = _task_for(cand, executor, plan.task)
-        samples = given or (task_inputs(task, plan.samples) if task is not None else None) \
-            or sample_inputs(executor.inputs, plan.samples, plan.seed)
         try:
+            task, note = _task_for(cand, executor, plan.task)
+            samples = given or (task_inputs(task, plan.samples) if task is not None else None) \
+                or sample_inputs(executor.inputs, plan.samples, plan.seed)
             outputs = [executor.run(x) for x in samples]
-        except EdgeAccelError as exc:
-            executor.close()
+        except BaseException as exc:
+            executor.close()  # not yet in ``opened``: nobody else would close it
+            if not isinstance(exc, EdgeAccelError):
+                raise
             what = SYNTHETIC_FAILURE if given is None else "failed on the calibration inputs"
             problems.append(f"{cand.name} {what}: {exc.message}")
             continue

@@ -62,7 +62,10 @@ def from_measurement(measurement: Any) -> Verdict | None:
     reference = accuracy.get("reference")
     if not reference:
         return None
-    if "max_error_fraction" not in accuracy and "exact_agreement" not in accuracy:  # it is the reference
+    if not measurement.eligible:
+        return Verdict(False, f"calibration: {measurement.reason.split('; p10-p90')[0]}", accuracy)
+    if "max_error_fraction" not in accuracy and "exact_agreement" not in accuracy \
+            and (measurement.reason or "").startswith("the reference"):  # it is the reference
         return Verdict(True, f"the reference itself ({reference}), per calibration", accuracy)
     return Verdict(bool(measurement.eligible), f"calibration: {measurement.reason.split('; p10-p90')[0]}", accuracy)
 
@@ -78,15 +81,17 @@ def twins(executor: Any) -> list[tuple[str, Any]]:
     return [("", executor)]
 
 
-def agreeing_twins(executor: Any, name: str, tolerance: float,
-                   given: Sequence | None = None) -> tuple[Any, Verdict | None]:
+def agreeing_twins(executor: Any, name: str, tolerance: float, given: Sequence | None = None,
+                   candidate: Any = None, task_request: tuple | None = None) -> tuple[Any, Verdict | None]:
     """An adaptive executor's two configurations are two routes of one model: (the executor, None) when its
-    throughput twin answers the latency twin's sample inputs within ``tolerance``, else (its latency twin alone,
-    the verdict), the throughput twin closed. Any other executor comes back as it is."""
+    throughput twin answers the latency twin's sample inputs within ``tolerance`` (judged on the task of
+    ``task_request`` for ``candidate``, as ModelGuard does), else (its latency twin alone, the verdict), the
+    throughput twin closed. Any other executor comes back as it is."""
     if len(twins(executor)) < 2:
         return executor, None
     try:
-        reference = Reference.compute(executor.latency, f"{name} (latency twin)", tolerance, given)
+        task = _task(candidate, executor, task_request)
+        reference = Reference.compute(executor.latency, f"{name} (latency twin)", tolerance, given, task)
         verdict = reference.check(executor.throughput, f"{name} (throughput twin)")
     except EdgeAccelError as exc:
         verdict = Verdict(False, f"its two configurations could not be compared: {exc.message}")
@@ -95,6 +100,15 @@ def agreeing_twins(executor: Any, name: str, tolerance: float,
     executor.throughput.close()
     log.warning("%s serves from its latency configuration alone: the throughput one %s", name, verdict)
     return executor.latency, verdict
+
+
+def _task(candidate: Any, executor: Any, task_request: tuple | None) -> Any:
+    """The vision Task answers are judged on, as calibration chooses it; None: raw outputs."""
+    if candidate is None or task_request is None:
+        return None
+    from .calibration import TaskRequest, _task_for
+
+    return _task_for(candidate, executor, TaskRequest(*task_request))[0]
 
 
 class Reference:
@@ -200,11 +214,7 @@ class ModelGuard:
                 problems.append(f"{cand.name} failed to load: {exc.message}")
                 continue
             try:
-                task = None
-                if self.task_request is not None:
-                    from .calibration import TaskRequest, _task_for
-
-                    task, _ = _task_for(cand, executor, TaskRequest(*self.task_request))
+                task = _task(cand, executor, self.task_request)
                 self._reference = Reference.compute(executor, cand.name, self.tolerance, self.given, task)
                 return self._reference
             except EdgeAccelError as exc:
@@ -233,7 +243,11 @@ class ModelGuard:
                 return Verdict(True, f"not checked: the reference failed on edgeaccel's own sample inputs "
                                      f"({self.problem}); pass calibration_inputs= to check it", {"checked": False})
             return Verdict(False, f"could not be checked: no reference could run ({self.problem})")
-        return reference.check(executor, candidate.name)
+        verdict = reference.check(executor, candidate.name)
+        if verdict.metrics.get("checked") is False and getattr(candidate, "precision", None) is not None:
+            return Verdict(False, f"{verdict.why}: {candidate.precision} changes answers and is never admitted "
+                                  f"unchecked", verdict.metrics)
+        return verdict
 
     def opener(self, open_one: Any) -> Any:
         """``open_one(candidate) -> Executor`` made to refuse (AccuracyGuardError, after closing it) an executor

@@ -546,7 +546,8 @@ def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False
         if guard is not None and options.performance_hint == "adaptive":
             from .guard import agreeing_twins
 
-            executor, refused = agreeing_twins(executor, candidate.name, guard.tolerance, guard.given)
+            executor, refused = agreeing_twins(executor, candidate.name, guard.tolerance, guard.given, candidate,
+                                               guard.task_request)
             if refused is not None:
                 fallbacks.append(FallbackEvent(time.time(), "guard", f"{candidate.name} (throughput configuration)",
                                                str(refused), candidate.name))

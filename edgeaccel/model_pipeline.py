@@ -349,7 +349,8 @@ def _ultralytics(meta: dict, name: str) -> dict:
     task = meta.get("task")
     if task in TASKS:
         out["task"] = task
-    if task in ULTRALYTICS_LETTERBOXED or (out.get("imgsz") and "stride" in meta):
+    # detect/segment/pose exports letterbox; a classifier is resized and centre-cropped (it carries a stride too)
+    if task in ULTRALYTICS_LETTERBOXED or (task is None and out.get("imgsz") and "stride" in meta):
         out["letterbox"] = True
     options = {}
     for key in ("stride", "kpt_shape"):

@@ -198,7 +198,8 @@ def test_a_plan_made_elsewhere_judges_with_the_loads_task_and_tolerance(tmp_path
     judged = [x.accuracy for x in m.values() if "judged_on" in x.accuracy]
     assert judged and all(a["judged_on"] == "task" and a["tolerance"] == 0.2 for a in judged)
     plain = select(path, calibrate=False, cache=False, task="none").measure(quick)
-    assert all(x.accuracy["judged_on"] == "tensors" for x in plain.values() if "judged_on" in x.accuracy)
+    plain_judged = [x.accuracy for x in plain.values() if "judged_on" in x.accuracy]
+    assert plain_judged and all(a["judged_on"] == "tensors" for a in plain_judged)
 
 
 def test_a_changed_shape_is_refused_whatever_the_task(detector):

@@ -53,7 +53,7 @@ GUARD_VERSION = "guard/2"  # the rules below; part of calibration's cache key (o
 # the task kinds recognized from outputs alone with enough confidence to judge on (a distinctive layout); a
 # plain [1, N] score vector or an H x W map may be anything, so those need the task named or declared
 CONFIDENT_KINDS = frozenset({"yolov8", "yolov5", "nms-in-graph", "ssd-postprocess", "ssd-anchors", "keypoints",
-                             "multipose"})
+                             "multipose", "yolo-seg", "yolo-pose", "ssd-mediapipe", "landmarks"})
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ class Row:
     rel_error: float | None = None  # worst output's ||artifact - reference|| / ||reference|| over the samples
     latency_ms: dict | None = None
     error: str | None = None
+    load_failed: bool = False  # the executor could not open the artifact (another device may): not held against it
     task_metrics: dict | None = None  # --task: agreement of decoded results (edgeaccel.agreement.tasks)
     task_error: str | None = None  # it ran, but its outputs could not be decoded as the reference's task
 
@@ -224,7 +225,7 @@ def _measure(info: ModelInfo, executor: str, ref_info: ModelInfo, samples, expec
     try:
         model = load(info.path, executor=executor, strict=True)
     except EdgeAccelError as exc:
-        row.error = exc.message
+        row.error, row.load_failed = exc.message, True
         return row
     with model:
         row.executor = model.executor.name
@@ -338,7 +339,7 @@ def verdicts(report: CheckReport, max_rel_error: float | None = DEFAULT_MAX_REL_
             by_artifact.setdefault(row.artifact, []).append(row)
     out = {}
     for artifact, rows in by_artifact.items():
-        ran = [r for r in rows if not r.error]
+        ran = [r for r in rows if not r.load_failed]  # one that loaded and then failed to run or answer fails
         entry: dict = {"passed": None, "data": report.data_kind, "samples": report.samples}
         if report.task:
             entry["task"] = report.task

@@ -12,6 +12,7 @@ device gate, timeouts and metrics as a tensor request."""
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import io
 import os
 import time
@@ -105,7 +106,7 @@ class TaskService:
         wait = (timeout_s or self.core.options.timeout_s) + 5.0
         try:
             answer = future.result(wait)
-        except TimeoutError:
+        except (TimeoutError, concurrent.futures.TimeoutError):  # one class from Python 3.11 on, two before
             raise ServeError(504, f"model '{name}' did not answer within {wait:g} s") from None
         timing = {"preprocess": took * 1e3, "inference": (time.perf_counter() - ran) * 1e3}
         return self.finish(task, answer, frame, masks, timing)

@@ -40,7 +40,9 @@ def yolo_count_layout(candidates: int | None, height: int | None, width: int | N
     counts = yolo_counts(height, width)
     if counts:
         return counts.get(candidates)
-    # an unknown input size: 21 cells per 32x32 block with strides 8/16/32 (85 per 64x64 block with P6)
+    # an unknown input size: 21 cells per 32x32 block with strides 8/16/32 (85 per 64x64 block with P6). A
+    # two-scale head (5 cells per block) is not guessed here: every fifth count would pass, and a wrong claim
+    # draws garbage; with its size declared (imgsz) it is recognized like the others
     return "" if candidates % 21 == 0 or candidates % 85 == 0 else None
 
 

@@ -98,8 +98,7 @@ class Task:
             self.reason += f"; pixels normalized to {preset.normalize} as MediaPipe feeds this detector"
         if self.normalize is None and self._inputs[self.image_index].dtype.kind == "f":
             self.reason += "; float input fed pixels scaled to 0..1 (normalize= '-1,1', 'imagenet', 'raw' to change)"
-        size = imgsz if imgsz is not None else _imgsz(metadata)
-        size = (size, size) if isinstance(size, int) else size
+        size = _size({"imgsz": imgsz}) if imgsz is not None else _imgsz(metadata)
         spec = self._inputs[self.image_index]
         self.layout, self.height, self.width = image_layout(spec, tuple(size) if size else (DEFAULT_IMGSZ,) * 2)
         self.color = color
@@ -266,10 +265,11 @@ def _kpt_shape(metadata: dict) -> tuple[int, int] | None:
 
 
 def _size(options: dict) -> tuple[int, int] | None:
+    """(height, width) of task_options imgsz: 640, "640", "480x640", (480, 640); ConfigError otherwise."""
+    from ..model_pipeline import parse_imgsz
+
     size = options.get("imgsz")
-    if size is None:
-        return None
-    return (int(size), int(size)) if isinstance(size, (int, float)) else (int(size[0]), int(size[1]))
+    return None if size is None else parse_imgsz(size, "task_options")
 
 
 def metadata_of(info) -> dict[str, str]:
@@ -323,7 +323,11 @@ def make_task(model, task: str | None = None, labels=None, **options) -> Task | 
                                                                     f"{what} {len(grid)} anchors")
             return Task(found, info, model.inputs, model.outputs, label_set, metadata, **options)
         anchors = detect.load_anchors(given)
-        if raw_width(shapes, len(anchors)) not in (None, 4):
+        # TensorFlow's raw SSD outputs ([1, N, 4] box encodings beside [1, N, C] class scores, C often wider
+        # than 4) come first: only without an exactly 4-wide output are the wider ones MediaPipe's regressors
+        raw = detect.raw_ssd_outputs(shapes, len(anchors))
+        tf_style = raw is not None and shapes[raw[0]][-1] == 4
+        if not tf_style and raw_width(shapes, len(anchors)) not in (None, 4):
             found = Recognized("detect", "ssd-mediapipe", blaze.outputs(shapes, len(anchors))[0],
                                f"MediaPipe-style SSD outputs decoded against {len(anchors)} given anchors")
             return Task(found, info, model.inputs, model.outputs, label_set, metadata, **options)
