@@ -83,7 +83,7 @@ class Track:
     hits: int = 1
     state: str = "tentative"  # tentative, tracked, lost
     velocity: np.ndarray = field(default_factory=lambda: np.zeros(2))
-    history: deque = field(default_factory=deque, repr=False)  # (timestamp, box) of the velocity window
+    history: deque = field(default_factory=deque, repr=False)  # (timestamp, centre, size) of the velocity window
     classes: Counter = field(default_factory=Counter)
     labels: dict = field(default_factory=dict)
 
@@ -100,8 +100,11 @@ class Track:
         return self.last_seen - self.first_seen
 
     def predicted(self, timestamp: float, horizon: float) -> np.ndarray:
-        dx, dy = self.velocity * min(max(0.0, timestamp - self.last_seen), horizon)
-        return self.box + np.array([dx, dy, dx, dy])
+        """Where the box is expected at ``timestamp``: its last centre moved on by the velocity, at the median
+        size of the velocity window (one sliver of a box, half hidden for a frame, does not shrink it)."""
+        cx, cy = _centre(self.box) + self.velocity * min(max(0.0, timestamp - self.last_seen), horizon)
+        w, h = np.median(np.stack([size for _, _, size in self.history]), axis=0) / 2
+        return np.array([cx - w, cy - h, cx + w, cy + h])
 
     def anchor(self) -> tuple[float, float]:
         x1, y1, x2, y2 = self.box
@@ -186,7 +189,7 @@ class Tracker:
             box = rest[bi]
             if box.score >= o.new_track_threshold:
                 track = Track(np.asarray(box.xyxy, np.float64), timestamp, timestamp, box.score)
-                track.history.append((timestamp, _centre(track.box)))
+                track.history.append((timestamp, _centre(track.box), _size(track.box)))
                 track.classes[box.class_id] += 1
                 track.labels[box.class_id] = box.label
                 kept.append(track)
@@ -217,7 +220,7 @@ class Tracker:
 
     def _continue(self, track: Track, box, timestamp: float) -> list[Event]:
         new = np.asarray(box.xyxy, np.float64)
-        track.velocity = _velocity(track.history, timestamp, _centre(new), self.options.velocity_window_s)
+        track.velocity = _velocity(track.history, timestamp, new, self.options.velocity_window_s)
         track.box, track.last_seen, track.score = new, timestamp, box.score
         track.hits += 1
         track.classes[box.class_id] += 1
@@ -249,15 +252,19 @@ def _centre(box: np.ndarray) -> np.ndarray:
     return np.array([(box[0] + box[2]) / 2, (box[1] + box[3]) / 2])
 
 
-def _velocity(history: deque, timestamp: float, centre: np.ndarray, window: float) -> np.ndarray:
+def _size(box: np.ndarray) -> np.ndarray:
+    return np.array([box[2] - box[0], box[3] - box[1]])
+
+
+def _velocity(history: deque, timestamp: float, box: np.ndarray, window: float) -> np.ndarray:
     """The slope (pixels per second) of the line fitted to the centres of the last ``window`` seconds, this one
     included. A fit over a span of time, not the step from the previous frame: at 30 FPS a box's jitter of a
     pixel or two is a speed error of 50 px/s from one frame to the next, which a lost track would carry along."""
-    history.append((timestamp, centre))
+    history.append((timestamp, _centre(box), _size(box)))
     while len(history) > 2 and timestamp - history[0][0] > window:
         history.popleft()
-    times = np.fromiter((t for t, _ in history), np.float64, len(history))
-    centres = np.stack([c for _, c in history])
+    times = np.fromiter((t for t, _, _ in history), np.float64, len(history))
+    centres = np.stack([c for _, c, _ in history])
     spread = times - times.mean()
     scale = float(spread @ spread)
     return spread @ (centres - centres.mean(axis=0)) / scale if scale > 0 else np.zeros(2)

@@ -32,7 +32,7 @@ class Line:
     def __post_init__(self) -> None:
         self.points = _points(self.points, self.name, "line", 2)
         if len(self.points) != 2:
-            raise InputError(f"line {self.name!r} has {len(self.points)} points", hint="a line has two: [[x1, y1], "
+            raise InputError(f"line {self.name!r} has {_points_count(self.points)}", hint="a line has two: [[x1, y1], "
                              "[x2, y2]]")
         (x1, y1), (x2, y2) = self.points
         if (x1, y1) == (x2, y2):
@@ -72,7 +72,7 @@ class Zone:
     def __post_init__(self) -> None:
         self.points = _points(self.points, self.name, "zone", 3)
         if len(self.points) < 3:
-            raise InputError(f"zone {self.name!r} has {len(self.points)} points", hint="a zone is a polygon of at least "
+            raise InputError(f"zone {self.name!r} has {_points_count(self.points)}", hint="a zone is a polygon of at least "
                              "three points [[x, y], ...]")
         self._polygon = np.asarray(self.points, np.float64)
 
@@ -184,6 +184,10 @@ class Zones:
             zone.dwell_s[track.label] += dwell
             return [Event("exit", track.id, timestamp, track.class_id, track.label, zone.name, dwell_s=dwell)]
         return []
+
+
+def _points_count(points: list) -> str:
+    return f"{len(points)} point" + ("" if len(points) == 1 else "s")
 
 
 def _points(points, name: str, kind: str, least: int) -> list[tuple[float, float]]:
