@@ -83,7 +83,8 @@ class Track:
     hits: int = 1
     state: str = "tentative"  # tentative, tracked, lost
     velocity: np.ndarray = field(default_factory=lambda: np.zeros(2))
-    history: deque = field(default_factory=deque, repr=False)  # (timestamp, centre, size) of the velocity window
+    history: deque = field(default_factory=deque, repr=False)  # (timestamp, cx, cy, w, h) of the velocity window
+    size: tuple = (0.0, 0.0)  # the median width and height over the window
     classes: Counter = field(default_factory=Counter)
     labels: dict = field(default_factory=dict)
 
@@ -102,8 +103,10 @@ class Track:
     def predicted(self, timestamp: float, horizon: float) -> np.ndarray:
         """Where the box is expected at ``timestamp``: its last centre moved on by the velocity, at the median
         size of the velocity window (one sliver of a box, half hidden for a frame, does not shrink it)."""
-        cx, cy = _centre(self.box) + self.velocity * min(max(0.0, timestamp - self.last_seen), horizon)
-        w, h = np.median(np.stack([size for _, _, size in self.history]), axis=0) / 2
+        dt = min(max(0.0, timestamp - self.last_seen), horizon)
+        x1, y1, x2, y2 = self.box
+        cx, cy = (x1 + x2) / 2 + self.velocity[0] * dt, (y1 + y2) / 2 + self.velocity[1] * dt
+        w, h = self.size[0] / 2, self.size[1] / 2
         return np.array([cx - w, cy - h, cx + w, cy + h])
 
     def anchor(self) -> tuple[float, float]:
@@ -189,7 +192,7 @@ class Tracker:
             box = rest[bi]
             if box.score >= o.new_track_threshold:
                 track = Track(np.asarray(box.xyxy, np.float64), timestamp, timestamp, box.score)
-                track.history.append((timestamp, _centre(track.box), _size(track.box)))
+                track.velocity, track.size = _motion(track.history, timestamp, track.box, o.velocity_window_s)
                 track.classes[box.class_id] += 1
                 track.labels[box.class_id] = box.label
                 kept.append(track)
@@ -220,7 +223,7 @@ class Tracker:
 
     def _continue(self, track: Track, box, timestamp: float) -> list[Event]:
         new = np.asarray(box.xyxy, np.float64)
-        track.velocity = _velocity(track.history, timestamp, new, self.options.velocity_window_s)
+        track.velocity, track.size = _motion(track.history, timestamp, new, self.options.velocity_window_s)
         track.box, track.last_seen, track.score = new, timestamp, box.score
         track.hits += 1
         track.classes[box.class_id] += 1
@@ -248,26 +251,32 @@ class Tracker:
         return Event(kind, track.id, timestamp, track.class_id, track.label)
 
 
-def _centre(box: np.ndarray) -> np.ndarray:
-    return np.array([(box[0] + box[2]) / 2, (box[1] + box[3]) / 2])
-
-
-def _size(box: np.ndarray) -> np.ndarray:
-    return np.array([box[2] - box[0], box[3] - box[1]])
-
-
-def _velocity(history: deque, timestamp: float, box: np.ndarray, window: float) -> np.ndarray:
-    """The slope (pixels per second) of the line fitted to the centres of the last ``window`` seconds, this one
-    included. A fit over a span of time, not the step from the previous frame: at 30 FPS a box's jitter of a
-    pixel or two is a speed error of 50 px/s from one frame to the next, which a lost track would carry along."""
-    history.append((timestamp, _centre(box), _size(box)))
+def _motion(history: deque, timestamp: float, box, window: float) -> tuple[np.ndarray, tuple[float, float]]:
+    """The velocity of the centre (pixels per second): the slope of the line fitted to the centres of the last
+    ``window`` seconds, this one included; and the median size over them. A fit over a span of time, not the
+    step from the previous frame: at 30 FPS a box's jitter of a pixel or two is a speed error of 50 px/s from
+    one frame to the next, which a lost track would carry along. (Plain Python: a window holds a few boxes.)"""
+    x1, y1, x2, y2 = (float(v) for v in box)
+    history.append((timestamp, (x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1))
     while len(history) > 2 and timestamp - history[0][0] > window:
         history.popleft()
-    times = np.fromiter((t for t, _, _ in history), np.float64, len(history))
-    centres = np.stack([c for _, c, _ in history])
-    spread = times - times.mean()
-    scale = float(spread @ spread)
-    return spread @ (centres - centres.mean(axis=0)) / scale if scale > 0 else np.zeros(2)
+    n = len(history)
+    mt = sum(h[0] for h in history) / n
+    mx = sum(h[1] for h in history) / n
+    my = sum(h[2] for h in history) / n
+    scale = sum((h[0] - mt) ** 2 for h in history)
+    if scale > 0:
+        velocity = np.array([sum((h[0] - mt) * (h[1] - mx) for h in history) / scale,
+                             sum((h[0] - mt) * (h[2] - my) for h in history) / scale])
+    else:
+        velocity = np.zeros(2)
+    widths, heights = sorted(h[3] for h in history), sorted(h[4] for h in history)
+    return velocity, (_median(widths), _median(heights))
+
+
+def _median(ordered: list[float]) -> float:
+    n = len(ordered)
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
 def _grow(boxes: np.ndarray, share: float) -> np.ndarray:
