@@ -82,6 +82,20 @@ def test_counts_ids_and_events_through_the_pipeline_equal_the_truth(detector, tm
     assert summary["sources"][0]["tracking"]["lines"] == LINES
 
 
+def test_each_source_has_its_own_tracks_and_counts(detector):
+    model_path, video, labels = detector
+    with edgeaccel.load(model_path, task="detect", labels=str(labels), executor="onnxruntime") as model:
+        with model.watch([video, video], names=["a", "b"], track=True, zones=[LINE]) as p:
+            frames = list(p)
+            summary = p.summary()
+    for name in ("a", "b"):
+        mine = [f for f in frames if f.source == name]
+        assert len(mine) == FPS * SECONDS
+        assert {b.track_id for f in mine for b in f.result.boxes} - {None} == set(range(1, len(PATHS) + 1))
+        assert mine[-1].zones["lines"] == LINES
+    assert [s["tracking"]["lines"] for s in summary["sources"]] == [LINES, LINES]
+
+
 def test_overlay_draws_ids_lines_and_zones(detector):
     import numpy as np
 

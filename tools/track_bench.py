@@ -67,7 +67,8 @@ def inference_ms(model_path: Path, executor: str, runs: int) -> float:
 
 
 def yolo_model(folder: Path) -> Path:
-    spec = importlib.util.spec_from_file_location("vision_postprocess_bench", ROOT / "tools" / "vision_postprocess_bench.py")
+    source = ROOT / "tools" / "vision_postprocess_bench.py"
+    spec = importlib.util.spec_from_file_location("vision_postprocess_bench", source)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     return bench.build(folder / "yolo_like.onnx", worst=False)

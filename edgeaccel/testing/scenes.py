@@ -4,7 +4,8 @@ Each object moves in a straight line at constant speed (pixels per second) and i
 where it is in view, with box jitter and a score, except where it is hidden: behind an obstacle (a time span of
 its own) or behind another object (a box it overlaps by more than ``hide_iou`` and that is nearer: lower in the
 image). An object counts as in view (in the truth, and detected) while ``min_shown`` of its box is inside the
-frame; its box is then cut at the frame's edges. Frames are sampled at ``fps`` with some dropped, so timestamps are uneven as on a live source."""
+frame; its box is then cut at the frame's edges. Frames are sampled at ``fps`` with some dropped, so
+timestamps are uneven as on a live source."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ class SceneFrame:
 
 
 def scene(movers: list[Mover], size=(640, 480), seconds: float = 6.0, fps: float = 30.0, drop: float = 0.2,
-          jitter: float = 1.5, hide_iou: float = 0.3, false_rate: float = 0.2, min_shown: float = 0.3, seed: int = 0) -> list[SceneFrame]:
+          jitter: float = 1.5, hide_iou: float = 0.3, false_rate: float = 0.2, min_shown: float = 0.3,
+          seed: int = 0) -> list[SceneFrame]:
     rng = np.random.default_rng(seed)
     width, height = size
     frames = []

@@ -1,11 +1,12 @@
 """A ByteTrack-style multi-object tracker: detections become tracks with stable ids, in source time.
 
-Each frame: (1) confident boxes are matched to the confirmed tracks (seen or lost) by IoU with where each track
-is predicted to be now, then those left over again with boxes grown by ``buffer`` (C-BIoU's cascade); (2) the less confident boxes are matched to the tracks still unmatched that were seen
-on the previous frame (ByteTrack's idea: an occluded object's score drops, its box still continues its track);
-(3) confident boxes left over continue tentative tracks (buffered IoU: a new track has no speed yet), or start
-new ones. A tentative track is confirmed (gets its id) after ``min_hits`` matches, a confirmed one unmatched
-is lost and ends after ``max_lost_s`` seconds without a match.
+Each frame: (1) confident boxes are matched to the confirmed tracks (seen or lost) by IoU with where each
+track is predicted to be now, then those left over again with boxes grown by ``buffer`` (C-BIoU's cascade);
+(2) the less confident boxes are matched to the tracks still unmatched that were seen on the previous frame
+(ByteTrack's idea: an occluded object's score drops, its box still continues its track); (3) confident boxes
+left over continue tentative tracks (buffered IoU: a new track has no speed yet), or start new ones. A
+tentative track is confirmed (gets its id) after ``min_hits`` matches, a confirmed one unmatched is lost and
+ends after ``max_lost_s`` seconds without a match.
 
 Motion is constant velocity in *time*: a track's box moves by its velocity (pixels per second) times the
 seconds since it was last seen, so dropped frames, a lower frame rate or uneven timestamps change nothing but

@@ -72,8 +72,8 @@ class Zone:
     def __post_init__(self) -> None:
         self.points = _points(self.points, self.name, "zone", 3)
         if len(self.points) < 3:
-            raise InputError(f"zone {self.name!r} has {_points_count(self.points)}", hint="a zone is a polygon of at least "
-                             "three points [[x, y], ...]")
+            raise InputError(f"zone {self.name!r} has {_points_count(self.points)}",
+                             hint="a zone is a polygon of at least three points [[x, y], ...]")
         self._edges = [(*a, *b) for a, b in zip(self.points, self.points[1:] + self.points[:1])]
 
     def contains(self, point) -> bool:
