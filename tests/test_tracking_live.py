@@ -131,6 +131,9 @@ def test_run_command_tracks_and_counts(detector, tmp_path):
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "line 'mid' has 1 point" in done.stderr and "a line has two" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "edgeaccel", "run", str(model_path), "--track"],
+                          capture_output=True, text=True, env=env, timeout=300)  # no live input: nothing to track
+    assert done.returncode != 0 and "need a live --input" in done.stderr and "Traceback" not in done.stderr
 
 
 @pytest.mark.shared
