@@ -161,3 +161,22 @@ def test_a_wrong_command_line_spec_says_the_form(spec):
     with pytest.raises(InputError) as err:
         parse_spec(spec, "line")
     assert "NAME=x1,y1,x2,y2" in str(err.value)
+
+
+def test_a_shape_outside_the_frame_or_in_fractions_is_said():
+    zones = Zones([Line("far", [(900, 0), (900, 100)]), Line("ok", [(0, 50), (100, 50)])],
+                  [Zone("unit", [(0.1, 0.1), (0.5, 0.1), (0.5, 0.5)])])
+    said = zones.outside(480, 640)
+    assert len(said) == 2 and "'far' lies outside the 640x480 frame" in said[0] and "within 0..1" in said[1]
+
+
+def test_tracker_options_in_a_zones_file_apply_to_watch(tmp_path):
+    from edgeaccel.sources.pipeline import _tracking_options
+
+    path = tmp_path / "zones.yaml"
+    path.write_text("lines:\n  - name: a\n    points: [[0, 0], [10, 10]]\ntracker:\n  max_lost_s: 3\n")
+    task = SimpleNamespace(name="detect")
+    options, zones = _tracking_options(task, True, str(path))
+    assert options.max_lost_s == 3 and zones.lines[0].name == "a"
+    options, _ = _tracking_options(task, {"max_lost_s": 0.5}, str(path))  # given in Python: it wins
+    assert options.max_lost_s == 0.5

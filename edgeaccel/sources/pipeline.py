@@ -14,6 +14,7 @@ queue holds the decoder back, so a file loses no frame. ``close()`` stops every 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -556,6 +557,13 @@ def _tracking_options(task, track, zones):
         raise InputError(f"tracking needs boxes, and {what} gives none",
                          hint="track a detect (or instance segmentation) model: load it with task='detect'")
     _solver()  # SciPy missing is said now, not on the first frame
+    from_file = None
+    if isinstance(zones, (str, os.PathLike)):  # a zones file may hold tracker options too
+        from ..tracking import load_zones
+
+        zones, from_file = load_zones(zones)
+    if track in (None, False, True) and from_file:
+        track = from_file  # track=TrackerOptions(...) or a dict given in Python wins over the file's
     options = TrackerOptions.from_value(True if track in (None, False) else track)
     return options, as_zones(zones) if zones is not None else None
 

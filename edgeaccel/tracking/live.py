@@ -3,10 +3,13 @@ finish stage (in frame order per source) on the boxes of the task's result."""
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from .tracker import Tracker, TrackerOptions
 from .zones import Zones
+
+log = logging.getLogger("edgeaccel")
 
 
 class SourceTracking:
@@ -14,6 +17,7 @@ class SourceTracking:
         self.tracker = Tracker(options)
         self.zones = zones.copy() if zones is not None else None
         self._lock = threading.Lock()  # summary() is read by the live line's thread meanwhile
+        self._checked = zones is None
 
     def summary(self) -> dict:
         """Ids given out so far, and the counts of the lines and zones."""
@@ -29,6 +33,10 @@ class SourceTracking:
         if boxes is None:
             return
         timestamp = frame.timestamp if frame.timestamp is not None else frame.captured
+        if not self._checked and getattr(frame, "image", None) is not None:
+            self._checked = True
+            for warning in self.zones.outside(*frame.image.shape[:2]):
+                log.warning("%s: %s", getattr(frame, "source", "source"), warning)
         with self._lock:
             self._apply(frame, boxes, timestamp)
 

@@ -140,6 +140,19 @@ class Zones:
             self._sides.pop((line.name, track.id), None)
         return events
 
+    def outside(self, height: int, width: int) -> list[str]:
+        """What cannot count on a frame of this size: a line or zone wholly outside it, or given in
+        coordinates from 0 to 1 (pixels are expected)."""
+        out = []
+        for kind, item in [("line", x) for x in self.lines] + [("zone", z) for z in self.zones]:
+            xs, ys = [p[0] for p in item.points], [p[1] for p in item.points]
+            if max(xs) <= 1 and max(ys) <= 1 and max(width, height) > 2:
+                out.append(f"{kind} {item.name!r} has every point within 0..1: coordinates are pixels of the "
+                           f"{width}x{height} frame, so it can count nothing (multiply by the frame's size)")
+            elif max(xs) < 0 or min(xs) > width or max(ys) < 0 or min(ys) > height:
+                out.append(f"{kind} {item.name!r} lies outside the {width}x{height} frame: it can count nothing")
+        return out
+
     def summary(self) -> dict:
         inside: dict[str, Counter] = {z.name: Counter() for z in self.zones}
         for zone_name, _ in self._entered:
