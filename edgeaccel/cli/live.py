@@ -22,6 +22,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="what a full queue does: none waits (files; default), oldest/latest drop (live; default "
                         "for cameras and streams: latest)")
     g.add_argument("--max-fps", type=float, help="at most this many frames per second per source")
+    g.add_argument("--track", action="store_true",
+                   help="track the detections (ids, lost/ended events) per source; needs a detect model")
+    g.add_argument("--zones", metavar="YAML", help="lines and zones to count on (implies --track): a YAML file "
+                   "of lines:, zones:, anchor: and tracker: options (docs/sources.md, Tracking)")
+    g.add_argument("--line", action="append", default=[], metavar="NAME=X1,Y1,X2,Y2",
+                   help="a line to count crossings of, in the frame's pixels (repeatable; implies --track)")
+    g.add_argument("--zone", action="append", default=[], metavar="NAME=X1,Y1,X2,Y2,X3,Y3,...",
+                   help="a polygon to count entries, exits and dwell in (repeatable; implies --track)")
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -60,7 +68,8 @@ def main(args: argparse.Namespace) -> int:
     interrupted = False
     with model:
         sinks = [s for s in (args.save, args.jsonl) if s]
-        pipeline = model.watch(list(args.input), drop=args.drop, max_fps=args.max_fps, sinks=sinks)
+        pipeline = model.watch(list(args.input), drop=args.drop, max_fps=args.max_fps, sinks=sinks,
+                               **tracking_kwargs(args))
         line = LiveLine(out, model, pipeline)
         start = time.monotonic()
         timer = None
@@ -100,6 +109,22 @@ def main(args: argparse.Namespace) -> int:
     return 1 if error else 0
 
 
+def tracking_kwargs(args: argparse.Namespace) -> dict:
+    """watch()'s track= and zones= from --track, --zones, --line and --zone (none of them: {})."""
+    from ..tracking import Line, Zones, load_zones, parse_spec
+
+    lines, zones = getattr(args, "line", []) or [], getattr(args, "zone", []) or []
+    if not (getattr(args, "track", False) or getattr(args, "zones", None) or lines or zones):
+        return {}
+    shapes, tracker = load_zones(args.zones) if getattr(args, "zones", None) else (Zones(), None)
+    extra = [parse_spec(spec, "line") for spec in lines] + [parse_spec(spec, "zone") for spec in zones]
+    if extra:
+        shapes = Zones([*shapes.lines, *(x for x in extra if isinstance(x, Line))],
+                       [*shapes.zones, *(x for x in extra if not isinstance(x, Line))], shapes.anchor)
+    has_shapes = bool(shapes.lines or shapes.zones)
+    return {"track": tracker or True, "zones": shapes if has_shapes else None}
+
+
 class LiveLine:
     """One line per second, from its own thread (so that it goes on while a stream is down): frames in/out,
     dropped, latency, executor, temperature, reconnects, and the policy's shedding."""
@@ -131,6 +156,9 @@ class LiveLine:
                 f"dropped {dropped}  latency p50 {_ms(lat['p50'])} p99 {_ms(lat['p99'])} (queue "
                 f"{_ms(stages['queue']['p50'])}, inference {_ms(stages['inference']['p50'])} at p50)  "
                 f"{self.model.executor.runtime}:{self.model.executor.device}  {_temperature(self.model)}")
+        tracked = [src["tracking"] for src in s["sources"] if "tracking" in src]
+        if tracked:
+            text += f"  tracks {sum(t['tracks'] for t in tracked)}"
         reconnects = sum(src["reconnects"] for src in s["sources"])
         if reconnects:
             text += f"  reconnects {reconnects}"
@@ -147,6 +175,20 @@ class LiveLine:
             self._thread.join(5)
         if self.tty and self.shown:
             self.stream.write("\n")
+
+
+def _tracking_lines(tracking: dict) -> str:
+    def per_class(counts: dict) -> str:
+        return ", ".join(f"{label} {n}" for label, n in sorted(counts.items())) or "0"
+
+    rows = [f"          tracks: {tracking['tracks']} ids given"]
+    for name, c in tracking.get("lines", {}).items():
+        rows.append(f"          line {name}: in {per_class(c['in'])}; out {per_class(c['out'])}")
+    for name, c in tracking.get("zones", {}).items():
+        dwell = ", ".join(f"{label} {v:.1f} s" for label, v in sorted(c["dwell_s"].items())) or "none"
+        rows.append(f"          zone {name}: in {per_class(c['in'])}; out {per_class(c['out'])}; inside now "
+                    f"{c['inside']}; dwell {dwell}")
+    return "\n".join(rows)
 
 
 def _temperature(model) -> str:
@@ -180,6 +222,8 @@ def _print_summary(s: dict) -> None:
             print(f"          {event}")
         if src["error"]:
             print(f"          ended: {src['error']}")
+        if "tracking" in src:
+            print(_tracking_lines(src["tracking"]))
     for path in s["saved"]:
         print(f"saved     {path}")
     if s["error"]:

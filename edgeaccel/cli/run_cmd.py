@@ -52,6 +52,11 @@ def main(args: argparse.Namespace) -> int:
     args.model = args.model[0] if len(args.model) == 1 else args.model
     if live.wanted(args):  # video files, cameras, streams, image folders: the live pipeline
         return live.main(args)
+    if any(getattr(args, key, None) for key in ("track", "zones", "line", "zone")):
+        from ..errors import InputError
+
+        raise InputError("--track, --zones, --line and --zone follow objects over frames: they need a live "
+                         "--input", hint="give a video, /dev/videoN, a stream URL or a folder of frames")
     if duration.wanted(args):  # a sustained run under a scheduling policy
         return duration.main(args)
     import numpy as np

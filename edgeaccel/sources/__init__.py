@@ -50,6 +50,10 @@ def watch(model, source, *more, **options) -> Pipeline:
     preprocess: image -> list of input arrays, instead of the task layer or the default resize.
     reconnect_timeout, open_timeout, read_timeout: for network sources (seconds; see network.py); loop: replay a
         video file forever; fps: the timestamps of iterables and image folders; names: one name per source.
+    track: True, an ``edgeaccel.tracking.TrackerOptions`` or a dict of its fields: track the boxes of a detect
+        model per source (boxes get ``track_id``; frames get ``tracks`` and ``events``). Needs SciPy.
+    zones: lines and zones to count on (implies track): a YAML path, or a list of ``edgeaccel.tracking.Line``
+        and ``Zone`` (pixels of the frame); frames get ``zones``, the counts so far. docs/sources.md, Tracking.
     """
     if isinstance(source, (list, tuple)) and not any(hasattr(s, "shape") for s in source):
         sources = [*source, *more]

@@ -25,6 +25,10 @@ class Frame:
     stages, so that a frame that waited behind others is told from a slow model).
     outputs: the raw ``Outputs``; result: the task layer's Result (None without a task); image: the decoded
     RGB frame (H, W, 3) uint8; error: the exception when this frame's inference failed (outputs are None).
+    With ``track=`` (docs/sources.md, Tracking): tracks: the source's tracks seen on this frame
+    (``edgeaccel.tracking.Track``: id, label, age_s, ...); events: what happened since the previous frame (new,
+    lost, found, ended tracks; crossings, zone entries and exits) as ``edgeaccel.tracking.Event``; zones: the
+    counts so far of the source's lines and zones (with ``zones=``). None without tracking.
     """
 
     source: str
@@ -37,6 +41,10 @@ class Frame:
     latency_ms: float = 0.0
     error: BaseException | None = None
     timing_ms: dict = field(default_factory=dict)
+    tracks: list | None = None
+    events: list | None = None
+    zones: dict | None = None
+    zone_shapes: Any = field(repr=False, default=None)  # the source's Zones: what overlays draw
 
     def to_dict(self, small_outputs: int = 64) -> dict:
         """A JSON-ready record: the task's ``Result.to_dict()`` where there is one, else the outputs that have
@@ -50,6 +58,11 @@ class Frame:
             record["result"] = self.result.to_dict()
         elif self.outputs is not None:
             record["outputs"] = _outputs_dict(self.outputs, small_outputs)
+        if self.tracks is not None:
+            record["tracks"] = [t.to_dict() for t in self.tracks]
+            record["events"] = [e.to_dict() for e in self.events or ()]
+        if self.zones is not None:
+            record["zones"] = self.zones
         return record
 
 

@@ -14,6 +14,7 @@ queue holds the decoder back, so a file loses no frame. ``close()`` stops every 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -58,7 +59,7 @@ class Pipeline:
     def __init__(self, model, sources: list, *, drop: str | None = None, max_fps: float | None = None,
                  state: dict[str, str] | bool | None = None, sinks=(), queue_size: int = 4,
                  max_in_flight: int | None = None, preprocess=None, keep_images: bool | None = None,
-                 names: list[str] | None = None, **source_options) -> None:
+                 names: list[str] | None = None, track=None, zones=None, **source_options) -> None:
         if drop is not None and drop not in DROP_POLICIES:
             raise InputError(f"drop={drop!r} is not a drop policy", hint="drop='none' (files: every frame), "
                              "'oldest' or 'latest' (live: never fall behind)")
@@ -89,6 +90,7 @@ class Pipeline:
 
             # a dynamic-size input without a declared size would fail every frame: say it once, now
             layout_of(model.inputs[self._image_inputs[0]], getattr(getattr(model, "pipeline", None), "imgsz", None))
+        tracking = _tracking_options(self.task, track, zones)  # checked before anything is opened
         self.sources: list[Source] = []
         self.sinks = as_sinks(sinks, len(sources))
         try:
@@ -106,6 +108,12 @@ class Pipeline:
                 attach(self.sources)
         self.drops = [drop or ("latest" if s.live else "none") for s in self.sources]
         self._carry = [StateCarry(model, self._pairs) if self._pairs else None for _ in self.sources]
+        if tracking is not None:
+            from ..tracking.live import SourceTracking
+
+            self._tracking = [SourceTracking(*tracking) for _ in self.sources]  # one tracker per source
+        else:
+            self._tracking = None
         self.keep_images = keep_images if keep_images is not None else True
         concurrency = max(1, getattr(model, "concurrency", 1))
         live = any(d != "none" for d in self.drops)
@@ -154,8 +162,12 @@ class Pipeline:
         return self._policy.now()
 
     def summary(self) -> dict:
-        """Frames in/out, dropped by stage, failed, latency p50/p99, reconnects and events, per source and in all."""
-        return self.stats.as_dict(self.sources)
+        """Frames in/out, dropped by stage, failed, latency p50/p99, reconnects and events, per source and in all;
+        with tracking, each source's "tracking": ids given out, line and zone counts."""
+        out = self.stats.as_dict(self.sources)
+        for source, tracking in zip(out["sources"], self._tracking or ()):
+            source["tracking"] = tracking.summary()
+        return out
 
     def start(self) -> Pipeline:
         if self._threads or self._closed:
@@ -451,6 +463,8 @@ class Pipeline:
                     if self.task is not None:
                         began = time.monotonic()
                         frame.result = self.task.postprocess(frame.outputs, job.meta)
+                        if self._tracking is not None:  # in frame order per source: this stage is one thread
+                            self._tracking[job.source].apply(frame)
                         frame.timing_ms["postprocess"] = (time.monotonic() - began) * 1e3
                 except (ModelClosedError, Closed):
                     raise
@@ -528,6 +542,30 @@ class Pipeline:
                 source.close()
             except Exception as exc:
                 log.warning("closing source %s failed: %s", source.name, exc)
+
+
+def _tracking_options(task, track, zones):
+    """(TrackerOptions, Zones or None) for ``track=`` and ``zones=`` (zones track too), or None."""
+    if not track and zones is None:
+        return None
+    from ..tracking import TrackerOptions, as_zones
+    from ..tracking.assignment import _solver
+    from ..tracking.live import tracks_boxes
+
+    if not tracks_boxes(task):
+        what = f"a {task.name} model" if task is not None else "a model without a task"
+        raise InputError(f"tracking needs boxes, and {what} gives none",
+                         hint="track a detect (or instance segmentation) model: load it with task='detect'")
+    _solver()  # SciPy missing is said now, not on the first frame
+    from_file = None
+    if isinstance(zones, (str, os.PathLike)):  # a zones file may hold tracker options too
+        from ..tracking import load_zones
+
+        zones, from_file = load_zones(zones)
+    if track in (None, False, True) and from_file:
+        track = from_file  # track=TrackerOptions(...) or a dict given in Python wins over the file's
+    options = TrackerOptions.from_value(True if track in (None, False) else track)
+    return options, as_zones(zones) if zones is not None else None
 
 
 def _split(frame: Frame) -> None:

@@ -26,9 +26,14 @@ class Sink:
 
 
 def rendered(frame):
-    """The frame drawn by its task result, or the frame itself."""
+    """The frame drawn by its task result (and its lines and zones, when counted), or the frame itself."""
     render = getattr(frame.result, "render", None)
-    return render(frame.image) if render is not None and frame.image is not None else frame.image
+    image = render(frame.image) if render is not None and frame.image is not None else frame.image
+    if getattr(frame, "zone_shapes", None) is not None and image is not None:
+        from ..vision.overlay import draw_zones
+
+        image = draw_zones(image, frame.zone_shapes, frame.zones)
+    return image
 
 
 class ImageSink(Sink):

@@ -95,6 +95,8 @@ def draw(result, image: np.ndarray) -> np.ndarray:
             colour = tuple(int(c) for c in colours[box.class_id + 1])
             pen.rectangle(box.xyxy, outline=colour, width=width)
             parts = [box.label, f"{box.score:.2f}"]
+            if box.track_id is not None:
+                parts.insert(0, f"#{box.track_id}")
             _, (left, top, right, bottom) = label_parts(pen, (0, 0), parts, font)
             x, y = label_origin(box.xyxy, (right - left, bottom), image.shape[:2])
             placed, (left, top, right, bottom) = label_parts(pen, (x, y), parts, font)
@@ -133,6 +135,30 @@ def draw(result, image: np.ndarray) -> np.ndarray:
             for k in points:
                 if k.score >= result.min_score:
                     pen.ellipse((k.x - r, k.y - r, k.x + r, k.y + r), fill=(255, 0, 255))
+    return np.asarray(canvas)
+
+
+def draw_zones(image: np.ndarray, shapes, counts: dict | None) -> np.ndarray:
+    """Lines (yellow) and zones (cyan outlines) of ``shapes`` (an ``edgeaccel.tracking.Zones``) on a copy of the
+    image, each named with its counts so far: in/out over all classes."""
+    Image, ImageDraw = _pil()
+    canvas = Image.fromarray(image)
+    pen = ImageDraw.Draw(canvas)
+    width = max(2, round(max(image.shape[:2]) / 300))
+    font = font_for(*image.shape[:2])
+    counts = counts or {}
+    for kind, items, colour in (("lines", shapes.lines, (255, 220, 0)), ("zones", shapes.zones, (0, 220, 255))):
+        for item in items:
+            points = [tuple(p) for p in item.points]
+            pen.line(points + points[:1] if kind == "zones" else points, fill=colour, width=width)
+            tally = counts.get(kind, {}).get(item.name, {})
+            text = [item.name, f"in {sum(tally.get('in', {}).values())}", f"out {sum(tally.get('out', {}).values())}"]
+            x, y = min(p[0] for p in points), min(p[1] for p in points)
+            x, y = max(2.0, min(x, image.shape[1] - 2.0)), max(2.0, min(y, image.shape[0] - 2.0))
+            placed, (left, top, right, bottom) = label_parts(pen, (x, y), text, font)
+            pen.rectangle((left - 2, top - 2, right + 2, bottom + 2), fill=(0, 0, 0))
+            for px, part in placed:
+                pen.text((px, y), part, fill=colour, font=font)
     return np.asarray(canvas)
 
 

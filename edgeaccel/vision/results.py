@@ -100,6 +100,9 @@ class Box:
     # points the detector places with the box (MediaPipe detectors: eyes, nose, ...; YOLO pose: the skeleton);
     # "keypoints" in the JSON only when there are some, so boxes of other detectors keep their exact schema
     keypoints: list[Keypoint] = field(default_factory=list)
+    # the object's id over frames when a live source is tracked (watch(track=True)); "track_id" in the JSON
+    # only then
+    track_id: int | None = None
 
     @property
     def xywh(self) -> tuple[float, float, float, float]:
@@ -111,6 +114,8 @@ class Box:
                "class_id": self.class_id, "label": self.label}
         if self.keypoints:
             out["keypoints"] = [k.to_dict() for k in self.keypoints]
+        if self.track_id is not None:
+            out["track_id"] = self.track_id
         return out
 
 
