@@ -245,9 +245,14 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
         runtime_options=dict(runtime_options or {}),
         gpu_mem_limit_mb=check_limit(gpu_mem_limit_mb),
     )
-    if executor and executor not in runtimes():
-        raise ConfigError(f"unknown executor {executor!r}", key="executor",
-                          hint=f"use one of {', '.join(runtimes())} (runtime names, lower case)")
+    if executor:
+        from .executors.names import resolve_executor
+
+        try:  # "ORT", "ov", "tflite", "LiteRT": what --executor takes, load() takes
+            executor = resolve_executor(executor, list(runtimes()))
+        except ValueError as exc:
+            raise ConfigError(str(exc), key="executor",
+                              hint=f"use one of {', '.join(runtimes())} or an alias such as ort, ov, tflite") from None
     if device:
         from .executors.device import DeviceRef
 

@@ -10,14 +10,33 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Callable
 
 NATIVE_NOISE = ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",)
+# ONNX Runtime's own log (red on a terminal): its errors come back as the exception edgeaccel reports, and its
+# warnings are about graph internals (one line per initializer listed as an input in an IR 3 model). The
+# command line's --debug shows them (SHOW_RUNTIME_LOGS).
+ORT_LOG = re.compile(r"\[[EW]:onnxruntime:")
+SHOW_RUNTIME_LOGS = [False]
 
 
 def is_native_noise(line: str) -> bool:
     return line in NATIVE_NOISE
+
+
+def is_quiet_noise(line: str) -> bool:
+    """The XNNPACK line, and ONNX Runtime's log unless SHOW_RUNTIME_LOGS."""
+    return line in NATIVE_NOISE or (not SHOW_RUNTIME_LOGS[0] and bool(ORT_LOG.search(line)))
+
+
+@contextlib.contextmanager
+def quiet_native_stderr(is_noise: Callable[[str], bool] | None = None):
+    """Capture what native code writes to fd 2 while loading, and pass on all but the known noise
+    (``is_quiet_noise`` by default): what the command line and the server wrap loads in."""
+    with filtered_native_stderr(is_noise or is_quiet_noise):
+        yield
 
 
 @contextlib.contextmanager

@@ -6,14 +6,12 @@ Errors become one clear line (and its hint) on stderr and an exit code; ``--debu
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import logging
 import os
-import re
 import sys
 
-from ..native_log import NATIVE_NOISE as _NATIVE_NOISE, filtered_native_stderr
+from ..native_log import SHOW_RUNTIME_LOGS, quiet_native_stderr  # noqa: F401 (the commands' import)
 from ..errors import (
     ConfigError,
     DeviceUnavailableError,
@@ -46,25 +44,6 @@ COMMANDS = {
     "profile": "profile_cmd",
     "serve": "serve_cmd",
 }
-
-
-# ONNX Runtime's own log (red on a terminal): its errors come back as the exception edgeaccel reports, and its
-# warnings are about graph internals (one line per initializer listed as an input in an IR 3 model). --debug
-# shows them.
-_ORT_LOG = re.compile(r"\[[EW]:onnxruntime:")
-_DEBUG = [False]
-
-
-def _native_noise(line: str) -> bool:
-    return line in _NATIVE_NOISE or (not _DEBUG[0] and bool(_ORT_LOG.search(line)))
-
-
-@contextlib.contextmanager
-def quiet_native_stderr(is_noise=None):
-    """Capture what native code writes to fd 2 while loading, and pass on all but the known noise
-    (by default LiteRT's XNNPACK line and, without --debug, ONNX Runtime's log)."""
-    with filtered_native_stderr(is_noise or _native_noise):
-        yield
 
 
 def exit_code(exc: BaseException) -> int:
@@ -138,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _FALLBACKS_IN_REPORT[0] = False
     debug = getattr(args, "debug", False)
-    _DEBUG[0] = debug
+    SHOW_RUNTIME_LOGS[0] = debug
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not debug:
         for handler in logging.getLogger().handlers:

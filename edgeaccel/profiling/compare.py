@@ -121,10 +121,13 @@ def compare_layers(model, float_model=None, inputs=None, *, executor: str | None
     if samples < 1:
         raise ValueError("samples must be at least 1")
     if executor is not None:
-        from ..cli.names import ALIASES
+        from ..errors import ConfigError
+        from ..executors.names import resolve_executor
 
-        folded = executor.strip().lower()
-        executor = ALIASES.get(folded, folded)  # "ORT", "ov", "tflite" as --executor takes them
+        try:
+            executor = resolve_executor(executor)  # "ORT", "ov", "tflite" as --executor and load() take them
+        except ValueError as exc:
+            raise ConfigError(str(exc), key="executor") from None
     q_info, f_info, calibration, notes = _resolve_pair(model, float_model, executor)
     f_runtime, q_runtime = runtime_for(f_info, executor), runtime_for(q_info, executor)
     if executor is not None and q_runtime != executor:

@@ -124,7 +124,7 @@ class ServeCore:
     def _open(self, entry: Entry) -> ServedModel:
         import edgeaccel
 
-        from ..cli import quiet_native_stderr
+        from ..native_log import quiet_native_stderr
 
         opts = self.options
         try:
