@@ -4,6 +4,7 @@ inside a function, in ``importlib.import_module("...")`` or in a ``"package.modu
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -91,6 +92,7 @@ DYNAMIC = {
 }
 
 
+@functools.lru_cache(maxsize=1)  # one parse of the tree for all the tests below
 def all_edges() -> dict[tuple[str, str], list[str]]:
     edges: dict[tuple[str, str], list[str]] = {}
     for path in sorted(ROOT.rglob("*.py")):
