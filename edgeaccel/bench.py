@@ -95,7 +95,7 @@ def throughput(name: str, model, arrays: list, requests: int, warmup: int = 10,
     """Keep ``2 x model concurrency`` requests in flight until at least ``requests`` have been submitted and
     ``min_seconds`` have passed (MLPerf's min_count and min_duration), then wait for all of them."""
     concurrency = max(1, getattr(model, "concurrency", 1))
-    for out in model.stream([arrays] * warmup):
+    for _ in model.stream([arrays] * warmup):
         pass
     result = Result(name, "throughput", concurrency=concurrency)
     inputs = _copies(arrays)

@@ -105,11 +105,6 @@ def task_inputs(task, count: int) -> list[list[np.ndarray]] | None:
     return [task.preprocess(photos[k % len(photos)])[0] for k in range(count)]
 
 
-def random_inputs(specs: Sequence[TensorSpec], count: int, seed: int) -> list[list[np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    return [[random_array(spec, rng) for spec in specs] for _ in range(count)]
-
-
 def _photo_variants(count: int) -> list[np.ndarray]:
     from .errors import InputError
     from .imageio import read_image

@@ -20,7 +20,7 @@ from .executors.base import Executor, ExecutorOptions
 from .executors.registry import runtimes
 from .isolation.limits import IsolationLimits
 from .model import FallbackEvent, Model
-from .modelinfo import Format, ModelInfo
+from .modelinfo import Format
 from .profiles import DeviceFacts, Profile, get_profile, load_profiles, match_profile
 from .profiles.facts import facts_from_probe
 from .selector import Candidate, MachineFacts, Measurement, Ranking, Rejection, rank

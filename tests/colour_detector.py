@@ -61,7 +61,7 @@ def colour_detector(path: Path, size: int = 128, tolerance: float = 0.3) -> Path
     tables.append(numpy_helper.from_array(np.array([0], np.int64), "zero_axis"))
     padding = const("padding", np.zeros((cells - classes, 4 + classes), np.float32))
     table = node("Concat", [*rows, padding], "table", axis=0)  # [N, 4 + C]
-    out = node("Unsqueeze", [node("Transpose", [table], "t", perm=[1, 0]), "zero_axis"], "output0")
+    node("Unsqueeze", [node("Transpose", [table], "t", perm=[1, 0]), "zero_axis"], "output0")
     graph = helper.make_graph(nodes, "colour_detector",
                               [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
                               [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 4 + classes, cells])],

@@ -122,7 +122,7 @@ class RtspServer:
         while not self._stop.is_set() and self._listener is listener:
             try:
                 conn, _ = listener.accept()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return

@@ -37,7 +37,7 @@ def test_stream_in_order_equals_run(case, hint):
         unordered = [out[0] for out in model.stream(xs, ordered=False, max_in_flight=3)]
         assert sorted(a.tobytes() for a in unordered) == sorted(e.tobytes() for e in expected)
         futures = [model.submit(x, dequantize=True) for x in xs[:3]]
-        for f, e in zip(futures, expected):
+        for f, _ in zip(futures, expected):
             assert f.result(timeout=30)[0].dtype == np.float32
 
 

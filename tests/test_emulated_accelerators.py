@@ -23,7 +23,7 @@ import edgeaccel
 from edgeaccel.calibration import CalibrationPlan
 from edgeaccel.timing import MAX_BLOCK_CALLS
 from conftest import ROOT, SAMPLES, image_input
-from edgeaccel.errors import DeviceUnavailableError, InferenceTimeoutError
+from edgeaccel.errors import DeviceUnavailableError
 from edgeaccel.loader import open_ranked, select
 from edgeaccel.profiles import get_profile, load_profiles
 from edgeaccel.testing.emulated import Faults, emulated_accelerator

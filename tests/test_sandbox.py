@@ -9,6 +9,7 @@ is made real by a caller that a seccomp filter forbids unshare(), as Docker's de
 from __future__ import annotations
 
 import platform
+import shutil
 import struct
 import socket
 import subprocess
@@ -116,16 +117,26 @@ def test_every_forbidden_action_is_refused_while_answers_stay_right(runtime, tmp
 
 
 def test_without_the_sandbox_the_same_probe_reaches_everything(tmp_path, listener):
-    """The control: the probe's attempts succeed when nothing stops them, so refusals above are the sandbox's."""
+    """The control: the probe's attempts succeed when nothing stops them, so refusals above are the sandbox's.
+    Its writes succeed too, so the model is a copy in this test's own folder (not the shared models folder) and
+    the marker written into /tmp is removed."""
     port, unix_socket, accepted = listener
     secret = tmp_path / "app.key"
     secret.write_text("the app's private key\n")
+    model_folder = tmp_path / "model"
+    model_folder.mkdir()
+    model_path = Path(shutil.copy(MODELS / CASES["litert"], model_folder))
     limits = IsolationLimits(sandbox="off", open_files=0,
                              probe=SandboxProbe(files=(str(secret),), tcp_port=port, unix_socket=unix_socket))
-    with edgeaccel.load(MODELS / CASES["litert"], strict=True, isolate=limits) as model:
+    with edgeaccel.load(model_path, strict=True, isolate=limits) as model:
         report = model.executor.details["isolated"]["sandbox"]
         assert report["active"] == [] and set(report["missing"]) == set(LAYERS)
         outcomes = probed(model)
+        written_in_tmp = outcomes["write /tmp"]["detail"].removeprefix("wrote ")
+        if outcomes["write /tmp"]["outcome"] == "allowed" and Path(written_in_tmp).parent == Path("/tmp"):
+            Path(written_in_tmp).unlink(missing_ok=True)
+        assert outcomes["write into the model's folder"]["outcome"] == "allowed"
+        assert list(model_folder.glob("edgeaccel-probe-*"))
         for action in (f"read {secret}", f"write beside {secret}", f"connect to 127.0.0.1:{port}",
                        f"connect to {unix_socket}", "start /bin/sh", "signal its caller",
                        "open more files than its limit"):

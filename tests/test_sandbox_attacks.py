@@ -443,7 +443,7 @@ def test_a_users_worker_cannot_act_on_a_process_of_the_same_user(tmp_path):
     from unprivileged import call_unprivileged
 
     def cpu_limit(pid: int) -> str:  # read from /proc: prlimit() on another process needs CAP_SYS_RESOURCE
-        line = next(l for l in open(f"/proc/{pid}/limits") if l.startswith("Max cpu time"))
+        line = next(row for row in open(f"/proc/{pid}/limits") if row.startswith("Max cpu time"))
         return line.split()[3]
 
     temp = tmp_path / "worker-temp"

@@ -13,7 +13,7 @@ from edgeaccel.modelinfo import Format
 from edgeaccel.profiles.types import DEVICE_NAMES
 from edgeaccel.scheduling.devices import KINDS, base_name, place, place_device, sensors_for
 from edgeaccel.scheduling.model import ScheduledModel
-from edgeaccel.testing import FakeTree, rk3588_board, x86_server_with_cuda_gpu
+from edgeaccel.testing import rk3588_board, x86_server_with_cuda_gpu
 
 from conftest import SAMPLES
 

@@ -57,7 +57,7 @@ def test_thermal_control_does_not_flap_under_sensor_noise():
     ctl = DeviceControl()
     rng = random.Random(1)
     flips, previous = 0, None
-    for i in range(600):
+    for _ in range(600):
         temp = round(83.0 + rng.gauss(0, 0.6))
         step = thermal_step(hot(temp, slope=rng.gauss(0, 0.05), busy=0.9 * ctl.duty + 0.1), ctl, cfg, 0.5)
         ctl = step.control

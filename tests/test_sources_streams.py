@@ -48,7 +48,7 @@ def test_rtsp_stream_that_drops_comes_back(model):
     with RtspServer(moving_frames(30)) as server:
         with model.watch(server.url, reconnect_timeout=20) as pipeline:
             segments_seen = 0
-            for n, frame in enumerate(pipeline):
+            for n, _frame in enumerate(pipeline):
                 if n == 15:
                     threading.Thread(target=server.cut, args=(1.0,), daemon=True).start()
                 if n >= 15 and pipeline.sources[0].reconnects:

@@ -47,7 +47,7 @@ def write_timed(path, stamps: list[float], codec: str = "libx264") -> None:
         stream.height, stream.width = 120, 160
         stream.pix_fmt = "yuv420p"
         stream.codec_context.time_base = base
-        for n, (image, t) in enumerate(zip(moving_frames(len(stamps)), stamps)):
+        for image, t in zip(moving_frames(len(stamps)), stamps):
             frame = av.VideoFrame.from_ndarray(image, format="rgb24")
             frame.time_base, frame.pts, frame.duration = base, round(t / base), 9000
             for packet in stream.encode(frame):

@@ -217,7 +217,6 @@ def _two_writers(model, schema):
 
 
 def _assign_without_resource(model, schema):
-    import copy
 
     code = model.operatorCodes[0]  # fuzz seed 91: the custom op turned ASSIGN_VARIABLE, duplicated: SIGSEGV
     code.builtinCode, code.deprecatedBuiltinCode = schema.BuiltinOperator.ASSIGN_VARIABLE, 127

@@ -127,7 +127,7 @@ def overhead(models: Path, quick: bool) -> None:
         raw = raw_factory(path, threads)
         with edgeaccel.load(path, executor=runtime, cache=False, calibrate=False, **kwargs) as model:
             x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
-            t = interleaved({"raw": lambda: raw(x), "edgeaccel": lambda: model.run(x)}, block=10, rounds=rounds)
+            t = interleaved({"raw": lambda raw=raw, x=x: raw(x), "edgeaccel": lambda x=x: model.run(x)}, block=10, rounds=rounds)
         raw_p50, ea_p50 = statistics.median(t["raw"]), statistics.median(t["edgeaccel"])
         ratio = ea_p50 / raw_p50
         report("overhead", f"{runtime} mobilenet_v2 p50 ratio", ratio, "<= 1.05", ratio <= 1.05,
@@ -140,7 +140,7 @@ def overhead(models: Path, quick: bool) -> None:
         raw = raw_factory(path, threads)
         with edgeaccel.load(path, executor=runtime, cache=False, calibrate=False) as model:
             x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
-            t = interleaved({"raw": lambda: raw(x), "edgeaccel": lambda: model.run(x)}, block=200,
+            t = interleaved({"raw": lambda raw=raw, x=x: raw(x), "edgeaccel": lambda x=x: model.run(x)}, block=200,
                             rounds=10 if quick else 30)
         diff_us = (statistics.median(t["edgeaccel"]) - statistics.median(t["raw"])) * 1e6
         report("overhead", f"{runtime} tiny model ({path.stem}) extra us/call", diff_us, "<= 10", diff_us <= 10,

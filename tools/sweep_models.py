@@ -1050,7 +1050,7 @@ def _input_sets(specs, meta, rng):
                 a = rng.integers(0, 2, dims).astype(bool)
                 if not dims:
                     a = np.array(bool(variant == 0))
-            elif dtype == object or dtype.kind in "SU":
+            elif dtype.kind in "OSU":
                 words = np.array([b"alpha", b"Beta", b"gamma x", b"", b"delta"], dtype=object)
                 a = words[rng.integers(0, len(words), dims)] if dims else np.array(b"alpha", dtype=object)
                 arrays.append(a)

@@ -13,13 +13,14 @@ from typing import Protocol
 
 from ..digest import digest as content_digest
 from ..errors import ModelValidationError, UnsupportedFormatError
+from ..modelinfo import Format, ModelInfo
+from . import tflite, tflite_checks
 
 
 class ModelNotFoundError(UnsupportedFormatError, FileNotFoundError):
     """The model path does not exist. Still an UnsupportedFormatError for callers that caught that before; also a
     FileNotFoundError, which is what a missing file is."""
-from ..modelinfo import Format, ModelInfo
-from . import tflite, tflite_checks
+
 
 # The ONNX, OpenVINO IR and TensorRT engine readers (and the XML parser) are imported when a file is not TFLite:
 # `edgeaccel run model.tflite` does not pay for them (peak memory, issue 16).

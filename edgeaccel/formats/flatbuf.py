@@ -14,7 +14,6 @@ import numpy as np
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
-_U64 = struct.Struct("<Q")
 
 
 class FlatBufferError(ValueError):
@@ -71,10 +70,6 @@ class Table:
         target = self._deref(index)
         return Table(self.buf, target) if target else None
 
-    def vector_len(self, index: int) -> int:
-        target = self._deref(index)
-        return _U32.unpack_from(self.buf, target)[0] if target else 0
-
     def vector_span(self, index: int, elem_size: int) -> tuple[int, int]:
         """(start, count) of a vector of fixed-size elements, checked to lie inside the buffer."""
         target = self._deref(index)
@@ -114,11 +109,6 @@ class Table:
 def root(buf: bytes) -> Table:
     _need(buf, 0, 8, "root offset")
     return Table(buf, _U32.unpack_from(buf, 0)[0])
-
-
-def read_u64(buf: bytes, pos: int) -> int:
-    _need(buf, pos, 8, "u64")
-    return _U64.unpack_from(buf, pos)[0]
 
 
 def _need(buf: bytes, pos: int, size: int, what: str) -> None:

@@ -25,7 +25,7 @@ def mutate(data: bytes, rng: random.Random, count: int | None = None) -> tuple[b
 
 
 def _layer(root, rng, kind: str | None = None):
-    layers = [l for l in root.iterfind("layers/layer") if kind is None or l.get("type") == kind]
+    layers = [layer for layer in root.iterfind("layers/layer") if kind is None or layer.get("type") == kind]
     return rng.choice(layers)
 
 

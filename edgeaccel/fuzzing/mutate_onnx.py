@@ -150,27 +150,6 @@ def init_data(model, rng):
     return f"initializer {init.name!r} gets {len(init.raw_data)} raw bytes"
 
 
-def init_values(model, rng):
-    """Edge values inside a small integer or float initializer (a Reshape shape, Gather indices, Slice
-    bounds, pads, scales): the checker does not look at data, so these reach the runtimes."""
-    import numpy as np
-    from onnx import numpy_helper
-
-    small = [i for i in model.graph.initializer if i.data_type in (1, 6, 7) and 0 < np.prod(i.dims or [1]) <= 64
-             and not i.external_data]
-    init = rng.choice(small)
-    values = numpy_helper.to_array(init).copy()
-    flat = values.reshape(-1)
-    k = rng.randrange(flat.size)
-    if values.dtype.kind == "f":
-        flat[k] = rng.choice((0.0, -1.0, float("nan"), float("inf"), 1e30, 1e-30))
-    else:
-        info = np.iinfo(values.dtype)
-        flat[k] = rng.choice((0, -1, 1, info.max, info.min, 2**20, -(2**20)))
-    init.CopyFrom(numpy_helper.from_array(values, init.name))
-    return f"initializer {init.name!r}[{k}] = {flat[k]}"
-
-
 def init_type(model, rng):
     init = rng.choice(model.graph.initializer)
     init.data_type = rng.choice((0, 1, 2, 3, 6, 7, 8, 10, 11, 16, 17, 99))

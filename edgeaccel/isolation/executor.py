@@ -227,7 +227,7 @@ class _Worker:
         try:
             wire.send_pickle(self.sock, request)
             reply, _ = wire.recv_json(self.sock, 1 << 20, wire.REPLY_HEADER)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             self._kill()
             raise InferenceTimeoutError(
                 f"{self.name} did not load within {self.limits.load_timeout:g} s; it was stopped",
@@ -282,7 +282,7 @@ class _Worker:
                 self._socket_carried("socket_inputs", f"inputs: {why}")
             reply, outputs, _ = channel.recv(channel.seq)
             healthy = True
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             self._timed_out = True
             self._kill()
             raise InferenceTimeoutError(

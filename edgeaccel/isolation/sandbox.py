@@ -499,7 +499,7 @@ def _assemble(code: list) -> bytes:
             continue
         op, k, jt, jf = (*item, 0, 0)[:4]
 
-        def offset(target):
+        def offset(target, pc=pc):  # called in this iteration: bind its pc
             if target == 0:
                 return 0
             distance = at[target] - pc - 1

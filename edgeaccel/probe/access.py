@@ -84,7 +84,7 @@ class Access:
     """Answers access questions for one identity on one tree (None: the running process)."""
 
     def __init__(self, root: Root = Path("/"), identity: Identity | None = None) -> None:
-        self.tree = tree = as_tree(root)
+        self.tree = as_tree(root)
         self.identity = identity
         self._groups: dict[int, str] | None = None
 

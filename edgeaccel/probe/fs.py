@@ -118,21 +118,6 @@ class Tree:
         except Exception:
             return False
 
-    def file_state(self, target: str) -> str | None:
-        """None when ``target`` is a regular file (after symlinks) inside the root, else what it is instead;
-        answers without reading it (a sensor read can be slow)."""
-        local = self.path(target)
-        try:
-            if self._escapes(local):
-                return "is a symlink that leads outside the probed root"
-            if local.is_file():
-                return None
-            if local.is_dir():
-                return "is a directory where a file was expected"
-            return "broken symlink" if local.is_symlink() else "missing"
-        except Exception as exc:
-            return f"cannot be examined: {exc}"
-
     def is_dir(self, target: str) -> bool:
         local = self.path(target)
         try:

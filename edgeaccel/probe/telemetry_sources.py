@@ -27,8 +27,6 @@ if TYPE_CHECKING:  # the telemetry readers are imported when a survey reads tele
     from ..telemetry.inventory import Source
     from ..telemetry.hwmon import HwmonChip
     from ..telemetry.rapl import RaplZone
-    from ..telemetry.reading import Reading
-    from ..telemetry.rpi import ThrottleFlags
     from ..telemetry.thermal import ThermalZone, TripPoint
 
 RAPL_FIX = ("energy_uj is readable by root only since Linux 5.10: run as root, or allow a group with a udev rule "

@@ -25,7 +25,8 @@ import math
 import time
 from collections import deque
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..telemetry.sampler import DeviceSample, TelemetrySampler
 from .decision import Decision, DecisionRecord, DeviceView, ExecutorView, Observation

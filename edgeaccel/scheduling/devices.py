@@ -75,13 +75,6 @@ def place_device(device: str, device_kinds: dict[str, str] | None = None, owner:
     return Placement(device, "unknown", base.lower() or "unknown", "unknown")
 
 
-def device_of(executor: Any) -> str:
-    """The domain name for an executor: a simulated executor names its device; a real one is grouped by the
-    kind of device it runs on ("CPU" -> "cpu", "GPU.0"/"CUDA:1"/"TensorRT:0" -> "gpu", "EdgeTPU:usb:0" ->
-    "edgetpu")."""
-    return place(executor).domain
-
-
 def device_of_name(device: str) -> str:
     """The domain name for an executor's device string ("CUDA:1" -> "gpu")."""
     return place_device(device).domain

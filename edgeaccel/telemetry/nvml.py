@@ -10,7 +10,8 @@ boards, a lost GPU) becomes a reading with that reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .reading import Reading, missing
 from .thermal import TripPoint
