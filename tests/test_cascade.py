@@ -12,11 +12,11 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import ROOT, SHARED
 from PIL import Image
 
 import edgeaccel
-from conftest import ROOT, SHARED
-from edgeaccel.cascade.geometry import Crop, CropOptions, crop_for, sample
+from edgeaccel.cascade.geometry import CropOptions, crop_for, sample
 from edgeaccel.errors import ConfigError, InputError
 from edgeaccel.vision.results import Box, ClassifyResult, Keypoint, PoseResult
 
@@ -206,7 +206,7 @@ def test_run_cascade_prints_each_box_with_its_later_stages(tmp_path):
     path = _pipeline_file(tmp_path, stages, placement="as-loaded")
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     done = subprocess.run([sys.executable, "-m", "edgeaccel", "run", "--cascade", path, "-i", str(HOPPER), "--json",
-                           "--save", str(tmp_path / "out.png")], capture_output=True, text=True, env=env, timeout=300)
+                           "--save", str(tmp_path / "out.png")], capture_output=True, text=True, env=env, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert [s["name"] for s in document["stages"]] == ["face", "mesh"]

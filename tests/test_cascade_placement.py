@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import ROOT, SHARED
 from PIL import Image
 
 import edgeaccel
-from conftest import ROOT, SHARED
 from edgeaccel.testing.emulated import emulated_accelerator
 from edgeaccel.testing.plugins import installed_plugins
 

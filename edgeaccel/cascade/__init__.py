@@ -17,7 +17,7 @@ from importlib import import_module
 _LAZY = {"Cascade": "core", "Stage": "stage", "CropOptions": "geometry", "Crop": "geometry",
          "load_cascade": "config", "CascadeRun": "live", "CascadeFrame": "live"}
 
-__all__ = sorted(_LAZY)
+__all__ = ["Cascade", "CascadeFrame", "CascadeRun", "Crop", "CropOptions", "Stage", "load_cascade"]
 
 
 def __getattr__(name: str):

@@ -98,7 +98,7 @@ class CascadeRun:
             target(*args)
         except Closed:
             pass
-        except BaseException as exc:  # a stage or the source failed: the caller gets it, the rest stops
+        except BaseException as exc:  # noqa: BLE001 -- a stage or the source failed: the caller gets it, the rest stops
             with self._lock:
                 self._error = self._error or exc
             self._shut()

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from .geometry import CropOptions, crop_for, sample
 from .mapping import to_frame
 
@@ -80,7 +80,7 @@ def image_size(model) -> tuple[int, int] | None:
         if is_image_input(spec):
             try:
                 _, h, w = image_layout(spec, None)
-            except Exception:  # a dynamic size: the task resizes the crop itself
+            except InputError:  # a dynamic size: the task resizes the crop itself
                 return None
             return (w, h)
     return None

@@ -6,6 +6,7 @@ stage's executor, device, p50/p95 ms and busy share; --json: the report as one d
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -32,8 +33,8 @@ def main(args: argparse.Namespace) -> int:
             return _live(cascade, args, options)
         result = cascade.predict(args.input[0])
         if args.save:
-            from ..vision.overlay import save_image
             from ..cascade.render import render
+            from ..vision.overlay import save_image
 
             save_image(render(result), args.save)
         document = {"stages": cascade.describe(), "placement": cascade.placement, **result.to_dict()}
@@ -47,14 +48,11 @@ def main(args: argparse.Namespace) -> int:
 
 def _live(cascade, args, options: dict) -> int:
     run = cascade.watch(args.input[0], **options)
-    sink = open(args.jsonl, "w", encoding="utf-8") if args.jsonl else None
-    try:
+    with contextlib.ExitStack() as stack:
+        sink = stack.enter_context(open(args.jsonl, "w", encoding="utf-8")) if args.jsonl else None
         for frame in run:
             if sink is not None:
                 sink.write(json.dumps(frame.to_dict()) + "\n")
-    finally:
-        if sink is not None:
-            sink.close()
     report = run.report()
     if args.json:
         json.dump(report, sys.stdout, indent=2)
