@@ -225,3 +225,38 @@ def test_a_wrong_pipeline_file_is_a_clear_error(tmp_path):
         load_cascade(bad)
     with pytest.raises(InputError, match="cannot read"):
         load_cascade(tmp_path / "missing.yaml")
+
+
+def test_run_cascade_on_a_video_writes_a_line_a_frame_and_the_report(tmp_path):
+    stages = [{"name": "vehicle", "model": str(TRAFFIC), "min_score": 0.3},
+              {"name": "kind", "model": str(SHARED / "models" / "mobilenet_v1_0.25_128_quant.tflite")}]
+    path = _pipeline_file(tmp_path, stages, placement="as-loaded", live={"queue_size": 2})
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "edgeaccel", "run", "--cascade", path, "-i", str(VIDEO), "--json",
+                           "--jsonl", str(tmp_path / "frames.jsonl")], capture_output=True, text=True, env=env,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["schema"] == "edgeaccel.cascade-run/1" and report["queue_size"] == 2
+    assert report["frames"]["read"] == report["frames"]["delivered"] == 20
+    lines = (tmp_path / "frames.jsonl").read_text().splitlines()
+    assert [json.loads(line)["index"] for line in lines] == list(range(20))
+
+
+def test_run_without_a_model_or_a_cascade_says_what_to_give():
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "edgeaccel", "run", "-i", str(HOPPER)], capture_output=True,
+                          text=True, env=env, timeout=120, check=False)
+    assert done.returncode != 0 and "--cascade" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_stage_that_fails_mid_run_stops_the_run_and_reaches_the_caller():
+    mesh = edgeaccel.load(MESH, calibrate=False)
+    with edgeaccel.Cascade([FACE_STAGES[0], {"name": "mesh", "model": mesh, "crop": {"scale": 1.5}}],
+                           placement="as-loaded") as cascade:
+        mesh.close()  # the caller closed the model it lent the cascade
+        image = np.asarray(Image.open(HOPPER).convert("RGB"))
+        run = cascade.watch([image] * 5)
+        with pytest.raises(edgeaccel.ModelClosedError):
+            list(run)
+        assert run.report()["frames"]["delivered"] == 0
