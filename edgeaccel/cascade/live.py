@@ -1,9 +1,12 @@
 """A cascade on live frames: one thread per stage, so that while the last stage reads the crops of frame n the
 first detects on frame n+1, each on its own executor and device. Bounded queues (``sources.queues.DropQueue``)
-sit before every stage: with ``drop="none"`` (files, folders, iterables) a full queue makes the stage before it
-wait and every frame comes out; with "oldest" or "latest" (cameras and streams by default) a full queue drops a
-frame, counted against the stage it was waiting for. Nothing is lost unsaid: at the end ``report()`` has
-read = delivered + dropped (+ abandoned when the caller stopped early)."""
+sit before every stage. With ``drop="none"`` (files, folders, iterables) a full queue makes the stage before it
+wait and every frame comes out with every stage's answers. With "oldest" or "latest" (cameras and streams by
+default) load is shed in a stated order: first a later stage's work (a later stage that finds its queue full
+passes the frame on without looking at its crops: the frame comes out with the earlier stages' answers and
+``shed`` names the stage), then whole frames at the source queue (dropped before the first stage, counted).
+Nothing is lost unsaid: ``report()`` has read = delivered + dropped (+ abandoned when the caller stopped early)
+and each stage's ``shed`` frames."""
 
 from __future__ import annotations
 
@@ -27,10 +30,13 @@ class CascadeFrame:
     result: Any  # the first stage's DetectResult, boxes carrying the later stages' answers
     stage_ms: dict[str, float] = field(default_factory=dict)  # each stage's time on this frame
     latency_ms: float = 0.0  # from the frame's arrival to its last stage's end
+    shed: list[str] = field(default_factory=list)  # later stages that passed this frame on unlooked (overload)
 
     def to_dict(self) -> dict:
         out = {"index": self.index, "timestamp": self.timestamp, "latency_ms": round(self.latency_ms, 3),
                "stage_ms": {k: round(v, 3) for k, v in self.stage_ms.items()}}
+        if self.shed:
+            out["shed"] = list(self.shed)
         out.update(self.result.to_dict())
         return out
 
@@ -43,6 +49,7 @@ class _Item:
     image: Any
     result: Any = None
     stage_ms: dict = field(default_factory=dict)
+    shed: list = field(default_factory=list)
 
 
 @dataclass
@@ -50,7 +57,8 @@ class _StageStats:
     frames: int = 0
     calls: int = 0  # model calls: one a frame for the first stage, one a crop after
     skipped: int = 0
-    dropped: int = 0  # frames dropped while waiting for this stage
+    dropped: int = 0  # frames dropped while waiting for this stage (the first: the source's queue)
+    shed: int = 0  # frames passed on without this stage's work, its queue being full (a later stage)
     busy_s: float = 0.0
     times: deque = field(default_factory=lambda: deque(maxlen=KEPT_TIMES))
 
@@ -72,7 +80,9 @@ class CascadeRun:
         self.drop = drop or ("latest" if self.source.live else "none")
         self.queue_size = queue_size
         n = len(cascade.stages)
-        self._queues = [DropQueue(queue_size, self.drop) for _ in range(n)]
+        # only the source's queue drops frames; between stages a full queue waits (drop "none") or, under a
+        # dropping policy, makes the later stage shed its work on the frames it takes (see _work)
+        self._queues = [DropQueue(queue_size, self.drop)] + [DropQueue(queue_size, "none") for _ in range(n - 1)]
         self._out = DropQueue(queue_size, "none")  # the caller is never dropped from: it sets the pace it wants
         self._stats = [_StageStats() for _ in range(n)]
         self._stop = threading.Event()
@@ -129,6 +139,13 @@ class CascadeRun:
                 else:
                     self._out.put_end(_END)
                 return
+            if k > 0 and self.drop != "none" and len(self._queues[k]) >= max(1, self._queues[k].size - 1):
+                # behind: frames wait for this stage; pass this one on with the earlier stages' answers
+                item.shed.append(stage.name)
+                with self._lock:
+                    stats.shed += 1
+                self._put(k + 1, item)
+                continue
             start = time.perf_counter()
             if k == 0:
                 item.result = self.cascade.first(item.image)
@@ -165,7 +182,7 @@ class CascadeRun:
                 self.delivered += 1
                 item.result.image = item.image
                 yield CascadeFrame(item.index, item.timestamp, item.result, item.stage_ms,
-                                   (time.monotonic() - item.captured) * 1e3)
+                                   (time.monotonic() - item.captured) * 1e3, item.shed)
         finally:
             self.close()
         if self._error is not None:
@@ -210,7 +227,7 @@ class CascadeRun:
             for stage, st in zip(self.cascade.stages, self._stats):
                 q = percentiles(st.times, (50, 95)) or {}
                 stages.append({"name": stage.name, "executor": stage.executor_name, "device": stage.device,
-                               "frames": st.frames, "calls": st.calls, "skipped": st.skipped,
+                               "frames": st.frames, "calls": st.calls, "skipped": st.skipped, "shed": st.shed,
                                "p50_ms": round(q["p50"], 3) if q else None,
                                "p95_ms": round(q["p95"], 3) if q else None,
                                "busy": round(st.busy_s / wall, 3)})

@@ -63,7 +63,8 @@ def _live(cascade, args, options: dict) -> int:
           f"{frames['dropped']}, {frames['abandoned']} abandoned; {report['fps']} fps (drop {report['drop']})")
     for s in report["stages"]:
         print(f"  {s['name']:<12} {s['executor']:<24} {s['frames']} frames, {s['calls']} calls, p50 {s['p50_ms']} ms, "
-              f"p95 {s['p95_ms']} ms, busy {s['busy']:.0%}" + (f", {s['skipped']} boxes skipped" if s["skipped"] else ""))
+              f"p95 {s['p95_ms']} ms, busy {s['busy']:.0%}" + (f", {s['skipped']} boxes skipped" if s["skipped"] else "")
+              + (f", {s['shed']} frames shed (overload)" if s["shed"] else ""))
     for note in report["placement"]:
         print(f"  placement: {note}")
     return 0
