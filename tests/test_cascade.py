@@ -61,6 +61,22 @@ def test_a_rotated_crop_samples_and_maps_back_the_same_pixel():
     assert np.hypot(*(found - (210.5, 120.5))) < 2.5, found
 
 
+def test_shift_follows_the_crops_own_axes_and_keypoints_can_be_the_region():
+    # a palm-like box: wrist at the bottom, middle finger to its right, so the crop turns by -90 degrees
+    box = Box((100.0, 100.0, 140.0, 140.0), 0.9, 0, "palm",
+              keypoints=[Keypoint("wrist", 120, 120, 1), Keypoint("x", 0, 0, 1), Keypoint("mcp", 140, 120, 1)])
+    crop = crop_for(box, CropOptions(scale=2.0, shift=(0.0, -0.5), rotate=(0, 2, 90)), (32, 32))
+    assert math.degrees(crop.angle) == pytest.approx(90)  # the wrist -> finger vector turned to point up
+    # "up" in the crop (-y) is +x in the frame: the shift of half the crop (80 px) moves the centre right
+    assert (crop.cx, crop.cy) == pytest.approx((120 + 40, 120))
+    top_middle = crop.points_to_frame(np.array([[16, 0]]))[0]
+    assert top_middle == pytest.approx((crop.cx + 40, crop.cy))
+    region = crop_for(box, CropOptions(keypoints=(0, 2), square=False), None)  # the wrist-to-mcp segment
+    assert region is None  # a flat region (zero height) has no pixels
+    region = crop_for(box, CropOptions(keypoints=(0, 2), square=True), None)
+    assert (region.cx, region.cy, region.width) == pytest.approx((130, 120, 20))
+
+
 def test_crop_options_refuse_what_they_cannot_mean():
     with pytest.raises(ConfigError, match="scale"):
         CropOptions(scale=0)
