@@ -55,6 +55,7 @@ _LAZY = {
     "probe": ("inventory", "probe_package"),
     "ProbeReport": ("probe", "ProbeReport"),
     "IsolationLimits": ("isolation.limits", "IsolationLimits"),
+    "Cascade": ("cascade.core", "Cascade"),
 }
 
 __all__ = [
@@ -106,6 +107,7 @@ if TYPE_CHECKING:
     from .model_pipeline import ModelPipeline, describe_pipeline
     from .isolation.limits import IsolationLimits
     from .loader import load
+    from .cascade.core import Cascade
     from .model import Model
     from .scheduling.model import ScheduledModel
     from .modelinfo import Format, ModelInfo, TensorSpec

@@ -19,9 +19,12 @@ HELP = "run a model on an image, .npy or random input and report the answer and 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", nargs="+",
+    p.add_argument("model", nargs="*",
                    help="model file (.tflite, .onnx, OpenVINO .xml), or several artifacts of one model, a folder "
                         "or a bundle")
+    p.add_argument("--cascade", metavar="PIPELINE.yaml",
+                   help="run a cascade of models instead of MODEL: a detector, then models on its crops, each on "
+                        "its own executor (docs/cascade.md)")
     add_input_arguments(p)
     p.add_argument("--quantize", action="store_true",
                    help="quantize float .npy input for a quantized model with the model's own scale")
@@ -49,6 +52,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "cascade", None):
+        from .cascade_run import main as cascade_main
+
+        return cascade_main(args)
+    if not args.model:
+        from ..errors import InputError
+
+        raise InputError("run needs a MODEL (or --cascade PIPELINE.yaml)", hint="edgeaccel run model.tflite -i image.png")
     args.model = args.model[0] if len(args.model) == 1 else args.model
     if live.wanted(args):  # video files, cameras, streams, image folders: the live pipeline
         return live.main(args)

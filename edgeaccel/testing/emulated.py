@@ -19,7 +19,7 @@ What is emulated, and how (every simulated figure is labelled so in ``info.detai
   is computed once by the real runtime (the first call takes the real time) and its answer kept (``memo``
   inputs, least recently used out); later calls with the same input sleep the modelled time. With
   ``offload_share`` s < 1 the share 1 - s runs at CPU speed: ``real * (1 - s) + accelerated * s``. One request
-  at a time holds the device, as on an Edge TPU;
+  at a time holds the device, as on an Edge TPU, across every model loaded on it;
 - numerics: "exact" (the CPU answer), "f16" / "bf16" (float outputs rounded to that precision), "int8" (float
   outputs requantized per tensor, symmetric, 255 levels), "corrupt" (a deliberately wrong answer: the values
   rotated along the last axis, so the top-1 class and every value move);
@@ -53,6 +53,8 @@ from ..modelinfo import Format, ModelInfo
 NUMERICS = ("exact", "f16", "bf16", "int8", "corrupt")
 WRAPPABLE = ("litert", "onnxruntime", "openvino")
 SIMULATED = "simulated by edgeaccel.testing.emulated"
+_DEVICE_LOCKS: dict[str, threading.Lock] = {}  # emulated device name -> the lock its requests take turns on
+_DEVICE_LOCKS_GUARD = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -239,7 +241,10 @@ class EmulatedExecutor(Executor):
         self._closed = False
         self._calls = 0
         self._count = threading.Lock()
-        self._device = threading.Lock()  # the device runs one request at a time
+        # the device runs one request at a time, whichever loaded model sends it (two models on one Edge TPU
+        # take turns): one lock per emulated device, not per executor
+        with _DEVICE_LOCKS_GUARD:
+            self._device = _DEVICE_LOCKS.setdefault(spec.device, threading.Lock())
         self._memo: OrderedDict[bytes, tuple[list[np.ndarray], float]] = OrderedDict()
         self._inner: Executor | None = None
         if base_of(device) != spec.device:

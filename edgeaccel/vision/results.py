@@ -103,6 +103,9 @@ class Box:
     # the object's id over frames when a live source is tracked (watch(track=True)); "track_id" in the JSON
     # only then
     track_id: int | None = None
+    # what later stages of a cascade (edgeaccel.cascade) found on this box: {stage name: Result}, mapped to the
+    # original image's pixels; "stages" in the JSON only when there are some
+    stages: dict = field(default_factory=dict)
 
     @property
     def xywh(self) -> tuple[float, float, float, float]:
@@ -116,7 +119,18 @@ class Box:
             out["keypoints"] = [k.to_dict() for k in self.keypoints]
         if self.track_id is not None:
             out["track_id"] = self.track_id
+        if self.stages:
+            out["stages"] = {name: _stage_dict(r) for name, r in self.stages.items()}
         return out
+
+
+def _stage_dict(result) -> dict:
+    """A later stage's result inside its box: without the schema and image size the top level already says."""
+    out = {k: v for k, v in result.to_dict().items() if k not in ("schema", "image")}
+    crop = getattr(result, "crop", None)
+    if crop is not None:
+        out["crop"] = crop.to_dict()
+    return out
 
 
 @dataclass
