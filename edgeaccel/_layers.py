@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("model", frozenset({"model"})),
     ("opening and running", frozenset({"loader", "scheduling", "sources"})),
     ("public API and services", frozenset({
-        "edgeaccel", "convert", "evaluation", "profiling", "serve", "ray", "sim", "testing", "fuzzing",
+        "edgeaccel", "convert", "evaluation", "profiling", "serve", "ray", "sim", "testing", "fuzzing", "cascade",
     })),
     ("command line", frozenset({"cli", "__main__"})),
 )
