@@ -14,6 +14,7 @@ answers back, with at most ``in_flight`` batches queued on each actor, in the or
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -25,6 +26,8 @@ from ._import import import_ray
 from .resources import actor_request, check_offered
 from .shipping import ModelPayload, pack
 
+log = logging.getLogger("edgeaccel.ray")
+
 
 class PoolActor:
     """One warm actor: the model loaded on its node, answering lists of inputs."""
@@ -33,12 +36,18 @@ class PoolActor:
                  options: dict) -> None:
         from .node import load_on_node, node_label
 
-        self.model = load_on_node(payload, task=task, device=device, threads=threads, options=options)
         self.node = node_label()
+        self.failed: EdgeAccelError | None = None
+        try:
+            self.model = load_on_node(payload, task=task, device=device, threads=threads, options=options)
+        except EdgeAccelError as exc:  # kept for describe(): Ray reports a failed __init__ only as text
+            self.failed = exc
 
     def describe(self) -> dict:
         import ray
 
+        if self.failed is not None:
+            raise self.failed
         return {"executor": self.model.executor.name, "node": self.node,
                 "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 
@@ -187,8 +196,8 @@ class Pool:
         for actor in actors:
             try:
                 self._ray.kill(actor)
-            except Exception:  # the cluster is already gone: nothing left to stop
-                pass
+            except Exception as exc:  # noqa: BLE001 - the cluster is already gone: nothing left to stop
+                log.debug("could not kill a pool actor: %s", exc)
 
     def __enter__(self) -> Pool:
         return self
@@ -215,9 +224,6 @@ class Pool:
                 raise cause from None
             raise
         except ray.exceptions.RayActorError as exc:
-            cause = getattr(exc, "cause", None) or getattr(exc, "error_msg", "")
-            if isinstance(cause, ray.exceptions.RayTaskError) and isinstance(cause.cause, EdgeAccelError):
-                raise cause.cause from None  # the model failed to load on that actor's node
             self.close()
             raise WorkerCrashedError(f"an actor of the pool died: {exc}", hint="the pool is closed; make a new "
                                      "edgeaccel.ray.Pool (`ray status` shows whether its node is gone)") from None
