@@ -269,7 +269,7 @@ def nodes_mode(args, photos: list[str]) -> int:
         print(f"  {k} simulated node(s), actors on {nodes} distinct node(s): start-up {start_s:.2f} s, "
               f"{rate:6.1f} images/s warm (median of {args.repeats}), x{rate / base:.2f} of the first")
     first = answers[counts[0]]
-    return max(report_answers(first, answers[k], f"{counts[0]} and {k} nodes") for k in counts)
+    return max([report_answers(first, answers[k], f"{counts[0]} and {k} nodes") for k in counts[1:]], default=0)
 
 if __name__ == "__main__":
     sys.exit(main())
