@@ -30,8 +30,8 @@ __all__ = list(_LAZY)
 if TYPE_CHECKING:
     from .batches import EdgeAccelPredictor, map_batches
     from .cluster import survey_cluster
-    from .resources import node_resources, ray_start_args
     from .pool import Pool
+    from .resources import node_resources, ray_start_args
     from .serving import deployment
 
 
