@@ -440,3 +440,18 @@ def test_pool_refuses_mistakes_before_any_actor_starts_and_a_failed_load_frees_i
     while ray.available_resources().get("CPU") != 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert ray.available_resources().get("CPU") == 2 and ray.available_resources().get("EdgeTPU") == 1
+
+
+def test_a_pool_whose_actor_dies_says_so_and_closes(local_ray):
+    import signal
+
+    from edgeaccel.ray import Pool
+
+    pool = Pool(MOBILENET, task="classify", actors=1)
+    assert pool.predict_batch([IMAGES / "bird.png"])[0].top.class_id >= 0
+    os.kill(pool.actors[0]["pid"], signal.SIGKILL)  # the actor's process crashes (as under the OOM killer)
+    with pytest.raises(edgeaccel.WorkerCrashedError, match="an actor of the pool died") as err:
+        pool.predict_batch([IMAGES / "bird.png"] * 3)
+    assert "make a new edgeaccel.ray.Pool" in err.value.hint
+    with pytest.raises(edgeaccel.ModelClosedError):
+        pool.predict_batch([IMAGES / "bird.png"])
