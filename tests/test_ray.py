@@ -358,3 +358,100 @@ def test_probe_ray_surveys_every_node_of_the_running_cluster(local_ray):
     out = cli("probe", "--ray", ray.get_runtime_context().gcs_address, "--json")
     assert out.returncode == 0, out.stderr
     assert [r["node_id"] for r in json.loads(out.stdout)] == [here]
+
+
+# -- the warm Pool ------------------------------------------------------------------------------------------------
+def test_pool_stays_warm_across_calls_and_answers_as_the_model_does_in_process(local_ray):
+    from PIL import Image
+
+    from edgeaccel.imageio import read_image
+    from edgeaccel.ray import Pool
+
+    names = ["bird", "cat", "grace_hopper", "bird", "cat"]
+    with in_process(MOBILENET, task="classify", labels=LABELS) as model:
+        want = [model.predict(IMAGES / f"{n}.png").top for n in names]
+    array = read_image(IMAGES / "cat.png")
+    # every kind of input a caller has: a path, a str path, encoded bytes, an RGB array, a PIL image
+    inputs = [IMAGES / "bird.png", str(IMAGES / "cat.png"), (IMAGES / "grace_hopper.png").read_bytes(),
+              read_image(IMAGES / "bird.png"), Image.fromarray(array)]
+    with Pool(MOBILENET, task="classify", labels=LABELS, actors=2, batch_size=2) as pool:
+        assert pool.executors == ["litert:CPU", "litert:CPU"] and len({a["pid"] for a in pool.actors}) == 2
+        assert ray.available_resources().get("CPU", 0) == 0  # both actors hold their CPU between calls
+        for _ in range(2):  # the second call reuses the loaded actors
+            got = pool.predict_batch(inputs)
+            assert [(g.top.class_id, g.top.label) for g in got] == [(w.class_id, w.label) for w in want]
+            assert np.allclose([g.top.score for g in got], [w.score for w in want])
+        assert got[0].image is None and got[3].image is inputs[3]  # the caller's own array comes back attached
+        streamed = pool.map(IMAGES / f"{n}.png" for n in names * 4)  # a generator, in order, lazily
+        assert [r.top.label for r in streamed] == [w.label for w in want] * 4
+    assert "closed" in repr(pool)
+    with pytest.raises(edgeaccel.ModelClosedError, match="Pool is closed"):
+        pool.predict_batch([IMAGES / "bird.png"])
+
+
+def test_pool_refuses_a_bad_input_naming_it_and_lives_on(local_ray, tmp_path):
+    from edgeaccel.ray import Pool
+
+    good = IMAGES / "bird.png"
+    with Pool(MOBILENET, task="classify", labels=LABELS, actors=1, batch_size=2) as pool:
+        with pytest.raises(edgeaccel.InputError, match="cannot decode image input 2") as err:
+            pool.predict_batch([good, good, b"not an image"])  # refused in the actor, raised here as edgeaccel's
+        assert "ray" not in type(err.value).__module__
+        with pytest.raises(edgeaccel.InputError, match=r"input 1: cannot read .*missing\.png"):
+            pool.predict_batch([good, tmp_path / "missing.png"])
+        with pytest.raises(edgeaccel.InputError, match="input 0 is a dict, not an image"):
+            pool.predict_batch([{"image": 1}])
+        with pytest.raises(ConfigError, match="no task, so it runs tensors|takes images"):
+            pool.run_batch([np.zeros((1, 224, 224, 3), np.uint8)])
+        assert pool.predict_batch([good])[0].top.label == "chickadee"
+
+
+def test_pool_runs_raw_tensors_of_a_multi_file_model(local_ray):
+    from edgeaccel.ray import Pool
+
+    samples = np.random.default_rng(2).integers(0, 256, (3, 1, 224, 224, 3), dtype=np.uint8)
+    with in_process(MODELS / "openvino") as model:
+        want = [model.run(s)[0] for s in samples]
+    with Pool(MODELS / "openvino", actors=2, batch_size=1) as pool:
+        got = pool.run_batch(list(samples))
+        with pytest.raises(ConfigError, match="no task") as err:
+            pool.predict_batch([IMAGES / "bird.png"])
+        assert "run_batch" in err.value.hint
+    assert pool.executors[0].startswith("openvino:")
+    assert all(np.array_equal(g[0], w) for g, w in zip(got, want))
+
+
+def test_pool_refuses_mistakes_before_any_actor_starts_and_a_failed_load_frees_its_cpus(local_ray):
+    from edgeaccel.ray import Pool
+
+    with pytest.raises(ConfigError, match="3 actors x 1 CPUs ask for more than the 2 CPUs") as err:
+        Pool(MOBILENET, task="classify", actors=3)
+    assert "num_cpus=0.5" in err.value.hint
+    with pytest.raises(ConfigError, match="in_flight=0 must be a whole number"):
+        Pool(MOBILENET, in_flight=0)
+    with pytest.raises(edgeaccel.InputError, match="--task detect does not fit"):
+        Pool(MOBILENET, task="detect")
+    with pytest.raises(ConfigError, match="offers the resource 'IntelNPU'"):
+        Pool(MOBILENET, task="classify", device="NPU")
+    # the node offers an Edge TPU (the fake board) but has none: edgeaccel's error, naming the node
+    with pytest.raises(edgeaccel.NoExecutorError, match="on Ray node"):
+        Pool(MOBILENET, task="classify", actors=1, device="EdgeTPU")
+    deadline = time.monotonic() + 15
+    while ray.available_resources().get("CPU") != 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ray.available_resources().get("CPU") == 2 and ray.available_resources().get("EdgeTPU") == 1
+
+
+def test_a_pool_whose_actor_dies_says_so_and_closes(local_ray):
+    import signal
+
+    from edgeaccel.ray import Pool
+
+    pool = Pool(MOBILENET, task="classify", actors=1)
+    assert pool.predict_batch([IMAGES / "bird.png"])[0].top.class_id >= 0
+    os.kill(pool.actors[0]["pid"], signal.SIGKILL)  # the actor's process crashes (as under the OOM killer)
+    with pytest.raises(edgeaccel.WorkerCrashedError, match="an actor of the pool died") as err:
+        pool.predict_batch([IMAGES / "bird.png"] * 3)
+    assert "make a new edgeaccel.ray.Pool" in err.value.hint
+    with pytest.raises(edgeaccel.ModelClosedError):
+        pool.predict_batch([IMAGES / "bird.png"])
