@@ -80,10 +80,14 @@ def test_unknown_executor_is_a_usage_error_listing_the_valid_ones():
 
 
 def test_load_names_a_wrong_executor_clearly():
+    """load() takes the names --executor takes ("tflite" is LiteRT); a name nothing knows is a ConfigError
+    that lists the valid ones."""
     import edgeaccel
 
-    with pytest.raises(edgeaccel.ConfigError, match="unknown executor 'tflite'") as caught:
-        edgeaccel.load(MODELS / "split_concat.tflite", executor="tflite")
+    with edgeaccel.load(MODELS / "split_concat.tflite", executor="tflite", calibrate=False) as model:
+        assert model.executor.name.startswith("litert")
+    with pytest.raises(edgeaccel.ConfigError, match="unknown executor 'tfl1te'") as caught:
+        edgeaccel.load(MODELS / "split_concat.tflite", executor="tfl1te")
     assert isinstance(caught.value, ValueError) and "litert" in caught.value.hint
 
 
