@@ -14,7 +14,6 @@ queue holds the decoder back, so a file loses no frame. ``close()`` stops every 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import EdgeAccelError, InputError, ModelClosedError
+from ..tracking.live import tracking_options
 from .errors import SourceError
 from .frame import STAGES, Frame
 from .queues import DROP_POLICIES, Closed, DropQueue
@@ -90,7 +90,7 @@ class Pipeline:
 
             # a dynamic-size input without a declared size would fail every frame: say it once, now
             layout_of(model.inputs[self._image_inputs[0]], getattr(getattr(model, "pipeline", None), "imgsz", None))
-        tracking = _tracking_options(self.task, track, zones)  # checked before anything is opened
+        tracking = tracking_options(self.task, track, zones)  # checked before anything is opened
         self.sources: list[Source] = []
         self.sinks = as_sinks(sinks, len(sources))
         try:
@@ -542,30 +542,6 @@ class Pipeline:
                 source.close()
             except Exception as exc:
                 log.warning("closing source %s failed: %s", source.name, exc)
-
-
-def _tracking_options(task, track, zones):
-    """(TrackerOptions, Zones or None) for ``track=`` and ``zones=`` (zones track too), or None."""
-    if not track and zones is None:
-        return None
-    from ..tracking import TrackerOptions, as_zones
-    from ..tracking.assignment import _solver
-    from ..tracking.live import tracks_boxes
-
-    if not tracks_boxes(task):
-        what = f"a {task.name} model" if task is not None else "a model without a task"
-        raise InputError(f"tracking needs boxes, and {what} gives none",
-                         hint="track a detect (or instance segmentation) model: load it with task='detect'")
-    _solver()  # SciPy missing is said now, not on the first frame
-    from_file = None
-    if isinstance(zones, (str, os.PathLike)):  # a zones file may hold tracker options too
-        from ..tracking import load_zones
-
-        zones, from_file = load_zones(zones)
-    if track in (None, False, True) and from_file:
-        track = from_file  # track=TrackerOptions(...) or a dict given in Python wins over the file's
-    options = TrackerOptions.from_value(True if track in (None, False) else track)
-    return options, as_zones(zones) if zones is not None else None
 
 
 def _split(frame: Frame) -> None:

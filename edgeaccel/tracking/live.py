@@ -4,8 +4,10 @@ finish stage (in frame order per source) on the boxes of the task's result."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
+from ..errors import InputError
 from .tracker import Tracker, TrackerOptions
 from .zones import Zones
 
@@ -65,3 +67,26 @@ def boxes_of(result) -> list | None:
 def tracks_boxes(task) -> bool:
     """Whether a task's results have boxes to track."""
     return getattr(task, "name", None) in ("detect", "segment")
+
+
+def tracking_options(task, track, zones):
+    """(TrackerOptions, Zones or None) for ``track=`` and ``zones=`` (zones track too), or None."""
+    if not track and zones is None:
+        return None
+    from . import TrackerOptions, as_zones
+    from .assignment import _solver
+
+    if not tracks_boxes(task):
+        what = f"a {task.name} model" if task is not None else "a model without a task"
+        raise InputError(f"tracking needs boxes, and {what} gives none",
+                         hint="track a detect (or instance segmentation) model: load it with task='detect'")
+    _solver()  # SciPy missing is said now, not on the first frame
+    from_file = None
+    if isinstance(zones, (str, os.PathLike)):  # a zones file may hold tracker options too
+        from . import load_zones
+
+        zones, from_file = load_zones(zones)
+    if track in (None, False, True) and from_file:
+        track = from_file  # track=TrackerOptions(...) or a dict given in Python wins over the file's
+    options = TrackerOptions.from_value(True if track in (None, False) else track)
+    return options, as_zones(zones) if zones is not None else None
