@@ -98,7 +98,7 @@ class Flow:
                 dropped = self._raw[i].put(item)
                 if dropped is not None:
                     with self._lock:  # replaced while waiting: the policy's frame rate, or the stages' pace
-                        counts.dropped["policy" if self.plan.max_fps else "overload"] += 1
+                        counts.dropped["policy" if self.plan.max_fps is not None else "overload"] += 1
                 with self._arrival:
                     self._arrival.notify()
         finally:
@@ -144,12 +144,15 @@ class Flow:
     def _pace(self) -> None:
         """Under the policy's frame rate, wait for this frame's turn (the sources' queues meanwhile keep the
         newest frames: a live source's others are dropped as the policy's, a file waits)."""
-        while self.plan.max_fps:
+        while self.plan.max_fps is not None:
+            fps = self.plan.max_fps
             now = self.clock.now()
-            if now >= self._next_admit:
-                self._next_admit = max(self._next_admit + 1.0 / self.plan.max_fps, now - 1.0 / self.plan.max_fps)
+            if fps > 0 and now >= self._next_admit:
+                self._next_admit = max(self._next_admit + 1.0 / fps, now - 1.0 / fps)
                 return
-            if self._stop.wait(min(self._next_admit - now, 0.05)):
+            # a rate of 0: the policy backed the first stage's device off; nothing starts until it returns
+            wait = min(self._next_admit - now, 0.05) if fps > 0 else 0.05
+            if self._stop.wait(wait):
                 raise Closed
             self._tick()
 

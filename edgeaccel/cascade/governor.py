@@ -18,9 +18,11 @@ drive it with a simulated clock and a fake sensor tree.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+HISTORY = 512  # plans kept
 FULL_TOLERANCE = 0.98  # a first stage that needs this share of its device's allowance has the device to itself
 
 
@@ -66,7 +68,9 @@ def shed_plan(duty: dict[str, float], stages: list[tuple[str, str]], stage_s: di
             notes.append(f"{name} looks at {keep[name]:.0%} of frames ({device} allowed {allowed_share:.0%})")
         later_left = any(keep.get(name, 1.0) > 0.0 for k, name in on if k > 0)
         t0 = stage_s.get(first, 0.0) if device == first_device else 0.0
-        if t0 > 0 and (not later_left) and rate * t0 >= allowed_share * FULL_TOLERANCE:
+        if device == first_device and allowed_share <= 0.0:
+            caps.append((0.0, device, allowed_share))  # backed off: no frame starts on it
+        elif t0 > 0 and (not later_left) and rate * t0 >= allowed_share * FULL_TOLERANCE:
             caps.append((allowed_share / t0, device, allowed_share))
     max_fps = None
     if caps:
@@ -105,6 +109,7 @@ class Governor:
         self.plan = Plan(reason="not decided yet")
         self.decision = None
         self.decisions = 0
+        self.history: deque = deque(maxlen=HISTORY)  # (time, plan): what was shed when, for the report and tests
         self._last: float | None = None
 
     def due(self, now: float) -> bool:
@@ -133,6 +138,7 @@ class Governor:
         plan = shed_plan(duty, self.stages, stage_s, rate)
         why = f"{self.policy}: {decision.action}: {decision.reason}"
         self.plan = Plan(plan.keep, plan.max_fps, plan.duty, f"{plan.reason} ({why})")
+        self.history.append((now, self.plan))
         return self.plan
 
     def to_dict(self) -> dict:
