@@ -111,9 +111,9 @@ class Pipeline:
         if tracking is not None:
             from ..tracking.live import SourceTracking
 
-            self._tracking = [SourceTracking(*tracking) for _ in self.sources]  # one tracker per source
+            self.tracking = [SourceTracking(*tracking) for _ in self.sources]  # one tracker per source
         else:
-            self._tracking = None
+            self.tracking = None
         self.keep_images = keep_images if keep_images is not None else True
         concurrency = max(1, getattr(model, "concurrency", 1))
         live = any(d != "none" for d in self.drops)
@@ -165,7 +165,7 @@ class Pipeline:
         """Frames in/out, dropped by stage, failed, latency p50/p99, reconnects and events, per source and in all;
         with tracking, each source's "tracking": ids given out, line and zone counts."""
         out = self.stats.as_dict(self.sources)
-        for source, tracking in zip(out["sources"], self._tracking or ()):
+        for source, tracking in zip(out["sources"], self.tracking or ()):
             source["tracking"] = tracking.summary()
         return out
 
@@ -463,8 +463,8 @@ class Pipeline:
                     if self.task is not None:
                         began = time.monotonic()
                         frame.result = self.task.postprocess(frame.outputs, job.meta)
-                        if self._tracking is not None:  # in frame order per source: this stage is one thread
-                            self._tracking[job.source].apply(frame)
+                        if self.tracking is not None:  # in frame order per source: this stage is one thread
+                            self.tracking[job.source].apply(frame)
                         frame.timing_ms["postprocess"] = (time.monotonic() - began) * 1e3
                 except (ModelClosedError, Closed):
                     raise

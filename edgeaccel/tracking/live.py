@@ -8,6 +8,7 @@ import os
 import threading
 
 from ..errors import InputError
+from .metrics import Dwell
 from .tracker import Tracker, TrackerOptions
 from .zones import Zones
 
@@ -20,14 +21,23 @@ class SourceTracking:
         self.zones = zones.copy() if zones is not None else None
         self._lock = threading.Lock()  # summary() is read by the live line's thread meanwhile
         self._checked = zones is None
+        self.dwell = Dwell()  # every exit's time in its zone, for the metrics' histogram
 
     def summary(self) -> dict:
         """Ids given out so far, and the counts of the lines and zones."""
         with self._lock:
-            out = {"tracks": self.tracker.confirmed}
-            if self.zones is not None:
-                out.update(self.zones.summary())
-            return out
+            return self.summary_unlocked()
+
+    def snapshot(self) -> tuple[dict, dict]:
+        """The summary and the dwell histogram, read together (the metrics' scrape)."""
+        with self._lock:
+            return self.summary_unlocked(), self.dwell.cumulative()
+
+    def summary_unlocked(self) -> dict:
+        out = {"tracks": self.tracker.confirmed}
+        if self.zones is not None:
+            out.update(self.zones.summary())
+        return out
 
     def apply(self, frame) -> None:
         """Track ``frame.result``'s boxes at the frame's time; the frame gets its tracks, events and counts."""
@@ -50,6 +60,9 @@ class SourceTracking:
                 if event.type == "ended" and event.track_id in before:
                     events += self.zones.ended(before[event.track_id])
             events += self.zones.update(self.tracker.tracks, timestamp)
+            for event in events:
+                if event.type == "exit" and event.dwell_s is not None:
+                    self.dwell.observe(event.where, event.label, event.dwell_s)
             frame.zones = self.zones.summary()
             frame.zone_shapes = self.zones
         frame.tracks = [t for t in self.tracker.tracks if t.state == "tracked"]
