@@ -9,17 +9,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..sources.intake import End, Intake
 from ..sources.queues import Closed, DropQueue
 from .governor import Plan, Share
 from .lanes import Lane
 from .stage import boxes_of
 
 EMA = 0.2  # weight of a new frame in a stage's moving average of device time a frame
-
-
-@dataclass
-class _End:
-    source: int
 
 
 @dataclass
@@ -47,8 +43,9 @@ class Flow:
         stages = self.cascade.stages
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._arrival = threading.Condition()
-        self._raw = [DropQueue(self.queue_size, d) for d in self.drops]
+        self._intake = Intake(self.sources, self.drops, self.queue_size, self._stop, make=self._made,
+                              on_drop=self._dropped, on_error=self._source_failed)
+        self.errors: dict[str, BaseException] = {}  # source name -> why it ended early (the others go on)
         deep = self.in_flight + 2  # never full: the in-flight bound holds every queue below it
         self._after = [DropQueue(deep, "none") for _ in stages]
         self._out = DropQueue(self.queue_size, "none")  # the caller is never dropped from: it sets the pace
@@ -68,7 +65,7 @@ class Flow:
 
     def _start(self) -> None:
         self._started = time.perf_counter()
-        targets = [(f"read:{s.name}", self._read, i) for i, s in enumerate(self.sources)]
+        targets = [(f"read:{s.name}", self._intake.read, i) for i, s in enumerate(self.sources)]
         targets.append(("admit", self._admit))
         targets += [(f"lane:{lane.device}", lane.loop) for lane in self._lanes.values()]
         targets += [(f"after:{s.name}", self._step, k) for k, s in enumerate(self.cascade.stages)]
@@ -87,54 +84,34 @@ class Flow:
                 self._error = self._error or exc
             self._shut()
 
-    def _read(self, i: int) -> None:
-        counts = self.counts[i]
-        try:
-            for raw in self.sources[i].frames(self._stop):
-                item = Item(i, counts.read, raw.timestamp, raw.captured, raw.image)
-                with self._lock:
-                    counts.read += 1
-                    self._offered += 1
-                dropped = self._raw[i].put(item)
-                if dropped is not None:
-                    with self._lock:  # replaced while waiting: the policy's frame rate, or the stages' pace
-                        counts.dropped["policy" if self.plan.max_fps is not None else "overload"] += 1
-                with self._arrival:
-                    self._arrival.notify()
-        finally:
-            self._raw[i].put_end(_End(i))
-            with self._arrival:
-                self._arrival.notify()
+    def _made(self, i: int, index: int, raw) -> Item:
+        with self._lock:
+            self.counts[i].read += 1
+            self._offered += 1
+        return Item(i, index, raw.timestamp, raw.captured, raw.image)
+
+    def _dropped(self, i: int, why: str) -> None:
+        with self._lock:  # replaced while waiting: the policy's frame rate, or the stages' pace
+            self.counts[i].dropped["policy" if self.plan.max_fps is not None else "overload"] += 1
+
+    def _source_failed(self, i: int, exc: BaseException) -> None:
+        with self._lock:
+            self.errors[self.sources[i].name] = exc
 
     # -- admitting frames: sources in turn, the in-flight bound, the policy's frame rate ----------------------------
     def _admit(self) -> None:
-        active, turn = list(range(len(self.sources))), 0
         first = self.cascade.stages[0]
-        while active:
+        while self._intake.active:
             while not self._slots.acquire(timeout=0.05):
                 if self._stop.is_set():
                     raise Closed
                 self._tick()
             self._pace()
             item = None
-            while item is None:
+            while item is None:  # the sources in turn: none starves another
                 self._tick()
-                with self._arrival:
-                    for k in range(len(active)):  # round robin: each source in turn, none starves another
-                        i = active[(turn + k) % len(active)]
-                        try:
-                            item = self._raw[i].get_nowait()
-                        except IndexError:
-                            continue
-                        turn = (turn + k + 1) % max(1, len(active))
-                        break
-                    if item is None:
-                        if self._stop.is_set():
-                            raise Closed
-                        self._arrival.wait(0.05)
-            if isinstance(item, _End):
-                active.remove(item.source)
-                turn = turn % max(1, len(active))
+                item = self._intake.take()
+            if isinstance(item, End):
                 self._slots.release()
                 continue
             item.pieces, _ = first.prepare(item.image, None)
@@ -246,12 +223,11 @@ class Flow:
     # -- stopping -------------------------------------------------------------------------------------------------
     def _shut(self) -> None:
         self._stop.set()
-        for queue in (*self._raw, *self._after, self._out):
+        self._intake.close()
+        for queue in (*self._after, self._out):
             queue.close()
         for lane in self._lanes.values():
             lane.close()
-        with self._arrival:
-            self._arrival.notify_all()
 
     def close(self) -> None:
         if self._ended is None and self._started is not None:

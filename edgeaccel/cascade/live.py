@@ -161,6 +161,8 @@ class CascadeRun(Flow):
             self.close()
         if self._error is not None:
             raise self._error
+        if self.errors:  # a source that ended early, the others served to their end
+            raise next(iter(self.errors.values()))
 
     def run(self) -> dict:
         """Drain every frame (discarding them) and return the report."""

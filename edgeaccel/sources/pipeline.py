@@ -25,6 +25,7 @@ from ..tracking.live import tracking_options
 from .errors import SourceError
 from .frame import STAGES, Frame
 from .queues import DROP_POLICIES, Closed, DropQueue
+from .intake import End, Intake
 from .readers import RawFrame, Source, open_source
 from .stats import PipelineStats, PolicyWatch
 from .state import StateCarry, state_pairs, with_state
@@ -32,11 +33,6 @@ from .state import StateCarry, state_pairs, with_state
 log = logging.getLogger("edgeaccel")
 
 _END = object()  # the end of every source, through the stages
-
-
-@dataclass
-class _End:
-    source: int  # this source has no more frames
 
 
 @dataclass
@@ -122,7 +118,9 @@ class Pipeline:
         self.max_in_flight = max_in_flight or (concurrency if live else 2 * concurrency)
         self.stats = PipelineStats([s.name for s in self.sources])
         self._policy = PolicyWatch(model)
-        self._raw = [DropQueue(queue_size, d) for d in self.drops]
+        self._stop = threading.Event()
+        self._intake = Intake(self.sources, self.drops, queue_size, self._stop, make=self._made,
+                              on_drop=self._dropped, on_error=self._source_failed, max_fps=max_fps)
         self._prepared = DropQueue(1 if live else 2, "none")
         # Just in time (live, one request at a time): a frame is taken from its source queue when the request
         # in flight is expected to end as its pre-processing does, from moving averages of both; it then
@@ -143,8 +141,6 @@ class Pipeline:
         self._inflight = DropQueue(self.max_in_flight + 1, "none")
         self._finished = DropQueue(queue_size, "none")
         self._out = DropQueue(queue_size, "none")
-        self._arrival = threading.Condition()
-        self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._consumer = False
         self._closed = False
@@ -173,7 +169,7 @@ class Pipeline:
         if self._threads or self._closed:
             return self
         for i, source in enumerate(self.sources):
-            self._spawn(f"read:{source.name}", self._read, i)
+            self._spawn(f"read:{source.name}", self._intake.read, i)
         self._spawn("prepare", self._prepare_loop)
         self._spawn("infer", self._infer_loop)
         self._spawn("finish", self._finish_loop)
@@ -218,10 +214,9 @@ class Pipeline:
             return
         self._closed = True
         self._stop.set()
-        for q in (*self._raw, self._prepared, self._inflight, self._finished, self._out):
+        self._intake.close()
+        for q in (self._prepared, self._inflight, self._finished, self._out):
             q.close()
-        with self._arrival:
-            self._arrival.notify_all()
         me = threading.current_thread()
         for t in self._threads:
             if t is not me:
@@ -254,60 +249,19 @@ class Pipeline:
                 log.error("pipeline stage %s failed: %s", threading.current_thread().name, exc)
                 self.error = exc
                 self._stop.set()
-                for q in (*self._raw, self._prepared, self._inflight, self._finished, self._out):
+                self._intake.close()
+                for q in (self._prepared, self._inflight, self._finished, self._out):
                     q.close()
 
-    def _read(self, i: int) -> None:
-        source, queue, stats = self.sources[i], self._raw[i], self.stats.sources[i]
-        interval = 1.0 / self.max_fps if self.max_fps else 0.0
-        next_due = 0.0
-        index = -1
-        size = None
-        try:
-            asked = time.monotonic()
-            for raw in source.frames(self._stop):
-                # decoding is the source's own time for this frame: from its packet's arrival, or from when the
-                # reader asked for it if the packet came earlier (it then waited in the decoder while the
-                # reader was held back by a full queue or max_fps: that wait is counted as queue)
-                now = time.monotonic()
-                raw.decode_s = max(0.0, now - max(raw.captured, asked))
-                index += 1
-                shape = raw.image.shape[:2]
-                if size is not None and shape != size:  # reported; the frame is still fitted to the model
-                    source.event(f"frame size changed from {size[1]}x{size[0]} to {shape[1]}x{shape[0]} at frame "
-                                 f"{index}")
-                size = shape
-                with self.stats.lock:
-                    stats.frames_in += 1
-                if interval:
-                    now = time.monotonic()
-                    if now < next_due:
-                        if source.live:  # a live source is not slowed down: the frame is skipped
-                            with self.stats.lock:
-                                stats.dropped["max_fps"] += 1
-                            asked = time.monotonic()
-                            continue
-                        self._stop.wait(next_due - now)  # a file is paced
-                    next_due = max(next_due + interval, time.monotonic() - interval)
-                dropped = queue.put((index, raw))
-                if dropped is not None:
-                    with self.stats.lock:
-                        stats.dropped["policy" if self._policy.now() else "source"] += 1
-                with self._arrival:
-                    self._arrival.notify()
-                if self._stop.is_set():
-                    return
-                asked = time.monotonic()
-        except Closed:
-            return
-        except EdgeAccelError as exc:
-            self._source_failed(i, exc)
-        except Exception as exc:
-            self._source_failed(i, SourceError(f"{source.name} failed: {exc}"))
-        finally:
-            queue.put_end(_End(i))
-            with self._arrival:
-                self._arrival.notify()
+    def _made(self, i: int, index: int, raw: RawFrame) -> tuple:
+        with self.stats.lock:
+            self.stats.sources[i].frames_in += 1
+        return (i, index, raw)
+
+    def _dropped(self, i: int, why: str) -> None:
+        with self.stats.lock:
+            self.stats.sources[i].dropped["max_fps" if why == "max_fps" else
+                                          "policy" if self._policy.now() else "source"] += 1
 
     def _source_failed(self, i: int, exc: EdgeAccelError) -> None:
         self.errors[self.sources[i].name] = exc
@@ -317,9 +271,7 @@ class Pipeline:
 
     def _prepare_loop(self) -> None:
         active = list(range(len(self.sources)))
-        turn = 0
         while active:
-            item = None
             # a frame is taken from its source queue only when the next stage has room: until then it waits
             # where the drop policy replaces it with a newer one, never in a queue that would make it stale
             while not self._prepared.wait_space(0.1):
@@ -328,24 +280,13 @@ class Pipeline:
                 early = self._busy_until - self._prepare_s - time.monotonic()
                 if early > 0:
                     self._stop.wait(min(early, 0.5))
-            with self._arrival:
-                for k in range(len(active)):  # round robin: each source in turn, so that none starves another
-                    i = active[(turn + k) % len(active)]
-                    try:
-                        item = self._raw[i].get_nowait()
-                    except IndexError:
-                        continue
-                    turn = (turn + k + 1) % max(1, len(active))
-                    break
-                if item is None:
-                    if self._stop.is_set():
-                        return
-                    self._arrival.wait(0.05)
-                    continue
-            if isinstance(item, _End):
+            item = self._intake.take()  # the sources in turn, so that none starves another
+            if item is None:
+                continue
+            if isinstance(item, End):
                 active.remove(item.source)
                 continue
-            self._prepared.put(self._prepare(i, *item))
+            self._prepared.put(self._prepare(*item))
         self._prepared.put_end(_END)
 
     def _prepare(self, i: int, index: int, raw: RawFrame) -> _Job:
