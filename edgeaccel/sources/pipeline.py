@@ -7,8 +7,9 @@ queues, so that decoding, pre- and post-processing overlap inference instead of 
     finish                         wait for each result in order, post-process (task layer), measure latency
     sink                           write the sinks, hand the frame to the caller
 
-Every queue is bounded. Only the source queues drop frames (under ``oldest``/``latest``); with ``none`` a full
-queue holds the decoder back, so a file loses no frame. ``close()`` stops every thread from any state.
+The readers and the sources' turns are ``intake.py`` (shared with live cascades); the infer stage is
+``infer.py``. Every queue is bounded. Only the source queues drop frames (under ``oldest``/``latest``); with
+``none`` a full queue holds the decoder back, so a file loses no frame. ``close()`` stops every thread from any state.
 """
 
 from __future__ import annotations
@@ -17,36 +18,24 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 from ..errors import EdgeAccelError, InputError, ModelClosedError
 from ..tracking.live import tracking_options
 from .errors import SourceError
 from .frame import STAGES, Frame
 from .queues import DROP_POLICIES, Closed, DropQueue
+from .infer import END as _END
+from .infer import InferStage, Job, average
 from .intake import End, Intake
 from .readers import RawFrame, Source, open_source
 from .stats import PipelineStats, PolicyWatch
-from .state import StateCarry, state_pairs, with_state
+from .state import StateCarry, state_pairs
 
 log = logging.getLogger("edgeaccel")
 
-_END = object()  # the end of every source, through the stages
 
 
-@dataclass
-class _Job:
-    frame: Frame
-    source: int
-    segment: int
-    inputs: Any = None
-    meta: Any = None
-    submitted: float = 0.0  # monotonic: into the model
-    done: float = 0.0  # monotonic: its outputs ready (the future's callback)
-
-
-class Pipeline:
+class Pipeline(InferStage):
     """Frames from one or more sources through one model. Iterate it for Frames (in order per source), or call
     ``run()`` to serve until the sources end (sinks only). Use as a context manager, or ``close()``.
 
@@ -289,18 +278,18 @@ class Pipeline:
             self._prepared.put(self._prepare(*item))
         self._prepared.put_end(_END)
 
-    def _prepare(self, i: int, index: int, raw: RawFrame) -> _Job:
+    def _prepare(self, i: int, index: int, raw: RawFrame) -> Job:
         began = time.monotonic()
         job = self._prepare_job(i, index, raw)
         ended = time.monotonic()
-        self._prepare_s = _average(self._prepare_s, ended - began)
+        self._prepare_s = average(self._prepare_s, ended - began)
         job.frame.timing_ms["decode"] = raw.decode_s * 1e3
         job.frame.timing_ms["preprocess"] = (ended - began) * 1e3
         return job
 
-    def _prepare_job(self, i: int, index: int, raw: RawFrame) -> _Job:
+    def _prepare_job(self, i: int, index: int, raw: RawFrame) -> Job:
         frame = Frame(self.sources[i].name, index, raw.timestamp, raw.captured, raw.image)
-        job = _Job(frame, i, raw.segment)
+        job = Job(frame, i, raw.segment)
         try:
             if self._preprocess is not None:
                 job.inputs = list(self._preprocess(raw.image))
@@ -316,77 +305,6 @@ class Pipeline:
         except Exception as exc:
             frame.error = exc
         return job
-
-    def _infer_loop(self) -> None:
-        segments = [0] * len(self.sources)
-        pending: list[Any] = [None] * len(self.sources)  # the source's last request: its outputs are the state
-        while True:
-            self._take_slot()
-            # the next request starts as soon as its job is ready: the prepare stage times the next frame by
-            # this (set before the job leaves the prepared queue, which is what wakes that stage)
-            self._busy_until = time.monotonic() + self._infer_s
-            job = self._prepared.get()
-            if job is _END:
-                self._slots.release()
-                self._inflight.put_end(_END)
-                return
-            future = None
-            if job.frame.error is None:
-                carry = self._carry[job.source]
-                if carry is not None:
-                    carry_in = self._state_for(job, carry, pending, segments)
-                    inputs = with_state(job.inputs, carry_in, len(self.model.inputs))
-                else:
-                    inputs = job.inputs
-                try:
-                    submitted = job.submitted = time.monotonic()
-                    self._busy_until = submitted + self._infer_s
-                    future = self._run_inline(inputs) if self._inline else self.model.submit(inputs)
-                    future.add_done_callback(lambda _, t=submitted, j=job: self._served(t, j))
-                except ModelClosedError:
-                    self._slots.release()
-                    raise
-                except EdgeAccelError as exc:
-                    job.frame.error = exc
-                if carry is not None:
-                    pending[job.source] = future
-            if future is None:  # nothing went into the model
-                self._slots.release()
-            self._inflight.put((job, future))
-
-    def _run_inline(self, inputs) -> Any:
-        """``model.run`` in this thread, as a finished Future (the finish stage takes both kinds alike)."""
-        from concurrent.futures import Future
-
-        future: Future = Future()
-        try:
-            future.set_result(self.model.run(inputs))
-        except ModelClosedError:
-            raise
-        except Exception as exc:  # what submit's future would hold: the frame fails, the pipeline goes on
-            future.set_exception(exc)
-        return future
-
-    def _take_slot(self) -> None:
-        """Wait until fewer than ``max_in_flight`` requests are in the model; raises Closed on a stop."""
-        while not self._slots.acquire(timeout=0.1):
-            if self._stop.is_set():
-                raise Closed
-
-    def _state_for(self, job: _Job, carry: StateCarry, pending: list, segments: list) -> dict:
-        previous = pending[job.source]
-        if previous is not None and self._carries_state:
-            pending[job.source] = None
-            try:
-                carry.update(self._wait(previous))
-            except Closed:
-                raise
-            except Exception:
-                carry.reset()  # a failed frame: start again from zeros rather than from a stale state
-        if job.segment != segments[job.source]:  # the stream was cut and came back: a new scene
-            segments[job.source] = job.segment
-            carry.reset()
-        return carry.values
 
     def _finish_loop(self) -> None:
         while True:
@@ -441,23 +359,6 @@ class Pipeline:
                     frame.image = None
                 self._out.put(frame)
 
-    def _served(self, submitted: float, job: _Job) -> None:
-        job.done = time.monotonic()
-        self._infer_s = _average(self._infer_s, job.done - submitted)
-        self._slots.release()
-
-    def _wait(self, future):
-        """The future's result; raises Closed when the pipeline stops meanwhile (a scheduler may hold a request
-        for up to its max_wait_s: a stop does not wait for it)."""
-        from concurrent.futures import TimeoutError as FutureTimeout
-
-        while True:
-            try:
-                return future.result(timeout=0.2)
-            except FutureTimeout:
-                if self._stop.is_set():
-                    raise Closed from None
-
     # -- helpers ------------------------------------------------------------------------------------------------
     def _raise_errors(self) -> None:
         if self.error is not None:
@@ -491,8 +392,3 @@ def _split(frame: Frame) -> None:
     worked = sum(timing.get(s, 0.0) for s in STAGES if s != "queue")
     frame.timing_ms = {s: timing.get(s, 0.0) for s in STAGES}
     frame.timing_ms["queue"] = max(0.0, frame.latency_ms - worked)
-
-
-def _average(previous: float, sample: float, weight: float = 0.2) -> float:
-    """Exponential moving average; the first sample sets it."""
-    return sample if previous == 0.0 else previous + weight * (sample - previous)
