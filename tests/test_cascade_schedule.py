@@ -176,3 +176,30 @@ def test_tracking_ids_are_carried_to_the_later_stages(tmp_path):
     assert summary["tracks"] >= 1 and "road" in summary["zones"] and "middle" in summary["lines"]
     row = frames[-1].to_dict()
     assert "zones" in row and any("track_id" in b for b in row["boxes"])
+
+
+def test_a_power_budget_sheds_in_the_same_order_and_holds_the_budget(tmp_path):
+    """The power policy over a device whose draw (read from a fake hwmon chip) follows the work admitted:
+    0.5 W idle + 5 W busy. A 2.5 W budget: the mesh's crops go first, the frame rate only after them."""
+    fs = FakeSysfs(tmp_path)
+    fs.hwmon(0, "npu", {"power1_input": 500_000})
+    governor = Governor("power", [("face", "NPU"), ("mesh", "NPU")], power_budget_w=2.5,
+                        sensors={"NPU": SensorSpec(power="hwmon:npu")}, telemetry_root=tmp_path, interval_s=0.5)
+    costs, wanted = {"face": 0.01, "mesh": 0.01}, 40.0
+    now, plans, watts = 0.0, [], []
+    plan = None
+    for _ in range(60):
+        rate = wanted if plan is None or plan.max_fps is None else min(wanted, plan.max_fps)
+        keep = 1.0 if plan is None else plan.keep["mesh"]
+        busy = min(1.0, rate * (costs["face"] + keep * costs["mesh"]))
+        watts.append(0.5 + 5.0 * busy)
+        fs.write("sys/class/hwmon/hwmon0/power1_input", int(watts[-1] * 1e6))
+        plan = governor.tick(now, {"NPU": busy * 0.5}, costs, wanted)  # a camera offers 40 a second
+        plans.append(plan)
+        now += 0.5
+    shed = [i for i, p in enumerate(plans) if p.keep["mesh"] < 1.0]
+    capped = [i for i, p in enumerate(plans) if p.max_fps is not None]
+    assert shed and shed[0] <= (capped[0] if capped else len(plans))
+    assert all(plans[i].keep["mesh"] == 0.0 for i in capped)
+    assert max(watts[-10:]) <= 2.5 * 1.05, watts[-10:]  # held at the budget
+    assert "power" in plans[-1].reason

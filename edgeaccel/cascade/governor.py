@@ -111,12 +111,15 @@ class Governor:
         self.decisions = 0
         self.history: deque = deque(maxlen=HISTORY)  # (time, plan): what was shed when, for the report and tests
         self._last: float | None = None
+        self._wanted = 0.0  # frames a second the sources gave before the frame rate was capped
 
     def due(self, now: float) -> bool:
         return self._last is None or now - self._last >= self.interval_s
 
     def tick(self, now: float, busy_s: dict[str, float], stage_s: dict[str, float], rate: float) -> Plan:
-        """Sample, decide, plan. ``busy_s``: each device's busy seconds since the last tick."""
+        """Sample, decide, plan. ``busy_s``: each device's busy seconds since the last tick; ``rate``: frames a
+        second the sources offered meanwhile (a file held back by the cap offers what it was let through: the
+        rate before the cap stands for it)."""
         from ..scheduling.decision import DeviceView, ExecutorView, Observation
 
         dt = 0.0 if self._last is None else max(1e-9, now - self._last)
@@ -135,6 +138,10 @@ class Governor:
         self.decisions += 1
         self._last = now
         duty = {d: float(decision.duty.get(d, 1.0)) for d in self.devices}
+        if self.plan.max_fps is not None and rate >= 0.9 * self.plan.max_fps:
+            rate = max(rate, self._wanted)  # held back by the cap (a file is read slower): it would give more
+        else:
+            self._wanted = rate
         plan = shed_plan(duty, self.stages, stage_s, rate)
         why = f"{self.policy}: {decision.action}: {decision.reason}"
         self.plan = Plan(plan.keep, plan.max_fps, plan.duty, f"{plan.reason} ({why})")
