@@ -203,3 +203,30 @@ def test_a_power_budget_sheds_in_the_same_order_and_holds_the_budget(tmp_path):
     assert all(plans[i].keep["mesh"] == 0.0 for i in capped)
     assert max(watts[-10:]) <= 2.5 * 1.05, watts[-10:]  # held at the budget
     assert "power" in plans[-1].reason
+
+
+def test_run_cascade_takes_several_inputs_a_policy_and_counts_lines(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    path = tmp_path / "cars.yaml"
+    path.write_text(yaml.safe_dump({
+        "placement": "as-loaded", "live": {"queue_size": 2, "policy": "thermal", "policy_interval_s": 0.1},
+        "stages": [{"name": "vehicle", "model": str(TRAFFIC), "min_score": 0.3},
+                   {"name": "kind", "model": str(SHARED / "models" / "mobilenet_v1_0.25_128_quant.tflite")}]}))
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "edgeaccel", "run", "--cascade", str(path), "-i", str(VIDEO), "-i",
+                           str(VIDEO), "--line", "mid=0,300,960,300", "--json", "--jsonl", str(tmp_path / "f.jsonl")],
+                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [s["delivered"] for s in report["sources"]] == [20, 20]
+    assert all("mid" in s["tracking"]["lines"] for s in report["sources"])
+    assert report["policy"]["policy"] == "thermal" and report["policy"]["reason"]  # the machine's own sensors
+    kind = report["stages"][1]
+    assert kind["frames"] + sum(kind["shed"].values()) == 40  # a file loses no frame; what it sheds is counted
+    lines = [json.loads(line) for line in (tmp_path / "f.jsonl").read_text().splitlines()]
+    assert len(lines) == 40 and all("zones" in line and "source" in line for line in lines)

@@ -37,6 +37,10 @@ class Item:
 
 
 class Flow:
+    """The threads and their queues. The subclass (``CascadeRun``) sets, before calling this ``__init__``:
+    ``cascade``, ``sources``, ``drops``, ``queue_size``, ``in_flight``, ``counts``, ``stats``, ``governor``,
+    ``clock`` and ``tracking``."""
+
     END = object()
 
     def __init__(self) -> None:
@@ -58,6 +62,7 @@ class Flow:
         self._shares = [Share() for _ in stages]
         self.plan = Plan()
         self._offered = 0  # frames read since the governor's last tick
+        self._last_tick: float | None = None
         self._next_admit = 0.0
         self._threads: list[threading.Thread] = []
         self._error: BaseException | None = None
@@ -144,7 +149,7 @@ class Flow:
         with self._lock:
             offered, self._offered = self._offered, 0
             stage_s = {s.name: st.device_s for s, st in zip(self.cascade.stages, self.stats)}
-        last = getattr(self, "_last_tick", None)
+        last = self._last_tick
         rate = offered / (now - last) if last is not None and now > last else 0.0
         self._last_tick = now
         self.plan = governor.tick(now, busy, stage_s, rate)
