@@ -93,7 +93,7 @@ def test_a_hot_device_sheds_crops_first_then_lowers_the_frame_rate_and_recovers(
 
 # -- live: the policy's shedding accounted for, sources in turn, one device at a time -------------------------------
 def test_a_live_run_under_a_hot_device_counts_what_the_policy_shed(tmp_path, image):
-    _hot_tree(tmp_path, 93.0)
+    _hot_tree(tmp_path, 95.0)  # the thermal policy allows about a quarter, less each tick
     with edgeaccel.Cascade(FACE_STAGES, placement="as-loaded") as cascade:
         device = cascade.stages[0].device
         assert cascade.stages[1].device == device  # both on the CPU: one device, both stages to relieve
