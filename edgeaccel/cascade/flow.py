@@ -42,6 +42,16 @@ class Flow:
     ``clock`` and ``tracking``."""
 
     END = object()
+    cascade: Any
+    sources: list
+    drops: list[str]
+    queue_size: int
+    in_flight: int
+    counts: list
+    stats: list
+    governor: Any
+    clock: Any
+    tracking: list | None
 
     def __init__(self) -> None:
         stages = self.cascade.stages

@@ -34,7 +34,18 @@ class InferStage:
     """Mixed into Pipeline: the infer thread's loop and what it needs (the Pipeline's queues, slots and
     state carries)."""
 
+    # set by Pipeline.__init__
+    model: Any
+    sources: list
     _slots: threading.Semaphore
+    _stop: threading.Event
+    _prepared: Any  # DropQueue of prepared Jobs
+    _inflight: Any  # DropQueue of (Job, Future)
+    _carry: list
+    _carries_state: bool
+    _inline: bool
+    _infer_s: float
+    _busy_until: float
 
     def _infer_loop(self) -> None:
         segments = [0] * len(self.sources)
