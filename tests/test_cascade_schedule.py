@@ -230,3 +230,17 @@ def test_run_cascade_takes_several_inputs_a_policy_and_counts_lines(tmp_path):
     assert kind["frames"] + sum(kind["shed"].values()) == 40  # a file loses no frame; what it sheds is counted
     lines = [json.loads(line) for line in (tmp_path / "f.jsonl").read_text().splitlines()]
     assert len(lines) == 40 and all("zones" in line and "source" in line for line in lines)
+
+
+def test_a_source_that_fails_ends_alone_and_says_why(image):
+    def unplugged():
+        yield from [image] * 6
+        raise RuntimeError("camera unplugged")
+
+    with edgeaccel.Cascade(FACE_STAGES, placement="as-loaded") as cascade:
+        run = cascade.watch(unplugged(), [image] * 8, names=["door", "hall"])
+        with pytest.raises(edgeaccel.EdgeAccelError, match="camera unplugged"):
+            list(run)
+        sources = run.report()["sources"]
+    assert [(s["read"], s["delivered"]) for s in sources] == [(6, 6), (8, 8)]  # the other one served to its end
+    assert "camera unplugged" in sources[0]["error"] and sources[1]["error"] is None

@@ -189,7 +189,8 @@ class CascadeRun(Flow):
             for i, c in enumerate(self.counts):
                 dropped = {"overload": c.dropped["overload"], "policy": c.dropped["policy"]}
                 row = {"source": c.name, "drop": self.drops[i], "read": c.read, "delivered": c.delivered,
-                       "dropped": dropped, "abandoned": c.read - c.delivered - sum(dropped.values())}
+                       "dropped": dropped, "abandoned": c.read - c.delivered - sum(dropped.values()),
+                       "error": str(self.errors[c.name]).splitlines()[0] if c.name in self.errors else None}
                 if self.tracking is not None:
                     row["tracking"] = self.tracking[i].summary()
                 sources.append(row)
