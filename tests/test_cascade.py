@@ -175,7 +175,7 @@ def test_watch_delivers_every_frame_of_a_video_in_order_with_per_stage_devices()
         frames = list(run)
         report = run.report()
     assert [f.index for f in frames] == list(range(20))
-    assert report["frames"] == {"read": 20, "delivered": 20, "dropped": {"vehicle": 0, "kind": 0}, "abandoned": 0}
+    assert report["frames"] == {"read": 20, "delivered": 20, "dropped": {"overload": 0, "policy": 0}, "abandoned": 0}
     assert all(set(f.stage_ms) == {"vehicle", "kind"} for f in frames)
     crops = sum(1 for f in frames for b in f.result.boxes if "kind" in b.stages)
     by_name = {s["name"]: s for s in report["stages"]}
@@ -253,7 +253,7 @@ def test_run_cascade_on_a_video_writes_a_line_a_frame_and_the_report(tmp_path):
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["schema"] == "edgeaccel.cascade-run/1" and report["queue_size"] == 2
+    assert report["schema"] == "edgeaccel.cascade-run/2" and report["queue_size"] == 2
     assert report["frames"]["read"] == report["frames"]["delivered"] == 20
     lines = (tmp_path / "frames.jsonl").read_text().splitlines()
     assert [json.loads(line)["index"] for line in lines] == list(range(20))

@@ -55,9 +55,18 @@ def test_a_pinned_stage_is_not_moved(two_accelerators):
         assert not any("moved" in note for note in cascade.placement), cascade.placement
 
 
+def _camera(image, count: int, fps: float):
+    """``count`` frames at ``fps``, as a camera gives them (a list would be read all at once)."""
+    import time
+
+    for _ in range(count):
+        time.sleep(1.0 / fps)
+        yield image
+
+
 def test_under_overload_a_later_stage_sheds_its_work_before_frames_are_dropped(tmp_path):
     """The mesh pinned to an emulated device 10x slower than the detector, frames offered as fast as they come
-    with drop="oldest": the mesh passes frames on unlooked (``shed``) instead of holding the detector up; every
+    at 100 a second, as a camera gives them, with drop="oldest": the mesh passes frames on unlooked (``shed``) instead of holding the detector up; every
     frame read is delivered or dropped, and each delivered one has the face and either its mesh or says why not."""
     slow = emulated_accelerator("cascade-slow", "SlowNPU", "npu", fixed_latency_ms=40, speedup=1000, memo=64)
     with installed_plugins(tmp_path, slow):
@@ -65,15 +74,17 @@ def test_under_overload_a_later_stage_sheds_its_work_before_frames_are_dropped(t
                   {**STAGES[1], "executor": "cascade-slow", "device": "SlowNPU"}]
         with edgeaccel.Cascade(stages) as cascade:
             image = np.asarray(Image.open(SHARED / "images" / "grace_hopper.png").convert("RGB"))
-            run = cascade.watch([image] * 40, drop="oldest", queue_size=3)
+            run = cascade.watch(_camera(image, 40, fps=100), drop="oldest", queue_size=3)
             frames = list(run)
             report = run.report()
     counts = report["frames"]
     assert counts["read"] == 40 and counts["delivered"] == len(frames)
     assert counts["read"] == counts["delivered"] + sum(counts["dropped"].values()) + counts["abandoned"]
     mesh = report["stages"][1]
-    assert mesh["shed"] > 0 and mesh["frames"] + mesh["shed"] == len(frames), report
+    assert mesh["shed"]["overload"] > 0 and mesh["shed"]["policy"] == 0, report
+    assert mesh["frames"] + mesh["shed"]["overload"] == len(frames), report
     for frame in frames:
         face = frame.result.boxes[0]
         assert ("mesh" in face.stages) != ("mesh" in frame.shed)
+        assert frame.shed.get("mesh", "overload") == "overload"
         assert ("shed" in frame.to_dict()) == bool(frame.shed)

@@ -171,11 +171,11 @@ def test_requests_in_the_model_never_exceed_max_in_flight(drop, hint):
         with watch(counting, camera(), drop=drop) as pipeline:
             waiting = []  # frames in the source queue (its end marker aside) each time a result comes out
             for _frame in pipeline:
-                waiting.append(sum(isinstance(item, tuple) for item in list(pipeline._raw[0]._items)))
+                waiting.append(sum(isinstance(item, tuple) for item in list(pipeline._intake.queues[0]._items)))
     assert counting.submitted == pipeline.summary()["frames_out"] > 0
     assert pipeline.max_in_flight == bound and 1 <= counting.most <= bound
     assert pipeline._inline == (concurrency == 1)
-    assert max(waiting) <= (1 if drop == "latest" else pipeline._raw[0].size)
+    assert max(waiting) <= (1 if drop == "latest" else pipeline._intake.queues[0].size)
 
 
 def test_drop_queue_policies():

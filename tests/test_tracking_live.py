@@ -156,3 +156,52 @@ def test_tracking_a_model_without_boxes_is_refused_at_once():
         with pytest.raises(InputError) as err:
             model.watch(SHARED / "video" / "traffic_frames.mp4", track=True)
     assert "tracking needs boxes" in str(err.value) and "classify" in str(err.value)
+
+
+def test_lines_and_zones_are_served_as_prometheus_metrics(detector, tmp_path):
+    """The real endpoint, scraped over HTTP: crossings, entries, exits, occupancy and the dwell histogram equal
+    the truth and the JSON summary; and the run command refuses --metrics-port with nothing tracked."""
+    pytest.importorskip("prometheus_client")
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from edgeaccel.tracking.metrics import serve_metrics
+
+    model_path, video, labels = detector
+    with edgeaccel.load(model_path, task="detect", labels=str(labels), executor="onnxruntime") as model:
+        with model.watch(video, track=True, zones=[LINE, ZONE], names=["door"]) as p:
+            server, port = serve_metrics(0, lambda: [(s.name, t) for s, t in zip(p.sources, p.tracking)],
+                                         addr="127.0.0.1")
+            try:
+                for _ in p:
+                    pass
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+            finally:
+                server.shutdown()
+            summary = p.summary()["sources"][0]["tracking"]
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+
+    def value(name, **labels):
+        return samples.get((name, tuple(sorted({"source": "door", **labels}.items()))))
+
+    for direction, counts in LINES["mid"].items():
+        for label, n in counts.items():
+            assert value("edgeaccel_line_crossings_total", line="mid", direction=direction, **{"class": label}) == n
+    for label in ("blue", "magenta"):
+        assert value("edgeaccel_zone_entries_total", zone="box", **{"class": label}) == 1
+        assert value("edgeaccel_zone_exits_total", zone="box", **{"class": label}) == 1
+        assert value("edgeaccel_zone_dwell_seconds_count", zone="box", **{"class": label}) == 1
+        assert abs(value("edgeaccel_zone_dwell_seconds_sum", zone="box", **{"class": label}) - DWELL[label]) < 0.1
+        assert value("edgeaccel_zone_dwell_seconds_bucket", zone="box", le="5.0", **{"class": label}) == 1
+        assert value("edgeaccel_zone_dwell_seconds_bucket", zone="box", le="1.0", **{"class": label}) == 0
+    assert value("edgeaccel_zone_occupancy", zone="box") == summary["zones"]["box"]["inside"] == 0
+    assert value("edgeaccel_tracks_total") == summary["tracks"] == len(PATHS)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "edgeaccel", "run", str(model_path), "--input", str(video),
+                           "--task", "detect", "--executor", "onnxruntime", "--metrics-port", "0"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode != 0 and "--metrics-port" in done.stderr and "Traceback" not in done.stderr

@@ -171,12 +171,12 @@ def test_a_shape_outside_the_frame_or_in_fractions_is_said():
 
 
 def test_tracker_options_in_a_zones_file_apply_to_watch(tmp_path):
-    from edgeaccel.sources.pipeline import _tracking_options
+    from edgeaccel.tracking.live import tracking_options
 
     path = tmp_path / "zones.yaml"
     path.write_text("lines:\n  - name: a\n    points: [[0, 0], [10, 10]]\ntracker:\n  max_lost_s: 3\n")
     task = SimpleNamespace(name="detect")
-    options, zones = _tracking_options(task, True, str(path))
+    options, zones = tracking_options(task, True, str(path))
     assert options.max_lost_s == 3 and zones.lines[0].name == "a"
-    options, _ = _tracking_options(task, {"max_lost_s": 0.5}, str(path))  # given in Python: it wins
+    options, _ = tracking_options(task, {"max_lost_s": 0.5}, str(path))  # given in Python: it wins
     assert options.max_lost_s == 0.5

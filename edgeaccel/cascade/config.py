@@ -2,7 +2,7 @@
 
     # faces.yaml
     placement: auto            # or as-loaded
-    live: {drop: none, queue_size: 4}
+    live: {drop: none, queue_size: 4}   # and policy: thermal (power_budget_w:, policy_interval_s:)
     stages:
       - name: face
         model: face_detection_short_range.tflite
@@ -20,7 +20,7 @@ from pathlib import Path
 from ..errors import ConfigError, InputError
 
 KEYS = ("stages", "placement", "live")
-LIVE_KEYS = ("drop", "queue_size")
+LIVE_KEYS = ("drop", "queue_size", "policy", "power_budget_w", "policy_interval_s")
 
 
 def read_pipeline(path: str | os.PathLike) -> dict:

@@ -78,14 +78,19 @@ class Cascade:
         return [{"name": s.name, "model": str(s.model.info.path), "executor": s.executor_name, "device": s.device,
                  "task": getattr(s.model.task, "name", None)} for s in self.stages]
 
-    def watch(self, source, **options):
-        """Frames of ``source`` (anything ``edgeaccel.sources.open_source`` opens: a video, an image folder,
-        a camera, a stream, an iterable of arrays) through the stages, one thread per stage so that stages
-        run concurrently on different frames; bounded queues between them with a drop policy. A
-        ``CascadeRun``: iterate it for ``CascadeFrame``s, then read ``report()``. See ``live.CascadeRun``."""
+    def watch(self, source, *more_sources, **options):
+        """Frames of ``source`` (and of ``more_sources``: anything ``edgeaccel.sources.open_source`` opens: a
+        video, an image folder, a camera, a stream, an iterable of arrays) through the stages: one lane per
+        device running its stages' models, CPU work on other threads, bounded, sources taken in turn, with the
+        drop policy, ``policy=`` (thermal, power, ...) shedding in a stated order, and ``track=``/``zones=``
+        on the first stage's boxes. A ``CascadeRun``: iterate it for ``CascadeFrame``s, then read
+        ``report()``. See ``live.CascadeRun`` and docs/cascade.md."""
         from .live import CascadeRun
 
-        return CascadeRun(self, source, **options)
+        name = options.pop("name", None)
+        if name is not None:
+            options.setdefault("names", [name])
+        return CascadeRun(self, [source, *more_sources], **options)
 
     def close(self) -> None:
         for stage in self.stages:

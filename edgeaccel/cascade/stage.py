@@ -53,23 +53,56 @@ class Stage:
     def on_boxes(self, image, boxes: list) -> dict:
         """Run on the crops of ``boxes`` of ``image`` (the frame), attaching each answer to its box
         (``box.stages[name]``, in the frame's pixels). Returns counts and time: {crops, skipped, ms}."""
+        start = time.perf_counter()
+        pieces, skipped = self.prepare(image, boxes)
+        self.finish(pieces, [self.model.run(p.inputs) for p in pieces])
+        return {"crops": len(pieces), "skipped": skipped, "ms": (time.perf_counter() - start) * 1e3}
+
+    # The three parts of a stage's work, apart so that a live cascade runs only ``model.run`` on the device's
+    # thread and the CPU work (sampling crops, pre- and post-processing) of other frames meanwhile.
+    def prepare(self, image, boxes: list | None) -> tuple[list[Piece], int]:
+        """The model inputs for ``image``: the whole frame (``boxes`` None: a first stage), else one per crop of
+        the boxes it looks at (the best ``max_crops``). Returns (pieces, boxes skipped)."""
+        task = self.model.task
+        if boxes is None:
+            inputs, meta = task.preprocess(image)
+            return [Piece(None, None, list(inputs), meta)], 0
         chosen = sorted((b for b in boxes if self.wants(b)), key=lambda b: -b.score)
         skipped = max(0, len(chosen) - self.max_crops)
-        start = time.perf_counter()
-        crops = 0
+        pieces = []
         for box in chosen[: self.max_crops]:
             crop = crop_for(box, self.crop, self.input_size)
             if crop is None:  # an empty box, or the keypoints its crop needs are missing
                 skipped += 1
                 continue
-            result = self.model.predict(sample(image, crop))
-            box.stages[self.name] = to_frame(result, crop)
-            crops += 1
-        return {"crops": crops, "skipped": skipped, "ms": (time.perf_counter() - start) * 1e3}
+            inputs, meta = task.preprocess(sample(image, crop))
+            pieces.append(Piece(box, crop, list(inputs), meta))
+        return pieces, skipped
+
+    def finish(self, pieces: list[Piece], outputs: list) -> Any:
+        """Decode each piece's outputs; a crop's answer goes onto its box, in the frame's pixels. Returns the
+        first stage's result (a piece without a box), else None."""
+        task = self.model.task
+        for piece, out in zip(pieces, outputs):
+            result = task.postprocess(out, piece.meta)
+            if piece.box is None:
+                return result
+            piece.box.stages[self.name] = to_frame(result, piece.crop)
+        return None
 
     def close(self) -> None:
         if self.owned:
             self.model.close()
+
+
+@dataclass
+class Piece:
+    """One model call of a stage: on a frame (``box`` None) or on the crop of one box."""
+
+    box: Any
+    crop: Any
+    inputs: list
+    meta: Any
 
 
 def image_size(model) -> tuple[int, int] | None:

@@ -20,17 +20,20 @@ def main(args: argparse.Namespace) -> int:
     if args.model:
         raise InputError("--cascade names its models in the pipeline file: give no MODEL as well",
                          hint="edgeaccel run --cascade pipeline.yaml --input IMAGE|VIDEO")
-    if len(args.input) != 1:
-        raise InputError("--cascade takes one --input: an image, a video, a folder, /dev/videoN or a stream URL")
+    is_live = live.wanted(args)
+    if len(args.input) != 1 and not is_live:
+        raise InputError("--cascade takes one image --input, or live ones: videos, folders, /dev/videoN, stream URLs")
     data = read_pipeline(args.cascade)
     with quiet_native_stderr():
         cascade = Cascade.from_file(args.cascade)
     with cascade:
-        if live.wanted(args):
+        if is_live:
             options = dict(data.get("live") or {})
             if args.drop:
                 options["drop"] = args.drop
-            return _live(cascade, args, options)
+            if getattr(args, "policy", None):
+                options.update(policy=args.policy, power_budget_w=args.power_budget)
+            return _live(cascade, args, {**options, **live.tracking_kwargs(args)})
         result = cascade.predict(args.input[0])
         if args.save:
             from ..cascade.render import render
@@ -47,8 +50,14 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _live(cascade, args, options: dict) -> int:
-    run = cascade.watch(args.input[0], **options)
+    from . import live
+
+    run = cascade.watch(*args.input, **options)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(run)
+        metrics = live.serve_metrics(args, run.sources, run.tracking)
+        if metrics is not None:
+            stack.callback(metrics.shutdown)
         sink = stack.enter_context(open(args.jsonl, "w", encoding="utf-8")) if args.jsonl else None
         for frame in run:
             if sink is not None:
@@ -61,10 +70,18 @@ def _live(cascade, args, options: dict) -> int:
     frames = report["frames"]
     print(f"{report['source']}: {frames['read']} frames read, {frames['delivered']} delivered, dropped "
           f"{frames['dropped']}, {frames['abandoned']} abandoned; {report['fps']} fps (drop {report['drop']})")
+    for s in report["sources"] if len(report["sources"]) > 1 else ():
+        print(f"  source {s['source']}: {s['read']} read, {s['delivered']} delivered, dropped {s['dropped']}")
     for s in report["stages"]:
-        print(f"  {s['name']:<12} {s['executor']:<24} {s['frames']} frames, {s['calls']} calls, p50 {s['p50_ms']} ms, "
-              f"p95 {s['p95_ms']} ms, busy {s['busy']:.0%}" + (f", {s['skipped']} boxes skipped" if s["skipped"] else "")
-              + (f", {s['shed']} frames shed (overload)" if s["shed"] else ""))
+        shed = ", ".join(f"{n} ({why})" for why, n in s["shed"].items() if n)
+        print(f"  {s['name']:<12} {s['executor']:<24} {s['frames']} frames, {s['calls']} calls, p50 {s['p50_ms']} ms "
+              f"on the device, p95 {s['p95_ms']} ms, busy {s['busy']:.0%}"
+              + (f", {s['skipped']} boxes skipped" if s["skipped"] else "") + (f", frames shed: {shed}" if shed else ""))
+    if report["policy"]:
+        print(f"  policy: {report['policy']['policy']}, {report['policy']['reason']}")
+    for s in report["sources"]:
+        if "tracking" in s:
+            print(live._tracking_lines(s["tracking"]))
     for note in report["placement"]:
         print(f"  placement: {note}")
     return 0

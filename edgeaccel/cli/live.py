@@ -30,6 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a line to count crossings of, in the frame's pixels (repeatable; implies --track)")
     g.add_argument("--zone", action="append", default=[], metavar="NAME=X1,Y1,X2,Y2,X3,Y3,...",
                    help="a polygon to count entries, exits and dwell in (repeatable; implies --track)")
+    g.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve the lines' and zones' counts, occupancy and dwell as Prometheus metrics at "
+                        "http://HOST:PORT/metrics while the run lasts (needs prometheus-client; 0: any free port)")
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -70,6 +73,7 @@ def main(args: argparse.Namespace) -> int:
         sinks = [s for s in (args.save, args.jsonl) if s]
         pipeline = model.watch(list(args.input), drop=args.drop, max_fps=args.max_fps, sinks=sinks,
                                **tracking_kwargs(args))
+        metrics = serve_metrics(args, pipeline.sources, pipeline.tracking)
         line = LiveLine(out, model, pipeline)
         start = time.monotonic()
         timer = None
@@ -92,6 +96,8 @@ def main(args: argparse.Namespace) -> int:
             if timer is not None:
                 timer.cancel()
             pipeline.close()
+            if metrics is not None:
+                metrics.shutdown()
         line.end()
         summary = pipeline.summary()
         executor = model.executor
@@ -123,6 +129,26 @@ def tracking_kwargs(args: argparse.Namespace) -> dict:
                        [*shapes.zones, *(x for x in extra if not isinstance(x, Line))], shapes.anchor)
     has_shapes = bool(shapes.lines or shapes.zones)
     return {"track": tracker or True, "zones": shapes if has_shapes else None}
+
+
+def serve_metrics(args: argparse.Namespace, sources: list, tracking: list | None):
+    """With --metrics-port: the lines and zones served as Prometheus metrics (a server to ``shutdown()``)."""
+    port = getattr(args, "metrics_port", None)
+    if port is None:
+        return None
+    from ..errors import InputError
+    from ..tracking.metrics import serve_metrics as serve
+
+    if tracking is None:
+        raise InputError("--metrics-port serves the counts of tracked objects: give --track, --zones, --line or --zone",
+                         hint="e.g. --line door=0,300,640,300 --metrics-port 9108")
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError as exc:
+        raise InputError("--metrics-port needs prometheus-client", hint="pip install 'edgeaccel[serve]'") from exc
+    server, bound = serve(port, lambda: [(s.name, t) for s, t in zip(sources, tracking)])
+    print(f"metrics   http://0.0.0.0:{bound}/metrics", file=sys.stderr, flush=True)
+    return server
 
 
 class LiveLine:

@@ -7,50 +7,35 @@ queues, so that decoding, pre- and post-processing overlap inference instead of 
     finish                         wait for each result in order, post-process (task layer), measure latency
     sink                           write the sinks, hand the frame to the caller
 
-Every queue is bounded. Only the source queues drop frames (under ``oldest``/``latest``); with ``none`` a full
-queue holds the decoder back, so a file loses no frame. ``close()`` stops every thread from any state.
+The readers and the sources' turns are ``intake.py`` (shared with live cascades); the infer stage is
+``infer.py``. Every queue is bounded. Only the source queues drop frames (under ``oldest``/``latest``); with
+``none`` a full queue holds the decoder back, so a file loses no frame. ``close()`` stops every thread from any state.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 from ..errors import EdgeAccelError, InputError, ModelClosedError
+from ..tracking.live import tracking_options
 from .errors import SourceError
 from .frame import STAGES, Frame
 from .queues import DROP_POLICIES, Closed, DropQueue
+from .infer import END as _END
+from .infer import InferStage, Job, average
+from .intake import End, Intake
 from .readers import RawFrame, Source, open_source
 from .stats import PipelineStats, PolicyWatch
-from .state import StateCarry, state_pairs, with_state
+from .state import StateCarry, state_pairs
 
 log = logging.getLogger("edgeaccel")
 
-_END = object()  # the end of every source, through the stages
 
 
-@dataclass
-class _End:
-    source: int  # this source has no more frames
-
-
-@dataclass
-class _Job:
-    frame: Frame
-    source: int
-    segment: int
-    inputs: Any = None
-    meta: Any = None
-    submitted: float = 0.0  # monotonic: into the model
-    done: float = 0.0  # monotonic: its outputs ready (the future's callback)
-
-
-class Pipeline:
+class Pipeline(InferStage):
     """Frames from one or more sources through one model. Iterate it for Frames (in order per source), or call
     ``run()`` to serve until the sources end (sinks only). Use as a context manager, or ``close()``.
 
@@ -90,7 +75,7 @@ class Pipeline:
 
             # a dynamic-size input without a declared size would fail every frame: say it once, now
             layout_of(model.inputs[self._image_inputs[0]], getattr(getattr(model, "pipeline", None), "imgsz", None))
-        tracking = _tracking_options(self.task, track, zones)  # checked before anything is opened
+        tracking = tracking_options(self.task, track, zones)  # checked before anything is opened
         self.sources: list[Source] = []
         self.sinks = as_sinks(sinks, len(sources))
         try:
@@ -111,9 +96,9 @@ class Pipeline:
         if tracking is not None:
             from ..tracking.live import SourceTracking
 
-            self._tracking = [SourceTracking(*tracking) for _ in self.sources]  # one tracker per source
+            self.tracking = [SourceTracking(*tracking) for _ in self.sources]  # one tracker per source
         else:
-            self._tracking = None
+            self.tracking = None
         self.keep_images = keep_images if keep_images is not None else True
         concurrency = max(1, getattr(model, "concurrency", 1))
         live = any(d != "none" for d in self.drops)
@@ -122,7 +107,9 @@ class Pipeline:
         self.max_in_flight = max_in_flight or (concurrency if live else 2 * concurrency)
         self.stats = PipelineStats([s.name for s in self.sources])
         self._policy = PolicyWatch(model)
-        self._raw = [DropQueue(queue_size, d) for d in self.drops]
+        self._stop = threading.Event()
+        self._intake = Intake(self.sources, self.drops, queue_size, self._stop, make=self._made,
+                              on_drop=self._dropped, on_error=self._source_failed, max_fps=max_fps)
         self._prepared = DropQueue(1 if live else 2, "none")
         # Just in time (live, one request at a time): a frame is taken from its source queue when the request
         # in flight is expected to end as its pre-processing does, from moving averages of both; it then
@@ -143,8 +130,6 @@ class Pipeline:
         self._inflight = DropQueue(self.max_in_flight + 1, "none")
         self._finished = DropQueue(queue_size, "none")
         self._out = DropQueue(queue_size, "none")
-        self._arrival = threading.Condition()
-        self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._consumer = False
         self._closed = False
@@ -165,7 +150,7 @@ class Pipeline:
         """Frames in/out, dropped by stage, failed, latency p50/p99, reconnects and events, per source and in all;
         with tracking, each source's "tracking": ids given out, line and zone counts."""
         out = self.stats.as_dict(self.sources)
-        for source, tracking in zip(out["sources"], self._tracking or ()):
+        for source, tracking in zip(out["sources"], self.tracking or ()):
             source["tracking"] = tracking.summary()
         return out
 
@@ -173,7 +158,7 @@ class Pipeline:
         if self._threads or self._closed:
             return self
         for i, source in enumerate(self.sources):
-            self._spawn(f"read:{source.name}", self._read, i)
+            self._spawn(f"read:{source.name}", self._intake.read, i)
         self._spawn("prepare", self._prepare_loop)
         self._spawn("infer", self._infer_loop)
         self._spawn("finish", self._finish_loop)
@@ -218,10 +203,9 @@ class Pipeline:
             return
         self._closed = True
         self._stop.set()
-        for q in (*self._raw, self._prepared, self._inflight, self._finished, self._out):
+        self._intake.close()
+        for q in (self._prepared, self._inflight, self._finished, self._out):
             q.close()
-        with self._arrival:
-            self._arrival.notify_all()
         me = threading.current_thread()
         for t in self._threads:
             if t is not me:
@@ -254,60 +238,19 @@ class Pipeline:
                 log.error("pipeline stage %s failed: %s", threading.current_thread().name, exc)
                 self.error = exc
                 self._stop.set()
-                for q in (*self._raw, self._prepared, self._inflight, self._finished, self._out):
+                self._intake.close()
+                for q in (self._prepared, self._inflight, self._finished, self._out):
                     q.close()
 
-    def _read(self, i: int) -> None:
-        source, queue, stats = self.sources[i], self._raw[i], self.stats.sources[i]
-        interval = 1.0 / self.max_fps if self.max_fps else 0.0
-        next_due = 0.0
-        index = -1
-        size = None
-        try:
-            asked = time.monotonic()
-            for raw in source.frames(self._stop):
-                # decoding is the source's own time for this frame: from its packet's arrival, or from when the
-                # reader asked for it if the packet came earlier (it then waited in the decoder while the
-                # reader was held back by a full queue or max_fps: that wait is counted as queue)
-                now = time.monotonic()
-                raw.decode_s = max(0.0, now - max(raw.captured, asked))
-                index += 1
-                shape = raw.image.shape[:2]
-                if size is not None and shape != size:  # reported; the frame is still fitted to the model
-                    source.event(f"frame size changed from {size[1]}x{size[0]} to {shape[1]}x{shape[0]} at frame "
-                                 f"{index}")
-                size = shape
-                with self.stats.lock:
-                    stats.frames_in += 1
-                if interval:
-                    now = time.monotonic()
-                    if now < next_due:
-                        if source.live:  # a live source is not slowed down: the frame is skipped
-                            with self.stats.lock:
-                                stats.dropped["max_fps"] += 1
-                            asked = time.monotonic()
-                            continue
-                        self._stop.wait(next_due - now)  # a file is paced
-                    next_due = max(next_due + interval, time.monotonic() - interval)
-                dropped = queue.put((index, raw))
-                if dropped is not None:
-                    with self.stats.lock:
-                        stats.dropped["policy" if self._policy.now() else "source"] += 1
-                with self._arrival:
-                    self._arrival.notify()
-                if self._stop.is_set():
-                    return
-                asked = time.monotonic()
-        except Closed:
-            return
-        except EdgeAccelError as exc:
-            self._source_failed(i, exc)
-        except Exception as exc:
-            self._source_failed(i, SourceError(f"{source.name} failed: {exc}"))
-        finally:
-            queue.put_end(_End(i))
-            with self._arrival:
-                self._arrival.notify()
+    def _made(self, i: int, index: int, raw: RawFrame) -> tuple:
+        with self.stats.lock:
+            self.stats.sources[i].frames_in += 1
+        return (i, index, raw)
+
+    def _dropped(self, i: int, why: str) -> None:
+        with self.stats.lock:
+            self.stats.sources[i].dropped["max_fps" if why == "max_fps" else
+                                          "policy" if self._policy.now() else "source"] += 1
 
     def _source_failed(self, i: int, exc: EdgeAccelError) -> None:
         self.errors[self.sources[i].name] = exc
@@ -317,9 +260,7 @@ class Pipeline:
 
     def _prepare_loop(self) -> None:
         active = list(range(len(self.sources)))
-        turn = 0
         while active:
-            item = None
             # a frame is taken from its source queue only when the next stage has room: until then it waits
             # where the drop policy replaces it with a newer one, never in a queue that would make it stale
             while not self._prepared.wait_space(0.1):
@@ -328,38 +269,27 @@ class Pipeline:
                 early = self._busy_until - self._prepare_s - time.monotonic()
                 if early > 0:
                     self._stop.wait(min(early, 0.5))
-            with self._arrival:
-                for k in range(len(active)):  # round robin: each source in turn, so that none starves another
-                    i = active[(turn + k) % len(active)]
-                    try:
-                        item = self._raw[i].get_nowait()
-                    except IndexError:
-                        continue
-                    turn = (turn + k + 1) % max(1, len(active))
-                    break
-                if item is None:
-                    if self._stop.is_set():
-                        return
-                    self._arrival.wait(0.05)
-                    continue
-            if isinstance(item, _End):
+            item = self._intake.take()  # the sources in turn, so that none starves another
+            if item is None:
+                continue
+            if isinstance(item, End):
                 active.remove(item.source)
                 continue
-            self._prepared.put(self._prepare(i, *item))
+            self._prepared.put(self._prepare(*item))
         self._prepared.put_end(_END)
 
-    def _prepare(self, i: int, index: int, raw: RawFrame) -> _Job:
+    def _prepare(self, i: int, index: int, raw: RawFrame) -> Job:
         began = time.monotonic()
         job = self._prepare_job(i, index, raw)
         ended = time.monotonic()
-        self._prepare_s = _average(self._prepare_s, ended - began)
+        self._prepare_s = average(self._prepare_s, ended - began)
         job.frame.timing_ms["decode"] = raw.decode_s * 1e3
         job.frame.timing_ms["preprocess"] = (ended - began) * 1e3
         return job
 
-    def _prepare_job(self, i: int, index: int, raw: RawFrame) -> _Job:
+    def _prepare_job(self, i: int, index: int, raw: RawFrame) -> Job:
         frame = Frame(self.sources[i].name, index, raw.timestamp, raw.captured, raw.image)
-        job = _Job(frame, i, raw.segment)
+        job = Job(frame, i, raw.segment)
         try:
             if self._preprocess is not None:
                 job.inputs = list(self._preprocess(raw.image))
@@ -375,77 +305,6 @@ class Pipeline:
         except Exception as exc:
             frame.error = exc
         return job
-
-    def _infer_loop(self) -> None:
-        segments = [0] * len(self.sources)
-        pending: list[Any] = [None] * len(self.sources)  # the source's last request: its outputs are the state
-        while True:
-            self._take_slot()
-            # the next request starts as soon as its job is ready: the prepare stage times the next frame by
-            # this (set before the job leaves the prepared queue, which is what wakes that stage)
-            self._busy_until = time.monotonic() + self._infer_s
-            job = self._prepared.get()
-            if job is _END:
-                self._slots.release()
-                self._inflight.put_end(_END)
-                return
-            future = None
-            if job.frame.error is None:
-                carry = self._carry[job.source]
-                if carry is not None:
-                    carry_in = self._state_for(job, carry, pending, segments)
-                    inputs = with_state(job.inputs, carry_in, len(self.model.inputs))
-                else:
-                    inputs = job.inputs
-                try:
-                    submitted = job.submitted = time.monotonic()
-                    self._busy_until = submitted + self._infer_s
-                    future = self._run_inline(inputs) if self._inline else self.model.submit(inputs)
-                    future.add_done_callback(lambda _, t=submitted, j=job: self._served(t, j))
-                except ModelClosedError:
-                    self._slots.release()
-                    raise
-                except EdgeAccelError as exc:
-                    job.frame.error = exc
-                if carry is not None:
-                    pending[job.source] = future
-            if future is None:  # nothing went into the model
-                self._slots.release()
-            self._inflight.put((job, future))
-
-    def _run_inline(self, inputs) -> Any:
-        """``model.run`` in this thread, as a finished Future (the finish stage takes both kinds alike)."""
-        from concurrent.futures import Future
-
-        future: Future = Future()
-        try:
-            future.set_result(self.model.run(inputs))
-        except ModelClosedError:
-            raise
-        except Exception as exc:  # what submit's future would hold: the frame fails, the pipeline goes on
-            future.set_exception(exc)
-        return future
-
-    def _take_slot(self) -> None:
-        """Wait until fewer than ``max_in_flight`` requests are in the model; raises Closed on a stop."""
-        while not self._slots.acquire(timeout=0.1):
-            if self._stop.is_set():
-                raise Closed
-
-    def _state_for(self, job: _Job, carry: StateCarry, pending: list, segments: list) -> dict:
-        previous = pending[job.source]
-        if previous is not None and self._carries_state:
-            pending[job.source] = None
-            try:
-                carry.update(self._wait(previous))
-            except Closed:
-                raise
-            except Exception:
-                carry.reset()  # a failed frame: start again from zeros rather than from a stale state
-        if job.segment != segments[job.source]:  # the stream was cut and came back: a new scene
-            segments[job.source] = job.segment
-            carry.reset()
-        return carry.values
 
     def _finish_loop(self) -> None:
         while True:
@@ -463,8 +322,8 @@ class Pipeline:
                     if self.task is not None:
                         began = time.monotonic()
                         frame.result = self.task.postprocess(frame.outputs, job.meta)
-                        if self._tracking is not None:  # in frame order per source: this stage is one thread
-                            self._tracking[job.source].apply(frame)
+                        if self.tracking is not None:  # in frame order per source: this stage is one thread
+                            self.tracking[job.source].apply(frame)
                         frame.timing_ms["postprocess"] = (time.monotonic() - began) * 1e3
                 except (ModelClosedError, Closed):
                     raise
@@ -500,23 +359,6 @@ class Pipeline:
                     frame.image = None
                 self._out.put(frame)
 
-    def _served(self, submitted: float, job: _Job) -> None:
-        job.done = time.monotonic()
-        self._infer_s = _average(self._infer_s, job.done - submitted)
-        self._slots.release()
-
-    def _wait(self, future):
-        """The future's result; raises Closed when the pipeline stops meanwhile (a scheduler may hold a request
-        for up to its max_wait_s: a stop does not wait for it)."""
-        from concurrent.futures import TimeoutError as FutureTimeout
-
-        while True:
-            try:
-                return future.result(timeout=0.2)
-            except FutureTimeout:
-                if self._stop.is_set():
-                    raise Closed from None
-
     # -- helpers ------------------------------------------------------------------------------------------------
     def _raise_errors(self) -> None:
         if self.error is not None:
@@ -544,38 +386,9 @@ class Pipeline:
                 log.warning("closing source %s failed: %s", source.name, exc)
 
 
-def _tracking_options(task, track, zones):
-    """(TrackerOptions, Zones or None) for ``track=`` and ``zones=`` (zones track too), or None."""
-    if not track and zones is None:
-        return None
-    from ..tracking import TrackerOptions, as_zones
-    from ..tracking.assignment import _solver
-    from ..tracking.live import tracks_boxes
-
-    if not tracks_boxes(task):
-        what = f"a {task.name} model" if task is not None else "a model without a task"
-        raise InputError(f"tracking needs boxes, and {what} gives none",
-                         hint="track a detect (or instance segmentation) model: load it with task='detect'")
-    _solver()  # SciPy missing is said now, not on the first frame
-    from_file = None
-    if isinstance(zones, (str, os.PathLike)):  # a zones file may hold tracker options too
-        from ..tracking import load_zones
-
-        zones, from_file = load_zones(zones)
-    if track in (None, False, True) and from_file:
-        track = from_file  # track=TrackerOptions(...) or a dict given in Python wins over the file's
-    options = TrackerOptions.from_value(True if track in (None, False) else track)
-    return options, as_zones(zones) if zones is not None else None
-
-
 def _split(frame: Frame) -> None:
     """Every stage in ``frame.timing_ms``, in STAGES order, with "queue" the rest of the latency: the waits."""
     timing = frame.timing_ms
     worked = sum(timing.get(s, 0.0) for s in STAGES if s != "queue")
     frame.timing_ms = {s: timing.get(s, 0.0) for s in STAGES}
     frame.timing_ms["queue"] = max(0.0, frame.latency_ms - worked)
-
-
-def _average(previous: float, sample: float, weight: float = 0.2) -> float:
-    """Exponential moving average; the first sample sets it."""
-    return sample if previous == 0.0 else previous + weight * (sample - previous)

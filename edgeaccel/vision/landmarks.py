@@ -5,6 +5,7 @@ not claimed (it may be class scores), and values that look like probabilities ar
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,12 +99,23 @@ def decode(arrays: list[np.ndarray], which: int, layout: Layout, frame: Frame, m
         scores = 1 / (1 + np.exp(-values[:, 3].astype(np.float64)))  # BlazePose visibility logits
     else:
         scores = np.full(layout.points, 1.0 if presence is None else presence)
-    names = list(layout.names) + [f"{layout.name.split('-')[0]}_{i}" for i in range(len(layout.names), layout.points)]
     image_xy = frame.points_to_image(xy)
-    points = [Keypoint(n, float(x), float(y), float(s)) for n, (x, y), s in zip(names, image_xy, scores)]
+    # plain floats first: a cascade decodes 468 points a face on every frame, and numpy scalars cost 3x more
+    points = [Keypoint(n, x, y, s) for n, (x, y), s in zip(_names(layout), image_xy.tolist(), scores.tolist())]
     score = presence if presence is not None else float(np.mean(scores))
     poses = [Pose(points, float(score))] if presence is None or presence >= min_presence else []
     return PoseResult("pose", frame, poses=poses, edges=list(layout.edges), layout=layout.name)
+
+
+def _names(layout: Layout) -> tuple[str, ...]:
+    """Every point's name: the layout's, then "<family>_<index>" for the rest."""
+    return _named(layout.name, tuple(layout.names), layout.points)
+
+
+@functools.lru_cache(maxsize=64)
+def _named(name: str, names: tuple[str, ...], points: int) -> tuple[str, ...]:
+    family = name.split("-")[0]
+    return names + tuple(f"{family}_{i}" for i in range(len(names), points))
 
 
 def _presence(arrays: list[np.ndarray], which: int) -> float | None:
