@@ -23,7 +23,7 @@ from ..probe import udev
 from ..probe.access import Access, Identity, group_names
 from ..probe.common import Accelerator
 from ..probe.edgetpu import APEX_RULE_FIX, LIBRARY_FIX, USB_RULE_FIX, read_edgetpu
-from ..probe.fs import Root, Tree, as_tree
+from ..devfs import Root, Tree, as_tree
 from ..probe.libraries import LibraryLookup, find_edgetpu_library, find_library
 from . import edgetpu
 from .edgetpu import EdgeTpuDevice, LibraryCheck

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .access import Access
 from .common import Accelerator, Found, Looked, Problem, node_verdict
-from .fs import Root, Tree, as_tree
+from ..devfs import Root, Tree, as_tree
 
 IGPU_NAMES = ("gp10b", "gv11b", "ga10b", "gb10b", "gpu")
 GPU_NODES = ("/dev/nvhost-ctrl-gpu", "/dev/nvgpu/igpu0/ctrl")
