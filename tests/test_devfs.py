@@ -105,3 +105,12 @@ def test_a_sysfs_attribute_is_rewritten_atomically_and_only_when_it_changes(tmp_
     assert temp.stat().st_ino == before  # unchanged value: not written again
     files.write("/sys/class/thermal/thermal_zone0/temp", 41000)
     assert temp.read_text() == "41000\n" and not list(temp.parent.glob(".*tmp*"))
+
+
+def test_the_readers_old_homes_still_answer():
+    """Code that imported the probe's Tree or the telemetry's helpers keeps working: the same objects."""
+    from edgeaccel.devfs import natural_key
+    from edgeaccel.probe import fs as probe_fs
+
+    assert probe_fs.Tree is Tree and probe_fs.natural_key is natural_key and sysfs.natural_key is natural_key
+    assert sysfs.confined is confined and sorted(["zone10", "zone2"], key=natural_key) == ["zone2", "zone10"]
