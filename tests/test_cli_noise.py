@@ -155,6 +155,23 @@ def test_no_status_line_when_stderr_is_not_a_terminal():
     assert done.returncode == 0 and "bench:" not in done.stderr and "\x1b[K" not in done.stderr, done.stderr
 
 
+def test_convert_and_check_name_their_step_on_a_terminal(tmp_path):
+    """A float classifier the test trains (numpy), converted to int8 ONNX, then checked: each command's line."""
+    pytest.importorskip("onnxruntime", reason="the onnx extra is part of dev")
+    import numpy as np
+    from convert_helpers import dataset, mlp_onnx, train_mlp
+
+    x, y = dataset(300, seed=1)
+    model = mlp_onnx(train_mlp(x, y), tmp_path / "mlp.onnx")
+    np.save(tmp_path / "calib.npy", x[:100])
+    code, out, err = run_on_a_terminal("convert", str(model), "--to", "onnx-int8", "--calibration",
+                                       str(tmp_path / "calib.npy"), "--out", str(tmp_path / "bundle"))
+    assert code == 0 and "convert: converting to onnx-int8" in err and err.endswith("\r\x1b[K"), err
+    code, out, err = run_on_a_terminal("check", str(tmp_path / "bundle"), "--runs", "1", "--executor", "onnxruntime")
+    assert code == 0 and "check: running every artifact on the samples" in err, err
+    assert "mlp_int8.onnx" in out and "check:" not in out
+
+
 def test_a_status_line_shows_the_step_its_count_and_its_time():
     stream = io.StringIO()
     with Status("convert", True, stream) as status:
