@@ -16,6 +16,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "errors", "wording", "_version", "_data", "_layers", "digest", "quantiles", "packages", "native_log",
         "runtimeinfo", "schema", "bench", "tracking",
     })),
+    # Reading (and faking) a device's files below a root: under everything that surveys hardware.
+    ("device files", frozenset({"devfs"})),
     ("model facts", frozenset({"modelinfo", "tensors", "formats"})),
     ("hardware survey", frozenset({"probe", "telemetry"})),
     ("runtimes", frozenset({

@@ -43,9 +43,23 @@ def _declared_by(device: str) -> list[type]:
     return [cls for cls in registry.runtimes().values() if base_of(device) in cls.device_kinds]
 
 
+def could_use(runtime: str, accelerators: list) -> bool:
+    """Whether this machine has something ``runtime`` drives: the CPU, or an accelerator the survey found (a
+    runtime this machine cannot use, TensorRT without an NVIDIA GPU say, is not a problem here: the runtimes
+    section still says it is not installed and what installs it). A runtime the registry does not know (a
+    plug-in that failed to load) is something installed here that is broken: always a problem."""
+    cls = registry.runtimes().get(runtime)
+    if cls is None:
+        return True
+    found = {base_of(d) for acc in accelerators for d in acc.devices}
+    return any(kind == "cpu" or base_of(device) in found for device, kind in cls.device_kinds.items())
+
+
 def problems(runtimes: probe_runtimes.Runtimes, accelerators: list) -> list[Problem]:
-    """Runtimes that are missing or unusable, and accelerators present that no installed runtime reaches."""
-    found = [Problem(r.name, r.reason, r.fix) for r in runtimes.items if not r.usable or r.fix]
+    """Runtimes that are missing or unusable for a device this machine has, and accelerators present that no
+    installed runtime reaches."""
+    found = [Problem(r.name, r.reason, r.fix) for r in runtimes.items
+             if (not r.usable or r.fix) and could_use(r.name, accelerators)]
     for acc in accelerators:
         if not acc.present or acc.kind == "cpu":
             continue

@@ -12,7 +12,7 @@ import pytest
 
 import edgeaccel
 from conftest import MODELS
-from edgeaccel.executors.edgetpu_diagnosis import PIECES, TWIN_SOURCE_FIX, cpu_twin, explain_edgetpu_model
+from edgeaccel.executors.edgetpu_explanation import PIECES, TWIN_SOURCE_FIX, cpu_twin, explain_edgetpu_model
 from edgeaccel.formats import describe
 from edgeaccel.probe import Identity
 from edgeaccel.testing import FakeTree, rpi5_with_coral_usb, x86_with_coral_m2

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import edgeaccel
-from edgeaccel.probe.fs import Tree
+from edgeaccel.devfs import Tree
 from edgeaccel.probe.schema import validate
 from edgeaccel.testing import (
     FakeTree,
@@ -34,8 +34,8 @@ def checked(root):
 
 def test_an_empty_root_is_surveyed_with_reasons(tmp_path):
     report = checked(tmp_path)
-    assert "/proc/cpuinfo missing" in report.machine.cpu.reason
-    assert "/proc/meminfo missing" in report.machine.memory.reason
+    assert "/proc/cpuinfo is missing" in report.machine.cpu.reason
+    assert "/proc/meminfo is missing" in report.machine.memory.reason
     assert report.machine.board.reason.startswith("no board name")
     assert set(report.telemetry.reasons) == {"thermal_zones", "hwmon", "rapl"}
     assert {p.subject for p in report.problems} >= {"CPU", "memory", "telemetry"}
@@ -67,7 +67,7 @@ def test_unreadable_files():
 
         cpu_reason, problems, telemetry = call_unprivileged(survey, root)
         assert "not readable by this user" in cpu_reason
-        assert [p for p in problems if "information not readable" in p]
+        assert [p for p in problems if "information is not readable" in p]
         zone = telemetry["thermal_zones"][0]
         assert not zone["readable"] and "not readable by this user" in zone["reason"]
         assert "thermal_zone0: temp not readable" in problems
@@ -97,8 +97,8 @@ def test_a_symlink_out_of_the_root_is_not_followed(tmp_path):
     os.makedirs(root / "proc")
     os.symlink(outside / "cpuinfo", root / "proc" / "cpuinfo")  # absolute: leads out of the tree
     report = checked(root)
-    assert report.machine.cpu.model is None and "outside the probed root" in report.machine.cpu.reason
-    assert Tree(root).read("/proc/cpuinfo").reason == "is a symlink that leads outside the probed root"
+    assert report.machine.cpu.model is None and "leads outside the surveyed root" in report.machine.cpu.reason
+    assert Tree(root).read("/proc/cpuinfo").reason == "leads outside the surveyed root"
 
 
 # Seeded: unseeded, about 1 run in 40 drew bytes that decode to printable text before the first NUL, which the

@@ -53,14 +53,14 @@ def test_an_empty_tree_says_what_was_looked_for_and_why_each_is_absent(tmp_path)
     assert report.accelerators == ()
     got = families(report)
     assert all(got[f].status == "absent" for f in HARDWARE)
-    assert got["cuda-gpu"].reason.startswith("the nvidia driver is not loaded (/proc/driver/nvidia/version missing)")
+    assert got["cuda-gpu"].reason.startswith("the nvidia driver is not loaded (/proc/driver/nvidia/version is missing)")
     assert "no PCI devices are listed in /sys/bus/pci/devices" in got["cuda-gpu"].reason
     assert got["edgetpu-usb"].reason.startswith("/sys/bus/usb/devices is missing; libedgetpu.so.1 is not on the "
                                                 "loader path either")
     assert got["edgetpu-pcie"].reason.startswith("no apex driver (/sys/class/apex is missing)")
     assert "/sys/class/accel is missing" in got["intel-npu"].reason
     assert "/sys/class/drm is missing" in got["intel-gpu"].reason
-    assert got["jetson"].reason == "not a Jetson: /etc/nv_tegra_release missing and /sys/class/devfreq is missing"
+    assert got["jetson"].reason == "not a Jetson: /etc/nv_tegra_release is missing and /sys/class/devfreq is missing"
     assert "no /dev/hailoN" in got["hailo"].reason and "0x1e60" in got["hailo"].reason
     assert got["qualcomm-npu"].reason == "no /dev/fastrpc-* or /dev/adsprpc-smd node (no FastRPC driver)"
     assert "vendor 0x1ae0" in got["cloud-tpu"].reason

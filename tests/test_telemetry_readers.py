@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from edgeaccel.devfs import files as devfs_files
 from edgeaccel.sim.fakesys import FakeSysfs, apex_millis
-from edgeaccel.telemetry import coral, hwmon, jetson, rapl, rpi, sysfs, thermal
+from edgeaccel.telemetry import coral, hwmon, jetson, rapl, rpi, thermal
 from edgeaccel.telemetry.counter import EnergyAccumulator, max_safe_interval_s
 from edgeaccel.telemetry.units import to_si
 
@@ -81,7 +82,7 @@ def test_missing_temp_file_and_directory_in_its_place(fs):
     temp1.unlink()
     temp1.mkdir()
     zones = thermal.read_thermal_zones(fs.root)
-    assert "does not exist" in zones[0].temperature.reason
+    assert "is missing" in zones[0].temperature.reason
     assert "is a directory" in zones[1].temperature.reason
 
 
@@ -99,7 +100,7 @@ def test_io_error_from_a_sensor_is_a_reason(fs, monkeypatch):
             raise OSError(errno.EIO, "Input/output error")
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(sysfs, "open", flaky_open, raising=False)
+    monkeypatch.setattr(devfs_files, "open", flaky_open, raising=False)
     zone = thermal.read_thermal_zones(fs.root)[0]
     assert zone.temperature.value is None and "EIO" in zone.temperature.reason
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 from .inputs import add_input_arguments, prepare_inputs
 from .names import executor_arg
 from .options import add_cache_arguments, cache_kwargs
+from .progress import add_progress_argument
 
 HELP = "measure latency and throughput on one executor or all of them side by side"
 
@@ -37,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_input_arguments(p)
     p.add_argument("--json", action="store_true", help="one JSON document (schema edgeaccel.bench/1)")
     p.add_argument("--plot", metavar="FILE.png", help="write the latency distribution per executor")
-    p.add_argument("--no-progress", action="store_true")
+    add_progress_argument(p)
     p.add_argument("--task", choices=("classify", "detect", "segment", "pose", "auto"),
                    help="also time a vision task's stages on the --input image: pre-processing, inference and "
                         "post-processing (decoding, NMS) separately (in --mode latency or both)")
@@ -51,25 +52,25 @@ def main(args: argparse.Namespace) -> int:
     from ..loader import select
     from ..telemetry.utilization import UtilizationSampler
     from . import quiet_native_stderr
+    from .progress import Status, wanted
 
     if args.runs < 1 or args.requests < 1 or args.warmup < 0 or not 0 <= args.min_seconds < 86400:
         raise InputError("--runs and --requests must be at least 1, --warmup and --min-seconds at least 0")
     if args.plot:
         _plot_possible(args.plot)
     source = args.model[0] if len(args.model) == 1 else args.model
-    with quiet_native_stderr():
-        selection = select(source, executor=args.executor, device=args.device, precision=args.precision,
-                           threads=args.threads, **cache_kwargs(args))
-    candidates = selection.ranking.candidates if args.all else selection.ranking.candidates[:1]
-    if not candidates:
-        from ..loader import _nothing_can_run
+    with Status("bench", wanted(args)) as status:
+        status.step("choosing the executors")
+        with quiet_native_stderr():
+            selection = select(source, executor=args.executor, device=args.device, precision=args.precision,
+                               threads=args.threads, **cache_kwargs(args))
+        candidates = selection.ranking.candidates if args.all else selection.ranking.candidates[:1]
+        if not candidates:
+            from ..loader import _nothing_can_run
 
-        raise _nothing_can_run(selection.ranking)
-    progress = None if args.no_progress or args.json or not sys.stderr.isatty() else _bar
-    with UtilizationSampler() as sampler:  # from the first load to the last measurement
-        results = _measure(candidates, selection, args, bench, progress)
-    if progress:
-        print(file=sys.stderr)
+            raise _nothing_can_run(selection.ranking)
+        with UtilizationSampler() as sampler:  # from the first load to the last measurement
+            results = _measure(candidates, selection, args, bench, status)
     if args.plot:
         bench.plot([r for r in results if isinstance(r, bench.Result)], args.plot)
         print(f"plot: wrote the latency distribution per executor to {os.path.abspath(args.plot)}", file=sys.stderr)
@@ -86,8 +87,9 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _measure(candidates: list, selection, args, bench, progress) -> list:
-    """Latency of every candidate (loaded together, measured interleaved), then throughput of each in turn."""
+def _measure(candidates: list, selection, args, bench, status) -> list:
+    """Latency of every candidate (loaded together, measured interleaved), then throughput of each in turn;
+    each step named on the ``status`` line."""
     from ..loader import load_candidate
     from . import quiet_native_stderr
 
@@ -96,26 +98,31 @@ def _measure(candidates: list, selection, args, bench, progress) -> list:
         models = []
         try:
             with quiet_native_stderr():
-                for cand in candidates:
+                for i, cand in enumerate(candidates, 1):
+                    status.step(f"loading {cand.name} ({i}/{len(candidates)})")
                     models.append((cand.name, load_candidate(cand, selection.options)))
                     models[-1][1]._bundle = selection.artifacts  # the manifest's pipeline
             arrays, _ = prepare_inputs(models[0][1], args)
-            results += bench.latency([(n, m, arrays) for n, m in models], args.runs, args.warmup, progress=progress,
-                                     min_seconds=args.min_seconds)
+            status.step(f"latency of {len(models)} executor(s), interleaved")
+            results += bench.latency([(n, m, arrays) for n, m in models], args.runs, args.warmup,
+                                     progress=status.count, min_seconds=args.min_seconds)
             if args.task:
+                status.step("timing the task's stages")
                 results += _stages(models, args, bench)
         finally:
             for _, m in models:
                 m.close()
     if args.mode in ("throughput", "both"):
         options = replace(selection.options, performance_hint="throughput")
-        for cand in candidates:
+        for i, cand in enumerate(candidates, 1):
+            status.step(f"loading {cand.name} for throughput ({i}/{len(candidates)})")
             with quiet_native_stderr():
                 model = load_candidate(cand, options)
             model._bundle = selection.artifacts
             with model:
                 arrays, _ = prepare_inputs(model, args)
-                results.append(bench.throughput(cand.name, model, arrays, args.requests, args.warmup, progress,
+                status.step(f"throughput of {cand.name} ({i}/{len(candidates)})")
+                results.append(bench.throughput(cand.name, model, arrays, args.requests, args.warmup, status.count,
                                                 args.min_seconds))
     return results
 
@@ -148,12 +155,6 @@ def _plot_possible(path: str) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise InputError(f"--plot {path}: the folder {folder} does not exist")
-
-
-def _bar(done: int, total: int) -> None:
-    width = 30
-    filled = int(width * done / max(total, 1))
-    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end="", file=sys.stderr, flush=True)
 
 
 def _print(report: dict) -> None:

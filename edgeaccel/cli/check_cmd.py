@@ -12,6 +12,7 @@ import sys
 from .inputs import NORMALIZE_HELP, add_pipeline_arguments, normalize_arg
 from .names import executor_arg
 from .options import add_cache_arguments, cache_kwargs
+from .progress import add_progress_argument
 
 HELP = "gate each artifact of a bundle against its float reference: task results, error, size, latency"
 
@@ -65,6 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "is more than POINTS below the reference's (as `edgeaccel val` measures it)")
     add_cache_arguments(p, measurements=False)
     p.add_argument("--json", action="store_true", help="print one JSON document (schema edgeaccel.check/1)")
+    add_progress_argument(p)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -74,6 +76,7 @@ def main(args: argparse.Namespace) -> int:
     from ..convert.verify import DEFAULT_MAX_REL_ERROR, check, failures
     from ..errors import InputError
     from . import quiet_native_stderr
+    from .progress import Status, wanted
 
     if args.runs < 0 or (args.max_samples is not None and args.max_samples < 1):
         raise InputError("--runs must be at least 0 and --max-samples at least 1")
@@ -87,19 +90,22 @@ def main(args: argparse.Namespace) -> int:
         from ..evaluation.bundle_val import labelled_images
 
         data = labelled_images(args.data)
-    with quiet_native_stderr():
-        report = check(args.path, reference=args.reference, data=data, normalize=args.normalize,
-                       executors=args.executor or None, runs=args.runs, max_samples=args.max_samples,
-                       task=args.task, labels=args.labels, imgsz=args.imgsz, letterbox=args.letterbox,
-                       **cache_kwargs(args))
-    gate = DEFAULT_MAX_REL_ERROR if args.max_rel_error is None else args.max_rel_error
-    failed = failures(report, gate, args.min_top1, task_gates)
-    if args.max_map_drop is not None:
-        from ..evaluation.bundle_val import map_drop
-
+    with Status("check", wanted(args)) as status:
+        status.step("running every artifact on the samples and comparing with the reference")
         with quiet_native_stderr():
-            failed += map_drop(args.path, args.data, args.max_map_drop, reference=args.reference,
-                               executors=args.executor or None, labels=args.labels, **cache_kwargs(args))[1]
+            report = check(args.path, reference=args.reference, data=data, normalize=args.normalize,
+                           executors=args.executor or None, runs=args.runs, max_samples=args.max_samples,
+                           task=args.task, labels=args.labels, imgsz=args.imgsz, letterbox=args.letterbox,
+                           **cache_kwargs(args))
+        gate = DEFAULT_MAX_REL_ERROR if args.max_rel_error is None else args.max_rel_error
+        failed = failures(report, gate, args.min_top1, task_gates)
+        if args.max_map_drop is not None:
+            from ..evaluation.bundle_val import map_drop
+
+            status.step("measuring each artifact's mAP on the dataset")
+            with quiet_native_stderr():
+                failed += map_drop(args.path, args.data, args.max_map_drop, reference=args.reference,
+                                   executors=args.executor or None, labels=args.labels, **cache_kwargs(args))[1]
     if args.json:
         json.dump({**report.as_dict(), "failures": failed}, sys.stdout, indent=2)
         print()

@@ -10,6 +10,7 @@ import contextlib
 import sys
 
 from .inputs import NORMALIZE_HELP, add_pipeline_arguments, normalize_arg
+from .progress import add_progress_argument
 
 HELP = "convert and quantize a float model into deployable artifacts plus a bundle manifest"
 
@@ -53,6 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", help="base name of the artifacts (default: the model's)")
     p.add_argument("--force", action="store_true", help="write into a folder that is not empty")
     p.add_argument("--json", action="store_true", help="print one JSON document (schema edgeaccel.convert/1)")
+    add_progress_argument(p)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -62,6 +64,7 @@ def main(args: argparse.Namespace) -> int:
     from ..convert.verify import size_vs_reference
     from ..errors import InputError
     from . import quiet_native_stderr
+    from .progress import Status, wanted
 
     if args.max_samples < 1:
         raise InputError("--max-samples must be at least 1")
@@ -69,7 +72,8 @@ def main(args: argparse.Namespace) -> int:
         raise InputError("--holdout-every must be 0 (none) or at least 2", hint="the default 5 holds back every 5th")
     if not args.sensitivity_seconds >= 0:  # also refuses nan
         raise InputError("--sensitivity-seconds must be 0 (no sensitivity pass) or more")
-    with quiet_native_stderr(), _without_tensorflow_chatter(args):
+    with Status("convert", wanted(args)) as status, quiet_native_stderr(), _without_tensorflow_chatter(args):
+        status.step(f"converting to {args.to}, then checking each artifact against the reference")
         result = convert(args.model, args.to, args.out, calibration=args.calibration, normalize=args.normalize,
                          io_type=args.io, max_samples=args.max_samples, labels=args.labels, name=args.name,
                          input_shapes=parse_shapes(args.input_shape), onnx_activations=args.onnx_activations,

@@ -9,6 +9,7 @@ import sys
 
 from .names import executor_arg
 from .options import add_cache_arguments, cache_kwargs
+from .progress import add_progress_argument
 
 HELP = "show the ranked executors for a model and why each was kept or rejected"
 
@@ -36,6 +37,7 @@ def add_arguments(p: argparse.ArgumentParser, calibrate_flag: bool = True) -> No
     p.add_argument("--labels", help="labels for --task (.txt or .pbtxt)")
     add_cache_arguments(p)
     p.add_argument("--json", action="store_true", help="one JSON document (schema edgeaccel.explain/1)")
+    add_progress_argument(p)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -47,13 +49,17 @@ def show(args: argparse.Namespace, calibrate: bool | None = None, calibration_in
     """Select (measuring first when ``calibrate``) and print the selection; returns it."""
     from ..loader import select
     from . import quiet_native_stderr
+    from .progress import Status, wanted
     from .ranking_view import print_selection, selection_dict
 
     source = args.model[0] if len(args.model) == 1 else args.model
     calibrating = args.calibrate if calibrate is None else calibrate
     if calibrating and calibration_inputs is None:
         calibration_inputs = declared_samples(source, args)
-    with quiet_native_stderr():
+    # only measuring takes long: a plain explain reads rules and the cache
+    with Status("tune" if calibrate else "explain", bool(calibrating) and wanted(args)) as status, \
+            quiet_native_stderr():
+        status.step("measuring every candidate executor (loading, checking answers, timing)")
         selection = select(source, executor=args.executor, device=args.device, precision=args.precision,
                            threads=args.threads, goal=args.goal, profile=args.profile,
                            calibrate=args.calibrate if calibrate is None else calibrate,

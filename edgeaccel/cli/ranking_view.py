@@ -1,9 +1,9 @@
 """How `explain` and `tune` show a selection: ranked candidates with reasons and measurements, then every
-rejection (grouped where one reason covers several devices of a runtime)."""
+rejection, one entry and one fix line per cause (``rejections``)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from .rejections import print_rejections
 
 
 def selection_dict(sel) -> dict:
@@ -52,15 +52,7 @@ def print_selection(report: dict) -> None:
             if available["fix"]:
                 print(f"       fix: {available['fix']}")
     print("rejected")
-    groups: dict[tuple, list[str]] = defaultdict(list)
-    for entry in report["rejected"]:
-        runtime, _, device = entry["candidate"].partition(":")
-        groups[(runtime, _short(entry["artifact"]), entry["reason"], entry["fix"])].append(device)
-    for (runtime, artifact, reason, fix), devices in groups.items():
-        who = "every executor" if runtime == "any" else f"{runtime}:{','.join(devices)}"  # a failed artifact
-        print(f"  - {who} [{artifact}]: {reason}")
-        if fix:  # on its own line: a reason and its fix on one line ran past a thousand characters
-            print(f"      fix: {fix}")
+    print_rejections(report["rejected"])
 
 
 def _short(path: str) -> str:

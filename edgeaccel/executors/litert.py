@@ -224,7 +224,7 @@ class LiteRTExecutor(Executor):
         each with its fix, and the CPU twin beside the model that would run it."""
         if base_of(device) != "EdgeTPU" or model.format is not Format.EDGETPU_TFLITE:
             return None
-        from .edgetpu_diagnosis import explain_edgetpu_model
+        from .edgetpu_explanation import explain_edgetpu_model
 
         try:
             explained = explain_edgetpu_model(model.path, device)

@@ -192,7 +192,7 @@ def _is_real_root(root) -> bool:
 def tpu_hardware(root: str | Path = Path("/"), identity=None) -> Availability:
     """Cloud TPU chips below ``root`` from the probe's PCI reader (no TensorFlow import)."""
     from ..probe.access import Access
-    from ..probe.fs import as_tree
+    from ..devfs import as_tree
     from ..probe.tpu import read_tpu
 
     tree = as_tree(root)

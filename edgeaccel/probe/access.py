@@ -13,7 +13,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fs import Root, Tree, as_tree
+from ..devfs import Root, Tree, as_tree
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fs import Root, as_tree
+from ..devfs import Root, as_tree
 
 DT_DIRS = ("/proc/device-tree", "/sys/firmware/devicetree/base")
 
@@ -79,5 +79,5 @@ def read_board(root: Root = Path("/"), cpuinfo_model: str | None = None) -> Boar
     if cpuinfo_model:
         family, soc = classify(cpuinfo_model, (), None)
         return Board(cpuinfo_model, None, (), family, soc, "/proc/cpuinfo Model")
-    reasons.append("/sys/class/dmi/id/product_name missing")
+    reasons.append("/sys/class/dmi/id/product_name is missing")
     return Board(None, None, (), None, None, None, "no board name: " + "; ".join(reasons))

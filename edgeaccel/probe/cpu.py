@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .fs import Root, as_tree
+from ..devfs import Root, as_tree
 
 # Features that decide which kernels XNNPACK, oneDNN and OpenVINO can use; name -> the cpuinfo flag(s).
 X86_ISA = {

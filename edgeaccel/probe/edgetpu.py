@@ -19,7 +19,7 @@ from ..telemetry.coral import read_apex_device
 from .access import Access
 from .common import Accelerator, Found, Looked, Problem, node_verdict
 from .families import among_pci
-from .fs import Root, Tree, as_tree
+from ..devfs import Root, Tree, as_tree
 from .libraries import LibraryLookup, find_edgetpu_library
 from .pci import PciDevice, read_pci
 

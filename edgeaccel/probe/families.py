@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .common import Accelerator, Looked
-from .fs import Tree
+from ..devfs import Tree
 from .pci import PCI_DEVICES, ClassDevice, PciDevice
 
 # status, best first: a usable accelerator; one present that this user cannot open; hardware seen (on a bus,

@@ -10,7 +10,7 @@ from pathlib import Path
 from .access import Access
 from .common import Accelerator, Found, Looked, node_verdict
 from .families import class_devices
-from .fs import Root, as_tree
+from ..devfs import Root, as_tree
 from .pci import read_class
 
 INTEL_GPU_DRIVERS = ("i915", "xe")

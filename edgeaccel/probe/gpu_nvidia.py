@@ -17,7 +17,7 @@ from typing import Any
 from .access import Access
 from .common import Accelerator, Found, Looked, Problem, node_verdict
 from .families import among_pci
-from .fs import Root, as_tree
+from ..devfs import Root, as_tree
 from .pci import PciDevice, read_pci
 
 NVIDIA_VENDOR = "0x10de"

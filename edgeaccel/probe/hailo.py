@@ -10,7 +10,7 @@ from pathlib import Path
 from .access import Access
 from .common import Accelerator, Found, Looked, node_verdict
 from .families import among_pci
-from .fs import Root, as_tree
+from ..devfs import Root, as_tree
 from .pci import PciDevice, read_pci
 
 HAILO_VENDOR = "0x1e60"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .access import Access
 from .common import Accelerator, Found, Looked, Problem, node_verdict
-from .fs import Root, Tree, as_tree
+from ..devfs import Root, Tree, as_tree
 
 IGPU_NAMES = ("gp10b", "gv11b", "ga10b", "gb10b", "gpu")
 GPU_NODES = ("/dev/nvhost-ctrl-gpu", "/dev/nvgpu/igpu0/ctrl")
@@ -63,9 +63,10 @@ def _power_mode(tree: Tree) -> dict:
         return {"power_mode_id": current, "power_mode": modes.get(current), "power_mode_source": status.path}
     if default is not None:
         return {"power_mode_id": default, "power_mode": modes.get(default),
-                "power_mode_source": f"{conf.path} default (no {status.path}: {status.reason})"}
+                "power_mode_source": f"{conf.path} default ({status.path} {status.reason or 'has no pmode'})"}
     return {"power_mode_id": None, "power_mode": None,
-            "power_mode_source": f"{status.path} {status.reason}; {conf.path} {conf.reason or 'has no PM_CONFIG'}"}
+            "power_mode_source": f"{status.path} {status.reason or 'has no pmode'}; "
+                                 f"{conf.path} {conf.reason or 'has no PM_CONFIG'}"}
 
 
 def _igpu(tree: Tree) -> tuple[str | None, str]:

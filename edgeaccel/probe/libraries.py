@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fs import Root, Tree, as_tree
+from ..devfs import Root, Tree, as_tree
 
 # The delegate's file name per platform (LiteRT's load_delegate("libedgetpu.so.1") and the Coral docs).
 EDGETPU_LIBRARY = {"linux": "libedgetpu.so.1", "darwin": "libedgetpu.1.dylib", "win32": "edgetpu.dll"}

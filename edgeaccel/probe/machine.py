@@ -8,7 +8,7 @@ from pathlib import Path
 from .board import Board, read_board
 from .common import Problem
 from .cpu import Cpu, read_cpu
-from .fs import Root, as_tree
+from ..devfs import Root, as_tree
 from .memory import Memory, read_memory
 from .system import OsInfo, read_os
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fs import Root, as_tree
+from ..devfs import Root, as_tree
 
 
 @dataclass(frozen=True)

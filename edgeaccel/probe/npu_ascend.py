@@ -24,7 +24,7 @@ from pathlib import Path
 from .access import Access
 from .common import Accelerator, Found, Looked, node_verdict
 from .families import among_pci
-from .fs import Root, as_tree, natural_key
+from ..devfs import Root, as_tree, natural_key
 from .pci import PciDevice, read_pci
 
 HUAWEI_VENDOR = "0x19e5"
@@ -98,7 +98,7 @@ def read_ascend_npu(root: Root = Path("/"), access: Access | None = None,
             usable=False, reason=(f"an {model} is on the PCI bus but there is no /dev/davinciN "
                                   f"({'driver ' + card.driver if card.driver else 'no driver bound'}{installed})"),
             fix=DRIVER_FIX, details=details))
-    said = f"says driver {version}" if version else f"is {read.reason or 'missing'}"
+    said = f"says driver {version}" if version else (read.reason or 'is missing')
     absent = (f"{dev_reason or 'no /dev/davinciN node'}, {DRIVER_VERSION_FILE} {said}, and no Huawei Ascend "
               f"device {among_pci(pci)}")
     return Found(tuple(accelerators), looked=(Looked("ascend-npu", LOOKED_FOR, absent),))

@@ -11,7 +11,7 @@ from pathlib import Path
 from .access import Access
 from .common import Accelerator, Found, Looked, node_verdict
 from .families import among_pci, class_devices
-from .fs import Root, as_tree
+from ..devfs import Root, as_tree
 from .pci import PciDevice, read_class, read_pci
 
 INTEL_VENDOR = "0x8086"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .access import Access
 from .common import Accelerator, Found, Looked, node_verdict
-from .fs import Root, Tree, as_tree
+from ..devfs import Root, Tree, as_tree
 from .pci import read_class
 
 RENDER_FIX = "add the user to group 'render' (or the group owning the node): sudo usermod -aG render $USER"

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fs import Root, Tree, as_tree
+from ..devfs import Root, Tree, as_tree
 
 PCI_DEVICES = "/sys/bus/pci/devices"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .access import Access
 from .common import Accelerator, Found, Looked, node_verdict
-from .fs import Root, as_tree
+from ..devfs import Root, as_tree
 
 CDSP_NODES = ("fastrpc-cdsp", "fastrpc-cdsp-secure", "adsprpc-smd")
 RULE_FIX = "give the FastRPC node to a group the user is in with a udev rule, e.g. " \

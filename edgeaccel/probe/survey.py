@@ -19,7 +19,7 @@ from .common import Accelerator, Found, Problem
 from .cpu import Cpu
 from .edgetpu import read_edgetpu
 from .families import summarize
-from .fs import Tree
+from ..devfs import Tree
 from .gpu_intel import read_intel_gpu
 from .gpu_nvidia import read_nvidia
 from .hailo import read_hailo

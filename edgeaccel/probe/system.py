@@ -7,7 +7,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fs import Root, as_tree
+from ..devfs import Root, as_tree
 
 
 @dataclass(frozen=True)

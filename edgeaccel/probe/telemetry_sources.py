@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .access import Access, Identity
 from .common import Problem
-from .fs import Root, Tree, as_tree
+from ..devfs import Root, Tree, as_tree
 
 if TYPE_CHECKING:  # the telemetry readers are imported when a survey reads telemetry, not with the probe
     from ..telemetry.inventory import Source

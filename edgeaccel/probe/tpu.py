@@ -11,7 +11,7 @@ from pathlib import Path
 from .access import Access
 from .common import Accelerator, Found, Looked, Problem, node_verdict
 from .families import among_pci
-from .fs import Root, as_tree
+from ..devfs import Root, as_tree
 from .pci import PciDevice, read_pci
 
 GOOGLE_VENDOR = "0x1ae0"

@@ -103,10 +103,9 @@ def run_closed_loop(params: DeviceParams, policy: Policy, duration_s: float, roo
             heat.p = replace(heat.p, ambient_c=ambient)  # the room warms: from the next integration step on
         blind = outage is not None and outage[0] <= t < outage[1]
         answering[0] = not blind
-        temp = fs.path(f"{ZONE}/temp")
         if blind:
-            temp.unlink(missing_ok=True)
-            fs._written.pop(temp, None)
+            fs.path(f"{ZONE}/temp").unlink(missing_ok=True)
+            fs.forget(f"{ZONE}/temp")
         else:
             fs.zone_temp(0, round(heat.sensed_c()))  # 1 C steps, as x86_pkg_temp reads
         if cooling:

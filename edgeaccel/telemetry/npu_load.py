@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ..probe.fs import Tree
+from ..devfs import Tree, words
 
 INTEL_NPU_CLASS = "/sys/class/accel"
 INTEL_NPU_BUSY = "device/npu_busy_time_us"
@@ -69,7 +69,7 @@ def read_rknpu_load(tree: Tree) -> tuple[dict[str, float], str | None, str | Non
         if load:
             return load, path, None
         reasons.append(f"{path} holds {read.text.strip()[:60]!r}, not 'NPU load: ...%'")
-    if all(r.endswith(" missing") for r in reasons):
+    if all(r.endswith(f" {words.MISSING}") for r in reasons):
         return {}, None, f"neither {' nor '.join(RKNPU_LOAD_FILES)} exists (no rknpu driver)"
     denied = any("permission denied" in r for r in reasons)
     return {}, None, "; ".join(reasons) + (" (debugfs is readable by root only: run as root)" if denied else "")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+MIN_CPU_TICKS = 20  # per core (or of this process's CPU time): a share to 5 points, 0.2 s at USER_HZ 100
+
 CpuTimes = tuple[int, int]  # (busy ticks, total ticks)
 
 

@@ -2,100 +2,28 @@
 
 Real sensors fail in many ways: the file is absent (no such sensor), readable by root only (RAPL since Linux
 5.10), returns EIO/ENODATA/EAGAIN (an I2C sensor that did not answer), holds bytes that are not text, or text
-that is not a number. Each becomes (None, reason).
+that is not a number. Each becomes (None, reason). Reading, the escape rule and the words for a file that cannot
+be read are ``edgeaccel.devfs``'s; this module adds what makes a file a sensor value.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import errno
-import os
-import re
-from collections.abc import Iterator
 from pathlib import Path
 
+from ..devfs import children, confined, exists, is_dir, natural_key, read_bytes, under
 from .units import plausible_celsius, to_si
+
+__all__ = ["children", "confined", "exists", "is_dir", "natural_key", "parse_celsius", "parse_int", "read_celsius",
+           "read_int", "read_scaled", "read_text", "readable", "under"]
 
 MAX_BYTES = 4096  # sysfs attributes are at most a page; anything longer is not a sensor file
 
 
-def under(root: Path, absolute: str) -> Path:
-    """``absolute`` (e.g. "/sys/class/thermal") placed below ``root``."""
-    return Path(root) / absolute.lstrip("/")
-
-
-def natural_key(path: Path | str) -> tuple:
-    """thermal_zone2 before thermal_zone10."""
-    name = path.name if isinstance(path, Path) else str(path)
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
-
-
-def children(directory: Path, pattern: str) -> list[Path]:
-    """Entries of ``directory`` matching the glob ``pattern``, in natural order; [] if it cannot be listed."""
-    try:
-        return sorted(directory.glob(pattern), key=natural_key)
-    except OSError:
-        return []
-
-
-def is_dir(path: Path) -> bool:
-    """Path.is_dir that answers False, not PermissionError, for a folder this user may not enter."""
-    try:
-        return path.is_dir()
-    except OSError:
-        return False
-
-
-def exists(path: Path) -> bool:
-    try:
-        return path.exists()
-    except OSError:
-        return False
-
-
-_CONFINED: contextvars.ContextVar[str | None] = contextvars.ContextVar("edgeaccel_sysfs_root", default=None)
-
-
-@contextlib.contextmanager
-def confined(root: Path) -> Iterator[None]:
-    """Refuse, while inside, to read a file that resolves outside ``root``: a survey of a mounted device
-    image must not follow an absolute symlink into this machine's /sys. "/" needs no confinement."""
-    real = os.path.realpath(root)
-    token = _CONFINED.set(None if real == os.sep else real)
-    try:
-        yield
-    finally:
-        _CONFINED.reset(token)
-
-
-def _outside_root(path: Path) -> str | None:
-    root = _CONFINED.get()
-    if root is None:
-        return None
-    real = os.path.realpath(path)
-    if real == root or real.startswith(root + os.sep):
-        return None
-    return f"{path} resolves to {real}, outside the surveyed root {root}"
-
-
 def read_text(path: Path) -> tuple[str | None, str | None]:
-    """(text stripped, None) or (None, reason)."""
-    escaped = _outside_root(path)
-    if escaped:
-        return None, escaped
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        return None, f"{path} does not exist"
-    except PermissionError:
-        return None, f"{path} is not readable by this user (uid {_uid()})"
-    except IsADirectoryError:
-        return None, f"{path} is a directory, not a sensor file"
-    except OSError as exc:
-        name = errno.errorcode.get(exc.errno or 0, "error")
-        return None, f"reading {path} failed: {name} ({exc.strerror or exc}); the sensor did not answer"
+    """(text stripped, None) or (None, reason), below the root of ``devfs.confined()``."""
+    data, why = read_bytes(path, MAX_BYTES + 1)
+    if data is None:
+        return None, f"{path} {why}"
     if len(data) > MAX_BYTES:
         return None, f"{path} holds more than {MAX_BYTES} bytes: not a sensor value"
     try:
@@ -154,10 +82,3 @@ def readable(path: Path) -> tuple[bool, str | None]:
     """Can this user read ``path``? Tried for real: os.access lies for root and for sysfs attributes."""
     text, reason = read_text(path)
     return text is not None, reason
-
-
-def _uid() -> int | str:
-    try:
-        return os.getuid()
-    except AttributeError:  # not POSIX
-        return "?"

@@ -1,8 +1,8 @@
 """Fake device trees for the probe (re-exported by ``edgeaccel.testing``).
 
-``FakeTree`` writes the parts of a device's file system that ``edgeaccel.probe(root=...)`` reads (sysfs,
-procfs, /dev, /etc) below a directory, and one function per board builds a whole device from the
-layouts its kernel drivers and vendors document::
+One function per board builds a whole device's file system (sysfs, procfs, /dev, /etc) below a directory
+with ``edgeaccel.devfs.fake.DeviceFiles`` (temperatures in degrees C), from the layouts its kernel drivers and
+vendors document, and returns that writer::
 
     from edgeaccel.testing import rpi5_with_coral_usb
     rpi5_with_coral_usb(tmp_path)
@@ -15,10 +15,7 @@ files a test writes belong to the test's own user and group; each board names th
 user (``edgeaccel.probe.Identity``) gets the same advice it would get on the board.
 
 Where the layouts come from (each fixture below names the fact it takes from these):
-- sysfs and procfs: the kernel's Documentation/ABI/testing/sysfs-bus-pci and sysfs-bus-usb,
-  Documentation/driver-api/thermal/sysfs-api.rst, Documentation/hwmon/sysfs-interface.rst and
-  hwmon/ina3221.rst, Documentation/power/powercap/powercap.rst, arch/x86/kernel/cpu/proc.c,
-  arch/arm64/kernel/cpuinfo.c and arch/arm64/include/asm/cputype.h.
+- sysfs and procfs: as ``edgeaccel.devfs.fake`` and ``.cpuinfo`` say, and arch/arm64/include/asm/cputype.h.
 - NVIDIA: /proc/driver/nvidia formats as printed by the driver (e.g. "NVRM version: NVIDIA UNIX x86_64 Kernel
   Module  535.104.05 ..."); Jetson: jetson_stats (github.com/rbonghi/jetson_stats, jtop/core/jetson_l4t.py,
   gpu.py) and NVIDIA's nvpmodel.py (/etc/nvpmodel.conf, /var/lib/nvpmodel/status), NVIDIA Jetson Linux
@@ -41,228 +38,33 @@ Where the layouts come from (each fixture below names the fact it takes from the
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Iterable, Sequence
-from pathlib import Path
 
+from ..devfs.fake import DeviceFiles
+from .cpuinfo import (
+    CORTEX_A53_FEATURES,
+    CORTEX_A76_FEATURES,
+    CORTEX_A78AE_FEATURES,
+    EPYC_MILAN_FLAGS,
+    METEOR_LAKE_FLAGS,
+    SAPPHIRE_RAPIDS_FLAGS,
+    arm64_cpuinfo,
+    x86_cpuinfo,
+)
+from .fake_tree import FakeTree
 
-class FakeTree:
-    """Writes files, directories, symlinks and device-node stand-ins below ``root``; paths are written as
-    on the device ("/sys/class/thermal/thermal_zone0/temp")."""
-
-    def __init__(self, root: str | os.PathLike) -> None:
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
-
-    def local(self, path: str) -> Path:
-        return self.root / path.lstrip("/")
-
-    def dir(self, path: str) -> FakeTree:
-        self.local(path).mkdir(parents=True, exist_ok=True)
-        return self
-
-    def file(self, path: str, content: str | bytes = "", mode: int | None = None) -> FakeTree:
-        target = self.local(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            target.write_bytes(content)
-        else:
-            target.write_text(content, encoding="utf-8")
-        if mode is not None:
-            os.chmod(target, mode)
-        return self
-
-    def symlink(self, path: str, target: str) -> FakeTree:
-        """A symlink at ``path`` to ``target`` (a device path), written relative like sysfs's own links so
-        that it resolves inside the tree; the target need not exist (a broken link). It replaces what is at
-        ``path``, a folder too (a second board built on the same tree)."""
-        link = self.local(path)
-        link.parent.mkdir(parents=True, exist_ok=True)
-        relative = os.path.relpath(self.local(target), link.parent)
-        if link.is_dir() and not link.is_symlink():
-            shutil.rmtree(link)
-        elif link.is_symlink() or link.exists():
-            link.unlink()
-        os.symlink(relative, link)
-        return self
-
-    def node(self, path: str, mode: int = 0o660) -> FakeTree:
-        """A device node stand-in (an empty file) with permission bits ``mode``."""
-        return self.file(path, "", mode)
-
-    # --- the layouts the probe reads -------------------------------------------------------------
-
-    def groups(self, **gids: int) -> FakeTree:
-        """/etc/group with ``name=gid`` entries (group(5): name:password:gid:members)."""
-        return self.file("/etc/group", "root:x:0:\n" + "".join(f"{name}:x:{gid}:\n" for name, gid in gids.items()))
-
-    def device_group(self, name: str) -> FakeTree:
-        """Name the group the test's files belong to as ``name`` (plugdev, render, video...)."""
-        return self.groups(**{name: os.getegid()}) if os.getegid() != 0 else self.file("/etc/group", f"{name}:x:0:\n")
-
-    def os_release(self, pretty_name: str, kernel: str, arch: str) -> FakeTree:
-        self.file("/etc/os-release", f'PRETTY_NAME="{pretty_name}"\nNAME="{pretty_name.split()[0]}"\n')
-        self.file("/proc/sys/kernel/osrelease", kernel + "\n")
-        return self.file("/proc/sys/kernel/arch", arch + "\n")
-
-    def meminfo(self, total_kb: int, available_kb: int) -> FakeTree:
-        return self.file("/proc/meminfo", f"MemTotal:       {total_kb} kB\nMemFree:        {available_kb // 2} kB\n"
-                                          f"MemAvailable:   {available_kb} kB\nBuffers:          123456 kB\n")
-
-    def cpus_online(self, count: int) -> FakeTree:
-        return self.file("/sys/devices/system/cpu/online", f"0-{count - 1}\n")
-
-    def device_tree(self, model: str, compatible: Sequence[str]) -> FakeTree:
-        """/proc/device-tree is a symlink to /sys/firmware/devicetree/base; strings end in NUL."""
-        base = "/sys/firmware/devicetree/base"
-        self.file(f"{base}/model", model.encode() + b"\x00")
-        self.file(f"{base}/compatible", b"".join(c.encode() + b"\x00" for c in compatible))
-        return self.symlink("/proc/device-tree", base)
-
-    def dmi(self, vendor: str, product: str) -> FakeTree:
-        self.file("/sys/class/dmi/id/sys_vendor", vendor + "\n")
-        return self.file("/sys/class/dmi/id/product_name", product + "\n")
-
-    def pci_device(self, address: str, vendor: int, device: int, pci_class: int, driver: str | None = None,
-                   subsystem_device: int | None = None) -> str:
-        """A PCI function under /sys/devices/pci0000:00 with its /sys/bus/pci/devices link and ``driver``
-        link (sysfs-bus-pci); returns its /sys/devices path."""
-        path = f"/sys/devices/pci0000:00/{address}"
-        self.file(f"{path}/vendor", f"{vendor:#06x}\n").file(f"{path}/device", f"{device:#06x}\n")
-        self.file(f"{path}/class", f"{pci_class:#08x}\n")
-        if subsystem_device is not None:
-            self.file(f"{path}/subsystem_device", f"{subsystem_device:#06x}\n")
-        if driver:
-            self.dir(f"/sys/bus/pci/drivers/{driver}").symlink(f"{path}/driver", f"/sys/bus/pci/drivers/{driver}")
-        self.symlink(f"/sys/bus/pci/devices/{address}", path)
-        return path
-
-    def platform_device(self, name: str, driver: str | None = None) -> str:
-        path = f"/sys/devices/platform/{name}"
-        self.dir(path)
-        if driver:
-            bound = f"/sys/bus/platform/drivers/{driver}"
-            self.dir(bound).symlink(f"{path}/driver", bound)
-        return path
-
-    def class_device(self, cls: str, name: str, parent: str) -> FakeTree:
-        """/sys/class/<cls>/<name> linking to <parent>/<cls>/<name>, whose ``device`` links to ``parent``."""
-        path = f"{parent}/{cls}/{name}"
-        self.dir(path).symlink(f"{path}/device", parent)
-        return self.symlink(f"/sys/class/{cls}/{name}", path)
-
-    def usb_device(self, port: str, vendor: str, product: str, speed: str, busnum: int, devnum: int,
-                   manufacturer: str = "", product_name: str = "") -> FakeTree:
-        """A USB device (sysfs-bus-usb): ids as 4 hex digits, speed in Mb/s, and its /dev/bus/usb node."""
-        path = f"/sys/devices/platform/usb{busnum}/{port}"
-        for name, value in (("idVendor", vendor), ("idProduct", product), ("speed", speed), ("busnum", str(busnum)),
-                            ("devnum", str(devnum)), ("manufacturer", manufacturer), ("product", product_name)):
-            if value:
-                self.file(f"{path}/{name}", value + "\n")
-        self.symlink(f"/sys/bus/usb/devices/{port}", path)
-        return self
-
-    def thermal_zone(self, index: int, zone_type: str, temp_mc: int,
-                     trips: Iterable[tuple[str, int]] = ()) -> FakeTree:
-        """thermal_zoneN with millidegree ``temp`` and trip_point_K_{type,temp} (thermal sysfs-api)."""
-        base = f"/sys/class/thermal/thermal_zone{index}"
-        self.file(f"{base}/type", zone_type + "\n").file(f"{base}/temp", f"{temp_mc}\n")
-        for k, (trip_type, trip_mc) in enumerate(trips):
-            self.file(f"{base}/trip_point_{k}_type", trip_type + "\n")
-            self.file(f"{base}/trip_point_{k}_temp", f"{trip_mc}\n")
-        return self
-
-    def hwmon(self, index: int, name: str, files: dict[str, str], at: str = "/sys/class/hwmon") -> FakeTree:
-        """hwmonN (its ``name`` and attribute files) in the folder ``at``."""
-        base = f"{at}/hwmon{index}"
-        self.file(f"{base}/name", name + "\n")
-        for file, value in files.items():
-            self.file(f"{base}/{file}", value + "\n")
-        return self
-
-    def i2c_hwmon(self, index: int, device: str, driver: str, files: dict[str, str]) -> FakeTree:
-        """An I2C sensor's hwmon device below its I2C ``device`` (sysfs path), reached as the kernel links it:
-        from /sys/class/hwmon/hwmonN and from its driver's folder /sys/bus/i2c/drivers/<driver>/<bus-addr>."""
-        self.hwmon(index, driver, files, at=f"{device}/hwmon")
-        self.symlink(f"/sys/class/hwmon/hwmon{index}", f"{device}/hwmon/hwmon{index}")
-        return self.symlink(f"/sys/bus/i2c/drivers/{driver}/{device.rsplit('/', 1)[1]}", device)
-
-    def rapl(self, zone: str, label: str, energy_uj: int, mode: int = 0o400) -> FakeTree:
-        """A powercap RAPL zone; energy_uj is 0400 (root only) since Linux 5.10."""
-        base = f"/sys/class/powercap/{zone}"
-        self.file(f"{base}/name", label + "\n").file(f"{base}/max_energy_range_uj", "262143328850\n")
-        return self.file(f"{base}/energy_uj", f"{energy_uj}\n", mode)
-
-
-# --- /proc/cpuinfo in the kernel's own formats -------------------------------------------------------
-
-def x86_cpuinfo(vendor: str, model_name: str, flags: str, logical: int, cores: int) -> str:
-    """arch/x86/kernel/cpu/proc.c: one block per logical CPU, ``flags`` and ``model name`` in each."""
-    blocks = []
-    for cpu in range(logical):
-        blocks.append(
-            f"processor\t: {cpu}\nvendor_id\t: {vendor}\ncpu family\t: 6\nmodel\t\t: 143\nmodel name\t: {model_name}\n"
-            f"stepping\t: 8\ncpu MHz\t\t: 2000.000\nphysical id\t: 0\nsiblings\t: {logical}\n"
-            f"core id\t\t: {cpu % cores}\n"
-            f"cpu cores\t: {cores}\nfpu\t\t: yes\nflags\t\t: {flags}\nbogomips\t: 4000.00\n")
-    return "\n".join(blocks) + "\n"
-
-
-def arm64_cpuinfo(features: str, cores: Sequence[tuple[int, int, int, int]], trailer: str = "") -> str:
-    """arch/arm64/kernel/cpuinfo.c: per CPU "Features" and implementer/variant/part/revision, no model
-    name; ``cores`` holds (implementer, variant, part, revision) per CPU. The Raspberry Pi kernel appends
-    a block with Revision, Serial and Model."""
-    blocks = []
-    for cpu, (implementer, variant, part, revision) in enumerate(cores):
-        blocks.append(
-            f"processor\t: {cpu}\nBogoMIPS\t: 108.00\nFeatures\t: {features}\nCPU implementer\t: {implementer:#04x}\n"
-            f"CPU architecture: 8\nCPU variant\t: {variant:#x}\nCPU part\t: {part:#05x}\nCPU revision\t: {revision}\n")
-    return "\n".join(blocks) + ("\n" + trailer if trailer else "") + "\n"
-
-
-# Whole flag lines as these CPUs print them (not trimmed to the features the probe looks at, so that a
-# parser meets the real noise around them).
-SAPPHIRE_RAPIDS_FLAGS = (
-    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush dts acpi mmx fxsr sse sse2 ss "
-    "ht tm pbe syscall nx pdpe1gb rdtscp lm constant_tsc art arch_perfmon pebs bts rep_good nopl xtopology "
-    "nonstop_tsc cpuid aperfmperf tsc_known_freq pni pclmulqdq dtes64 monitor ds_cpl vmx smx est tm2 ssse3 sdbg fma "
-    "cx16 xtpr pdcm pcid dca sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand lahf_lm "
-    "abm 3dnowprefetch cpuid_fault epb cat_l3 cat_l2 cdp_l3 intel_ppin cdp_l2 ssbd mba ibrs ibpb stibp "
-    "ibrs_enhanced fsgsbase tsc_adjust bmi1 avx2 smep bmi2 erms invpcid cqm rdt_a avx512f avx512dq rdseed adx smap "
-    "avx512ifma clflushopt clwb intel_pt avx512cd sha_ni avx512bw avx512vl xsaveopt xsavec xgetbv1 xsaves "
-    "cqm_llc cqm_occup_llc cqm_mbm_total cqm_mbm_local split_lock_detect avx_vnni avx512_bf16 wbnoinvd dtherm ida "
-    "arat pln pts hfi avx512vbmi umip pku ospke waitpkg avx512_vbmi2 gfni vaes vpclmulqdq avx512_vnni "
-    "avx512_bitalg tme avx512_vpopcntdq la57 rdpid bus_lock_detect cldemote movdiri movdir64b enqcmd fsrm md_clear "
-    "serialize tsxldtrk pconfig arch_lbr ibt amx_bf16 avx512_fp16 amx_tile amx_int8 flush_l1d arch_capabilities")
-METEOR_LAKE_FLAGS = (
-    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush dts acpi mmx fxsr sse sse2 ss "
-    "ht tm pbe syscall nx pdpe1gb rdtscp lm constant_tsc art arch_perfmon pebs bts rep_good nopl xtopology "
-    "nonstop_tsc cpuid aperfmperf tsc_known_freq pni pclmulqdq dtes64 monitor ds_cpl vmx smx est tm2 ssse3 sdbg fma "
-    "cx16 xtpr pdcm pcid sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand lahf_lm abm "
-    "3dnowprefetch cpuid_fault epb intel_ppin ssbd ibrs ibpb stibp ibrs_enhanced fsgsbase tsc_adjust bmi1 avx2 smep "
-    "bmi2 erms invpcid rdt_a rdseed adx smap clflushopt clwb intel_pt sha_ni xsaveopt xsavec xgetbv1 xsaves "
-    "split_lock_detect user_shstk avx_vnni dtherm ida arat pln pts hwp hwp_notify hwp_act_window hwp_epp hwp_pkg_req "
-    "hfi vnmi umip pku ospke waitpkg gfni vaes vpclmulqdq tme rdpid bus_lock_detect movdiri movdir64b fsrm md_clear "
-    "serialize pconfig arch_lbr ibt flush_l1d arch_capabilities")
-EPYC_MILAN_FLAGS = (
-    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht syscall nx "
-    "mmxext fxsr_opt pdpe1gb rdtscp lm constant_tsc rep_good nopl nonstop_tsc cpuid extd_apicid tsc_known_freq pni "
-    "pclmulqdq ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand hypervisor lahf_lm "
-    "cmp_legacy cr8_legacy abm sse4a misalignsse 3dnowprefetch osvw topoext ssbd ibrs ibpb stibp vmmcall fsgsbase "
-    "tsc_adjust bmi1 avx2 smep bmi2 erms invpcid rdseed adx smap clflushopt clwb sha_ni xsaveopt xsavec xgetbv1 "
-    "clzero xsaveerptr arat npt nrip_save umip vaes vpclmulqdq rdpid fsrm")
-# arm64 hwcaps as named in arch/arm64/kernel/cpuinfo.c
-CORTEX_A76_FEATURES = ("fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop "
-                       "asimddp")
-CORTEX_A78AE_FEATURES = CORTEX_A76_FEATURES + " uscat ilrcpc flagm paca pacg"
-CORTEX_A53_FEATURES = "fp asimd evtstrm aes pmull sha1 sha2 crc32 cpuid"
+# Names that lived here before the writer moved to edgeaccel.devfs and /proc/cpuinfo to .cpuinfo.
+__all__ = ["BOARDS", "CORTEX_A53_FEATURES", "CORTEX_A76_FEATURES", "CORTEX_A78AE_FEATURES", "EPYC_MILAN_FLAGS",
+           "METEOR_LAKE_FLAGS", "NPU_SMI_310_SAMPLE", "SAPPHIRE_RAPIDS_FLAGS", "DeviceFiles", "FakeTree",
+           "arm64_cpuinfo", "atlas_200_dk", "cloud_tpu_vm", "coral_dev_board", "intel_laptop_with_npu",
+           "jetson_agx_orin", "rk3588_board", "rpi5_with_coral_usb", "x86_cpuinfo", "x86_server_with_cuda_gpu",
+           "x86_with_coral_m2"]
 
 
 # --- boards ------------------------------------------------------------------------------------------
 
-def x86_server_with_cuda_gpu(root: str | os.PathLike) -> FakeTree:
+def x86_server_with_cuda_gpu(root: str | os.PathLike) -> DeviceFiles:
     """A Sapphire Rapids server with one NVIDIA H100 on driver 535 (CUDA 12.2)."""
-    t = FakeTree(root)
+    t = DeviceFiles(root)
     # cpuinfo: arch/x86/kernel/cpu/proc.c format, flags of a Xeon Platinum 8480+ (AMX, AVX512-FP16, VNNI, bf16);
     # trimmed to 4 logical CPUs (2 cores x 2 threads).
     t.file("/proc/cpuinfo", x86_cpuinfo("GenuineIntel", "Intel(R) Xeon(R) Platinum 8480+", SAPPHIRE_RAPIDS_FLAGS, 4, 2))
@@ -283,14 +85,15 @@ def x86_server_with_cuda_gpu(root: str | os.PathLike) -> FakeTree:
     t.node("/dev/nvidia0", 0o666).node("/dev/nvidiactl", 0o666).node("/dev/nvidia-uvm", 0o666)
     # coretemp hwmon (Documentation/hwmon/coretemp.rst) and the package RAPL domain (root-only energy_uj).
     t.hwmon(0, "coretemp", {"temp1_input": "45000", "temp1_label": "Package id 0", "temp2_input": "41000"})
-    t.rapl("intel-rapl:0", "package-0", 48_223_117_211).rapl("intel-rapl:0:0", "dram", 9_871_002_333)
-    t.thermal_zone(0, "x86_pkg_temp", 45000)
+    t.rapl_zone("intel-rapl:0", "package-0", 48_223_117_211, mode=0o400)
+    t.rapl_zone("intel-rapl:0:0", "dram", 9_871_002_333, mode=0o400)
+    t.thermal_zone(0, "x86_pkg_temp", 45.0, trips=())
     return t
 
 
-def jetson_agx_orin(root: str | os.PathLike) -> FakeTree:
+def jetson_agx_orin(root: str | os.PathLike) -> DeviceFiles:
     """A Jetson AGX Orin Developer Kit on L4T R35.4.1 (JetPack 5.1.2) in MAXN."""
-    t = FakeTree(root).device_group("video")  # L4T's udev rules give the GPU nodes to group video
+    t = DeviceFiles(root).device_group("video")  # L4T's udev rules give the GPU nodes to group video
     # 12 Cortex-A78AE cores (implementer 0x41, part 0xd42) with the arm64 hwcaps Orin reports.
     t.file("/proc/cpuinfo", arm64_cpuinfo(CORTEX_A78AE_FEATURES, [(0x41, 0x0, 0xD42, 1)] * 12))
     t.cpus_online(12).meminfo(64_335_836, 58_114_320)
@@ -314,7 +117,7 @@ def jetson_agx_orin(root: str | os.PathLike) -> FakeTree:
     t.node("/dev/nvhost-ctrl-gpu", 0o660)
     # Thermal zones of tegra234 (cpu, gpu, soc, tj) with the sw-shutdown trips L4T sets.
     for i, zone in enumerate(("cpu-thermal", "gpu-thermal", "soc0-thermal", "tj-thermal")):
-        t.thermal_zone(i, zone, 48000 + i * 500, [("critical", 104500), ("passive", 99000)])
+        t.thermal_zone(i, zone, 48.0 + i * 0.5, [("critical", 104.5), ("passive", 99.0)])
     # The two INA3221 power monitors (Documentation/hwmon/ina3221.rst: in*_input mV, curr*_input mA) at I2C
     # addresses 1-0040 and 1-0041 (Jetson Linux Developer Guide, Platform Power and Performance, AGX Orin).
     i2c = "/sys/devices/platform/bus@0/c240000.i2c/i2c-1"
@@ -326,11 +129,11 @@ def jetson_agx_orin(root: str | os.PathLike) -> FakeTree:
     return t
 
 
-def rpi5_with_coral_usb(root: str | os.PathLike, firmware_loaded: bool = True) -> FakeTree:
+def rpi5_with_coral_usb(root: str | os.PathLike, firmware_loaded: bool = True) -> DeviceFiles:
     """A Raspberry Pi 5 (8 GB, Raspberry Pi OS bookworm) with a Coral USB Accelerator in a USB 3 port,
     before (1a6e:089a, enumerates at USB 2 speed on the USB 2 bus) or after (18d1:9302 at 5000 Mb/s) the
     first use loaded its firmware; libedgetpu1-std installed (library and plugdev udev rule)."""
-    t = FakeTree(root).device_group("plugdev")
+    t = DeviceFiles(root).device_group("plugdev")
     # 4 Cortex-A76 (part 0xd0b, r4p1); the Pi kernel appends Revision/Serial/Model.
     t.file("/proc/cpuinfo", arm64_cpuinfo(CORTEX_A76_FEATURES, [(0x41, 0x4, 0xD0B, 1)] * 4,
                                           "Revision\t: d04170\nSerial\t\t: 8b1c2d3e4f5a6b7c\n"
@@ -355,15 +158,15 @@ def rpi5_with_coral_usb(root: str | os.PathLike, firmware_loaded: bool = True) -
            'SUBSYSTEM=="usb",ATTRS{idVendor}=="18d1",ATTRS{idProduct}=="9302",GROUP="plugdev"\n')
     # One thermal zone (bcm2712.dtsi: cpu-thermal, critical at 110 C) with the fan's active trips the
     # Pi 5 device tree adds (50, 60, 67.5, 75 C); hwmon cpu_thermal and the fan.
-    t.thermal_zone(0, "cpu-thermal", 51650, [("active", 50000), ("active", 60000), ("active", 67500),
-                                             ("active", 75000), ("critical", 110000)])
+    t.thermal_zone(0, "cpu-thermal", 51.65, [("active", 50.0), ("active", 60.0), ("active", 67.5),
+                                             ("active", 75.0), ("critical", 110.0)])
     t.hwmon(0, "cpu_thermal", {"temp1_input": "51650"}).hwmon(1, "pwmfan", {"fan1_input": "2650"})
     return t
 
 
-def coral_dev_board(root: str | os.PathLike) -> FakeTree:
+def coral_dev_board(root: str | os.PathLike) -> DeviceFiles:
     """The Coral Dev Board (i.MX 8M SoM, Mendel Linux) whose Edge TPU sits on the SoM's PCIe bus."""
-    t = FakeTree(root).device_group("apex")
+    t = DeviceFiles(root).device_group("apex")
     t.file("/proc/cpuinfo", arm64_cpuinfo(CORTEX_A53_FEATURES, [(0x41, 0x0, 0xD03, 4)] * 4))
     t.cpus_online(4).meminfo(1_000_508, 612_316)
     t.os_release("Mendel GNU/Linux 5 (Eagle)", "4.14.98-imx", "aarch64")
@@ -379,15 +182,15 @@ def coral_dev_board(root: str | os.PathLike) -> FakeTree:
         t.file(f"{parent}/apex/apex_0/trip_point{k}_temp", f"{trip}\n")
     t.node("/dev/apex_0", 0o660)  # 65-apex.rules: MODE="0660", GROUP="apex"
     t.file("/usr/lib/aarch64-linux-gnu/libedgetpu.so.1", b"\x7fELF")
-    t.thermal_zone(0, "cpu-thermal", 47000, [("passive", 85000), ("critical", 95000)])
-    t.thermal_zone(1, "gpu-thermal", 46000, [("passive", 85000), ("critical", 95000)])
+    t.thermal_zone(0, "cpu-thermal", 47.0, [("passive", 85.0), ("critical", 95.0)])
+    t.thermal_zone(1, "gpu-thermal", 46.0, [("passive", 85.0), ("critical", 95.0)])
     return t
 
 
-def x86_with_coral_m2(root: str | os.PathLike, driver_loaded: bool = True) -> FakeTree:
+def x86_with_coral_m2(root: str | os.PathLike, driver_loaded: bool = True) -> DeviceFiles:
     """A small x86 PC with a Coral M.2 Accelerator; ``driver_loaded=False`` is the state before
     gasket-dkms is installed (the card on the PCI bus, no apex driver, no /dev/apex_0)."""
-    t = FakeTree(root).device_group("apex")
+    t = DeviceFiles(root).device_group("apex")
     t.file("/proc/cpuinfo", x86_cpuinfo("GenuineIntel", "Intel(R) Core(TM) i5-1135G7 @ 2.40GHz",
                                         METEOR_LAKE_FLAGS.replace(" avx_vnni", ""), 8, 4))
     t.cpus_online(8).meminfo(16_107_604, 13_771_212)
@@ -402,9 +205,9 @@ def x86_with_coral_m2(root: str | os.PathLike, driver_loaded: bool = True) -> Fa
     return t
 
 
-def intel_laptop_with_npu(root: str | os.PathLike) -> FakeTree:
+def intel_laptop_with_npu(root: str | os.PathLike) -> DeviceFiles:
     """A Core Ultra 7 155H (Meteor Lake) laptop: NPU 0x7d1d on intel_vpu, Arc iGPU on i915."""
-    t = FakeTree(root).device_group("render")
+    t = DeviceFiles(root).device_group("render")
     t.file("/proc/cpuinfo", x86_cpuinfo("GenuineIntel", "Intel(R) Core(TM) Ultra 7 155H", METEOR_LAKE_FLAGS, 22, 16))
     t.cpus_online(22).meminfo(32_467_108, 25_310_440)
     t.os_release("Ubuntu 24.04.1 LTS", "6.8.0-45-generic", "x86_64").dmi("Dell Inc.", "XPS 14 9440")
@@ -415,17 +218,18 @@ def intel_laptop_with_npu(root: str | os.PathLike) -> FakeTree:
     # iGPU: 8086:7d55 (Arc graphics) on i915, render node renderD128 in group render.
     gpu = t.pci_device("0000:00:02.0", 0x8086, 0x7D55, 0x030000, driver="i915")
     t.class_device("drm", "card0", gpu).class_device("drm", "renderD128", gpu).node("/dev/dri/renderD128", 0o660)
-    t.thermal_zone(0, "acpitz", 41000, [("critical", 110000)]).thermal_zone(1, "x86_pkg_temp", 52000)
+    t.thermal_zone(0, "acpitz", 41.0, [("critical", 110.0)]).thermal_zone(1, "x86_pkg_temp", 52.0, trips=())
     t.hwmon(0, "coretemp", {"temp1_input": "52000"}).hwmon(1, "BAT0", {"in0_input": "17220", "power1_input": "8120000"})
-    t.rapl("intel-rapl:0", "package-0", 120_331_455).rapl("intel-rapl:0:0", "core", 60_004_010)
+    t.rapl_zone("intel-rapl:0", "package-0", 120_331_455, mode=0o400)
+    t.rapl_zone("intel-rapl:0:0", "core", 60_004_010, mode=0o400)
     return t
 
 
-def rk3588_board(root: str | os.PathLike, driver: str = "rknpu") -> FakeTree:
+def rk3588_board(root: str | os.PathLike, driver: str = "rknpu") -> DeviceFiles:
     """A Radxa ROCK 5B (RK3588): 4x Cortex-A55 + 4x Cortex-A76 and the 6 TOPS NPU, with Rockchip's vendor
     kernel and rknpu DRM driver (``driver="rknpu"``), the mainline rocket driver (``"rocket"``), or the NPU
     switched off in the device tree (``"disabled"``)."""
-    t = FakeTree(root).device_group("render")
+    t = DeviceFiles(root).device_group("render")
     cores = [(0x41, 0x2, 0xD05, 0)] * 4 + [(0x41, 0x4, 0xD0B, 0)] * 4
     t.file("/proc/cpuinfo", arm64_cpuinfo(CORTEX_A76_FEATURES, cores))
     t.cpus_online(8).meminfo(16_146_232, 14_912_004)
@@ -458,14 +262,14 @@ def rk3588_board(root: str | os.PathLike, driver: str = "rknpu") -> FakeTree:
     # rk3588s.dtsi thermal zones: soc, bigcore0/1, littlecore, center, gpu, npu (tsadc channels).
     for i, zone in enumerate(("soc-thermal", "bigcore0-thermal", "bigcore1-thermal", "littlecore-thermal",
                               "center-thermal", "gpu-thermal", "npu-thermal")):
-        trips = [("passive", 85000), ("critical", 115000)] if zone == "soc-thermal" else [("critical", 115000)]
-        t.thermal_zone(i, zone, 40000 + 700 * i, trips)
+        trips = [("passive", 85.0), ("critical", 115.0)] if zone == "soc-thermal" else [("critical", 115.0)]
+        t.thermal_zone(i, zone, 40.0 + 0.7 * i, trips)
     return t
 
 
-def cloud_tpu_vm(root: str | os.PathLike, chip: str = "v5e") -> FakeTree:
+def cloud_tpu_vm(root: str | os.PathLike, chip: str = "v5e") -> DeviceFiles:
     """A Cloud TPU VM: v5e (ct5lp-hightpu-4t: 4 chips through VFIO) or v4 (4 chips as /dev/accelN)."""
-    t = FakeTree(root)
+    t = DeviceFiles(root)
     t.file("/proc/cpuinfo", x86_cpuinfo("AuthenticAMD", "AMD EPYC 7B13", EPYC_MILAN_FLAGS, 8, 4))
     t.cpus_online(8).meminfo(197_990_012, 190_112_338)
     t.os_release("Ubuntu 22.04.4 LTS", "6.5.0-1013-gcp", "x86_64").dmi("Google", "Google Compute Engine")
@@ -493,13 +297,13 @@ NPU_SMI_310_SAMPLE = """\
 """
 
 
-def atlas_200_dk(root: str | os.PathLike, driver: bool = True, group_access: bool = True) -> FakeTree:
+def atlas_200_dk(root: str | os.PathLike, driver: bool = True, group_access: bool = True) -> DeviceFiles:
     """An Atlas 200-class developer board (Ascend 310 with Arm CPU cores), Ubuntu 18.04 aarch64, with the Ascend
     driver (``driver``): /dev/davinci0 and the driver's /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc in
     group HwHiAiUser mode 0660 (``group_access``: the test's own group is HwHiAiUser; else the nodes are root's
     0600), /usr/local/Ascend/driver/version.info, and an npu-smi stand-in that prints NPU_SMI_310_SAMPLE.
     Without ``driver``: none of it (the NPU is a SoC block, not on PCI, so nothing says it is there)."""
-    t = FakeTree(root).device_group("HwHiAiUser")
+    t = DeviceFiles(root).device_group("HwHiAiUser")
     # the CPU figures are illustrative (4 Cortex-A55 cores, arm64 cpuinfo layout); the probe only needs a CPU
     t.file("/proc/cpuinfo", arm64_cpuinfo(CORTEX_A53_FEATURES + " atomics asimdhp asimdrdm lrcpc dcpop asimddp",
                                           [(0x41, 0x2, 0xD05, 0)] * 4))
