@@ -38,6 +38,9 @@ from .errors import (
 )
 
 from ._version import __version__
+from ._moved import install as _serve_moved_module_paths
+
+_serve_moved_module_paths()
 
 _LAZY = {
     "load": ("loader", "load"),
@@ -52,7 +55,7 @@ _LAZY = {
     "TensorSpec": ("modelinfo", "TensorSpec"),
     "Format": ("modelinfo", "Format"),
     # the package, callable (edgeaccel/probe/__init__.py), with the runtime survey registered by inventory
-    "probe": ("inventory", "probe_package"),
+    "probe": ("selection.inventory", "probe_package"),
     "ProbeReport": ("probe", "ProbeReport"),
     "IsolationLimits": ("isolation.limits", "IsolationLimits"),
     "Cascade": ("cascade.core", "Cascade"),

@@ -14,27 +14,27 @@ from __future__ import annotations
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({
         "errors", "wording", "_version", "_data", "_layers", "digest", "quantiles", "packages", "native_log",
-        "runtimeinfo", "schema", "bench", "tracking",
+        "runtimeinfo", "schema", "bench", "tracking", "cachedir",
     })),
     ("model facts", frozenset({"modelinfo", "tensors", "formats"})),
     ("hardware survey", frozenset({"probe", "telemetry"})),
     ("runtimes", frozenset({
-        "executors", "profiles", "selector", "cache", "timing", "inventory", "isolation",
+        "executors", "profiles", "isolation",
     })),
     # Task pre/post-processing sits below Model today: calibration, agreement and the model pipeline use it.
     ("task data", frozenset({"vision", "imageio", "model_pipeline", "agreement", "bundle", "samples"})),
-    ("selection", frozenset({"calibration", "guard", "background", "failed_artifacts"})),
+    ("selection", frozenset({"selection"})),
     ("model", frozenset({"model"})),
     ("opening and running", frozenset({"loader", "scheduling", "sources"})),
     ("public API and services", frozenset({
-        "edgeaccel", "convert", "evaluation", "profiling", "serve", "ray", "sim", "testing", "fuzzing", "cascade",
+        "edgeaccel", "_moved", "convert", "evaluation", "profiling", "serve", "ray", "sim", "testing", "fuzzing", "cascade",
     })),
     ("command line", frozenset({"cli", "__main__"})),
 )
 
 # (importer, imported): why this import climbs. Remove an entry when its import goes.
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("probe", "inventory"): "probe() surveys runtimes through inventory, loaded by name so probe/ imports no "
+    ("probe", "selection"): "probe() surveys runtimes through inventory, loaded by name so probe/ imports no "
                             "executor; issue 34 defines probe() where it is exported instead",
     ("executors", "profiling"): "an executor class names its profiler as 'module:function', loaded only when "
                                 "profiling; the collector belongs to profiling, the choice of it to the class",

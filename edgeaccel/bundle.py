@@ -50,7 +50,7 @@ MANIFEST_SCHEMA = {
                          # int8 artifacts: the nodes convert left in float, and why
                          "kept_float": Field([{"node": Field(str, required=True), "op": Field(str),
                                                "why": Field(str)}]),
-                         # what convert's check measured on the held-out samples (edgeaccel.failed_artifacts)
+                         # what convert's check measured on the held-out samples (edgeaccel.selection.failed_artifacts)
                          "check": Field(dict)}], required=True),
     "reference": Field(str),
     "labels": Field(str),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import DeviceUnavailableError, EdgeAccelError, ExecutorError, ModelClosedError
 from .executors.base import Executor, ExecutorInfo
 from .modelinfo import ModelInfo, TensorSpec
-from .selector import Candidate, Ranking
+from .selection.selector import Candidate, Ranking
 from .tensors import InputBinder, Outputs, aliases, check_outputs_finite, dequantize_array
 
 if TYPE_CHECKING:  # concurrent.futures is imported by the asynchronous path only (start-up memory)
@@ -327,7 +327,7 @@ class RankedModel(Model):
         self._lock = threading.Lock()
         self._retired: list[Executor] = []
         self._failed = list(failed or [])  # candidates that failed to load or run: not retried until reselect()
-        self._background = None  # edgeaccel.background.BackgroundCalibration, started by load()
+        self._background = None  # edgeaccel.selection.background.BackgroundCalibration, started by load()
         self._calls_lock = threading.Lock()
         self._in_flight = 0  # requests running now, and when the last one ended: background calibration waits
         self._last_done = 0.0  # while the model serves (``busy``)
@@ -495,7 +495,7 @@ class RankedModel(Model):
 
     @property
     def calibration(self):
-        """What background calibration did (``edgeaccel.background.BackgroundStatus``: waiting, measuring,
+        """What background calibration did (``edgeaccel.selection.background.BackgroundStatus``: waiting, measuring,
         kept, switched, ... with the reason), or None when it did not run for this model."""
         background = self._background
         return background.status if background is not None else None

@@ -131,7 +131,7 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
     from ..loader import executor_class
     from ..loader import load as plain_load
 
-    from ..failed_artifacts import RECHECKING
+    from ..selection.failed_artifacts import RECHECKING
 
     def load(*args, **kwargs):
         token = RECHECKING.set(True)  # each artifact is opened alone on purpose: no "pinned a failed one" warning

@@ -238,7 +238,7 @@ class OpenVINOExecutor(Executor):
         if base_of(device) == "CPU":
             config["INFERENCE_NUM_THREADS"] = self._threads
         if options.cache_dir:
-            from ..cache import compiled_dir
+            from ..cachedir import compiled_dir
 
             config["CACHE_DIR"] = str(compiled_dir(options.cache_dir, "openvino") / content_key(model))
         config.update(options.runtime_options.get("config", {}))

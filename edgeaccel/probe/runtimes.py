@@ -1,6 +1,6 @@
 """The report's runtimes section: which inference runtimes are installed and what each reaches here.
 
-What each runtime reaches is its executor's own ``survey()`` (edgeaccel/executors); ``edgeaccel.inventory``
+What each runtime reaches is its executor's own ``survey()`` (edgeaccel/executors); ``edgeaccel.selection.inventory``
 collects them and registers itself here. Only the real root is surveyed: the Python environment of another
 root is not this one.
 """
@@ -48,7 +48,7 @@ def helper_packages() -> dict[str, str | None]:
     return versions
 
 
-# The runtime survey is assembled above both the probe and the executors (edgeaccel.inventory registers it
+# The runtime survey is assembled above both the probe and the executors (edgeaccel.selection.inventory registers it
 # here when imported), so that the probe, which executors ask about hardware, imports no executor.
 # The registered survey also judges the accelerators against the runtimes (which runtime reaches which).
 _SURVEYS: list[RuntimeSurveyHook] = []
@@ -87,9 +87,9 @@ def survey_runtimes(edgetpu: LibraryLookup) -> Runtimes:
     if not _SURVEYS:
         # The layer above registers itself when imported; load it by name, as entry points are loaded, so
         # that edgeaccel.probe() surveys runtimes whatever was imported first (probe/ imports no executor).
-        importlib.import_module("edgeaccel.inventory")
+        importlib.import_module("edgeaccel.selection.inventory")
     if not _SURVEYS:
-        return skipped_runtimes("not surveyed: edgeaccel.inventory, which knows the executors, is not imported "
+        return skipped_runtimes("not surveyed: edgeaccel.selection.inventory, which knows the executors, is not imported "
                                 "(edgeaccel.probe() and `edgeaccel probe` import it)", edgetpu)
     items = tuple(item for hook in _SURVEYS for item in hook.runtimes())
     return Runtimes(True, None, items, (edgetpu,), helper_packages())

@@ -80,7 +80,7 @@ def survey_node() -> dict:
     import ray
 
     import edgeaccel
-    from edgeaccel.inventory import probe_package
+    from edgeaccel.selection.inventory import probe_package
 
     from .resources import node_resources
 

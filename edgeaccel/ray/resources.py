@@ -26,7 +26,7 @@ def node_resources(report=None) -> dict[str, int]:
     """{resource: count} for this node (or for ``report``, a ProbeReport, e.g. of a fake tree): one unit per
     usable accelerator under its first device name (renamed by RAY_NAMES). The CPU is Ray's own: not listed."""
     if report is None:
-        from ..inventory import probe_package
+        from ..selection.inventory import probe_package
 
         report = probe_package(runtimes=False, telemetry=False)
     counts: dict[str, int] = {}

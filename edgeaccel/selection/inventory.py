@@ -13,12 +13,12 @@ import dataclasses
 import sys
 import time
 
-from .executors import registry
-from .executors.device import base_of
-from .probe import runtimes as probe_runtimes
-from .probe.common import Problem
-from .probe.families import PluginSeen
-from .runtimeinfo import RuntimeInfo
+from ..executors import registry
+from ..executors.device import base_of
+from ..probe import runtimes as probe_runtimes
+from ..probe.common import Problem
+from ..probe.families import PluginSeen
+from ..runtimeinfo import RuntimeInfo
 
 
 def survey_runtimes() -> tuple[RuntimeInfo, ...]:

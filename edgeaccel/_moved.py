@@ -1,0 +1,65 @@
+"""Old import paths of modules that moved into a package: they keep working for a release, with a
+DeprecationWarning naming the new path.
+
+The aliases are served by an import finder rather than by stub files at the old paths, so that git sees each move
+as a rename (edits made elsewhere to a moved file follow it) and an alias costs nothing until it is imported. The
+finder sits last on ``sys.meta_path``: Python asks it only about a name no file answers, and it answers only the
+names below. An alias is the moved module itself (``sys.modules`` maps both names to one object), so attributes
+and monkeypatching behave the same through either path.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import sys
+import types
+import warnings
+
+# old path -> new path
+MOVED: dict[str, str] = {
+    f"edgeaccel.{name}": f"edgeaccel.selection.{name}"
+    for name in ("selector", "calibration", "timing", "background", "guard", "failed_artifacts", "inventory")
+}
+
+# old path -> the modules it was split into, searched in this order for a name the old module had
+SPLIT: dict[str, tuple[str, ...]] = {
+    "edgeaccel.cache": ("edgeaccel.selection.cache", "edgeaccel.cachedir"),
+}
+
+
+class _AliasLoader:  # the loader protocol, without importlib.abc's import cost
+    def create_module(self, spec):
+        return None  # a plain module, replaced in sys.modules by exec_module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        name = module.__name__
+        if name in MOVED:
+            warnings.warn(f"{name} moved to {MOVED[name]}: import it from there", DeprecationWarning, stacklevel=2)
+            # Python's import returns whatever sys.modules holds for the name after this call: the moved module
+            sys.modules[name] = importlib.import_module(MOVED[name])
+            return
+        parts = [importlib.import_module(part) for part in SPLIT[name]]
+        warnings.warn(f"{name} was split into {' and '.join(SPLIT[name])}: import each name from the module that "
+                      "holds it now", DeprecationWarning, stacklevel=2)
+
+        def __getattr__(attr: str):
+            for part in parts:
+                if hasattr(part, attr):
+                    return getattr(part, attr)
+            raise AttributeError(f"module {name!r} has no attribute {attr!r}")
+
+        module.__getattr__ = __getattr__
+
+
+class _AliasFinder:  # the meta path finder protocol
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname in MOVED or fullname in SPLIT:
+            return importlib.machinery.ModuleSpec(fullname, _AliasLoader())
+        return None
+
+
+def install() -> None:
+    """Serve the old paths (once per interpreter, however often edgeaccel is re-imported)."""
+    if not any(isinstance(finder, _AliasFinder) for finder in sys.meta_path):
+        sys.meta_path.append(_AliasFinder())
