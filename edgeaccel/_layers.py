@@ -17,7 +17,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "runtimeinfo", "schema", "bench", "tracking", "cachedir",
     })),
     ("model facts", frozenset({"modelinfo", "tensors", "formats"})),
-    ("hardware survey", frozenset({"probe", "telemetry"})),
+    ("hardware survey", frozenset({"hardware", "telemetry"})),
     ("runtimes", frozenset({
         "executors", "profiles", "isolation",
     })),
@@ -34,8 +34,6 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
 
 # (importer, imported): why this import climbs. Remove an entry when its import goes.
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("probe", "selection"): "probe() surveys runtimes through inventory, loaded by name so probe/ imports no "
-                            "executor; issue 34 defines probe() where it is exported instead",
     ("executors", "profiling"): "an executor class names its profiler as 'module:function', loaded only when "
                                 "profiling; the collector belongs to profiling, the choice of it to the class",
     ("model", "sources"): "Model.watch() opens a live source; issue 34 layers sources (and vision) above Model "

@@ -22,6 +22,9 @@ MOVED: dict[str, str] = {
     for name in ("selector", "calibration", "timing", "background", "guard", "failed_artifacts", "inventory")
 }
 
+# old package -> new package: each module below the old one is the module of the same name below the new one
+PACKAGES: dict[str, str] = {"edgeaccel.probe": "edgeaccel.hardware"}
+
 # old path -> the modules it was split into, searched in this order for a name the old module had
 SPLIT: dict[str, tuple[str, ...]] = {
     "edgeaccel.cache": ("edgeaccel.selection.cache", "edgeaccel.cachedir"),
@@ -34,10 +37,13 @@ class _AliasLoader:  # the loader protocol, without importlib.abc's import cost
 
     def exec_module(self, module: types.ModuleType) -> None:
         name = module.__name__
-        if name in MOVED:
-            warnings.warn(f"{name} moved to {MOVED[name]}: import it from there", DeprecationWarning, stacklevel=2)
+        moved = new_path(name)
+        if moved:
+            # the import of a module the new package lacks fails here, as it would have at the old path
+            target = importlib.import_module(moved)
+            warnings.warn(f"{name} moved to {moved}: import it from there", DeprecationWarning, stacklevel=2)
             # Python's import returns whatever sys.modules holds for the name after this call: the moved module
-            sys.modules[name] = importlib.import_module(MOVED[name])
+            sys.modules[name] = target
             return
         parts = [importlib.import_module(part) for part in SPLIT[name]]
         warnings.warn(f"{name} was split into {' and '.join(SPLIT[name])}: import each name from the module that "
@@ -52,9 +58,17 @@ class _AliasLoader:  # the loader protocol, without importlib.abc's import cost
         module.__getattr__ = __getattr__
 
 
+def new_path(old: str) -> str | None:
+    """Where the module at ``old`` lives now (None: it did not move)."""
+    if old in MOVED:
+        return MOVED[old]
+    package, _, rest = old.rpartition(".")
+    return f"{PACKAGES[package]}.{rest}" if package in PACKAGES else None
+
+
 class _AliasFinder:  # the meta path finder protocol
     def find_spec(self, fullname, path=None, target=None):
-        if fullname in MOVED or fullname in SPLIT:
+        if new_path(fullname) or fullname in SPLIT:
             return importlib.machinery.ModuleSpec(fullname, _AliasLoader())
         return None
 

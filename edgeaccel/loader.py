@@ -455,7 +455,7 @@ _probe_cache: list = []  # [(time, report)]
 def _probe_here():
     """The hardware survey without importing runtimes or reading sensors (a few ms of file reads), reused for
     30 s so that an app loading several models surveys once, yet a Coral plugged in later is seen."""
-    from .probe import probe
+    from .hardware import survey_device as probe
 
     now = time.monotonic()
     if _probe_cache and now - _probe_cache[0][0] < _PROBE_TTL_S:

@@ -50,3 +50,18 @@ def test_names_import_from_an_old_path_and_the_warning_points_at_the_importer():
 def test_a_name_that_never_existed_is_still_a_module_not_found_error():
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("edgeaccel.no_such_module")
+
+
+def test_the_survey_package_moved_and_edgeaccel_probe_stays_callable():
+    import edgeaccel
+
+    sys.modules.pop("edgeaccel.probe.fs", None)
+    with pytest.warns(DeprecationWarning, match=r"edgeaccel\.hardware\.fs"):
+        from edgeaccel.probe.fs import Tree
+    assert Tree is importlib.import_module("edgeaccel.hardware.fs").Tree
+    assert callable(edgeaccel.probe) and edgeaccel.probe.Identity is importlib.import_module("edgeaccel.hardware").Identity
+    from edgeaccel.probe import probe  # the package once held the function of the same name
+
+    assert probe is edgeaccel.probe
+    with pytest.raises(AttributeError, match="no_such_name"):
+        edgeaccel.probe.no_such_name  # noqa: B018

@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 import edgeaccel
-from edgeaccel.probe.fs import Tree
-from edgeaccel.probe.schema import validate
+from edgeaccel.hardware.fs import Tree
+from edgeaccel.hardware.schema import validate
 from edgeaccel.testing import (
     FakeTree,
     intel_laptop_with_npu,

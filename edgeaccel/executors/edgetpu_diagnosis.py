@@ -19,12 +19,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..probe import udev
-from ..probe.access import Access, Identity, group_names
-from ..probe.common import Accelerator
-from ..probe.edgetpu import APEX_RULE_FIX, LIBRARY_FIX, USB_RULE_FIX, read_edgetpu
-from ..probe.fs import Root, Tree, as_tree
-from ..probe.libraries import LibraryLookup, find_edgetpu_library, find_library
+from ..hardware import udev
+from ..hardware.access import Access, Identity, group_names
+from ..hardware.common import Accelerator
+from ..hardware.edgetpu import APEX_RULE_FIX, LIBRARY_FIX, USB_RULE_FIX, read_edgetpu
+from ..hardware.fs import Root, Tree, as_tree
+from ..hardware.libraries import LibraryLookup, find_edgetpu_library, find_library
 from . import edgetpu
 from .edgetpu import EdgeTpuDevice, LibraryCheck
 

@@ -186,7 +186,7 @@ class LiteRTExecutor(Executor):
         """The interpreter found, and whether the Edge TPU delegate library is findable and loads."""
         import time
 
-        from ..probe.libraries import find_edgetpu_library
+        from ..hardware.libraries import find_edgetpu_library
 
         library = find_edgetpu_library()
         details: dict[str, Any] = {"edgetpu_delegate": library.path, "edgetpu_delegate_loads": None}

@@ -498,7 +498,7 @@ def _hardware_problem(kind: str, device: str, root, identity) -> tuple[str, str 
     when ORT reaches the device without hardware of ours to look for: DirectML, CoreML)."""
     if kind not in HARDWARE:
         return None
-    from ..probe import probe
+    from ..hardware import survey_device as probe
 
     name, absent = HARDWARE[kind]
     report = probe(root, runtimes=False, identity=identity)

@@ -70,7 +70,7 @@ def ov_version() -> str | None:
 
 def _probe_intel(kind: str, root, identity) -> list:
     """The probe's Intel GPU/NPU accelerators below ``root`` (present ones)."""
-    from ..probe import probe
+    from ..hardware import survey_device as probe
 
     report = probe(root, runtimes=False, identity=identity)
     family = {"NPU": "intel-npu", "GPU": "intel-gpu"}[kind]

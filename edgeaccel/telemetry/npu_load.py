@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ..probe.fs import Tree
+from ..hardware.fs import Tree
 
 INTEL_NPU_CLASS = "/sys/class/accel"
 INTEL_NPU_BUSY = "device/npu_busy_time_us"

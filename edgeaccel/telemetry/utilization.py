@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..probe.fs import Tree, natural_key
+from ..hardware.fs import Tree, natural_key
 from . import nvml as nvml_reader
 from .npu_load import NPU_BUSY_MIN_PERIOD_S, read_intel_npu_busy, read_rknpu_load
 from .procstat import CpuTimes, busy_percent, parse_cpu_times, parse_process_ticks, parse_status_kb
