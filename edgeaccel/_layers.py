@@ -34,8 +34,6 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
 
 # (importer, imported): why this import climbs. Remove an entry when its import goes.
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("executors", "profiling"): "an executor class names its profiler as 'module:function', loaded only when "
-                                "profiling; the collector belongs to profiling, the choice of it to the class",
     ("model", "sources"): "Model.watch() opens a live source; issue 34 layers sources (and vision) above Model "
                           "through a task wrapper",
 }

@@ -115,7 +115,10 @@ def test_the_collector_sees_function_level_string_and_reference_imports():
     line = next(number for number, text in enumerate(facade.read_text().splitlines(), 1)
                 if 'import_module(".hardware"' in text)
     assert ("edgeaccel.hardware", line) in imports_of(facade)
-    assert ("executors", "profiling") in edges  # profiler = "edgeaccel.profiling.litert:collect"
+    registry = ROOT / "executors" / "registry.py"  # "litert": "edgeaccel.executors.litert:LiteRTExecutor"
+    line = next(number for number, text in enumerate(registry.read_text().splitlines(), 1)
+                if '"edgeaccel.executors.litert:LiteRTExecutor"' in text)
+    assert ("edgeaccel.executors.litert", line) in imports_of(registry)
     assert any("model.py" in where for where in edges.get(("model", "sources"), []))  # inside a method
 
 

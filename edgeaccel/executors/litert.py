@@ -154,7 +154,6 @@ class LiteRTExecutor(Executor):
     preference = 10  # fastest CPU path for quantized .tflite here (runtime facts: mobilenet_v2 quant 3.8 vs 5.0 ms)
     presence = "probe"
     error_rules = ERROR_RULES
-    profiler = "edgeaccel.profiling.litert:collect"
 
     @classmethod
     def availability(cls, device: str | None = None, *, root: str | Path = Path("/"),

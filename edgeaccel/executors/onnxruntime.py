@@ -163,7 +163,6 @@ class OnnxRuntimeExecutor(Executor):
     precisions = (None, "f32")
     error_rules = ERROR_RULES
     gpu_mem_limit_devices = frozenset({"CUDA", "TensorRT"})  # the CUDA provider's arena cap
-    profiler = "edgeaccel.profiling.onnxruntime:collect"
 
     @classmethod
     def options_beside_others(cls, options: ExecutorOptions) -> ExecutorOptions:

@@ -151,7 +151,6 @@ class OpenVINOExecutor(Executor):
     presence = "probe"
     error_rules = ERROR_RULES
     clean_message = staticmethod(clean_message)
-    profiler = "edgeaccel.profiling.openvino:collect"
 
     @classmethod
     def survey(cls) -> RuntimeSurvey:
