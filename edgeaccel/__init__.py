@@ -41,8 +41,19 @@ from .errors import (
 
 from ._version import __version__
 from ._moved import install as _serve_moved_module_paths
+from .upcalls import provide_watch as _provide_watch
 
 _serve_moved_module_paths()
+
+
+def _watch(model, source, *more, **options):
+    """What ``Model.watch`` calls: the live sources sit above Model, so the facade hands this down."""
+    from .sources import watch
+
+    return watch(model, source, *more, **options)
+
+
+_provide_watch(_watch)
 
 _LAZY = {
     "load": ("loader", "load"),

@@ -207,7 +207,7 @@ class Model:
         """Frames of a video file, camera, stream, image folder or iterable through this model, in a pipeline
         that overlaps decoding and pre-processing with inference and never queues without bound: an
         ``edgeaccel.sources.Pipeline`` to iterate for Frames (see ``edgeaccel.sources.watch`` for options)."""
-        from .sources import watch
+        from .upcalls import watch  # edgeaccel.sources, a layer above Model, registered by edgeaccel/__init__.py
 
         return watch(self, source, *more, **options)
 

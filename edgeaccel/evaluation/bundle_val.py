@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import EdgeAccelError, InputError
-from .dataset import Dataset, read_dataset
+from .dataset import Dataset
+from .reader import read_dataset
 from .evaluate import ValResult, evaluate
 
 SCHEMA = "edgeaccel.val/1"

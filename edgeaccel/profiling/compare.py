@@ -31,7 +31,8 @@ from ..modelinfo import Format, ModelInfo
 from . import compare_inputs
 from .compare_local import LocalErrors
 from .compare_match import ACTIVATIONS, LayerGraph, Match, canonical_op, match_layers
-from .taps import open_tap, runtime_for
+from .taps import runtime_for
+from .taps_open import open_tap
 
 log = logging.getLogger("edgeaccel.profile")
 
