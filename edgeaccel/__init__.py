@@ -59,8 +59,8 @@ _LAZY = {
     "load": ("loader", "load"),
     "describe": ("formats", "describe"),
     "image_input": ("imageio", "image_input"),
-    "describe_pipeline": ("model_pipeline", "describe_pipeline"),
-    "ModelPipeline": ("model_pipeline", "ModelPipeline"),
+    "describe_pipeline": ("modelfiles.describe", "describe_pipeline"),
+    "ModelPipeline": ("modelfiles.pipeline", "ModelPipeline"),
     "Model": ("model", "Model"),
     "ScheduledModel": ("scheduling.model", "ScheduledModel"),
     "Outputs": ("tensors", "Outputs"),
@@ -179,7 +179,8 @@ sys.modules.setdefault(f"{__name__}.probe", probe)
 if TYPE_CHECKING:
     from .formats import describe
     from .imageio import image_input
-    from .model_pipeline import ModelPipeline, describe_pipeline
+    from .modelfiles.pipeline import ModelPipeline
+    from .modelfiles.describe import describe_pipeline
     from .isolation.limits import IsolationLimits
     from .loader import load
     from .cascade.core import Cascade

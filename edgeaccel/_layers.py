@@ -16,13 +16,13 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "errors", "wording", "_version", "_data", "_layers", "digest", "quantiles", "packages", "native_log",
         "runtimeinfo", "schema", "bench", "tracking", "cachedir", "upcalls",
     })),
-    ("model facts", frozenset({"modelinfo", "tensors", "formats"})),
+    ("model facts", frozenset({"modelinfo", "tensors", "formats", "modelfiles"})),
     ("hardware survey", frozenset({"hardware", "telemetry"})),
     ("runtimes", frozenset({
         "executors", "profiles", "isolation",
     })),
     # Task pre/post-processing sits below Model today: calibration, agreement and the model pipeline use it.
-    ("task data", frozenset({"vision", "imageio", "model_pipeline", "agreement", "bundle", "samples"})),
+    ("task data", frozenset({"vision", "imageio", "agreement", "samples"})),
     ("selection", frozenset({"selection"})),
     ("model", frozenset({"model"})),
     ("opening and running", frozenset({"loader", "scheduling", "sources"})),
@@ -41,17 +41,9 @@ EXCEPTIONS: dict[tuple[str, str], str] = {}  # none left: a call that must go up
 CYCLES_LEFT: dict[frozenset[str], str] = {
     frozenset({"hardware", "telemetry"}): "both read device files through hardware/fs.py (Tree), and the survey "
         "lists telemetry's sensors; issue 34 item 1 moves the device-file reader into a layer below both",
-    frozenset({"agreement", "bundle", "imageio", "model_pipeline", "vision"}): "image reading, the model's "
-        "pipeline description and the vision tasks call into each other; being cut into layers",
     frozenset({"edgeaccel.executors.base", "edgeaccel.executors.gpu_memory", "edgeaccel.executors.translate"}):
         "type-only imports of ExecutorOptions (under TYPE_CHECKING) back into base.py, which issue 34 item 5 "
         "reworks; they end when the options get their own module",
-    frozenset({"edgeaccel.bundle", "edgeaccel.model_pipeline"}): "a bundle validates its manifest's pipeline "
-        "section, and a pipeline reads the bundle a path belongs to",
-    frozenset({"edgeaccel.imageio", "edgeaccel.vision.preprocess"}): "imageio's model-shaped inputs letterbox "
-        "through vision's preprocessing, which reads images through imageio",
-    frozenset({"edgeaccel.vision.overlay", "edgeaccel.vision.results"}): "a result draws itself through the "
-        "overlay, which tells the result kinds apart",
 }
 
 

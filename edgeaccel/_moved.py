@@ -18,8 +18,12 @@ import warnings
 
 # old path -> new path
 MOVED: dict[str, str] = {
-    f"edgeaccel.{name}": f"edgeaccel.selection.{name}"
-    for name in ("selector", "calibration", "timing", "background", "guard", "failed_artifacts", "inventory")
+    **{f"edgeaccel.{name}": f"edgeaccel.selection.{name}"
+       for name in ("selector", "calibration", "timing", "background", "guard", "failed_artifacts", "inventory")},
+    "edgeaccel.bundle": "edgeaccel.modelfiles.bundle",
+    "edgeaccel.vision.labels": "edgeaccel.modelfiles.labels",
+    "edgeaccel.vision.metadata": "edgeaccel.modelfiles.metadata",
+    "edgeaccel.vision.check": "edgeaccel.agreement.check",
 }
 
 # old package -> new package: each module below the old one is the module of the same name below the new one
@@ -28,6 +32,7 @@ PACKAGES: dict[str, str] = {"edgeaccel.probe": "edgeaccel.hardware"}
 # old path -> the modules it was split into, searched in this order for a name the old module had
 SPLIT: dict[str, tuple[str, ...]] = {
     "edgeaccel.cache": ("edgeaccel.selection.cache", "edgeaccel.cachedir"),
+    "edgeaccel.model_pipeline": ("edgeaccel.modelfiles.pipeline", "edgeaccel.modelfiles.describe"),
 }
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import bundle
+from .modelfiles import bundle
 from .errors import (ConfigError, DeviceUnavailableError, EdgeAccelError, ModelError, NoExecutorError,
                      UnsupportedModelError)
 from .executors import registry
@@ -105,7 +105,7 @@ def load(
         the outputs now: TaskError when it does not fit); by default it is recognized from the outputs on first
         use. labels: a label file (.txt, .pbtxt), a list or a dict of names; by default the model's metadata.
         task_options: conf, iou, max_det, top_k, letterbox, normalize, imgsz (``edgeaccel.vision.Task``);
-        imgsz, letterbox and normalize also lay over ``model.pipeline`` (edgeaccel.model_pipeline), which feeds
+        imgsz, letterbox and normalize also lay over ``model.pipeline`` (edgeaccel.modelfiles.pipeline), which feeds
         images to every API (``image_input``, ``watch``, ``predict``).
     gpu_mem_limit_mb: the GPU memory (MB of 2**20 bytes) the runtime may take: ONNX Runtime's CUDA arena limit
         (``gpu_mem_limit``). A GPU whose runtime cannot be capped (OpenVINO's GPU plugin) is refused rather than

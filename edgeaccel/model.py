@@ -135,12 +135,13 @@ class Model:
 
     @property
     def pipeline(self):
-        """How images feed this model and its outputs are read (an ``edgeaccel.model_pipeline.ModelPipeline``):
+        """How images feed this model and its outputs are read (an ``edgeaccel.modelfiles.pipeline.ModelPipeline``):
         task, input size, layout, colour order, normalization, letterbox, labels, decoder; from what was given
         to ``load`` (task=, labels=, task_options imgsz/letterbox/normalize), a ``<model>.edgeaccel.yaml``, the
         bundle manifest, the model's own metadata and a label file beside it, in that order."""
         if self._pipeline is None:
-            from .model_pipeline import TASKS, describe_pipeline
+            from .modelfiles.pipeline import TASKS
+            from .modelfiles.describe import describe_pipeline
 
             task, labels, options = self._task_request
             user = {key: options.get(key) for key in ("imgsz", "letterbox", "normalize")}
@@ -561,7 +562,7 @@ def _labels_value(labels):
     """load(labels=) as a pipeline field: a file is read (its .pbtxt offset kept), lists and dicts as given."""
     if isinstance(labels, (list, tuple, dict)):
         return labels
-    from .vision.labels import read_label_file
+    from .modelfiles.labels import read_label_file
 
     found = read_label_file(labels)
     return {key - found.offset: name for key, name in found.names.items()}

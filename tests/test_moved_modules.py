@@ -9,8 +9,14 @@ import sys
 import pytest
 
 # old path -> new home (the alias is the very module object, so monkeypatching through either path is the same)
-MOVED = {f"edgeaccel.{name}": f"edgeaccel.selection.{name}" for name in (
-    "selector", "calibration", "timing", "background", "guard", "failed_artifacts", "inventory")}
+MOVED = {
+    **{f"edgeaccel.{name}": f"edgeaccel.selection.{name}" for name in (
+        "selector", "calibration", "timing", "background", "guard", "failed_artifacts", "inventory")},
+    "edgeaccel.bundle": "edgeaccel.modelfiles.bundle",
+    "edgeaccel.vision.labels": "edgeaccel.modelfiles.labels",
+    "edgeaccel.vision.metadata": "edgeaccel.modelfiles.metadata",
+    "edgeaccel.vision.check": "edgeaccel.agreement.check",
+}
 
 
 def fresh_import(name: str):
@@ -35,6 +41,14 @@ def test_the_old_cache_module_finds_names_in_both_halves_of_its_split():
     assert cache.CalibrationCache is calibration_cache.CalibrationCache
     with pytest.raises(AttributeError, match="no_such_name"):
         cache.no_such_name  # noqa: B018
+
+
+def test_the_old_model_pipeline_module_finds_names_in_both_halves_of_its_split():
+    with pytest.warns(DeprecationWarning, match=r"edgeaccel\.modelfiles\.describe"):
+        old = fresh_import("edgeaccel.model_pipeline")
+    from edgeaccel.modelfiles import describe, pipeline
+
+    assert old.ModelPipeline is pipeline.ModelPipeline and old.describe_pipeline is describe.describe_pipeline
 
 
 def test_names_import_from_an_old_path_and_the_warning_points_at_the_importer():

@@ -146,8 +146,8 @@ def read_labels(path: str | None) -> list[str] | None:
     if not path:
         return None
     if Path(path).suffix.lower() == ".pbtxt":  # a label map: its ids (from 1) become class indices
-        from ..model_pipeline import ModelPipeline
-        from ..vision.labels import read_label_file
+        from ..modelfiles.pipeline import ModelPipeline
+        from ..modelfiles.labels import read_label_file
 
         found = read_label_file(path)
         return ModelPipeline(labels=found.names, labels_offset=found.offset).label_list()

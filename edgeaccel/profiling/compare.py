@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from .. import bundle, formats
+from ..modelfiles import bundle
+from .. import formats
 from ..agreement.tensors import ErrorSums
 from ..errors import EdgeAccelError, InferenceError, ModelError, runtime_message
 from ..modelinfo import Format, ModelInfo

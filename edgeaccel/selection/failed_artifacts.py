@@ -12,7 +12,8 @@ import logging
 import warnings
 from dataclasses import dataclass, field, replace
 
-from .. import bundle, formats
+from ..modelfiles import bundle
+from .. import formats
 from ..errors import EdgeAccelError, ModelError
 from .selector import Rejection
 
