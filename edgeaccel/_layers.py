@@ -9,8 +9,7 @@ that a new one fails the test instead of slipping in. Nothing at runtime reads t
 
 from __future__ import annotations
 
-# Bottom to top. Units of one layer may import each other (the cycles inside a layer are issue work, not
-# what this table guards).
+# Bottom to top. Units of one layer may import each other, but never in a cycle (CYCLES_LEFT below).
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({
         "errors", "wording", "_version", "_data", "_layers", "digest", "quantiles", "packages", "native_log",
@@ -18,10 +17,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     })),
     ("model facts", frozenset({"modelinfo", "tensors", "formats", "modelfiles"})),
     ("hardware survey", frozenset({"hardware", "telemetry"})),
-    ("runtimes", frozenset({
-        "executors", "profiles", "isolation",
-    })),
-    # Task pre/post-processing sits below Model today: calibration, agreement and the model pipeline use it.
+    ("runtimes", frozenset({"executors", "profiles", "isolation"})),
+    # Images, vision tasks and agreement sit below Model: calibration (selection) judges decoded results.
     ("task data", frozenset({"vision", "imageio", "agreement", "samples"})),
     ("selection", frozenset({"selection"})),
     ("model", frozenset({"model"})),
