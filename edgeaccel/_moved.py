@@ -79,6 +79,7 @@ class _AliasFinder:  # the meta path finder protocol
 
 
 def install() -> None:
-    """Serve the old paths (once per interpreter, however often edgeaccel is re-imported)."""
-    if not any(isinstance(finder, _AliasFinder) for finder in sys.meta_path):
+    """Serve the old paths: one finder per interpreter, also when this module is reloaded (a new class)."""
+    mine = (_AliasFinder.__module__, _AliasFinder.__qualname__)
+    if not any((type(finder).__module__, type(finder).__qualname__) == mine for finder in sys.meta_path):
         sys.meta_path.append(_AliasFinder())
