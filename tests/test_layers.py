@@ -218,6 +218,12 @@ def test_the_cycle_finder_finds_a_cycle_through_three_and_leaves_a_chain_alone()
     edges = {("a", "b"): [], ("b", "c"): [], ("c", "a"): [], ("c", "d"): [], ("d", "e"): []}
     assert cycles(edges) == [frozenset("abc")]
     assert cycles({("a", "b"): [], ("b", "c"): []}) == []
+    two = {("a", "b"): [], ("b", "a"): [], ("b", "c"): [], ("c", "d"): [], ("d", "c"): [], ("d", "e"): []}
+    assert sorted(map(sorted, cycles(two))) == [["a", "b"], ["c", "d"]]
+    # a cycle reached only through a long chain, and one closed by an edge back to the start of that chain
+    chain = {(str(n), str(n + 1)): [] for n in range(3000)}
+    assert cycles({**chain, ("3000", "2998"): []}) == [frozenset({"2998", "2999", "3000"})]
+    assert cycles({**chain, ("3000", "0"): []}) == [frozenset(str(n) for n in range(3001))]
 
 
 @pytest.mark.parametrize("level", ["module", "unit"])
