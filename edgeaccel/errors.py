@@ -108,7 +108,7 @@ class ModelLoadError(ExecutorError):
 
 class AccuracyGuardError(ExecutorError):
     """An executor loaded but its answers on the guard's inputs disagree with the reference's
-    (``edgeaccel.guard``): no request is routed to it."""
+    (``edgeaccel.selection.guard``): no request is routed to it."""
 
 
 class InferenceError(ExecutorError):

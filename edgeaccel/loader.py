@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import bundle
+from .modelfiles import bundle
 from .errors import (ConfigError, DeviceUnavailableError, EdgeAccelError, ModelError, NoExecutorError,
                      UnsupportedModelError)
 from .executors import registry
@@ -23,7 +23,7 @@ from .model import FallbackEvent, Model
 from .modelinfo import Format
 from .profiles import DeviceFacts, Profile, get_profile, load_profiles, match_profile
 from .profiles.facts import facts_from_probe
-from .selector import Candidate, MachineFacts, Measurement, Ranking, Rejection, rank
+from .selection.selector import Candidate, MachineFacts, Measurement, Ranking, Rejection, rank
 
 if TYPE_CHECKING:
     from .scheduling.model import ScheduledModel
@@ -105,7 +105,7 @@ def load(
         the outputs now: TaskError when it does not fit); by default it is recognized from the outputs on first
         use. labels: a label file (.txt, .pbtxt), a list or a dict of names; by default the model's metadata.
         task_options: conf, iou, max_det, top_k, letterbox, normalize, imgsz (``edgeaccel.vision.Task``);
-        imgsz, letterbox and normalize also lay over ``model.pipeline`` (edgeaccel.model_pipeline), which feeds
+        imgsz, letterbox and normalize also lay over ``model.pipeline`` (edgeaccel.modelfiles.pipeline), which feeds
         images to every API (``image_input``, ``watch``, ``predict``).
     gpu_mem_limit_mb: the GPU memory (MB of 2**20 bytes) the runtime may take: ONNX Runtime's CUDA arena limit
         (``gpu_mem_limit``). A GPU whose runtime cannot be capped (OpenVINO's GPU plugin) is refused rather than
@@ -145,11 +145,11 @@ def load(
     loaded = open_ranked(chosen.ranking, chosen.options, strict, isolation, guard=guard)
     _record_left_out(loaded, chosen.left_out)
     if chosen.options.cache_dir:
-        from .cache import trim
+        from .cachedir import trim
 
         trim(chosen.options.cache_dir)
     if _measures_in_background(calibrate, chosen, loaded, isolation):
-        from .background import BackgroundCalibration
+        from .selection.background import BackgroundCalibration
 
         loaded._background = BackgroundCalibration(
             loaded, chosen.measure, chosen.rerank, chosen.keep,
@@ -185,7 +185,7 @@ def _measures_in_background(calibrate, chosen: Selection, loaded: Model, isolati
     candidate could serve it; not for isolated models (every candidate would be a worker process)."""
     if calibrate is False or chosen.measurements or isolation is not None:  # background is not imported
         return False
-    from .background import enabled
+    from .selection.background import enabled
 
     if not enabled(calibrate):
         return False
@@ -213,7 +213,7 @@ class Selection:
     rerank: Callable | None = field(default=None, repr=False)
     cache_file: Path | None = None
     left_out: list[Rejection] = field(default_factory=list)  # artifacts whose recorded check failed
-    # () -> edgeaccel.guard.ModelGuard: what every executor other than the first chosen is checked against
+    # () -> edgeaccel.selection.guard.ModelGuard: what every executor other than the first chosen is checked against
     # before it answers a request (a scheduled model's others, a failover target, a reselect)
     guard: Callable | None = field(default=None, repr=False)
 
@@ -229,8 +229,8 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
     """What ``load`` chooses from. ``task``, ``labels``, ``task_options``: the vision task calibration's
     guard judges candidates on (``agreement.guard``; by default the one the model's metadata declares or its
     outputs show unmistakably; "none" judges raw outputs only)."""
-    from .cache import (CalibrationCache, ValidationMemo, cache_root, calibration_key, hardware_fingerprint,
-                        inputs_digest)
+    from .cachedir import cache_root, hardware_fingerprint, inputs_digest
+    from .selection.cache import CalibrationCache, ValidationMemo, calibration_key
     from .executors.gpu_memory import check_limit
 
     precision, reduced = precision_choice(precision, executor, device)
@@ -262,7 +262,7 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
         log.warning("artifact %s is unusable: %s", path, exc.message)
     left_out: list[Rejection] = []
     if found.checks:  # a bundle whose convert checked its artifacts: a failed one is never picked silently
-        from .failed_artifacts import announce, leave_out_failed
+        from .selection.failed_artifacts import announce, leave_out_failed
 
         checked = leave_out_failed(found, executor)
         announce(checked)
@@ -289,14 +289,14 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
                           cache_file=store.path(key) if store else None, left_out=left_out)
 
     def default_plan():
-        from .calibration import CalibrationPlan
+        from .selection.calibration import CalibrationPlan
 
         return CalibrationPlan(**{k: v for k, v in (("budget_s", calibration_budget_s),
                                                     ("tolerance", accuracy_tolerance)) if v is not None})
 
     def measure(plan) -> dict[str, Measurement]:
-        from .calibration import TaskRequest
-        from .calibration import calibrate as run_calibration
+        from .selection.calibration import TaskRequest
+        from .selection.calibration import calibrate as run_calibration
 
         # every plan (background calibration makes its own) judges with this load's tolerance and task
         plan = replace(plan, tolerance=tolerance, task=TaskRequest(task, labels, dict(task_options or {})))
@@ -319,7 +319,7 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
     selection.keep, selection.rerank = keep, rerank
 
     def guard():
-        from .guard import ModelGuard
+        from .selection.guard import ModelGuard
 
         return ModelGuard(_reference_candidate(found.artifacts, facts, options, goal),
                           lambda c: open_candidate(c, options, isolation), tolerance, selection.measurements,
@@ -455,7 +455,7 @@ _probe_cache: list = []  # [(time, report)]
 def _probe_here():
     """The hardware survey without importing runtimes or reading sensors (a few ms of file reads), reused for
     30 s so that an app loading several models surveys once, yet a Coral plugged in later is seen."""
-    from .probe import probe
+    from .hardware import survey_device as probe
 
     now = time.monotonic()
     if _probe_cache and now - _probe_cache[0][0] < _PROBE_TTL_S:
@@ -524,7 +524,7 @@ def load_candidate(candidate: Candidate, options: ExecutorOptions) -> Model:
 def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False,
                 isolation: IsolationLimits | None = None, guard=None) -> Model:
     """The best candidate that loads, as a Model that fails over down the ranking at run time. ``guard`` (an
-    ``edgeaccel.guard.ModelGuard``): a failover target or a reselected candidate serves only after agreeing
+    ``edgeaccel.selection.guard.ModelGuard``): a failover target or a reselected candidate serves only after agreeing
     with the reference; one that does not is recorded and passed over like one that failed to load."""
 
     def open_one(c: Candidate) -> Executor:
@@ -549,7 +549,7 @@ def open_ranked(ranking: Ranking, options: ExecutorOptions, strict: bool = False
             failed.append(candidate)
             continue
         if guard is not None and options.performance_hint == "adaptive":
-            from .guard import agreeing_twins
+            from .selection.guard import agreeing_twins
 
             executor, refused = agreeing_twins(executor, candidate.name, guard.tolerance, guard.given, candidate,
                                                guard.task_request)

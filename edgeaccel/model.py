@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import DeviceUnavailableError, EdgeAccelError, ExecutorError, ModelClosedError
 from .executors.base import Executor, ExecutorInfo
 from .modelinfo import ModelInfo, TensorSpec
-from .selector import Candidate, Ranking
+from .selection.selector import Candidate, Ranking
 from .tensors import InputBinder, Outputs, aliases, check_outputs_finite, dequantize_array
 
 if TYPE_CHECKING:  # concurrent.futures is imported by the asynchronous path only (start-up memory)
@@ -135,12 +135,13 @@ class Model:
 
     @property
     def pipeline(self):
-        """How images feed this model and its outputs are read (an ``edgeaccel.model_pipeline.ModelPipeline``):
+        """How images feed this model and its outputs are read (an ``edgeaccel.modelfiles.pipeline.ModelPipeline``):
         task, input size, layout, colour order, normalization, letterbox, labels, decoder; from what was given
         to ``load`` (task=, labels=, task_options imgsz/letterbox/normalize), a ``<model>.edgeaccel.yaml``, the
         bundle manifest, the model's own metadata and a label file beside it, in that order."""
         if self._pipeline is None:
-            from .model_pipeline import TASKS, describe_pipeline
+            from .modelfiles.pipeline import TASKS
+            from .modelfiles.describe import describe_pipeline
 
             task, labels, options = self._task_request
             user = {key: options.get(key) for key in ("imgsz", "letterbox", "normalize")}
@@ -207,7 +208,7 @@ class Model:
         """Frames of a video file, camera, stream, image folder or iterable through this model, in a pipeline
         that overlaps decoding and pre-processing with inference and never queues without bound: an
         ``edgeaccel.sources.Pipeline`` to iterate for Frames (see ``edgeaccel.sources.watch`` for options)."""
-        from .sources import watch
+        from .upcalls import watch  # edgeaccel.sources, a layer above Model, registered by edgeaccel/__init__.py
 
         return watch(self, source, *more, **options)
 
@@ -327,7 +328,7 @@ class RankedModel(Model):
         self._lock = threading.Lock()
         self._retired: list[Executor] = []
         self._failed = list(failed or [])  # candidates that failed to load or run: not retried until reselect()
-        self._background = None  # edgeaccel.background.BackgroundCalibration, started by load()
+        self._background = None  # edgeaccel.selection.background.BackgroundCalibration, started by load()
         self._calls_lock = threading.Lock()
         self._in_flight = 0  # requests running now, and when the last one ended: background calibration waits
         self._last_done = 0.0  # while the model serves (``busy``)
@@ -495,7 +496,7 @@ class RankedModel(Model):
 
     @property
     def calibration(self):
-        """What background calibration did (``edgeaccel.background.BackgroundStatus``: waiting, measuring,
+        """What background calibration did (``edgeaccel.selection.background.BackgroundStatus``: waiting, measuring,
         kept, switched, ... with the reason), or None when it did not run for this model."""
         background = self._background
         return background.status if background is not None else None
@@ -561,7 +562,7 @@ def _labels_value(labels):
     """load(labels=) as a pipeline field: a file is read (its .pbtxt offset kept), lists and dicts as given."""
     if isinstance(labels, (list, tuple, dict)):
         return labels
-    from .vision.labels import read_label_file
+    from .modelfiles.labels import read_label_file
 
     found = read_label_file(labels)
     return {key - found.offset: name for key, name in found.names.items()}

@@ -70,7 +70,7 @@ def image_input(name: str, spec) -> np.ndarray:
 def without(*devices: str):
     """Skip a test that asserts what this machine answers when it lacks ``devices`` (probe names: CUDA,
     EdgeTPU, NPU, GPU, TPU, QNN) on a machine that has one: its answer there is a different, valid one."""
-    from edgeaccel.probe import probe
+    from edgeaccel import probe
 
     here = probe(runtimes=False).present_devices() & set(devices)
     return pytest.mark.skipif(bool(here), reason=f"this machine has {', '.join(sorted(here))}")

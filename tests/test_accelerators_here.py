@@ -7,7 +7,7 @@ import pytest
 
 from edgeaccel.executors.registry import runtimes
 from edgeaccel.loader import executor_class
-from edgeaccel.probe import probe
+from edgeaccel import probe
 
 ACCELERATOR_KINDS = ("gpu", "npu", "tpu", "edgetpu")
 

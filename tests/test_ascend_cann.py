@@ -12,7 +12,7 @@ from edgeaccel import formats  # noqa: E402
 from edgeaccel.errors import DeviceUnavailableError  # noqa: E402
 from edgeaccel.executors.base import ExecutorOptions  # noqa: E402
 from edgeaccel.executors.onnxruntime import OnnxRuntimeExecutor, provider_options  # noqa: E402
-from edgeaccel.probe import Identity  # noqa: E402
+from edgeaccel.hardware import Identity  # noqa: E402
 from edgeaccel.testing import atlas_200_dk  # noqa: E402
 from onnx_models import small_conv  # noqa: E402
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 import edgeaccel
-from edgeaccel.probe import Identity
-from edgeaccel.probe.npu_ascend import DRIVER_FIX, driver_version, parse_version_info, read_ascend_npu
-from edgeaccel.probe.schema import validate
+from edgeaccel.hardware import Identity
+from edgeaccel.hardware.npu_ascend import DRIVER_FIX, driver_version, parse_version_info, read_ascend_npu
+from edgeaccel.hardware.schema import validate
 from edgeaccel.profiles import load_profiles, match_profile
 from edgeaccel.profiles.facts import facts_from_probe
 from edgeaccel.testing import FakeTree, atlas_200_dk
@@ -36,14 +36,14 @@ def test_an_atlas_board_with_its_driver_is_usable_and_matches_its_profile(tmp_pa
 
 def test_another_user_is_told_to_join_hwhiaiuser(tmp_path):
     atlas_200_dk(tmp_path)
-    npu = read_ascend_npu(tmp_path, access=edgeaccel.probe.access.Access(tmp_path, STRANGER)).accelerators[0]
+    npu = read_ascend_npu(tmp_path, access=edgeaccel.hardware.access.Access(tmp_path, STRANGER)).accelerators[0]
     assert not npu.usable and npu.reason.startswith("this user cannot read and write /dev/davinci0 (group HwHiAiUser")
     assert npu.fix.startswith("add the user to group 'HwHiAiUser': sudo usermod -aG HwHiAiUser $USER")
 
 
 def test_nodes_only_root_may_open_get_the_documented_group_fix(tmp_path):
     atlas_200_dk(tmp_path, group_access=False)  # mode 0600: joining the owning group would not help
-    npu = read_ascend_npu(tmp_path, access=edgeaccel.probe.access.Access(tmp_path, STRANGER)).accelerators[0]
+    npu = read_ascend_npu(tmp_path, access=edgeaccel.hardware.access.Access(tmp_path, STRANGER)).accelerators[0]
     assert not npu.usable and "mode 0600" in npu.reason
     assert npu.fix.startswith("add the user to group HwHiAiUser (the group the Ascend driver gives its nodes)")
 

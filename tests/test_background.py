@@ -8,7 +8,7 @@ import pytest
 
 import edgeaccel
 from edgeaccel.agreement import agreement
-from edgeaccel import background
+from edgeaccel.selection import background
 from conftest import MODELS
 
 pytestmark = pytest.mark.shared

@@ -8,7 +8,7 @@ import pytest
 
 import edgeaccel
 from conftest import MODELS
-from edgeaccel.cache import trim
+from edgeaccel.cachedir import trim
 
 pytestmark = pytest.mark.shared
 
@@ -50,7 +50,7 @@ def test_validation_memo_recalls_the_same_bytes_at_any_path(tmp_path):
     import shutil
 
     from edgeaccel import formats
-    from edgeaccel.cache import ValidationMemo
+    from edgeaccel.selection.cache import ValidationMemo
 
     memo = ValidationMemo(tmp_path / "cache")
     first = formats.describe(MODELS / "split_concat.tflite", memo)
@@ -64,7 +64,8 @@ def test_validation_memo_recalls_the_same_bytes_at_any_path(tmp_path):
 
 def test_a_memo_made_under_other_rules_is_not_trusted(tmp_path, monkeypatch):
     """A rule added after a model crashed a runtime must see that model again after an upgrade."""
-    from edgeaccel import cache, formats
+    from edgeaccel import formats
+    from edgeaccel.selection import cache
 
     model = MODELS / "split_concat.tflite"
     with monkeypatch.context() as older:
@@ -80,7 +81,7 @@ def test_validation_memo_checks_the_ir_weights_again(tmp_path):
     import shutil
 
     from edgeaccel import formats
-    from edgeaccel.cache import ValidationMemo
+    from edgeaccel.selection.cache import ValidationMemo
     from edgeaccel.errors import ModelValidationError
 
     src = MODELS / "openvino"

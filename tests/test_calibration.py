@@ -7,7 +7,7 @@ import pytest
 
 import edgeaccel
 from conftest import MODELS
-from edgeaccel.calibration import compare
+from edgeaccel.selection.calibration import compare
 from edgeaccel.errors import InferenceError
 from edgeaccel.loader import select
 from edgeaccel.modelinfo import Quantization, TensorSpec

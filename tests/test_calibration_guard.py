@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from edgeaccel import formats
-from edgeaccel.calibration import CalibrationPlan, calibrate
+from edgeaccel.selection.calibration import CalibrationPlan, calibrate
 from edgeaccel.errors import InferenceError, InputError
 from edgeaccel.executors.base import Availability, Executor, ExecutorOptions
 from edgeaccel.loader import executor_class
-from edgeaccel.selector import Candidate, Ranking
+from edgeaccel.selection.selector import Candidate, Ranking
 from onnx_models import save, small_conv
 
 QUICK = CalibrationPlan(budget_s=0.3, min_runs=3, max_rounds=3, warmup_s=0.01, head_to_head_s=0.1)

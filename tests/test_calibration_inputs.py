@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import edgeaccel
-from edgeaccel.cache import calibration_key
-from edgeaccel.calibration import SYNTHETIC_FAILURE, sample_inputs
+from edgeaccel.selection.cache import calibration_key
+from edgeaccel.selection.calibration import SYNTHETIC_FAILURE, sample_inputs
 from edgeaccel.executors.base import ExecutorOptions
 from edgeaccel.loader import select
 from edgeaccel.modelinfo import Quantization, TensorSpec

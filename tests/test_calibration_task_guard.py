@@ -13,10 +13,10 @@ import edgeaccel
 from edgeaccel import formats
 from edgeaccel.agreement import DEFAULT_TOLERANCE
 from edgeaccel.agreement.guard import Thresholds, judge
-from edgeaccel.calibration import CalibrationPlan, TaskRequest, calibrate
+from edgeaccel.selection.calibration import CalibrationPlan, TaskRequest, calibrate
 from edgeaccel.errors import ConfigError
 from edgeaccel.loader import select
-from edgeaccel.selector import Ranking
+from edgeaccel.selection.selector import Ranking
 from test_calibration_guard import QUICK, accel, cpu, opener
 from vision_models import candidates, constant_output, detector_trap
 
@@ -135,7 +135,7 @@ def detector(tmp_path):
 
 
 def photos(model, count=3):
-    from edgeaccel.calibration import task_inputs
+    from edgeaccel.selection.calibration import task_inputs
 
     return task_inputs(model.task, count)
 

@@ -231,7 +231,7 @@ def test_run_cascade_prints_each_box_with_its_later_stages(tmp_path):
 
 
 def test_a_wrong_pipeline_file_is_a_clear_error(tmp_path):
-    from edgeaccel.cascade.config import load_cascade
+    from edgeaccel.cascade import load_cascade
 
     with pytest.raises(ConfigError, match="unknown keys"):
         load_cascade(_pipeline_file(tmp_path, FACE_STAGES, stage=[]))

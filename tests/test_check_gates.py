@@ -115,7 +115,7 @@ def test_a_detector_with_every_label_wrong_fails_though_its_tensors_are_close(tm
 # -- held-out samples ----------------------------------------------------------------------------------------
 
 def test_convert_holds_samples_back_and_check_uses_them(mlp, good_bundle):
-    from edgeaccel import bundle as bundle_mod
+    from edgeaccel.modelfiles import bundle as bundle_mod
     from edgeaccel.schema import load_yaml
 
     calib = np.load(mlp[3])
@@ -183,7 +183,7 @@ def test_convert_marks_the_failing_artifact_failed(failing_bundle):
     bad, good = failing_bundle.check_of(int8.path), failing_bundle.check_of(ir.path)
     assert bad["passed"] is False and "relative error" in bad["reason"] and bad["rel_error"] > 0.25
     assert good["passed"] is True and good["reason"] == ""
-    from edgeaccel import bundle as bundle_mod
+    from edgeaccel.modelfiles import bundle as bundle_mod
 
     found = bundle_mod.read_manifest(failing_bundle.manifest)
     assert found.failed_check(int8.path) == bad["reason"] and found.failed_check(ir.path) is None

@@ -89,7 +89,7 @@ def test_quantized_onnx_loads_in_the_installed_onnxruntime(tmp_path, mlp):
 
 
 def test_bundle_loads_and_names_its_reference(mlp, bundle):
-    from edgeaccel import bundle as bundle_mod
+    from edgeaccel.modelfiles import bundle as bundle_mod
 
     found = bundle_mod.read_manifest(bundle.manifest)
     assert {a.path.name for a in found.artifacts} == {a.path.name for a in bundle.artifacts}

@@ -185,7 +185,7 @@ def coral_here(tmp_path, monkeypatch):
     """The selector and the executor's availability see a Raspberry Pi 5 with a Coral USB Accelerator
     (a fake tree read by the real probe); the delegate library is whatever $EDGEACCEL_EDGETPU_LIBRARY says."""
     from edgeaccel import loader
-    from edgeaccel.probe import probe
+    from edgeaccel import probe
     from edgeaccel.testing import rpi5_with_coral_usb
 
     rpi5_with_coral_usb(tmp_path)

@@ -12,8 +12,8 @@ from delegate import build
 from edgeaccel.executors.edgetpu import parse_device, required_runtime_versions, runtime_version_number
 from edgeaccel.executors.edgetpu_diagnosis import diagnose, parse_dpkg_versions
 from edgeaccel.executors.litert import LiteRTExecutor
-from edgeaccel.probe import Identity
-from edgeaccel.probe.libraries import find_edgetpu_library
+from edgeaccel.hardware import Identity
+from edgeaccel.hardware.libraries import find_edgetpu_library
 from edgeaccel.testing import coral_dev_board, rpi5_with_coral_usb, x86_with_coral_m2
 
 STRANGER = Identity(uid=4242, gids=frozenset({4242}))

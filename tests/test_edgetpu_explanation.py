@@ -14,7 +14,7 @@ import edgeaccel
 from conftest import MODELS
 from edgeaccel.executors.edgetpu_explanation import PIECES, TWIN_SOURCE_FIX, cpu_twin, explain_edgetpu_model
 from edgeaccel.formats import describe
-from edgeaccel.probe import Identity
+from edgeaccel.hardware import Identity
 from edgeaccel.testing import FakeTree, rpi5_with_coral_usb, x86_with_coral_m2
 
 STRANGER = Identity(uid=4242, gids=frozenset({4242}))

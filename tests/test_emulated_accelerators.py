@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 import edgeaccel
-from edgeaccel.calibration import CalibrationPlan
-from edgeaccel.timing import MAX_BLOCK_CALLS
+from edgeaccel.selection.calibration import CalibrationPlan
+from edgeaccel.selection.timing import MAX_BLOCK_CALLS
 from conftest import ROOT, SAMPLES, image_input
 from edgeaccel.errors import DeviceUnavailableError
 from edgeaccel.loader import open_ranked, select

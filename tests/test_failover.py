@@ -21,7 +21,7 @@ from edgeaccel.executors.base import Availability, Executor, ExecutorInfo
 from edgeaccel.loader import open_candidate, select
 from edgeaccel.model import Model
 from edgeaccel.modelinfo import Format
-from edgeaccel.selector import Ranking
+from edgeaccel.selection.selector import Ranking
 
 from conftest import SAMPLES
 

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 import edgeaccel
-from edgeaccel.calibration import sample_inputs
+from edgeaccel.selection.calibration import sample_inputs
 from edgeaccel.errors import AccuracyGuardError
 from edgeaccel.executors.adaptive import AdaptiveExecutor
-from edgeaccel.guard import judge, twins
+from edgeaccel.selection.guard import judge, twins
 from edgeaccel.loader import open_candidate, select
 from edgeaccel.model import Model
-from edgeaccel.selector import Ranking
+from edgeaccel.selection.selector import Ranking
 
 from conftest import MODELS
 from test_failover import Unplugged
@@ -136,7 +136,7 @@ def test_a_plain_adaptive_load_keeps_both_configurations_only_when_they_agree():
     """Without policy=, an adaptive executor's throughput configuration answers concurrent requests and its
     latency one lone requests: the load compares them on the sample inputs first (same runtime, same answers
     here: both kept, no guard event)."""
-    from edgeaccel.guard import agreeing_twins
+    from edgeaccel.selection.guard import agreeing_twins
 
     selection = select(MOBILENET, executor="openvino", performance_hint="adaptive", cache=False)
     candidate = selection.ranking.candidates[0]

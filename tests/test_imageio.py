@@ -9,6 +9,7 @@ from PIL import Image
 
 from conftest import IMAGES
 from edgeaccel import imageio
+from edgeaccel.imageio import resizing
 from edgeaccel.errors import InputError
 from edgeaccel.modelinfo import TensorSpec
 
@@ -29,7 +30,7 @@ def test_png_decoder_matches_pillow(name):
 def test_pillow_free_resize_matches_pillow(name, size):
     image = imageio.read_image(IMAGES / f"{name}.png")
     h, w = size
-    ours = imageio._vertical(imageio._horizontal(image, w), h)
+    ours = resizing._vertical(resizing._horizontal(image, w), h)
     theirs = np.asarray(Image.fromarray(image.squeeze()).resize((w, h), Image.BILINEAR)).reshape(h, w, -1)
     assert np.abs(ours.astype(int) - theirs).max() <= 1  # bit-exact with Pillow <= 12, 1 LSB at most with 13
 

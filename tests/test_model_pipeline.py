@@ -1,4 +1,4 @@
-"""edgeaccel.model_pipeline: one description per model, read from the user, a YAML beside the model, the
+"""edgeaccel.modelfiles.pipeline: one description per model, read from the user, a YAML beside the model, the
 bundle manifest, ONNX metadata_props (edgeaccel's key and Ultralytics'), TFLite metadata and a label file beside
 the model, in that order; validated in one place; used by image_input so that a dynamic-size model is fed at
 its declared size the same way the vision task feeds it."""
@@ -15,8 +15,8 @@ from vision_models import candidates, constant_output
 import edgeaccel
 from edgeaccel.vision.plausible import grid_cells
 from edgeaccel.errors import ConfigError, ConversionError, InputError
-from edgeaccel.model_pipeline import (PIPELINE_KEY, declared_shape, describe_pipeline, label_file_beside,
-                                      parse_imgsz, validate)
+from edgeaccel.modelfiles.describe import describe_pipeline, label_file_beside
+from edgeaccel.modelfiles.pipeline import PIPELINE_KEY, declared_shape, parse_imgsz, validate
 
 NAMES = "{0: 'person', 1: 'car', 2: 'dog'}"
 ULTRALYTICS = {"names": NAMES, "imgsz": "[48, 80]", "task": "detect", "stride": "32"}
@@ -138,7 +138,7 @@ def test_labels_given_to_load_lay_over_the_metadata(yolo, tmp_path):
 
 def test_convert_writes_the_pipeline_into_the_manifest_and_every_onnx_artifact(yolo, tmp_path):
     from edgeaccel.convert.pipeline import convert
-    from edgeaccel.vision.labels import onnx_metadata
+    from edgeaccel.modelfiles.labels import onnx_metadata
 
     images = tmp_path / "images"
     images.mkdir()

@@ -15,8 +15,8 @@ from edgeaccel.executors.litert_npu import vendor_libraries  # noqa: E402
 from edgeaccel.executors.openvino import OpenVINOExecutor, available_devices  # noqa: E402
 from edgeaccel.executors.registry import runtimes  # noqa: E402
 from edgeaccel.loader import executor_class  # noqa: E402
-from edgeaccel.probe import Identity  # noqa: E402
-from edgeaccel.selector import MachineFacts, rank  # noqa: E402
+from edgeaccel.hardware import Identity  # noqa: E402
+from edgeaccel.selection.selector import MachineFacts, rank  # noqa: E402
 from edgeaccel.testing import intel_laptop_with_npu  # noqa: E402
 from conftest import without  # noqa: E402
 from onnx_models import small_conv  # noqa: E402

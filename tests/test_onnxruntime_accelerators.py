@@ -125,7 +125,7 @@ def test_availability_on_a_gpu_server_tree_blames_only_the_build(tmp_path):
 
 
 def test_availability_on_an_npu_laptop_tree_for_an_account_without_the_render_group(tmp_path):
-    from edgeaccel.probe import Identity
+    from edgeaccel.hardware import Identity
 
     intel_laptop_with_npu(tmp_path)
     available = OnnxRuntimeExecutor.availability("NPU", root=tmp_path, identity=Identity(4242, frozenset({4242})))

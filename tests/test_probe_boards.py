@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 import edgeaccel
-from edgeaccel.probe import Identity
-from edgeaccel.probe.schema import validate
+from edgeaccel.hardware import Identity
+from edgeaccel.hardware.schema import validate
 from edgeaccel.testing import (
     BOARDS,
     FakeTree,
@@ -62,7 +62,7 @@ def test_x86_server_with_cuda_gpu(tmp_path):
 
 
 def test_nvml_fills_in_memory_and_compute_capability(tmp_path):
-    from edgeaccel.probe.gpu_nvidia import read_nvidia
+    from edgeaccel.hardware.gpu_nvidia import read_nvidia
     from test_probe_parsers import StandInNvml
 
     tree = x86_server_with_cuda_gpu(tmp_path)
@@ -263,7 +263,7 @@ def test_hailo_and_qualcomm_nodes(tmp_path):
 
 
 def test_a_reader_works_on_its_own_from_a_root_path(tmp_path):
-    from edgeaccel.probe.edgetpu import read_edgetpu
+    from edgeaccel.hardware.edgetpu import read_edgetpu
 
     coral_dev_board(tmp_path)
     found = read_edgetpu(tmp_path)

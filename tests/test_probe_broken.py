@@ -12,7 +12,7 @@ from pathlib import Path
 
 import edgeaccel
 from edgeaccel.devfs import Tree
-from edgeaccel.probe.schema import validate
+from edgeaccel.hardware.schema import validate
 from edgeaccel.testing import (
     FakeTree,
     intel_laptop_with_npu,

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from edgeaccel.probe.schema import validate
+from edgeaccel.hardware.schema import validate
 from edgeaccel.testing import rpi5_with_coral_usb
 
 
@@ -46,8 +46,11 @@ def test_a_root_that_is_not_a_directory_is_one_clear_error(tmp_path):
     assert out.returncode == 4 and out.stderr.startswith("error: --root") and "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("first", ["import edgeaccel.probe.report", "edgeaccel.probe"])
-def test_probe_is_callable_and_a_package_whichever_comes_first(first):
+@pytest.mark.parametrize("first", ["import edgeaccel.hardware.report", "edgeaccel.probe",
+                                   "import edgeaccel.probe.report", "from edgeaccel.probe import ProbeReport"])
+def test_probe_is_callable_and_keeps_its_names_whichever_comes_first(first):
+    """edgeaccel.probe is defined in edgeaccel/__init__.py; the survey lives in edgeaccel.hardware, and importing
+    a module by its old path (edgeaccel.probe.report, with a DeprecationWarning) leaves edgeaccel.probe callable."""
     code = (f"import edgeaccel; {first}; r = edgeaccel.probe(runtimes=False); "
             "print(sorted(r.present_devices()), type(r).__name__, edgeaccel.probe.Identity.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -12,9 +12,9 @@ import pytest
 
 import edgeaccel
 from edgeaccel.cli.probe_cmd import render
-from edgeaccel.probe import Identity
-from edgeaccel.probe.families import FAMILIES, PluginSeen, family_of
-from edgeaccel.probe.schema import validate
+from edgeaccel.hardware import Identity
+from edgeaccel.hardware.families import FAMILIES, PluginSeen, family_of
+from edgeaccel.hardware.schema import validate
 from edgeaccel.testing import BOARDS, FakeTree, rpi5_with_coral_usb, x86_with_coral_m2
 
 STRANGER = Identity(uid=4242, gids=frozenset({4242}))
@@ -99,7 +99,7 @@ def test_found_but_unusable_families_carry_the_fix(tmp_path):
 
 
 def test_a_reader_that_fails_leaves_its_family_not_checked(tmp_path, monkeypatch):
-    from edgeaccel.probe import survey
+    from edgeaccel.hardware import survey
 
     def broken(*args, **kwargs):
         raise RuntimeError("reader bug")

@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from edgeaccel.probe.access import Identity, allowed, parse_group_file
-from edgeaccel.probe.board import classify, parse_dt_string, parse_dt_string_list
-from edgeaccel.probe.cpu import parse_cpu_list, parse_cpuinfo
-from edgeaccel.probe.edgetpu import parse_usb_id, parse_usb_speed
-from edgeaccel.probe.gpu_nvidia import _nvml_gpus, parse_driver_version, parse_gpu_information
-from edgeaccel.probe.jetson import parse_nvpmodel_conf, parse_nvpmodel_status, parse_tegra_release
-from edgeaccel.probe.libraries import parse_ld_so_cache, parse_ld_so_conf
-from edgeaccel.probe.memory import parse_cgroup_max, parse_meminfo
-from edgeaccel.probe.npu_rockchip import parse_rknpu_version
-from edgeaccel.probe.pci import parse_hex_id
-from edgeaccel.probe.schema import load_schema, validate
-from edgeaccel.probe.system import parse_os_release
+from edgeaccel.hardware.access import Identity, allowed, parse_group_file
+from edgeaccel.hardware.board import classify, parse_dt_string, parse_dt_string_list
+from edgeaccel.hardware.cpu import parse_cpu_list, parse_cpuinfo
+from edgeaccel.hardware.edgetpu import parse_usb_id, parse_usb_speed
+from edgeaccel.hardware.gpu_nvidia import _nvml_gpus, parse_driver_version, parse_gpu_information
+from edgeaccel.hardware.jetson import parse_nvpmodel_conf, parse_nvpmodel_status, parse_tegra_release
+from edgeaccel.hardware.libraries import parse_ld_so_cache, parse_ld_so_conf
+from edgeaccel.hardware.memory import parse_cgroup_max, parse_meminfo
+from edgeaccel.hardware.npu_rockchip import parse_rknpu_version
+from edgeaccel.hardware.pci import parse_hex_id
+from edgeaccel.hardware.schema import load_schema, validate
+from edgeaccel.hardware.system import parse_os_release
 from edgeaccel.testing import CORTEX_A53_FEATURES, arm64_cpuinfo
 
 ARMV7_PI3 = """processor	: 0

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import edgeaccel
-from edgeaccel.probe.schema import validate
+from edgeaccel.hardware.schema import validate
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="surveys Linux's /proc and /sys")
 
@@ -106,3 +106,13 @@ def test_every_family_is_looked_for_here_and_absent_only_without_evidence(report
         assert "/proc/driver/nvidia/version" in report.family("cuda-gpu").reason
     else:
         assert any(f.status != "absent" for f in hardware)
+
+
+def test_the_hardware_survey_reaches_runtimes_only_through_the_survey_it_is_handed(report):
+    """edgeaccel.hardware imports no executor: without a runtime survey handed in it says so, and
+    edgeaccel.probe() hands in the one that knows the executors."""
+    from edgeaccel.hardware import survey_device
+
+    alone = survey_device(telemetry=False).runtimes
+    assert not alone.surveyed and "handed in" in alone.reason and alone.items == ()
+    assert report.runtimes.surveyed and report.runtimes.get("onnxruntime") is not None

@@ -91,7 +91,7 @@ BOARDS = {
 @pytest.mark.parametrize("board", sorted(BOARDS))
 def test_each_fake_board_survey_matches_its_profile(tmp_path, board):
     from edgeaccel import testing
-    from edgeaccel.probe import probe
+    from edgeaccel import probe
     from edgeaccel.profiles.facts import facts_from_probe
 
     getattr(testing, board)(tmp_path)
@@ -102,7 +102,7 @@ def test_each_fake_board_survey_matches_its_profile(tmp_path, board):
 
 
 def test_an_empty_tree_matches_no_profile(tmp_path):
-    from edgeaccel.probe import probe
+    from edgeaccel import probe
     from edgeaccel.profiles.facts import facts_from_probe
 
     facts = facts_from_probe(probe(tmp_path))

@@ -94,6 +94,24 @@ def test_a_runtime_without_a_collector_gives_whole_model_time_and_says_so():
     assert collector_for(OnnxRuntimeExecutor).__module__ == "edgeaccel.profiling.onnxruntime"
 
 
+def test_a_plug_in_class_names_its_collector_or_inherits_the_built_in_ones():
+    """Built-in executors name no profiling module (profiling sits above them): collect.py lists their collectors,
+    and a plug-in built on one inherits its collector unless it names its own."""
+    from edgeaccel.executors.litert import LiteRTExecutor
+    from edgeaccel.executors.openvino import OpenVINOExecutor
+
+    class TunedOpenVINO(OpenVINOExecutor):
+        runtime = "tuned-openvino"
+
+    class OwnCollector(LiteRTExecutor):
+        runtime = "own-litert"
+        profiler = "edgeaccel.profiling.collect:collect_whole_model"
+
+    assert collector_for(TunedOpenVINO).__module__ == "edgeaccel.profiling.openvino"
+    assert collector_for(OwnCollector) is collect_whole_model
+    assert collector_for(LiteRTExecutor).__module__ == "edgeaccel.profiling.litert"
+
+
 def test_all_matches_operators_across_runtimes(ort_profile, ov_profile):
     from edgeaccel.profiling.matching import match_ops
 

@@ -16,7 +16,7 @@ from conftest import ROOT, SAMPLES
 MODEL = SAMPLES / "mobilenet_v1_0.25_128_quant.tflite"
 # Each of these was imported by `run` on a .tflite before, and costs peak memory for nothing there.
 # shutil is not in the list: the sample packs its labels in a zip after the flatbuffer, and zipfile imports it
-NOT_NEEDED = ("yaml", "numpy.ma", "edgeaccel.calibration", "edgeaccel.background",
+NOT_NEEDED = ("yaml", "numpy.ma", "edgeaccel.selection.calibration", "edgeaccel.selection.background",
               "edgeaccel.formats.onnx", "edgeaccel.formats.openvino_ir", "edgeaccel.cli.bench_cmd",
               "edgeaccel.cli.tune_cmd", "edgeaccel.cli.probe_cmd")
 

@@ -10,7 +10,7 @@ import pytest
 from edgeaccel.executors.base import ExecutorOptions
 from edgeaccel.modelinfo import Format, ModelInfo, TensorSpec
 from edgeaccel.profiles.types import AcceleratorSpec, Profile
-from edgeaccel.selector import MachineFacts, Measurement, rank
+from edgeaccel.selection.selector import MachineFacts, Measurement, rank
 from table_executors import table
 
 SPEC = (TensorSpec("x", (1, 8, 8, 3), np.dtype(np.uint8)),)
@@ -157,7 +157,7 @@ def test_unknown_goal_is_refused():
 def test_efficiency_compares_energy_with_energy():
     """The CPU at 5 ms must not outrank an Edge TPU at 3 ms x 2 W = 6 mJ by comparing ms with mJ: the CPU's
     energy is estimated (busy cores x CPU_CORE_W) and said so; a device with no energy figure ranks after."""
-    from edgeaccel.selector import CPU_CORE_W
+    from edgeaccel.selection.selector import CPU_CORE_W
 
     profile = Profile("pi", "a pi", (AcceleratorSpec("EdgeTPU", "edgetpu", "tpu", typical_power_w=2.0),
                                      AcceleratorSpec("CPU", "cpu", "cpu")),

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import without
 from edgeaccel.executors.tensorflow import TensorFlowExecutor
-from edgeaccel.probe import Identity
+from edgeaccel.hardware import Identity
 from edgeaccel.testing import cloud_tpu_vm, x86_server_with_cuda_gpu
 
 pytestmark = pytest.mark.skipif(TensorFlowExecutor.installed() is None,

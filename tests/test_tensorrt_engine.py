@@ -153,7 +153,7 @@ def test_a_bundle_with_a_broken_engine_keeps_the_error_and_runs_the_rest(tmp_pat
 
     small_conv(tmp_path / "conv.onnx")
     write(tmp_path, "conv.engine", b"not an engine at all, just bytes" * 2)
-    from edgeaccel import bundle
+    from edgeaccel.modelfiles import bundle
 
     found = bundle.resolve(tmp_path)
     assert [a.path.name for a in found.artifacts] == ["conv.onnx"]

@@ -141,7 +141,7 @@ def test_the_twin_takes_over_from_an_engine_of_another_version_visibly(tmp_path)
     load on this machine, each a FallbackEvent too) and the refusal is in model.fallbacks."""
     from edgeaccel.executors.onnxruntime import OnnxRuntimeExecutor
     from edgeaccel.loader import open_ranked
-    from edgeaccel.selector import MachineFacts, rank
+    from edgeaccel.selection.selector import MachineFacts, rank
     from onnx_models import small_conv
 
     twin = edgeaccel.describe(small_conv(tmp_path / "conv.onnx"))
@@ -178,7 +178,7 @@ def test_convert_to_tensorrt_is_refused_here_before_any_work(tmp_path):
 def test_an_engine_that_fits_ranks_before_its_twin_and_onnx_alone_goes_to_onnx_runtime_first(tmp_path):
     from edgeaccel.executors.onnxruntime import OnnxRuntimeExecutor
     from edgeaccel.profiles import get_profile
-    from edgeaccel.selector import MachineFacts, rank
+    from edgeaccel.selection.selector import MachineFacts, rank
     from onnx_models import small_conv
 
     twin = edgeaccel.describe(small_conv(tmp_path / "conv.onnx"))

@@ -11,7 +11,7 @@ import pytest
 from tflite_edit import edit, one_op_model
 
 import edgeaccel
-from edgeaccel.vision.metadata import tflite_normalization
+from edgeaccel.modelfiles.metadata import tflite_normalization
 
 
 def channel_means(target):

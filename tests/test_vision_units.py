@@ -8,7 +8,7 @@ import pytest
 
 from edgeaccel.errors import InputError
 from edgeaccel.vision.detect import yolo_layout
-from edgeaccel.vision.labels import parse_names, read_label_file
+from edgeaccel.modelfiles.labels import parse_names, read_label_file
 from edgeaccel.vision.nms import iou_matrix, nms
 from edgeaccel.vision.preprocess import as_rgb, fit
 
@@ -113,7 +113,7 @@ def identity_frame(size: int = 64):
 
 def test_ssd_outputs_in_another_order_are_told_apart_by_shape_and_values():
     from edgeaccel.vision.detect import decode_ssd
-    from edgeaccel.vision.labels import Labels
+    from edgeaccel.modelfiles.labels import Labels
 
     boxes = np.zeros((1, 10, 4), np.float32)
     boxes[0, 0] = [0.25, 0.5, 0.75, 1.0]  # ymin xmin ymax xmax
@@ -130,7 +130,7 @@ def test_ssd_outputs_in_another_order_are_told_apart_by_shape_and_values():
 
 
 def test_segmentation_scores_in_either_layout_and_mapped_to_every_pixel():
-    from edgeaccel.vision.labels import Labels
+    from edgeaccel.modelfiles.labels import Labels
     from edgeaccel.vision.segment import decode
 
     scores = np.zeros((1, 16, 16, 4), np.float32)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeaccel.calibration import sample_inputs
+from edgeaccel.selection.calibration import sample_inputs
 from edgeaccel.loader import open_candidate, select
 
 SHARED = Path(os.environ.get("EDGEACCEL_SHARED", Path(__file__).resolve().parents[1].parent / "shared")) / "models"

@@ -52,7 +52,7 @@ def main() -> int:
     args = parser.parse_args()
 
     import edgeaccel
-    from edgeaccel.calibration import sample_inputs
+    from edgeaccel.selection.calibration import sample_inputs
 
     info = edgeaccel.describe(args.model)
     x = sample_inputs(info.inputs, 1, 0)[0]  # the bundled photo fitted to the model's input
@@ -134,7 +134,7 @@ def through_serve(args, x) -> bool:
 
 def report(answers: list[tuple[str | None, list]], specs, tolerance: float | None) -> bool:
     from edgeaccel.agreement import DEFAULT_TOLERANCE
-    from edgeaccel.guard import judge
+    from edgeaccel.selection.guard import judge
 
     tolerance = tolerance or DEFAULT_TOLERANCE
     per = Counter(executor for executor, _ in answers)

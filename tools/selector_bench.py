@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import edgeaccel
-from edgeaccel.calibration import CalibrationPlan, sample_inputs, time_interleaved
+from edgeaccel.selection.calibration import CalibrationPlan, sample_inputs, time_interleaved
 from edgeaccel.loader import open_candidate, select
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from importlib import import_module
 
 _LAZY = {"Cascade": "core", "Stage": "stage", "CropOptions": "geometry", "Crop": "geometry",
-         "load_cascade": "config", "CascadeRun": "live", "CascadeFrame": "live"}
+         "load_cascade": "core", "CascadeRun": "live", "CascadeFrame": "live"}
 
 __all__ = ["Cascade", "CascadeFrame", "CascadeRun", "Crop", "CropOptions", "Stage", "load_cascade"]
 

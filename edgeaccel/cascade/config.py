@@ -47,17 +47,3 @@ def read_pipeline(path: str | os.PathLike) -> dict:
     if not isinstance(live, dict) or set(live) - set(LIVE_KEYS):
         raise ConfigError(f"{path}: live: takes {', '.join(LIVE_KEYS)}", hint="live: {drop: oldest, queue_size: 4}")
     return data
-
-
-def load_cascade(path: str | os.PathLike, **options):
-    """The Cascade ``path`` describes; ``options`` (placement=) override the file's."""
-    from .core import Cascade
-
-    data = read_pipeline(path)
-    options.setdefault("placement", data.get("placement", "auto"))
-    try:
-        return Cascade(data["stages"], base=Path(path).resolve().parent, **options)
-    except ConfigError as exc:
-        if exc.path:
-            raise
-        raise ConfigError(exc.message, path=str(path), hint=exc.hint) from exc

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .config import read_pipeline
 from .geometry import CropOptions
 from .stage import LOAD_KEYS, STAGE_KEYS, Stage, boxes_of
 
@@ -45,8 +47,6 @@ class Cascade:
     @classmethod
     def from_file(cls, path: str | os.PathLike, **options) -> Cascade:
         """The cascade a pipeline YAML file describes (docs/cascade.md); ``options`` override its own."""
-        from .config import load_cascade
-
         return load_cascade(path, **options)
 
     def predict(self, image):
@@ -158,3 +158,15 @@ def _check(stages: list[Stage]) -> None:
         if stage.model.task is None:
             raise ConfigError(f"stage {stage.name!r}: no vision task recognized for {stage.model.info.path}",
                               hint="give task: classify / detect / pose / segment (and labels:)")
+
+
+def load_cascade(path: str | os.PathLike, **options) -> Cascade:
+    """The Cascade ``path`` describes; ``options`` (placement=) override the file's."""
+    data = read_pipeline(path)
+    options.setdefault("placement", data.get("placement", "auto"))
+    try:
+        return Cascade(data["stages"], base=Path(path).resolve().parent, **options)
+    except ConfigError as exc:
+        if exc.path:
+            raise
+        raise ConfigError(exc.message, path=str(path), hint=exc.hint) from exc

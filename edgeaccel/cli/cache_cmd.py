@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..cache import cache_root
+    from ..cachedir import cache_root
 
     root = cache_root(getattr(args, "cache_dir", None))
     if getattr(args, "cache_command", None) == "clear":
@@ -40,7 +40,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _info(root, as_json: bool) -> int:
-    from ..cache import CACHE_PARTS, calibration_entries, max_bytes, usage
+    from ..cachedir import CACHE_PARTS, max_bytes, usage
+    from ..selection.cache import calibration_entries
 
     parts = usage(root)
     report = {"schema": "edgeaccel.cache/1", "folder": str(root), "exists": root.is_dir(),
@@ -71,7 +72,7 @@ def _info(root, as_json: bool) -> int:
 
 
 def _clear(root, calibration_only: bool) -> int:
-    from ..cache import clear
+    from ..cachedir import clear
 
     freed = clear(root, ["calibration"] if calibration_only else None)
     what = "calibration measurements" if calibration_only else "edgeaccel's cache"

@@ -84,10 +84,9 @@ def _real(args, policy: str) -> int:
 
 def _answer(model, arrays, args) -> dict:
     """One more request after serving: what the model answers, shown as `run` shows it (labels, top-k)."""
-    from .output_view import describe
-    from .run_cmd import _labels
+    from .output_view import describe, read_labels
 
-    return describe(model, list(model.run(arrays)), _labels(args.labels), args.top_k)
+    return describe(model, list(model.run(arrays)), read_labels(args.labels), args.top_k)
 
 
 def _serve(model, arrays, args, live) -> tuple[dict[str, int], bool]:

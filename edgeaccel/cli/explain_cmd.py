@@ -85,8 +85,9 @@ def declared_samples(source, args) -> list[list] | None:
     bundled sample photo, rather than at an invented one; None when nothing is dynamic or nothing declares."""
     from types import SimpleNamespace
 
-    from ..bundle import resolve
-    from ..model_pipeline import declared_shape, describe_pipeline, pipeline_of
+    from ..modelfiles.bundle import resolve
+    from ..modelfiles.pipeline import declared_shape
+    from ..modelfiles.describe import describe_pipeline, pipeline_of
     from .inputs import prepare_inputs
 
     found = resolve(source)
@@ -110,7 +111,7 @@ def declared_samples(source, args) -> list[list] | None:
 
 def _pipeline(selection, args) -> dict:
     """What the model declares about its inputs and outputs, with where each field came from."""
-    from ..model_pipeline import describe_pipeline
+    from ..modelfiles.describe import describe_pipeline
 
     if not selection.artifacts.artifacts:
         return {}

@@ -17,7 +17,7 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
-    """--imgsz and --letterbox: what the model's pipeline (edgeaccel.model_pipeline) says, overridden."""
+    """--imgsz and --letterbox: what the model's pipeline (edgeaccel.modelfiles.pipeline) says, overridden."""
     p.add_argument("--imgsz", type=imgsz_arg, metavar="SIZE",
                    help="image size to feed a dynamic-size input: 640 or HEIGHTxWIDTH (default: the size the "
                         "model declares, e.g. Ultralytics' imgsz metadata)")
@@ -28,7 +28,7 @@ def add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
 
 def imgsz_arg(text: str) -> tuple[int, int]:
     from ..errors import ConfigError
-    from ..model_pipeline import parse_imgsz
+    from ..modelfiles.pipeline import parse_imgsz
 
     try:
         return parse_imgsz(text, "--imgsz")
@@ -43,7 +43,7 @@ def user_pipeline(args) -> dict:
 
 def pipeline_for(model, args):
     """The model's pipeline (a loaded Model's, or read from a ModelInfo) under the command line's fields."""
-    from ..model_pipeline import pipeline_of
+    from ..modelfiles.describe import pipeline_of
     from ..modelinfo import ModelInfo
 
     if isinstance(model, ModelInfo) or hasattr(model, "pipeline"):
@@ -118,7 +118,7 @@ def prepare_inputs(model, args) -> tuple[list, list[str]]:
 def _one_input(spec, source, args, rng, np, pipeline):
     from ..errors import InputError
     from ..imageio import image_to_input, read_image
-    from ..model_pipeline import check_given_size, declared_shape
+    from ..modelfiles.pipeline import check_given_size, declared_shape
     from ..tensors import random_array
 
     check_given_size(spec, pipeline)

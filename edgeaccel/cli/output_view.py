@@ -9,6 +9,8 @@ The top-k says what its numbers are: probabilities (dequantized with the model's
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 IMAGENET_CLASSES = (1000, 1001)
@@ -135,3 +137,21 @@ def print_outputs(report: dict, max_values: int = 8) -> None:
                 more = f" ... ({flat.size} values)" if flat.size > max_values else ""
                 shown = "  values " + " ".join(f"{v:.4g}" for v in flat[:max_values]) + more
             print(f"          min {out['min']:.4g}  max {out['max']:.4g}  mean {out['mean']:.4g}{shown}")
+
+
+def read_labels(path: str | None) -> list[str] | None:
+    """``--labels``: one label per line, or a ``.pbtxt`` label map whose ids (from 1) become class indices."""
+    from ..errors import InputError
+
+    if not path:
+        return None
+    if Path(path).suffix.lower() == ".pbtxt":  # a label map: its ids (from 1) become class indices
+        from ..modelfiles.pipeline import ModelPipeline
+        from ..modelfiles.labels import read_label_file
+
+        found = read_label_file(path)
+        return ModelPipeline(labels=found.names, labels_offset=found.offset).label_list()
+    try:
+        return [line.strip() for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines()]
+    except OSError as exc:
+        raise InputError(f"cannot read labels {path}: {exc.strerror or exc}") from exc

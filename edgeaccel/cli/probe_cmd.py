@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..errors import InputError
-    from ..inventory import probe_package as probe
+    from .. import probe
 
     if args.ray or args.ray_resources:
         return _ray(args)
@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
 def _ray(args: argparse.Namespace) -> int:
     """--ray-resources: this node's `ray start` arguments; --ray: the cluster's table (edgeaccel/ray/cluster.py)."""
     if args.ray_resources:
-        from ..inventory import probe_package as probe
+        from .. import probe
         from ..ray.resources import node_resources, ray_start_args
 
         print(" ".join(ray_start_args(node_resources(probe(Path(args.root), runtimes=False, telemetry=False)))))

@@ -8,7 +8,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 from . import duration, live, vision_view
 from .inputs import add_input_arguments, prepare_inputs
@@ -75,11 +74,11 @@ def main(args: argparse.Namespace) -> int:
     from ..errors import InputError
     from ..loader import load
     from . import fallbacks_in_report, quiet_native_stderr
-    from .output_view import describe, print_outputs
+    from .output_view import describe, print_outputs, read_labels
 
     if args.runs < 1 or args.warmup < 0 or args.top_k < 0:
         raise InputError("--runs must be at least 1, --warmup and --top-k at least 0")
-    labels = None if vision_view.wanted(args) else _labels(args.labels)
+    labels = None if vision_view.wanted(args) else read_labels(args.labels)
     load_options = vision_view.load_kwargs(args)  # without a task, prepare_inputs lays --imgsz over model.pipeline
     fallbacks_in_report()
     with quiet_native_stderr():
@@ -160,23 +159,6 @@ def _save(path: str, model, outputs, np) -> None:
         np.savez(path, **arrays)
     except OSError as exc:
         raise InputError(f"cannot write --save-outputs {path}: {exc.strerror or exc}") from exc
-
-
-def _labels(path: str | None) -> list[str] | None:
-    from ..errors import InputError
-
-    if not path:
-        return None
-    if Path(path).suffix.lower() == ".pbtxt":  # a label map: its ids (from 1) become class indices
-        from ..model_pipeline import ModelPipeline
-        from ..vision.labels import read_label_file
-
-        found = read_label_file(path)
-        return ModelPipeline(labels=found.names, labels_offset=found.offset).label_list()
-    try:
-        return [line.strip() for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines()]
-    except OSError as exc:
-        raise InputError(f"cannot read labels {path}: {exc.strerror or exc}") from exc
 
 
 def _latency(times: list[float], args) -> dict:

@@ -54,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _given_inputs(args: argparse.Namespace) -> list[list]:
     """One calibration sample from --input, fitted to the model's first artifact (all share inputs)."""
-    from ..bundle import resolve
+    from ..modelfiles.bundle import resolve
     from .inputs import prepare_inputs
 
     source = args.model[0] if len(args.model) == 1 else args.model

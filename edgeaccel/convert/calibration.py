@@ -6,7 +6,7 @@ file and the input, before any converter sees it):
 
 - a folder of images (PNG/JPEG/...), preprocessed like ``edgeaccel run`` does it (resize, channel order,
   layout; float inputs scaled by ``normalize``; uint8/int8 inputs get raw pixels), following the model's
-  pipeline (``edgeaccel.model_pipeline``): a dynamic-size input takes its declared size, letterboxed when it says;
+  pipeline (``edgeaccel.modelfiles.pipeline``): a dynamic-size input takes its declared size, letterboxed when it says;
 - a folder of ``.npy`` files, one sample each;
 - one ``.npy`` holding N samples stacked on the first axis (or exactly one sample of the input's shape);
 - one ``.npz`` keyed by input name, for models with several inputs.
@@ -101,7 +101,7 @@ def split_holdout(calib: CalibrationSet, every: int = HOLDOUT_EVERY) -> tuple[Ca
 def load(source: str | os.PathLike, specs: Sequence[TensorSpec], *, normalize: str | None = None,
          max_samples: int | None = DEFAULT_MAX_SAMPLES, pipeline=None) -> CalibrationSet:
     """Read calibration samples from ``source`` and fit them to ``specs``; ConversionError names what is wrong.
-    ``pipeline`` (an ``edgeaccel.model_pipeline.ModelPipeline``) says how images become inputs."""
+    ``pipeline`` (an ``edgeaccel.modelfiles.pipeline.ModelPipeline``) says how images become inputs."""
     specs = tuple(specs)
     path = Path(source)
     if not path.exists():

@@ -26,7 +26,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import bundle, formats
+from ..modelfiles import bundle
+from .. import formats
 from .._version import __version__
 from ..errors import ConversionError, EdgeAccelError, ModelError
 from ..modelinfo import ModelInfo
@@ -108,7 +109,7 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
             sensitivity_s: float = onnx_quantize.sensitivity_mod.BUDGET_S,
             holdout_every: int = calib_mod.HOLDOUT_EVERY, check: bool = True) -> ConvertResult:
     """Convert ``model`` to each target in ``to`` and write a bundle to ``out`` that ``edgeaccel.load`` reads.
-    The model's pipeline (edgeaccel.model_pipeline: its metadata, a label file beside it; ``imgsz``,
+    The model's pipeline (edgeaccel.modelfiles.pipeline: its metadata, a label file beside it; ``imgsz``,
     ``letterbox`` and an ONNX model's ``input_shapes`` over it) feeds calibration images and is written into
     the manifest and every ONNX artifact.
 
@@ -161,7 +162,7 @@ def _convert(source: Source, targets: list[Target], out: Path, name: str, calibr
              max_samples, labels, input_shapes, onnx_activations, user=None, keep_float=(),
              sensitivity_s=onnx_quantize.sensitivity_mod.BUDGET_S,
              holdout_every: int = calib_mod.HOLDOUT_EVERY, check: bool = True) -> ConvertResult:
-    from ..model_pipeline import pipeline_of
+    from ..modelfiles.describe import pipeline_of
 
     with tempfile.TemporaryDirectory(prefix="edgeaccel-convert-") as scratch:
         job = _Job(source, out, Path(scratch), name, io_type, input_shapes, onnx_activations)
@@ -240,7 +241,7 @@ def _check_artifacts(result: ConvertResult) -> None:
 def _label_names(labels) -> dict | None:
     if labels is None:
         return None
-    from ..vision.labels import read_label_file
+    from ..modelfiles.labels import read_label_file
 
     if not Path(labels).is_file():
         raise ConversionError(f"labels file not found: {labels}")

@@ -1,4 +1,4 @@
-"""The model's pipeline description (edgeaccel.model_pipeline) carried by what ``edgeaccel convert`` writes:
+"""The model's pipeline description (edgeaccel.modelfiles.pipeline) carried by what ``edgeaccel convert`` writes:
 a ``pipeline:`` mapping in the bundle manifest, and an ``edgeaccel.pipeline`` JSON entry in the metadata_props
 of every ONNX artifact, so that a file copied out of its bundle still says its size, task and labels.
 
@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from ..errors import ConversionError
-from ..model_pipeline import PIPELINE_KEY, ModelPipeline, parse_imgsz
+from ..modelfiles.pipeline import PIPELINE_KEY, ModelPipeline, parse_imgsz
 from ..modelinfo import TensorSpec
 from .onnx_util import import_onnx
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import bundle, formats
+from ..modelfiles import bundle
+from .. import formats
 from ..errors import ConversionError, EdgeAccelError
 from ..modelinfo import Format, ModelInfo
 from . import calibration as calib_mod
@@ -124,14 +125,14 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
     recognized is a note, not an error), "detect", "segment", "pose", "classify", or None / "none" for raw
     tensors only: every output is decoded as that vision task and the results compared, pooled over the
     samples (precision/recall of boxes, mIoU, keypoint distance, top-1) in ``task_metrics``.
-    Images in ``data`` are fed the way the reference's pipeline says (``edgeaccel.model_pipeline``: the
+    Images in ``data`` are fed the way the reference's pipeline says (``edgeaccel.modelfiles.pipeline``: the
     bundle manifest's, the model's metadata...), ``imgsz`` and ``letterbox`` overriding it; the pipeline's
     task is the one "auto" decodes."""
     from ..executors.registry import runtimes
     from ..loader import executor_class
     from ..loader import load as plain_load
 
-    from ..failed_artifacts import RECHECKING
+    from ..selection.failed_artifacts import RECHECKING
 
     def load(*args, **kwargs):
         token = RECHECKING.set(True)  # each artifact is opened alone on purpose: no "pinned a failed one" warning
@@ -149,7 +150,7 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
     if task == "none":
         task = None
     with load(ref_path, strict=True) as ref_model:
-        from ..model_pipeline import describe_pipeline, pipeline_of
+        from ..modelfiles.describe import describe_pipeline, pipeline_of
 
         ref_executor = ref_model.executor.name
         if found.pipeline or found.labels:  # the bundle's description is the reference's too
@@ -205,7 +206,7 @@ def _task_check(ref_model, task: str | None, labels, notes: list[str]):
     """The task comparison, or None: with task "auto", a model no task fits is gated on raw tensors, noted."""
     if task is None:
         return None
-    from ..vision.check import TaskCheck
+    from ..agreement.check import TaskCheck
     from ..vision.errors import TaskError
 
     try:
@@ -290,15 +291,15 @@ def failures(report: CheckReport, max_rel_error: float | None = DEFAULT_MAX_REL_
              min_top1: float | None = None, task_gates: dict[str, float | None] | None = None) -> list[str]:
     """One line per failed gate of each (artifact, executor): an error, a relative error above
     ``max_rel_error`` (every output kind), and, when the report compared a vision task, its task-level
-    measures past their bounds: ``task_gates`` (``edgeaccel.vision.check.GATES``: min_precision, min_recall,
-    min_miou, max_keypoint_distance, min_top1) over ``edgeaccel.vision.check.DEFAULT_GATES`` for those not
+    measures past their bounds: ``task_gates`` (``edgeaccel.agreement.check.GATES``: min_precision, min_recall,
+    min_miou, max_keypoint_distance, min_top1) over ``edgeaccel.agreement.check.DEFAULT_GATES`` for those not
     given (None). Without a task, ``min_top1`` (when given) gates a classifier's raw top-1 agreement."""
     return [line for row in report.rows for line in row_failures(report, row, max_rel_error, min_top1, task_gates)]
 
 
 def effective_task_gates(min_top1: float | None = None, task_gates: dict[str, float | None] | None = None) -> dict:
     """The task gates in force: the defaults, overridden by the bounds given."""
-    from ..vision.check import DEFAULT_GATES
+    from ..agreement.check import DEFAULT_GATES
 
     given = {k: v for k, v in (task_gates or {}).items() if v is not None}
     if min_top1 is not None:
@@ -318,7 +319,7 @@ def row_failures(report: CheckReport, row: Row, max_rel_error: float | None = DE
     if report.task and row.task_error:
         out.append(f"{where}: {row.task_error}")
     elif report.task:
-        from ..vision.check import task_failures
+        from ..agreement.check import task_failures
 
         out += task_failures(where, row.task_metrics, effective_task_gates(min_top1, task_gates))
     elif (min_top1 is not None and report.classifier and row.top1_agreement is not None
@@ -359,7 +360,7 @@ def verdicts(report: CheckReport, max_rel_error: float | None = DEFAULT_MAX_REL_
 
 def _worst(rows: list[Row]) -> dict:
     """The worst value of each measure over the executors: the highest error or distance, the lowest agreement."""
-    from ..vision.check import GATES, gated_value
+    from ..agreement.check import GATES, gated_value
 
     worst: dict = {"rel_error": _round(max(r.rel_error or 0.0 for r in rows), 6)}
     kinds = {key: kind for key, kind in GATES.values()}

@@ -7,7 +7,8 @@ readers), ``cocomap`` (our COCO mAP), ``pycoco`` (the same through pycocotools, 
 with the package; runtimes when a model is loaded."""
 
 from .cocomap import ClassAP, Detection, GroundTruth, MapResult, coco_map
-from .dataset import Dataset, ImageEntry, is_labelled, read_dataset
+from .dataset import Dataset, ImageEntry, is_labelled
+from .reader import read_dataset
 from .evaluate import DEFAULT_CONF, DEFAULT_IOU, ValResult, evaluate
 
 __all__ = ["DEFAULT_CONF", "DEFAULT_IOU", "ClassAP", "Dataset", "Detection", "GroundTruth", "ImageEntry",

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import EdgeAccelError, InputError
-from .dataset import Dataset, read_dataset
+from .dataset import Dataset
+from .reader import read_dataset
 from .evaluate import ValResult, evaluate
 
 SCHEMA = "edgeaccel.val/1"
@@ -90,7 +91,7 @@ def validate_bundle(path: str | os.PathLike, dataset: Dataset | str | os.PathLik
     (``reference``, else the manifest's) is evaluated too and comes first; each other row's drop is measured
     against the reference on the same executor when it ran there, else against its first result. ``options``
     go to ``evaluate`` (conf, iou, labels, class_map, evaluator, max_images, images_dir, cache_dir, cache)."""
-    from .. import bundle
+    from ..modelfiles import bundle
     from .. import formats
     from ..executors.registry import runtimes
     from ..loader import executor_class

@@ -1,5 +1,5 @@
-"""A labelled detection dataset in memory: images, their boxes in pixels, and the class names. ``read_dataset``
-tells the layout from the path (COCO JSON or YOLO txt labels) and hands it to its reader."""
+"""A labelled detection dataset in memory: images, their boxes in pixels, and the class names; ``dataset_kind``
+tells the layout from the path (COCO JSON or YOLO txt labels), and ``reader.read_dataset`` hands it to its reader."""
 
 from __future__ import annotations
 
@@ -46,23 +46,6 @@ class Dataset:
         kept = {i.id for i in images}
         return Dataset(self.source, self.format, images, [a for a in self.annotations if a.image_id in kept],
                        self.names, self.notes)
-
-
-def read_dataset(path: str | os.PathLike, images: str | os.PathLike | None = None) -> Dataset:
-    """A COCO JSON file (``images``: the folder its file names are relative to; by default the JSON's folder,
-    or an ``images`` folder beside it), a YOLO data.yaml, or a folder holding either."""
-    kind, where = dataset_kind(path)
-    if kind == "coco":
-        from .coco_json import read_coco
-
-        return read_coco(where, images)
-    if kind == "yolo":
-        from .yolo_txt import read_yolo
-
-        return read_yolo(where)
-    raise InputError(f"{path} is not a labelled dataset: {where}",
-                     hint="give a COCO JSON file (images, annotations, categories), a YOLO data.yaml, or a folder "
-                          "with images/ and labels/ (one class cx cy w h line per object, normalized)")
 
 
 def dataset_kind(path: str | os.PathLike) -> tuple[str | None, Path | str]:

@@ -12,7 +12,8 @@ from pathlib import Path
 from ..errors import InputError
 from .classmap import ClassMapping, map_classes
 from .cocomap import MAX_DETS, ClassAP, Detection, MapResult, coco_map
-from .dataset import Dataset, read_dataset
+from .dataset import Dataset
+from .reader import read_dataset
 
 DEFAULT_CONF = 0.001  # as Ultralytics' val: the whole precision-recall curve, not one operating point
 DEFAULT_IOU = 0.7  # NMS overlap, as Ultralytics' val

@@ -145,8 +145,9 @@ class Executor(ABC):
     # GPU not listed is refused under a limit rather than run without it (executors/gpu_memory.py)
     gpu_mem_limit_devices: ClassVar[frozenset[str]] = frozenset()
     kindless_devices: ClassVar[tuple[str, ...]] = ()
-    # "module:function" of the per-operator collector `edgeaccel profile` uses (edgeaccel.profiling.collect:
-    # collect(job) -> Collected); None: whole-model time only, said so
+    # a plug-in's "module:function" of the per-operator collector `edgeaccel profile` uses (collect(job) ->
+    # edgeaccel.profiling.job.Collected); None: the built-in class's it extends (edgeaccel.profiling.collect
+    # lists those, so that no executor names a module of the layer above), else whole-model time only, said so
     profiler: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs) -> None:

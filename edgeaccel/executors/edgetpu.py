@@ -27,7 +27,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from ..probe.libraries import EDGETPU_LIBRARY
+from ..hardware.libraries import EDGETPU_LIBRARY
 
 LIBRARY_ENV = "EDGEACCEL_EDGETPU_LIBRARY"
 KINDS = ("usb", "pci")

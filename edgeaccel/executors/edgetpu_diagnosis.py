@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..devfs import Root, Tree, as_tree, words
-from ..probe.access import Access, Identity
-from ..probe.common import Accelerator
-from ..probe.edgetpu import LIBRARY_FIX, read_edgetpu
-from ..probe.libraries import LibraryLookup, find_edgetpu_library, find_library
+from ..hardware.access import Access, Identity
+from ..hardware.common import Accelerator
+from ..hardware.edgetpu import LIBRARY_FIX, read_edgetpu
+from ..hardware.libraries import LibraryLookup, find_edgetpu_library, find_library
 from . import edgetpu
 from .edgetpu import EdgeTpuDevice, LibraryCheck
 

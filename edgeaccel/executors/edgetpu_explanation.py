@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..devfs import Root, Tree, as_tree
-from ..probe import udev
-from ..probe.access import Identity, group_names
-from ..probe.edgetpu import APEX_RULE_FIX, USB_RULE_FIX
+from ..hardware import udev
+from ..hardware.access import Identity, group_names
+from ..hardware.edgetpu import APEX_RULE_FIX, USB_RULE_FIX
 from . import edgetpu
 from .edgetpu import EdgeTpuDevice
 from .edgetpu_diagnosis import NO_DEVICE_FIX, Diagnosis, diagnose

@@ -154,7 +154,6 @@ class LiteRTExecutor(Executor):
     preference = 10  # fastest CPU path for quantized .tflite here (runtime facts: mobilenet_v2 quant 3.8 vs 5.0 ms)
     presence = "probe"
     error_rules = ERROR_RULES
-    profiler = "edgeaccel.profiling.litert:collect"
 
     @classmethod
     def availability(cls, device: str | None = None, *, root: str | Path = Path("/"),
@@ -186,7 +185,7 @@ class LiteRTExecutor(Executor):
         """The interpreter found, and whether the Edge TPU delegate library is findable and loads."""
         import time
 
-        from ..probe.libraries import find_edgetpu_library
+        from ..hardware.libraries import find_edgetpu_library
 
         library = find_edgetpu_library()
         details: dict[str, Any] = {"edgetpu_delegate": library.path, "edgetpu_delegate_loads": None}

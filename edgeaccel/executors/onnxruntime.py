@@ -163,7 +163,6 @@ class OnnxRuntimeExecutor(Executor):
     precisions = (None, "f32")
     error_rules = ERROR_RULES
     gpu_mem_limit_devices = frozenset({"CUDA", "TensorRT"})  # the CUDA provider's arena cap
-    profiler = "edgeaccel.profiling.onnxruntime:collect"
 
     @classmethod
     def options_beside_others(cls, options: ExecutorOptions) -> ExecutorOptions:
@@ -332,7 +331,7 @@ class OnnxRuntimeExecutor(Executor):
     def _cached_path(self, cache_root: str, so) -> Path:
         """The optimized model ORT saved on an earlier load: keyed by content, ORT version, optimization
         level and this machine (ORT_ENABLE_ALL layouts are specific to the CPU they were made on)."""
-        from ..cache import compiled_dir, hardware_fingerprint
+        from ..cachedir import compiled_dir, hardware_fingerprint
         from ..digest import short
 
         level = str(so.graph_optimization_level).split(".")[-1]
@@ -462,7 +461,7 @@ def provider_options(provider: str, device: str, options: ExecutorOptions) -> di
         opts["device_id"] = device_index(device)
     if provider == "TensorrtExecutionProvider":
         if cache:  # engines take minutes to build on a Jetson: keep them, keyed by TensorRT itself
-            from ..cache import compiled_dir
+            from ..cachedir import compiled_dir
 
             folder = compiled_dir(cache, "onnxruntime") / "tensorrt"
             folder.mkdir(parents=True, exist_ok=True)
@@ -479,7 +478,7 @@ def provider_options(provider: str, device: str, options: ExecutorOptions) -> di
     if provider == "OpenVINOExecutionProvider":
         opts["device_type"] = "NPU"  # the EP's default is CPU; this device is the NPU
         if cache:
-            from ..cache import compiled_dir
+            from ..cachedir import compiled_dir
 
             folder = compiled_dir(cache, "onnxruntime") / "openvino-ep"
             folder.mkdir(parents=True, exist_ok=True)
@@ -498,7 +497,7 @@ def _hardware_problem(kind: str, device: str, root, identity) -> tuple[str, str 
     when ORT reaches the device without hardware of ours to look for: DirectML, CoreML)."""
     if kind not in HARDWARE:
         return None
-    from ..probe import probe
+    from ..hardware import survey_device as probe
 
     name, absent = HARDWARE[kind]
     report = probe(root, runtimes=False, identity=identity)

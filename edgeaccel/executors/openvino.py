@@ -70,7 +70,7 @@ def ov_version() -> str | None:
 
 def _probe_intel(kind: str, root, identity) -> list:
     """The probe's Intel GPU/NPU accelerators below ``root`` (present ones)."""
-    from ..probe import probe
+    from ..hardware import survey_device as probe
 
     report = probe(root, runtimes=False, identity=identity)
     family = {"NPU": "intel-npu", "GPU": "intel-gpu"}[kind]
@@ -151,7 +151,6 @@ class OpenVINOExecutor(Executor):
     presence = "probe"
     error_rules = ERROR_RULES
     clean_message = staticmethod(clean_message)
-    profiler = "edgeaccel.profiling.openvino:collect"
 
     @classmethod
     def survey(cls) -> RuntimeSurvey:
@@ -238,7 +237,7 @@ class OpenVINOExecutor(Executor):
         if base_of(device) == "CPU":
             config["INFERENCE_NUM_THREADS"] = self._threads
         if options.cache_dir:
-            from ..cache import compiled_dir
+            from ..cachedir import compiled_dir
 
             config["CACHE_DIR"] = str(compiled_dir(options.cache_dir, "openvino") / content_key(model))
         config.update(options.runtime_options.get("config", {}))

@@ -191,9 +191,9 @@ def _is_real_root(root) -> bool:
 
 def tpu_hardware(root: str | Path = Path("/"), identity=None) -> Availability:
     """Cloud TPU chips below ``root`` from the probe's PCI reader (no TensorFlow import)."""
-    from ..probe.access import Access
     from ..devfs import as_tree
-    from ..probe.tpu import read_tpu
+    from ..hardware.access import Access
+    from ..hardware.tpu import read_tpu
 
     tree = as_tree(root)
     chips = read_tpu(tree, Access(tree, identity)).accelerators
@@ -210,7 +210,7 @@ def tpu_hardware(root: str | Path = Path("/"), identity=None) -> Availability:
 
 def cuda_hardware(root: str | Path = Path("/"), identity=None) -> Availability:
     """An NVIDIA GPU (or a Jetson's) below ``root`` from the probe (no TensorFlow import)."""
-    from ..probe import probe
+    from ..hardware import survey_device as probe
 
     report = probe(root, runtimes=False, identity=identity)
     gpus = [a for a in report.accelerators if "CUDA" in a.devices]

@@ -222,7 +222,7 @@ class TensorRTExecutor(Executor):
     def _built_or_cached(self, trt, gpu) -> bytes:
         """The engine of the ONNX model: from the cache when one was built here for the same model, GPU, TensorRT
         and options, else built now (and kept when there is a cache folder)."""
-        from ..cache import compiled_dir
+        from ..cachedir import compiled_dir
 
         key = engine_cache_key(self.model.digest, self._gpu, self._compute, trt.__version__, self._build)
         self._details["cache_key"] = key

@@ -138,7 +138,7 @@ class BuildOptions:
 
     def key_parts(self) -> dict:
         """What goes into the cache key: every option that changes the engine TensorRT builds."""
-        from ..cache import inputs_digest
+        from ..cachedir import inputs_digest
 
         return {"precision": self.precision, "workspace_bytes": self.workspace_bytes,
                 "shapes": {k: [list(s) for s in v] for k, v in sorted(self.shapes.items())},

@@ -142,7 +142,7 @@ def _parsed(paths: list) -> list:
     from ..digest import blake2b
 
     try:
-        from ..cache import cache_root
+        from ..cachedir import cache_root
 
         h = blake2b(digest_size=16)
         for path in paths:

@@ -1,11 +1,10 @@
 """Profiling one candidate: load it as ``edgeaccel.load`` would (with the runtime's profiling switched on), run
 it, and turn what the runtime's collector gathered into an ``ExecutorProfile``.
 
-Each executor class names its collector in ``profiler`` ("module:function"); a plug-in executor can name its
-own. A collector is ``collect(job: ProfileJob) -> Collected``: it opens the executor through ``job.open``
-(which times the load and passes the runtime's profiling switches as runtime options), runs it through
-``job.time_runs`` (warm-up excluded, each run timed around the runtime's inference call) and parses what the
-runtime reports. A runtime without a collector gets ``collect_whole_model``: whole-model time only, said so.
+The built-in runtimes' collectors are listed here (``BUILTIN_COLLECTORS``), beside them, so that no executor
+names a profiling module (profiling sits above the executors); a plug-in executor names its own in its class's
+``profiler`` ("module:function"). A collector is ``collect(job: ProfileJob) -> Collected`` (``job.py``). A
+runtime without a collector gets ``collect_whole_model``: whole-model time only, said so.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import importlib
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -22,87 +20,26 @@ import numpy as np
 from ..errors import EdgeAccelError
 from ..executors.base import Executor, ExecutorOptions
 from . import memory
-from .schema import ExecutorProfile, OpEvent, OpProfile, RunRecord, aggregate, device_split
+from .job import Collected, ProfileJob
+from .schema import ExecutorProfile, OpProfile, aggregate, device_split
 
 PAUSE_S = 0.05  # before each executor: runtime facts, ONNX Runtime's threads spin after a run and bill the next one
 
 
-@dataclass
-class Collected:
-    """What a runtime's collector gathered: per timed run, the whole-model time and the operators it timed."""
-
-    records: list[RunRecord]
-    per_op_available: bool
-    note: str
-    graph: dict = field(default_factory=dict)
-    not_executed: int = 0
-    listed: list[OpEvent] = field(default_factory=list)  # the operators, where the runtime times none of them
-
-
-@dataclass
-class ProfileJob:
-    """One candidate to profile and how: the collector's view of the driver."""
-
-    candidate: object  # selector.Candidate: runtime, device, artifact
-    options: ExecutorOptions
-    inputs: Sequence[np.ndarray]
-    runs: int
-    warmup: int
-    workdir: Path
-    sampler: Callable[[], object] | None = None  # a context manager factory around the timed runs (utilization)
-    clock: Callable[[], float] = time.perf_counter
-    load_s: float = 0.0
-    executor: Executor | None = None
-    sampled: object | None = None
-    t0: float = field(default_factory=time.perf_counter)
-
-    def open(self, **runtime_options) -> Executor:
-        """The candidate's executor, loaded with the job's options plus ``runtime_options`` (a runtime's
-        profiling switches; nested dicts such as OpenVINO's "config" are merged, the caller's keys kept)."""
-        from ..loader import open_candidate
-        from ..tensors import InputBinder
-
-        merged = dict(self.options.runtime_options)
-        for key, value in runtime_options.items():
-            merged[key] = {**value, **merged.get(key, {})} if isinstance(value, dict) else value
-        start = self.clock()
-        self.executor = open_candidate(self.candidate, replace(self.options, runtime_options=merged))
-        self.load_s = self.clock() - start
-        self.inputs = InputBinder(self.executor.inputs).bind(list(self.inputs))
-        return self.executor
-
-    def time_runs(self, run_once: Callable[[], object],
-                  after: Callable[[int, RunRecord | None], None] | None = None) -> list[RunRecord]:
-        """``warmup`` untimed calls, then ``runs`` timed ones (inside the utilization sampler when there is one);
-        ``after(k, record)`` is called after each timed run, outside its timing (k counts every call, warm-up
-        included, from 1; the record is None after a warm-up call)."""
-        for k in range(1, self.warmup + 1):
-            run_once()
-            if after is not None:
-                after(k, None)
-        records = []
-        sampler = self.sampler() if self.sampler is not None else None
-        if sampler is not None:
-            sampler.__enter__()
-        try:
-            for k in range(self.warmup + 1, self.warmup + self.runs + 1):
-                start = self.clock()
-                run_once()
-                end = self.clock()
-                record = RunRecord(start - self.t0, (end - start) * 1e3)
-                records.append(record)
-                if after is not None:
-                    after(k, record)
-        finally:
-            if sampler is not None:
-                sampler.__exit__(None, None, None)
-                self.sampled = sampler
-        return records
+# built-in executor class -> its collector ("module:function" both); a subclass (a plug-in built on one) inherits it
+BUILTIN_COLLECTORS: dict[str, str] = {
+    "edgeaccel.executors.litert:LiteRTExecutor": "edgeaccel.profiling.litert:collect",
+    "edgeaccel.executors.onnxruntime:OnnxRuntimeExecutor": "edgeaccel.profiling.onnxruntime:collect",
+    "edgeaccel.executors.openvino:OpenVINOExecutor": "edgeaccel.profiling.openvino:collect",
+}
 
 
 def collector_for(cls: type[Executor]) -> Callable[[ProfileJob], Collected]:
-    """The executor class's collector ("module:function" in its ``profiler``), or the whole-model one."""
-    path = getattr(cls, "profiler", None)
+    """The collector a plug-in class names ("module:function" in its ``profiler``), else that of the built-in
+    class it is or extends, else the whole-model one."""
+    path = getattr(cls, "profiler", None) or next(
+        (BUILTIN_COLLECTORS[key] for key in (f"{k.__module__}:{k.__qualname__}" for k in cls.__mro__)
+         if key in BUILTIN_COLLECTORS), None)
     if not path:
         return collect_whole_model
     module, _, name = path.partition(":")

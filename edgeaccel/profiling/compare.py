@@ -24,14 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from .. import bundle, formats
+from ..modelfiles import bundle
+from .. import formats
 from ..agreement.tensors import ErrorSums
 from ..errors import EdgeAccelError, InferenceError, ModelError, runtime_message
 from ..modelinfo import Format, ModelInfo
 from . import compare_inputs
 from .compare_local import LocalErrors
 from .compare_match import ACTIVATIONS, LayerGraph, Match, canonical_op, match_layers
-from .taps import open_tap, runtime_for
+from .taps import runtime_for
+from .taps_open import open_tap
 
 log = logging.getLogger("edgeaccel.profile")
 

@@ -25,7 +25,7 @@ RANDOM_SEED = 0
 def float_samples(inputs, f_info: ModelInfo, q_info: ModelInfo, calibration: Path | None, samples: int,
                   normalize: str | None) -> tuple[list[list[np.ndarray]], str]:
     """Samples for the float model's inputs, at most ``samples``, and where they came from."""
-    from ..model_pipeline import describe_pipeline
+    from ..modelfiles.describe import describe_pipeline
 
     specs = f_info.inputs
     pipeline = describe_pipeline(f_info)  # a dynamic-size float model is fed images at its declared size

@@ -11,13 +11,10 @@ inputs' (compare.py), and a note says so.
 
 from __future__ import annotations
 
-import numpy as np
 
 from ..agreement.tensors import ErrorSums
 from ..modelinfo import Format, ModelInfo
-from .compare_match import Match
-
-MAX_SEGMENT_NODES = 64  # a longer walk means the boundary was missed (unmatched branch): use the estimate
+from .compare_match import MAX_SEGMENT_NODES, Match, boundary_value
 
 
 class LocalErrors:
@@ -71,12 +68,6 @@ class LocalErrors:
 
     def close(self) -> None:
         self._backend = None  # its session or interpreter; the sums stay
-
-
-def boundary_value(m: Match, q_values: dict, f_values: dict) -> np.ndarray:
-    """The quantized model's value of a boundary layer, laid out as the float tensor it replaces."""
-    value = np.ascontiguousarray(m.align(q_values[m.quantized.read]), np.float32)
-    return value.reshape(f_values[m.float.read].shape)
 
 
 class _OnnxSegments:

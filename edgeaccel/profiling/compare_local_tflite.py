@@ -10,7 +10,7 @@ import copy
 
 from ..errors import runtime_message
 from ..modelinfo import ModelInfo
-from .compare_local import MAX_SEGMENT_NODES, boundary_value
+from .compare_match import MAX_SEGMENT_NODES, boundary_value
 
 _SUBGRAPH_OPS = frozenset({"WHILE", "IF", "CALL_ONCE", "STABLEHLO_WHILE", "STABLEHLO_CASE"})
 

@@ -282,3 +282,13 @@ def _dims(shape: tuple) -> str:
 
 def _describe(layer: Layer) -> str:
     return f"{layer.name} ({layer.op_type} {_dims(layer.shape)})"
+
+
+# What the ONNX and TFLite segment runners (compare_local.py, compare_local_tflite.py) share, kept here below both.
+MAX_SEGMENT_NODES = 64  # a longer walk means the boundary was missed (unmatched branch): use the estimate
+
+
+def boundary_value(m: Match, q_values: dict, f_values: dict) -> np.ndarray:
+    """The quantized model's value of a boundary layer, laid out as the float tensor it replaces."""
+    value = np.ascontiguousarray(m.align(q_values[m.quantized.read]), np.float32)
+    return value.reshape(f_values[m.float.read].shape)

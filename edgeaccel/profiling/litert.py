@@ -10,7 +10,7 @@ its outputs to its inputs through the operators that produce them.
 
 from __future__ import annotations
 
-from .collect import Collected, ProfileJob
+from .job import Collected, ProfileJob
 from .schema import OpEvent
 
 CPU_KERNELS = "CPU (TFLite kernels)"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .collect import Collected, ProfileJob
+from .job import Collected, ProfileJob
 from .schema import OpEvent
 
 KERNEL_SUFFIX = "_kernel_time"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EdgeAccelError
-from .collect import Collected, ProfileJob
+from .job import Collected, ProfileJob
 from .schema import OpEvent
 
 EXECUTED = "EXECUTED"

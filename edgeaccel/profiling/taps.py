@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ModelError, RuntimeNotInstalledError, UnsupportedModelError
+from ..errors import ModelError, UnsupportedModelError
 from ..modelinfo import Format, ModelInfo, TensorSpec
 
 # The runtime that reads each format best; a tap on another runtime is asked for by name.
@@ -82,29 +82,6 @@ def runtime_for(info: ModelInfo, asked: str | None) -> str:
         raise UnsupportedModelError(f"{info.path.name} is a {info.format.value} model; per-layer capture reads "
                                     f".tflite, .onnx and OpenVINO IR", hint="convert it first (edgeaccel convert)")
     return DEFAULT_RUNTIME[info.format]
-
-
-_EXTRAS = {"litert": "ai-edge-litert", "onnxruntime": "'edgeaccel[onnx]'", "openvino": "'edgeaccel[openvino]'"}
-
-
-def open_tap(info: ModelInfo, runtime: str) -> Tap:
-    try:
-        if runtime == "litert":
-            from .taps_litert import LiteRTTap
-
-            return LiteRTTap(info)
-        if runtime == "onnxruntime":
-            from .taps_onnxruntime import OnnxRuntimeTap
-
-            return OnnxRuntimeTap(info)
-        from .taps_openvino import OpenVINOTap
-
-        return OpenVINOTap(info)
-    except RuntimeNotInstalledError:
-        raise
-    except ImportError as exc:
-        raise RuntimeNotInstalledError(f"reading the tensors of {info.path.name} needs {runtime} ({exc})",
-                                       hint=f"pip install {_EXTRAS[runtime]}") from exc
 
 
 def dequantize(values: np.ndarray, scales, zero_points, axis: int) -> np.ndarray:

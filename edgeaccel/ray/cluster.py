@@ -80,11 +80,11 @@ def survey_node() -> dict:
     import ray
 
     import edgeaccel
-    from edgeaccel.inventory import probe_package
+    from edgeaccel import probe
 
     from .resources import node_resources
 
-    report = probe_package(telemetry=False)
+    report = probe(telemetry=False)
     runtimes = [r for r in report.runtimes.items if r.usable]
     usable = report.usable_devices()
     from ..executors.device import base_of

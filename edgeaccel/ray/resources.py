@@ -26,9 +26,9 @@ def node_resources(report=None) -> dict[str, int]:
     """{resource: count} for this node (or for ``report``, a ProbeReport, e.g. of a fake tree): one unit per
     usable accelerator under its first device name (renamed by RAY_NAMES). The CPU is Ray's own: not listed."""
     if report is None:
-        from ..inventory import probe_package
+        from .. import probe
 
-        report = probe_package(runtimes=False, telemetry=False)
+        report = probe(runtimes=False, telemetry=False)
     counts: dict[str, int] = {}
     for acc in report.accelerators:
         if not acc.usable or not acc.devices or acc.kind == "cpu":

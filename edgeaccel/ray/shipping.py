@@ -41,7 +41,7 @@ def pack(model, ship: str = "bytes", labels=None, task: str | None = None) -> Mo
     """The payload for ``model`` (what ``edgeaccel.load`` takes: a file, a folder, a manifest, a list of files),
     validated here on the driver, with the task checked against its outputs, so that a bad model or a task that
     does not fit fails before any actor starts."""
-    from .. import bundle
+    from ..modelfiles import bundle
 
     if ship not in SHIP_MODES:
         raise ConfigError(f"ship={ship!r} is not one of {', '.join(SHIP_MODES)}", key="ship",

@@ -24,7 +24,7 @@ from ..errors import (DeadlineExceededError, EdgeAccelError, ExecutorError, Infe
                       OverloadedError)
 from ..executors.base import Executor, ExecutorInfo
 from ..model import FallbackEvent, Model, _fail, fails_over
-from ..selector import Ranking
+from ..selection.selector import Ranking
 from ..telemetry.sampler import DeviceLimits, DeviceSample, TelemetrySampler
 from ..telemetry.sensors import SensorSpec
 from ..tensors import Outputs
@@ -323,7 +323,7 @@ class ScheduledModel(Model):
         ok = True
         try:
             if self._probe_inputs is None:
-                from ..calibration import sample_inputs
+                from ..selection.calibration import sample_inputs
 
                 self._probe_inputs = sample_inputs(self._inputs, 2, 0)
             inputs = self._probe_inputs[self._probes % len(self._probe_inputs)]

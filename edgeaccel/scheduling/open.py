@@ -3,7 +3,7 @@
 Every candidate that loads joins, up to ``max_executors``: a scheduler can only move work between executors it
 holds. A candidate that fails to load is recorded in ``fallbacks`` (never silently dropped); candidates whose
 inputs differ from the first one's (an artifact twin with other dtypes) cannot take the same requests and are
-left out with that reason. With a ``guard`` (``edgeaccel.guard.ModelGuard``, what ``load`` passes), every
+left out with that reason. With a ``guard`` (``edgeaccel.selection.guard.ModelGuard``, what ``load`` passes), every
 executor must agree with the model's reference before it joins: one that does not is closed and recorded in
 ``fallbacks`` (stage "guard") with its figures; where no reference can run, only the first executor (the one a
 load without ``policy`` would serve) is kept, since the others could not be checked against it; the same
@@ -23,12 +23,12 @@ from ..errors import AccuracyGuardError, EdgeAccelError
 from ..executors.base import Executor, ExecutorOptions
 from ..model import FallbackEvent
 from ..profiles import Profile, get_profile
-from ..selector import Candidate, Ranking
+from ..selection.selector import Candidate, Ranking
 from .model import ScheduledModel, _unique_names
 from .policies import Policy, make_policy
 
 if TYPE_CHECKING:
-    from ..guard import ModelGuard
+    from ..selection.guard import ModelGuard
 
 log = logging.getLogger("edgeaccel")
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 
 from .errors import SourceError, SourceLostError
-from .readers import RawFrame, Source
+from .source import RawFrame, Source
 from .video import DEFAULT_OPEN_TIMEOUT_S, DEFAULT_READ_TIMEOUT_S, decode, open_container
 
 DEFAULT_RECONNECT_TIMEOUT_S = 30.0

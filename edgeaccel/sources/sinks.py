@@ -11,29 +11,7 @@ from pathlib import Path
 from collections.abc import Callable
 
 from ..errors import InputError
-
-
-class Sink:
-    def attach(self, sources: list) -> None:
-        """Called once before the first frame with the pipeline's Source objects (their names, frame rates
-        and clocks), in the order of ``write``'s ``source`` index."""
-
-    def write(self, frame, source: int) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
-
-
-def rendered(frame):
-    """The frame drawn by its task result (and its lines and zones, when counted), or the frame itself."""
-    render = getattr(frame.result, "render", None)
-    image = render(frame.image) if render is not None and frame.image is not None else frame.image
-    if getattr(frame, "zone_shapes", None) is not None and image is not None:
-        from ..vision.overlay import draw_zones
-
-        image = draw_zones(image, frame.zone_shapes, frame.zones)
-    return image
+from .sink import Sink, rendered
 
 
 class ImageSink(Sink):
@@ -110,6 +88,9 @@ def as_sinks(sinks, sources: int) -> list[Sink]:
         else:
             raise InputError(f"{sink!r} is not a sink", hint="give a path, a callable or an edgeaccel.sources Sink")
     return out
+
+
+__all__ = ["CallbackSink", "ImageSink", "JsonLinesSink", "Sink", "as_sinks", "rendered"]
 
 
 def __getattr__(name: str):

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 from .errors import SourceError, import_av
-from .readers import RawFrame, Source
+from .source import RawFrame, Source
 
 DEFAULT_OPEN_TIMEOUT_S = 10.0
 DEFAULT_READ_TIMEOUT_S = 5.0  # a stalled read ends after this (so that close() never waits longer)

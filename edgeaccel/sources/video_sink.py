@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import InputError
 from .errors import import_av
-from .sinks import Sink, rendered
+from .sink import Sink, rendered
 
 log = logging.getLogger("edgeaccel")
 

@@ -3,7 +3,7 @@ binds one (or recognizes it), ``model.predict(image)`` returns a Result in the o
 Only numpy is imported here; Pillow when a result is drawn."""
 
 from .errors import LayoutRefused, TaskError
-from .labels import Labels, read_labels
+from ..modelfiles.labels import Labels, read_labels
 from .preprocess import Frame
 from .recognize import TASKS, Recognized, recognize
 from .results import (SCHEMA, Box, Classification, ClassifyResult, DetectResult, Keypoint, Pose, PoseResult, Result,

@@ -10,7 +10,7 @@ import numpy as np
 
 from .anchors import DecodeOptions
 from .errors import TaskError
-from .labels import Labels
+from ..modelfiles.labels import Labels
 from .nms import iou_matrix, nms
 from .preprocess import Frame
 from .results import Box, DetectResult, Keypoint

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import TaskError
-from .labels import Labels
+from ..modelfiles.labels import Labels
 from .preprocess import Frame
 from .results import Classification, ClassifyResult
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import TaskError
-from .labels import Labels
+from ..modelfiles.labels import Labels
 from .nms import nms, xywh_to_xyxy
 from .plausible import check_boxes, check_scores
 from .preprocess import Frame

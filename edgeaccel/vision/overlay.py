@@ -77,18 +77,17 @@ def palette(n: int) -> np.ndarray:
 
 
 def draw(result, image: np.ndarray) -> np.ndarray:
-    from .results import ClassifyResult, DetectResult, PoseResult, SegmentResult
-
+    """``image`` with ``result`` (an edgeaccel.vision Result) drawn on it, by what it holds (``drawn_as``)."""
+    kind = result.drawn_as
     Image, ImageDraw = _pil()
-    if isinstance(result, SegmentResult):
+    if kind == "mask":
         image = blend_mask(image, result.mask, background=result.background)
     canvas = Image.fromarray(image)
     pen = ImageDraw.Draw(canvas)
     width = max(2, round(max(image.shape[:2]) / 300))
     font = font_for(*image.shape[:2])
     line = _height(pen, font) + 6  # one listed class per line
-    boxes = result.boxes if isinstance(result, DetectResult) else \
-        result.instances if isinstance(result, SegmentResult) else []
+    boxes = result.boxes if kind == "boxes" else result.instances if kind == "mask" else []
     if boxes:
         colours = palette(max([b.class_id for b in boxes], default=0) + 2)
         for box in boxes:
@@ -106,13 +105,13 @@ def draw(result, image: np.ndarray) -> np.ndarray:
             r = max(2, width)
             for k in box.keypoints:
                 pen.ellipse((k.x - r, k.y - r, k.x + r, k.y + r), fill=(255, 0, 255))
-    if isinstance(result, ClassifyResult):
+    if kind == "classes":
         for i, c in enumerate(result.classes[:5]):
             placed, (left, top, right, bottom) = label_parts(pen, (4, 4 + line * i), [c.label, f"{c.score:.2f}"], font)
             pen.rectangle((left - 2, top - 2, right + 2, bottom + 2), fill=(0, 0, 0))
             for px, text in placed:
                 pen.text((px, 4 + line * i), text, fill=(255, 255, 255), font=font)
-    elif isinstance(result, SegmentResult) and not result.instances:
+    elif kind == "mask" and not result.instances:
         colours = palette(max(result.labels, default=0) + max([c["class_id"] for c in result.classes], default=0) + 2)
         swatch = line - 6
         for i, c in enumerate(result.classes[:8]):
@@ -123,7 +122,7 @@ def draw(result, image: np.ndarray) -> np.ndarray:
             pen.rectangle((left - 2, top - 2, right + 2, bottom + 2), fill=(0, 0, 0))  # readable on any mask
             for px, text in placed:
                 pen.text((px, y), text, fill=(255, 255, 255), font=font)
-    elif isinstance(result, PoseResult):
+    elif kind == "poses":
         r = max(3, width + 1)
         for pose in result.poses:
             if pose.box is not None:  # YOLO pose: the person's box

@@ -1,60 +1,28 @@
 """From any image to a model's inputs, and back: resize (stretch) or letterbox (keep the aspect ratio, pad) to
-the input size, channel order, layout (NHWC/NCHW) and type, reusing ``edgeaccel.imageio``. ``Frame`` keeps
-what the decoders need to map their results to the original image's pixels."""
+the input size, channel order, layout (NHWC/NCHW) and type, reusing ``edgeaccel.imageio``. ``Frame`` (defined
+with ``fit`` in ``edgeaccel.imageio.resizing``, named here for the decoders) keeps what the decoders need to map
+their results to the original image's pixels."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import InputError
-from ..imageio import DYNAMIC_SIZE_HINT, _to_dtype, layout_of, read_image, resize
+from ..imageio.decode import read_image
+from ..imageio.inputs import DYNAMIC_SIZE_HINT, _to_dtype, layout_of
+from ..imageio.resizing import LETTERBOX_FILL, Frame, fit
 from ..modelinfo import TensorSpec
 
-LETTERBOX_FILL = 114  # the grey Ultralytics pads with: YOLO models were trained on it
-
-
-@dataclass(frozen=True)
-class Frame:
-    """How an original image (width x height) became the model's input (input_width x input_height):
-    input = original * scale + pad, per axis."""
-
-    width: int
-    height: int
-    input_width: int
-    input_height: int
-    scale_x: float
-    scale_y: float
-    pad_x: float = 0.0
-    pad_y: float = 0.0
-
-    def to_image(self, xyxy: np.ndarray) -> np.ndarray:
-        """Boxes (N x 4, x1 y1 x2 y2) in input pixels -> original image pixels, clipped to the image."""
-        out = np.empty_like(xyxy, dtype=np.float32)
-        out[:, 0::2] = (xyxy[:, 0::2] - self.pad_x) / self.scale_x
-        out[:, 1::2] = (xyxy[:, 1::2] - self.pad_y) / self.scale_y
-        out[:, 0::2] = np.clip(out[:, 0::2], 0, self.width)
-        out[:, 1::2] = np.clip(out[:, 1::2], 0, self.height)
-        return out
-
-    def points_to_image(self, xy: np.ndarray) -> np.ndarray:
-        """Points (N x 2, x y) in input pixels -> original image pixels."""
-        return np.stack([(xy[:, 0] - self.pad_x) / self.scale_x, (xy[:, 1] - self.pad_y) / self.scale_y], axis=1)
-
-    def as_dict(self) -> dict:
-        return {"width": self.width, "height": self.height, "input_width": self.input_width,
-                "input_height": self.input_height, "scale_x": self.scale_x, "scale_y": self.scale_y,
-                "pad_x": self.pad_x, "pad_y": self.pad_y}
-
+__all__ = ["LETTERBOX_FILL", "Frame", "as_rgb", "fit", "image_layout", "is_image_input", "to_tensor", "zeros_for"]
 
 def as_rgb(image) -> np.ndarray:
     """A path, a PIL image or an array (H x W x 3 / H x W x 4 / H x W) -> uint8 H x W x 3 RGB."""
     if isinstance(image, (str, Path)):
         image = read_image(image)
     elif not isinstance(image, np.ndarray) and hasattr(image, "convert") and hasattr(image, "size"):
-        from ..imageio import _from_pillow
+        from ..imageio.decode import _from_pillow
 
         image = _from_pillow(image, "the PIL image")  # 16-bit and palette modes to 8 bits, not clipped
     if not isinstance(image, np.ndarray):
@@ -78,21 +46,6 @@ def as_rgb(image) -> np.ndarray:
     if image.shape[2] == 1:
         image = np.repeat(image, 3, axis=2)
     return np.ascontiguousarray(image[..., :3])
-
-
-def fit(image: np.ndarray, height: int, width: int, letterbox: bool,
-        fill: int = LETTERBOX_FILL) -> tuple[np.ndarray, Frame]:
-    """Resize (stretch) or letterbox an RGB image to height x width (padded with ``fill``: YOLO's grey by
-    default, MediaPipe pads with black); the Frame to map results back."""
-    h, w = image.shape[:2]
-    if not letterbox:
-        return resize(image, height, width), Frame(w, h, width, height, width / w, height / h)
-    scale = min(width / w, height / h)
-    new_w, new_h = max(1, round(w * scale)), max(1, round(h * scale))
-    pad_x, pad_y = (width - new_w) // 2, (height - new_h) // 2
-    canvas = np.full((height, width, image.shape[2]), fill, np.uint8)
-    canvas[pad_y:pad_y + new_h, pad_x:pad_x + new_w] = resize(image, new_h, new_w)
-    return canvas, Frame(w, h, width, height, new_w / w, new_h / h, float(pad_x), float(pad_y))
 
 
 def to_tensor(image: np.ndarray, spec: TensorSpec, layout: str, normalize) -> np.ndarray:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -18,6 +19,10 @@ SCHEMA = "edgeaccel.vision/1"
 
 @dataclass
 class Result:
+    # what the overlay draws (edgeaccel.vision.overlay reads it, so that it needs no result class): classes,
+    # boxes, mask or poses
+    drawn_as: ClassVar[str] = ""
+
     task: str
     frame: Frame
     model: str = ""
@@ -69,6 +74,8 @@ class Classification:
 
 @dataclass
 class ClassifyResult(Result):
+    drawn_as: ClassVar[str] = "classes"
+
     classes: list[Classification] = field(default_factory=list)  # best first
     probabilities: bool = True  # scores are probabilities (sum to 1), else raw scores
 
@@ -135,6 +142,8 @@ def _stage_dict(result) -> dict:
 
 @dataclass
 class DetectResult(Result):
+    drawn_as: ClassVar[str] = "boxes"
+
     boxes: list[Box] = field(default_factory=list)  # best first
     decoder: str = ""  # which layout was decoded: ssd-postprocess, yolov8, yolov5, nms-in-graph
 
@@ -144,6 +153,8 @@ class DetectResult(Result):
 
 @dataclass
 class SegmentResult(Result):
+    drawn_as: ClassVar[str] = "mask"
+
     mask: np.ndarray | None = field(default=None, repr=False)  # H x W class ids at the original image's size
     labels: dict[int, str] = field(default_factory=dict)
     classes: list[dict] = field(default_factory=list)  # {class_id, label, pixels, fraction}, largest first
@@ -174,6 +185,8 @@ class Pose:
 
 @dataclass
 class PoseResult(Result):
+    drawn_as: ClassVar[str] = "poses"
+
     poses: list[Pose] = field(default_factory=list)
     edges: list[tuple[int, int]] = field(default_factory=list)  # skeleton: pairs of keypoint indices
     min_score: float = 0.2  # keypoints below it are not drawn

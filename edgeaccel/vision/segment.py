@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .labels import Labels
+from ..modelfiles.labels import Labels
 from .preprocess import Frame
 from .results import SegmentResult
 

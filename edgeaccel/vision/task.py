@@ -16,7 +16,7 @@ from ..tensors import dequantize_array
 from . import anchors as ssd_anchors
 from . import blaze, classify, detect, landmarks, pose, segment, yolo_heads
 from .errors import LayoutRefused, TaskError
-from .labels import Labels, onnx_metadata, parse_names, read_labels
+from ..modelfiles.labels import Labels, onnx_metadata, parse_names, read_labels
 from .preprocess import LETTERBOX_FILL, Frame, as_rgb, fit, image_layout, is_image_input, to_tensor, zeros_for
 from .recognize import TASKS, Recognized, fits, recognize
 from .results import Result
@@ -87,7 +87,7 @@ class Task:
             if letterbox is None else letterbox
         self.normalize = normalize
         if normalize is None and self._inputs[self.image_index].dtype.kind == "f" and info.format is Format.TFLITE:
-            from .metadata import tflite_normalization
+            from ..modelfiles.metadata import tflite_normalization
 
             found = tflite_normalization(info.path, self.image_index)
             if found:
@@ -266,7 +266,7 @@ def _kpt_shape(metadata: dict) -> tuple[int, int] | None:
 
 def _size(options: dict) -> tuple[int, int] | None:
     """(height, width) of task_options imgsz: 640, "640", "480x640", (480, 640); ConfigError otherwise."""
-    from ..model_pipeline import parse_imgsz
+    from ..modelfiles.pipeline import parse_imgsz
 
     size = options.get("imgsz")
     return None if size is None else parse_imgsz(size, "task_options")
@@ -394,7 +394,8 @@ def _forced_layout(layout: str | None, shapes: list[tuple]) -> Recognized | None
 
 
 def _pipeline(model):
-    from ..model_pipeline import ModelPipeline, describe_pipeline
+    from ..modelfiles.pipeline import ModelPipeline
+    from ..modelfiles.describe import describe_pipeline
 
     found = getattr(model, "pipeline", None)
     return found if isinstance(found, ModelPipeline) else describe_pipeline(model.info)

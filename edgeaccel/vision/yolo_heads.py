@@ -9,7 +9,7 @@ import numpy as np
 
 from .detect import _to_input_pixels
 from .errors import TaskError
-from .labels import Labels
+from ..modelfiles.labels import Labels
 from .nms import nms, xywh_to_xyxy
 from .plausible import check_boxes, check_scores
 from .pose import COCO_EDGES, _names

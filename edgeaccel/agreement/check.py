@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import TaskError
-from .preprocess import Frame
-from .results import Result
+from ..vision.errors import TaskError
+from ..vision.preprocess import Frame
+from ..vision.results import Result
 
 # gate name -> (measure, "min" or "max"): the check options --min-precision, --min-recall, --min-miou,
 # --max-keypoint-distance, --min-top1
@@ -34,19 +34,19 @@ MIN_CLASS_SHARE = 0.005  # a class gated by segmentation mIoU covers at least 0.
 
 class TaskCheck:
     def __init__(self, reference_model, task: str | None, labels=None) -> None:
-        from .task import make_task
+        from ..vision.task import make_task
 
         self.labels = labels
         self.expected: list[Result] = []
         self.task = make_task(reference_model, None if task in (None, "auto") else task, labels)
         if self.task is None:
-            from .task import no_task_error
+            from ..vision.task import no_task_error
 
             raise no_task_error(reference_model)
 
     def decode(self, task, outputs_per_sample: list[list[np.ndarray]]) -> list[Result]:
         """The samples are already model inputs: results in the input's own pixels."""
-        from ..agreement.tasks import lenient
+        from .tasks import lenient
 
         frame = Frame(task.width, task.height, task.width, task.height, 1.0, 1.0)
         task = lenient(task)  # boxes near the threshold find their twins on the other side (agreement/tasks.py)
@@ -60,9 +60,9 @@ class TaskCheck:
     def measure(self, model, outputs_per_sample: list[list[np.ndarray]]) -> dict:
         """The artifact's results against the reference's, every measure pooled over the samples (None where
         nothing could be measured, e.g. no box on either side of any sample)."""
-        from ..agreement.tasks import task_metrics
+        from .tasks import task_metrics
 
-        from .task import make_task
+        from ..vision.task import make_task
 
         try:
             task = make_task(model, self.task.name, self.labels)

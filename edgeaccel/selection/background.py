@@ -6,7 +6,7 @@ accuracy checked: the thread runs the same calibration as ``calibrate=True`` (th
 of every candidate compared with it by the guard, on the decoded results when the vision task is known, with
 the load's task and accuracy_tolerance; alternating timed blocks), with a bounded budget and a bounded share of
 one core (a pause after each block), and only while the model is idle (``YIELD_S``), beside the requests being
-served. It switches only to a candidate that passed the guard (``edgeaccel.guard``: calibration's comparison
+served. It switches only to a candidate that passed the guard (``edgeaccel.selection.guard``: calibration's comparison
 with the reference, or a check made before the switch where calibration could not compare it) and is faster
 (or, for goal="efficiency", cheaper) than the one serving by more than ``MARGIN`` in the same interleaved
 measurement; and away from the one serving when its answers stray. The
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from typing import TYPE_CHECKING
 
-from .errors import EdgeAccelError
+from ..errors import EdgeAccelError
 
 if TYPE_CHECKING:  # the measuring imports wait for the thread: a load that never measures does not pay for them
     from .calibration import CalibrationPlan
@@ -92,7 +92,7 @@ class BackgroundCalibration:
                  guard=None) -> None:
         self._model = weakref.ref(model)
         self._measure, self._rerank, self._store, self._open = measure, rerank, store, open_candidate
-        self._guard = guard  # edgeaccel.guard.ModelGuard: what the candidate switched to must pass
+        self._guard = guard  # edgeaccel.selection.guard.ModelGuard: what the candidate switched to must pass
         # None: the module's figure at construction (read then, so that a test or an app can set it)
         self._delay_s = DELAY_S if delay_s is None else delay_s
         self._budget_s = BUDGET_S if budget_s is None else budget_s

@@ -1,4 +1,5 @@
-"""``probe()``: run every reader below a root, gather problems, and never raise.
+"""``survey_device()``: run every reader below a root, gather problems, and never raise (``edgeaccel.probe()``
+is this survey with the runtime survey handed in).
 
 Each reader already turns a missing or odd source into a reason; each is also called behind a last guard
 so that a bug in one reader costs its section, reported as a problem, and not the whole survey.
@@ -33,14 +34,7 @@ from .npu_rockchip import read_rockchip_npu
 from .pci import read_pci
 from .qualcomm import read_qualcomm
 from .report import ProbeReport
-from .runtimes import (
-    helper_packages,
-    runtime_problems,
-    skipped_runtimes,
-    survey_runtimes,
-    with_plugins,
-    with_runtime_views,
-)
+from .runtimes import RuntimeSurveyHook, helper_packages, skipped_runtimes, survey_runtimes
 from .system import OsInfo
 from .telemetry_sources import TelemetrySources, telemetry_problems, telemetry_sources
 from .tpu import read_tpu
@@ -57,15 +51,16 @@ def _guarded(what: str, problems: list[Problem], fallback: T, call: Callable[[],
         return fallback
 
 
-def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None, telemetry: bool = True,
-          identity: Identity | None = None) -> ProbeReport:
+def survey_device(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None, telemetry: bool = True,
+                  identity: Identity | None = None, runtime_survey: RuntimeSurveyHook | None = None) -> ProbeReport:
     """Survey the device below ``root``: machine, accelerators, runtimes, telemetry sources, problems.
 
     ``runtimes``: import the runtimes to see what each reaches (False skips it; never done for a root
-    other than "/", whose Python environment is not this one). ``identity``: whose access to device nodes
-    to judge (default: this process). ``telemetry``: False skips the telemetry section (what load() does:
-    choosing an executor needs the accelerators, not the sensors). Never raises: what cannot be read is
-    reported with a reason.
+    other than "/", whose Python environment is not this one), through ``runtime_survey``, which the layer that
+    knows the executors hands in (without one the section says it was not surveyed). ``identity``: whose access
+    to device nodes to judge (default: this process). ``telemetry``: False skips the telemetry section (what
+    load() does: choosing an executor needs the accelerators, not the sensors). Never raises: what cannot be
+    read is reported with a reason.
     """
     started = time.perf_counter()
     timings: dict[str, float] = {}
@@ -82,7 +77,7 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None, 
     pci, _ = _guarded("PCI devices", problems, ([], None), lambda: read_pci(tree))
     no_library = LibraryLookup("Edge TPU delegate (libedgetpu)", "libedgetpu.so.1", None, None, (), "lookup failed")
     library = _guarded("the Edge TPU library", problems, no_library, lambda: find_edgetpu_library(tree))
-    survey = tree.is_real and runtimes is not False
+    survey = tree.is_real and runtimes is not False and runtime_survey is not None
     packages = _guarded("package versions", problems, {}, helper_packages) if tree.is_real else {}
     libtpu_reason = ("libtpu is not installed" if packages.get("libtpu") is None else None) if tree.is_real \
         else "not checked (the probed root is not this machine's Python environment)"
@@ -111,14 +106,15 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None, 
 
     mark = time.perf_counter()
     if not survey:
-        why = "not surveyed: the probed root is not /" if not tree.is_real else "not surveyed: turned off"
+        why = ("not surveyed: the probed root is not /" if not tree.is_real else "not surveyed: turned off"
+               if runtimes is False else "not surveyed: no runtime survey was handed in (edgeaccel.probe() does)")
         runtime_section = skipped_runtimes(why, library)
     else:
         runtime_section = _guarded("runtimes", problems, skipped_runtimes("survey failed", library),
-                                   lambda: survey_runtimes(library))
+                                   lambda: survey_runtimes(library, runtime_survey))
         runtime_section = dataclasses.replace(runtime_section, packages={**runtime_section.packages, **packages})
-        problems.extend(runtime_problems(runtime_section, accelerators))
-        accelerators = with_runtime_views(runtime_section, accelerators)
+        problems.extend(runtime_survey.problems(runtime_section, accelerators))
+        accelerators = runtime_survey.views(runtime_section, accelerators)
     timings["runtimes"] = _ms(mark)
 
     mark = time.perf_counter()
@@ -133,7 +129,7 @@ def probe(root: str | os.PathLike = Path("/"), *, runtimes: bool | None = None, 
     families = summarize(accelerators, looked)
     report = ProbeReport(str(root), machine, tuple(accelerators), runtime_section, sources, tuple(problems), timings,
                          families)
-    return with_plugins(report) if survey else report
+    return report.with_plugins(runtime_survey.plugins()) if survey else report
 
 
 def _ms(start: float) -> float:

@@ -15,7 +15,7 @@ Manifest, schema ``edgeaccel.bundle/1``; paths are relative to the manifest's fo
     calibration: calibration.npy            # optional: the samples the int8 artifacts were calibrated on
     holdout: holdout.npy                    # optional: samples held back from calibration, what `check` uses
     calibration_split: {rule: ..., calibrated: [names], held_out: [names]}   # optional: which sample went where
-    pipeline:                               # optional: how images feed it (edgeaccel.model_pipeline)
+    pipeline:                               # optional: how images feed it (edgeaccel.modelfiles.pipeline)
       task: detect
       imgsz: [640, 640]
       letterbox: true
@@ -34,10 +34,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import formats
-from .errors import ConfigError, EdgeAccelError, ModelError, UnsupportedFormatError
-from .modelinfo import ModelInfo
-from .schema import Field, load_yaml, validate
+from .. import formats
+from ..errors import ConfigError, EdgeAccelError, ModelError, UnsupportedFormatError
+from ..modelinfo import ModelInfo
+from ..schema import Field, load_yaml, validate
 
 log = logging.getLogger("edgeaccel.bundle")
 
@@ -50,7 +50,7 @@ MANIFEST_SCHEMA = {
                          # int8 artifacts: the nodes convert left in float, and why
                          "kept_float": Field([{"node": Field(str, required=True), "op": Field(str),
                                                "why": Field(str)}]),
-                         # what convert's check measured on the held-out samples (edgeaccel.failed_artifacts)
+                         # what convert's check measured on the held-out samples (edgeaccel.selection.failed_artifacts)
                          "check": Field(dict)}], required=True),
     "reference": Field(str),
     "labels": Field(str),
@@ -58,7 +58,7 @@ MANIFEST_SCHEMA = {
     "holdout": Field(str),
     "calibration_split": Field({"rule": Field(str), "calibrated": Field([str]), "held_out": Field([str])}),
     "notes": Field(str),
-    "pipeline": Field(dict),  # checked field by field by edgeaccel.model_pipeline.validate
+    "pipeline": Field(dict),  # checked field by field by edgeaccel.modelfiles.pipeline.validate
 }
 
 
@@ -74,7 +74,7 @@ class ArtifactSet:
     calibration: Path | None = None
     holdout: Path | None = None
     notes: dict[Path, str] = field(default_factory=dict)
-    pipeline: dict | None = None  # the manifest's pipeline mapping (edgeaccel.model_pipeline)
+    pipeline: dict | None = None  # the manifest's pipeline mapping (edgeaccel.modelfiles.pipeline)
     checks: dict[Path, dict] = field(default_factory=dict)  # artifact -> the manifest's check entry
     pinned: bool = False  # one model file named by the caller (not a folder, list or manifest)
 
@@ -150,7 +150,7 @@ def read_manifest(path: Path, memo: formats.ValidationMemo | None = None) -> Art
         if data.get(key):
             setattr(found, key, _inside(folder, data[key], path, key))
     if data.get("pipeline"):
-        from .model_pipeline import validate as validate_pipeline
+        from .pipeline import validate as validate_pipeline
 
         validate_pipeline(data["pipeline"], f"{path}:pipeline")  # a wrong field fails the load, named
         found.pipeline = data["pipeline"]

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import EdgeAccelError
-from .executors.base import Executor
+from ..errors import EdgeAccelError
+from ..executors.base import Executor
 
 PAUSE_S = 0.05
 MIN_BLOCK_CALLS = 5

@@ -1,4 +1,4 @@
-"""edgeaccel's cache folder and the calibration cache kept in it.
+"""The calibration cache kept in edgeaccel's cache folder (the folder itself: ``edgeaccel.cachedir``).
 
 Calibration results are keyed by the artifacts' content hashes, this machine's hardware fingerprint, the
 installed runtime versions and edgeaccel's version, so a load on the same machine chooses from measurements
@@ -12,41 +12,16 @@ import functools
 import json
 import logging
 import os
-import platform
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 
-from .digest import blake2b, short
-from .modelinfo import Format, ModelInfo
+from ..digest import blake2b, short
+from ..modelinfo import Format, ModelInfo
 from .selector import Measurement
 
 log = logging.getLogger("edgeaccel.cache")
 CALIBRATION_SCHEMA = "edgeaccel.calibration/1"
-
-
-def cache_root(override: str | os.PathLike | None = None) -> Path:
-    """$EDGEACCEL_CACHE_DIR, else $XDG_CACHE_HOME/edgeaccel, else ~/.cache/edgeaccel."""
-    if override:
-        return Path(override)
-    if os.environ.get("EDGEACCEL_CACHE_DIR"):
-        return Path(os.environ["EDGEACCEL_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "edgeaccel"
-
-
-def hardware_fingerprint(devices: Iterable[str] = ()) -> str:
-    """CPU model, core count, architecture and the devices present: what measurements depend on."""
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.lower().startswith(("model name", "hardware", "cpu model")):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    parts = [platform.machine(), model or platform.processor(), str(os.cpu_count()), ",".join(sorted(devices))]
-    return "|".join(parts)
 
 
 def calibration_key(artifact_hashes: Iterable[str], fingerprint: str, versions: Mapping[str, str | None],
@@ -57,7 +32,7 @@ def calibration_key(artifact_hashes: Iterable[str], fingerprint: str, versions: 
     options), what was pinned (a pinned device measures other candidates) and the accuracy tolerance. The
     samples it ran on are recorded with the measurements (``inputs_digest``), not keyed: a later load cannot
     know them, and a `tune` on real samples must serve the plain loads after it."""
-    from ._version import __version__
+    from .._version import __version__
 
     payload = {"artifacts": sorted(artifact_hashes), "hardware": fingerprint,
                "runtimes": dict(sorted(versions.items())), "edgeaccel": __version__,
@@ -71,21 +46,6 @@ def calibration_key(artifact_hashes: Iterable[str], fingerprint: str, versions: 
     return short(json.dumps(payload, sort_keys=True, default=repr), 32)
 
 
-def inputs_digest(inputs) -> str | None:
-    """A digest of the caller's calibration inputs (dtype, shape and bytes of every array); None for none."""
-    if not inputs:
-        return None
-    import numpy as np
-
-    h = blake2b(b"calibration-inputs", digest_size=16)
-    for sample in inputs:
-        for array in (sample.values() if isinstance(sample, Mapping) else sample):
-            a = np.ascontiguousarray(array)
-            h.update(f"{a.dtype}{a.shape}".encode())
-            h.update(a.tobytes() if a.dtype != object else repr(a.tolist()).encode())
-    return h.hexdigest()
-
-
 def _jsonable(value):
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
@@ -94,58 +54,13 @@ def _jsonable(value):
     return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
 
 
-DEFAULT_MAX_BYTES = 1 << 30  # compiled models kept at most; $EDGEACCEL_CACHE_MAX_MB overrides
-COMPILED_FOLDERS = ("openvino", "onnxruntime", "tensorrt")
-
-
-def compiled_dir(root: str | os.PathLike, runtime: str) -> Path:
-    """Where a runtime keeps its compiled/optimized models (made on demand)."""
-    folder = Path(root) / runtime
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def max_bytes() -> int:
-    try:
-        return int(float(os.environ["EDGEACCEL_CACHE_MAX_MB"]) * (1 << 20))
-    except (KeyError, ValueError):
-        return DEFAULT_MAX_BYTES
-
-
-def trim(root: str | os.PathLike, limit: int | None = None) -> int:
-    """Delete the least recently used compiled-model files until the folders fit ``limit``; bytes freed."""
-    limit = max_bytes() if limit is None else limit
-    files = []
-    for name in COMPILED_FOLDERS:
-        folder = Path(root) / name
-        if folder.is_dir():
-            for path in folder.rglob("*"):
-                try:
-                    if path.is_file():
-                        st = path.stat()
-                        files.append((max(st.st_atime, st.st_mtime), st.st_size, path))
-                except OSError:
-                    continue
-    total = sum(size for _, size, _ in files)
-    freed = 0
-    for _, size, path in sorted(files):
-        if total - freed <= limit:
-            break
-        try:
-            path.unlink()
-            freed += size
-        except OSError:
-            continue
-    return freed
-
-
 @functools.lru_cache(maxsize=1)
 def validation_rules_key() -> str:
     """A key for the checks of this edgeaccel: the hash of the format readers' sources. A memo made under
     other rules is not trusted: a rule added because a model crashed a runtime must see that model again
     after an upgrade, not a memo saying it passed."""
-    from . import formats
-    from ._version import __version__
+    from .. import formats
+    from .._version import __version__
 
     h = blake2b(__version__.encode(), digest_size=8)
     for source in sorted(Path(formats.__file__).parent.glob("*.py")):
@@ -238,35 +153,6 @@ class CalibrationCache:
         return path
 
 
-# What lives in the cache folder, by sub-folder, for `edgeaccel cache info` and `edgeaccel cache clear`.
-CACHE_PARTS = {
-    "calibration": "measurements from `edgeaccel tune` / calibrate=True: they change which executor is chosen",
-    "openvino": "OpenVINO's compiled models (faster loads)",
-    "onnxruntime": "ONNX Runtime's optimized graphs and TensorRT engines (faster loads)",
-    "tensorrt": "engines TensorRT built from ONNX models, by model, GPU, TensorRT version and options (faster loads)",
-    "validated": "descriptions of model files that passed validation, by content hash (faster loads)",
-    "profiles": "the device profiles as parsed from their YAML, by content hash (lighter start-up)",
-}
-
-
-def usage(root: str | os.PathLike) -> dict[str, dict]:
-    """Files and bytes in each part of the cache folder at ``root`` (parts that are absent count 0)."""
-    out = {}
-    for name in CACHE_PARTS:
-        files = size = 0
-        folder = Path(root) / name
-        if folder.is_dir():
-            for path in folder.rglob("*"):
-                try:
-                    if path.is_file():
-                        files += 1
-                        size += path.stat().st_size
-                except OSError:
-                    continue
-        out[name] = {"files": files, "bytes": size}
-    return out
-
-
 def calibration_entries(root: str | os.PathLike) -> list[dict]:
     """Each kept calibration: its file, the artifacts measured, when, and which candidates were eligible."""
     entries = []
@@ -285,16 +171,3 @@ def calibration_entries(root: str | os.PathLike) -> list[dict]:
     return entries
 
 
-def clear(root: str | os.PathLike, parts: Iterable[str] | None = None) -> int:
-    """Delete the named parts of the cache folder (default: all of them); bytes freed. Only edgeaccel's own
-    sub-folders are touched, so a cache_dir pointing somewhere shared loses nothing else."""
-    import shutil
-
-    parts = list(parts or CACHE_PARTS)
-    unknown = [name for name in parts if name not in CACHE_PARTS]
-    if unknown:
-        raise ValueError(f"unknown cache part {unknown[0]!r}; known: {', '.join(CACHE_PARTS)}")
-    sizes = usage(root)
-    for name in parts:
-        shutil.rmtree(Path(root) / name, ignore_errors=True)
-    return sum(sizes[name]["bytes"] for name in parts)

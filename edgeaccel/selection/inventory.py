@@ -1,8 +1,8 @@
 """The probe report's runtimes section, assembled above both the hardware probe and the executors.
 
-The probe (``edgeaccel/probe``) surveys hardware only, and executors ask it about their devices; what each
-runtime reaches here is the executor class's own ``survey()``. This module joins the two: it registers the
-runtime survey with the probe, so ``edgeaccel.probe()`` and ``edgeaccel probe`` show every registered runtime
+The hardware survey (``edgeaccel/hardware``) reads hardware only, and executors ask it about their devices; what
+each runtime reaches here is the executor class's own ``survey()``. This module joins the two: ``RUNTIME_SURVEY``
+is what ``edgeaccel.probe()`` hands the hardware survey, so it and ``edgeaccel probe`` show every registered runtime
 (plug-ins included, and broken plug-ins with their error), which runtime reaches each accelerator found, and
 the accelerators that no installed runtime reaches, with what installs one.
 """
@@ -10,15 +10,14 @@ the accelerators that no installed runtime reaches, with what installs one.
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 
-from .executors import registry
-from .executors.device import base_of
-from .probe import runtimes as probe_runtimes
-from .probe.common import Problem
-from .probe.families import PluginSeen
-from .runtimeinfo import RuntimeInfo
+from ..executors import registry
+from ..executors.device import base_of
+from ..hardware import runtimes as probe_runtimes
+from ..hardware.common import Problem
+from ..hardware.families import PluginSeen
+from ..runtimeinfo import RuntimeInfo
 
 
 def survey_runtimes() -> tuple[RuntimeInfo, ...]:
@@ -115,5 +114,4 @@ def plugins() -> list[PluginSeen]:
     return seen
 
 
-probe_runtimes.register_survey(probe_runtimes.RuntimeSurveyHook(survey_runtimes, problems, views, plugins))
-probe_package = sys.modules["edgeaccel.probe"]  # what edgeaccel's lazy "probe" resolves to: callable, surveys all
+RUNTIME_SURVEY = probe_runtimes.RuntimeSurveyHook(survey_runtimes, problems, views, plugins)

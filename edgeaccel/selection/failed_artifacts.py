@@ -12,8 +12,9 @@ import logging
 import warnings
 from dataclasses import dataclass, field, replace
 
-from . import bundle, formats
-from .errors import EdgeAccelError, ModelError
+from ..modelfiles import bundle
+from .. import formats
+from ..errors import EdgeAccelError, ModelError
 from .selector import Rejection
 
 log = logging.getLogger("edgeaccel")
@@ -43,7 +44,7 @@ def leave_out_failed(found: bundle.ArtifactSet, executor: str | None = None) -> 
     passed = [a for a in found.artifacts if a.path not in failed]
     kept_failed = []
     if executor:
-        from .executors.registry import runtimes
+        from ..executors.registry import runtimes
 
         cls = runtimes().get(executor)
         if cls is not None and not any(cls.reads(a.format) for a in passed):

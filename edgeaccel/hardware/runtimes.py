@@ -1,13 +1,13 @@
 """The report's runtimes section: which inference runtimes are installed and what each reaches here.
 
-What each runtime reaches is its executor's own ``survey()`` (edgeaccel/executors); ``edgeaccel.inventory``
-collects them and registers itself here. Only the real root is surveyed: the Python environment of another
-root is not this one.
+What each runtime reaches is its executor's own ``survey()`` (edgeaccel/executors); the hardware survey imports
+no executor, so the caller hands it a ``RuntimeSurveyHook`` (``edgeaccel.probe()`` passes
+``edgeaccel.selection.inventory.RUNTIME_SURVEY``). Only the real root is surveyed: the Python environment of
+another root is not this one.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -48,51 +48,19 @@ def helper_packages() -> dict[str, str | None]:
     return versions
 
 
-# The runtime survey is assembled above both the probe and the executors (edgeaccel.inventory registers it
-# here when imported), so that the probe, which executors ask about hardware, imports no executor.
-# The registered survey also judges the accelerators against the runtimes (which runtime reaches which).
-_SURVEYS: list[RuntimeSurveyHook] = []
-
-
 @dataclass(frozen=True)
 class RuntimeSurveyHook:
+    """What the layer that knows the executors hands to the hardware survey; it also judges the accelerators
+    against the runtimes (which runtime reaches which)."""
+
     runtimes: Callable[[], tuple[RuntimeInfo, ...]]
     problems: Callable[[Runtimes, list], list]  # (runtimes, accelerators) -> [Problem]
     views: Callable[[Runtimes, list], list]  # (runtimes, accelerators) -> accelerators noting who reaches them
     plugins: Callable[[], list]  # -> [PluginSeen]: the executor plug-ins family of the report
 
 
-def register_survey(hook: RuntimeSurveyHook) -> None:
-    if hook not in _SURVEYS:
-        _SURVEYS.append(hook)
-
-
-def runtime_problems(runtimes: Runtimes, accelerators: list) -> list:
-    return [p for hook in _SURVEYS for p in hook.problems(runtimes, accelerators)]
-
-
-def with_plugins(report):
-    for hook in _SURVEYS:
-        report = report.with_plugins(hook.plugins())
-    return report
-
-
-def with_runtime_views(runtimes: Runtimes, accelerators: list) -> list:
-    for hook in _SURVEYS:
-        accelerators = hook.views(runtimes, accelerators)
-    return accelerators
-
-
-def survey_runtimes(edgetpu: LibraryLookup) -> Runtimes:
-    if not _SURVEYS:
-        # The layer above registers itself when imported; load it by name, as entry points are loaded, so
-        # that edgeaccel.probe() surveys runtimes whatever was imported first (probe/ imports no executor).
-        importlib.import_module("edgeaccel.inventory")
-    if not _SURVEYS:
-        return skipped_runtimes("not surveyed: edgeaccel.inventory, which knows the executors, is not imported "
-                                "(edgeaccel.probe() and `edgeaccel probe` import it)", edgetpu)
-    items = tuple(item for hook in _SURVEYS for item in hook.runtimes())
-    return Runtimes(True, None, items, (edgetpu,), helper_packages())
+def survey_runtimes(edgetpu: LibraryLookup, hook: RuntimeSurveyHook) -> Runtimes:
+    return Runtimes(True, None, tuple(hook.runtimes()), (edgetpu,), helper_packages())
 
 
 def skipped_runtimes(reason: str, edgetpu: LibraryLookup) -> Runtimes:

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 
 from dataclasses import replace
 
-from .executors.base import Executor, ExecutorOptions
-from .executors.device import base_of, same_base
-from .modelinfo import Format, ModelInfo
-from .profiles.types import Profile
+from ..executors.base import Executor, ExecutorOptions
+from ..executors.device import base_of, same_base
+from ..modelinfo import Format, ModelInfo
+from ..profiles.types import Profile
 
 # Without a profile: accelerators are tried before the CPU, the CPU is the last resort.
 KIND_ORDER = {"edgetpu": 0, "npu": 1, "dsp": 1, "gpu": 2, "tpu": 2, "auto": 4, "cpu": 5}

@@ -28,14 +28,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .agreement import DEFAULT_TOLERANCE, agreement
-from .agreement.guard import Thresholds, judge, judged_on_task
-from .errors import EdgeAccelError
-from .executors.base import Executor
-from .executors.registry import is_builtin
-from .modelinfo import TensorSpec
+from ..agreement import DEFAULT_TOLERANCE, agreement
+from ..agreement.guard import Thresholds, judge, judged_on_task
+from ..errors import EdgeAccelError
+from ..executors.base import Executor
+from ..executors.registry import is_builtin
+from ..modelinfo import TensorSpec
 from .selector import Candidate, Measurement, Ranking
-from .tensors import concrete_shape, random_array
+from ..tensors import concrete_shape, random_array
 from .timing import PAUSE_S, head_to_head, measure, within_noise
 
 log = logging.getLogger("edgeaccel.calibration")
@@ -106,8 +106,8 @@ def task_inputs(task, count: int) -> list[list[np.ndarray]] | None:
 
 
 def _photo_variants(count: int) -> list[np.ndarray]:
-    from .errors import InputError
-    from .imageio import read_image
+    from ..errors import InputError
+    from ..imageio import read_image
 
     try:
         photo = read_image(_sample_image())
@@ -122,8 +122,8 @@ def _photo_variants(count: int) -> list[np.ndarray]:
 
 
 def _image_input(photo: np.ndarray, spec: TensorSpec) -> np.ndarray | None:
-    from .errors import InputError
-    from .imageio import image_to_input, layout_of
+    from ..errors import InputError
+    from ..imageio import image_to_input, layout_of
 
     if spec.dtype.kind not in "uif" or (spec.dtype.kind == "i" and spec.dtype.itemsize > 1):
         return None
@@ -136,7 +136,7 @@ def _image_input(photo: np.ndarray, spec: TensorSpec) -> np.ndarray | None:
 
 
 def _sample_image():
-    from ._data import samples_dir
+    from .._data import samples_dir
 
     return samples_dir() / "bird.png"
 
@@ -151,7 +151,7 @@ def compare(reference: Sequence[np.ndarray], got: Sequence[np.ndarray], ref_spec
 def reference_candidates(ranking: Ranking) -> list[Candidate]:
     """Without a reference from the loader: the built-in CPU candidates at the model's own precision in the
     ranking, those reading the format natively first."""
-    from .executors.registry import get
+    from ..executors.registry import get
 
     found = [c for c in (*ranking.candidates, *ranking.untested)
              if is_builtin(c.runtime) and c.kind == "cpu" and c.precision is None]
@@ -216,8 +216,8 @@ def calibrate(
 def _bind(inputs: Sequence, specs: Sequence[TensorSpec]) -> list[list[np.ndarray]]:
     """The caller's samples checked like run()'s inputs (a list in input order or a dict by name each): a
     wrong dtype or shape is the caller's InputError now, not every candidate failing to run."""
-    from .errors import InputError
-    from .tensors import InputBinder
+    from ..errors import InputError
+    from ..tensors import InputBinder
 
     binder = InputBinder(specs)
     if isinstance(inputs, np.ndarray) or isinstance(inputs, Mapping):
@@ -271,8 +271,8 @@ def _task_for(cand: Candidate, executor: Executor, request: TaskRequest):
         return None, ""
     from types import SimpleNamespace
 
-    from .vision.errors import TaskError
-    from .vision.task import make_task
+    from ..vision.errors import TaskError
+    from ..vision.task import make_task
 
     bound = SimpleNamespace(info=cand.artifact, inputs=executor.inputs, outputs=executor.outputs)
     try:

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import AccuracyGuardError, EdgeAccelError
-from .modelinfo import TensorSpec
+from ..errors import AccuracyGuardError, EdgeAccelError
+from ..modelinfo import TensorSpec
 
 log = logging.getLogger("edgeaccel")
 
@@ -46,8 +46,8 @@ def judge(reference: Sequence[Sequence[np.ndarray]], got: Sequence[Sequence[np.n
           task: Any = None) -> Verdict:
     """Whether ``got`` (per sample, per output) agrees with ``reference`` within ``tolerance``, judged on the
     vision ``task``'s results when there is one: the one call into the agreement module."""
-    from .agreement.guard import Thresholds
-    from .agreement.guard import judge as agreement_judge
+    from ..agreement.guard import Thresholds
+    from ..agreement.guard import judge as agreement_judge
 
     result = agreement_judge(reference, got, ref_specs, got_specs, task=task, thresholds=Thresholds(tolerance))
     return Verdict(result.ok, result.why, result.metrics)
@@ -74,7 +74,7 @@ def twins(executor: Any) -> list[tuple[str, Any]]:
     """The runtime objects behind an executor that may answer a request: an adaptive executor's latency and
     throughput twins (built with different thread and stream settings, which change reduction orders), or
     the executor itself."""
-    from .executors.adaptive import AdaptiveExecutor
+    from ..executors.adaptive import AdaptiveExecutor
 
     if isinstance(executor, AdaptiveExecutor):
         return [("latency twin", executor.latency), ("throughput twin", executor.throughput)]
