@@ -18,7 +18,7 @@ import edgeaccel
 from edgeaccel import inventory
 from edgeaccel.cli.progress import Status
 from edgeaccel.cli.rejections import group_rejections, print_rejections
-from edgeaccel.probe.runtimes import Runtimes
+from edgeaccel.hardware.runtimes import Runtimes
 from edgeaccel.runtimeinfo import RuntimeInfo
 from edgeaccel.testing import rpi5_with_coral_usb, x86_server_with_cuda_gpu
 
