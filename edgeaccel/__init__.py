@@ -5,6 +5,10 @@
         print(model.executor)
         outputs = model.run(image)
 
+    # the rarer choices are option objects: SelectionOptions, RuntimeOptions, TaskOptions, ScheduleOptions
+    model = edgeaccel.load("model.onnx", runtime=edgeaccel.RuntimeOptions(threads=2))
+    scheduled = edgeaccel.schedule("model.onnx", "thermal")  # several executors under a policy
+
 Importing edgeaccel is cheap and imports no runtime (nor numpy): the public names below are resolved on
 first use.
 """
@@ -41,6 +45,12 @@ from ._version import __version__
 
 _LAZY = {
     "load": ("loader", "load"),
+    "schedule": ("loader", "schedule"),
+    "select": ("choice", "select"),
+    "SelectionOptions": ("options", "SelectionOptions"),
+    "RuntimeOptions": ("options", "RuntimeOptions"),
+    "ScheduleOptions": ("options", "ScheduleOptions"),
+    "TaskOptions": ("options", "TaskOptions"),
     "describe": ("formats", "describe"),
     "image_input": ("imageio", "image_input"),
     "describe_pipeline": ("model_pipeline", "describe_pipeline"),
@@ -106,7 +116,9 @@ if TYPE_CHECKING:
     from .imageio import image_input
     from .model_pipeline import ModelPipeline, describe_pipeline
     from .isolation.limits import IsolationLimits
-    from .loader import load
+    from .choice import select
+    from .loader import load, schedule
+    from .options import RuntimeOptions, ScheduleOptions, SelectionOptions, TaskOptions
     from .cascade.core import Cascade
     from .model import Model
     from .scheduling.model import ScheduledModel

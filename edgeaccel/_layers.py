@@ -19,13 +19,13 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("model facts", frozenset({"modelinfo", "tensors", "formats"})),
     ("hardware survey", frozenset({"probe", "telemetry"})),
     ("runtimes", frozenset({
-        "executors", "profiles", "selector", "cache", "timing", "inventory", "isolation",
+        "executors", "profiles", "selector", "cache", "timing", "inventory", "isolation", "options", "machine",
     })),
     # Task pre/post-processing sits below Model today: calibration, agreement and the model pipeline use it.
     ("task data", frozenset({"vision", "imageio", "model_pipeline", "agreement", "bundle", "samples"})),
     ("selection", frozenset({"calibration", "guard", "background", "failed_artifacts"})),
-    ("model", frozenset({"model"})),
-    ("opening and running", frozenset({"loader", "scheduling", "sources"})),
+    ("model", frozenset({"model", "ranked_model"})),
+    ("opening and running", frozenset({"loader", "choice", "opening", "load_keywords", "scheduling", "sources"})),
     ("public API and services", frozenset({
         "edgeaccel", "convert", "evaluation", "profiling", "serve", "ray", "sim", "testing", "fuzzing", "cascade",
     })),

@@ -133,10 +133,14 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
 
     from ..failed_artifacts import RECHECKING
 
-    def load(*args, **kwargs):
+    from ..options import RuntimeOptions, SelectionOptions
+
+    def load(path, executor: str | None = None):
+        """``path`` on ``executor`` (or the best), strict: a failure is the row's, never a fallback's."""
         token = RECHECKING.set(True)  # each artifact is opened alone on purpose: no "pinned a failed one" warning
         try:
-            return plain_load(*args, cache_dir=cache_dir, cache=cache, **kwargs)
+            return plain_load(path, executor=executor, selection=SelectionOptions(strict=True),
+                              runtime=RuntimeOptions(cache_dir=cache_dir, cache=cache))
         finally:
             RECHECKING.reset(token)
 
@@ -148,7 +152,7 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
     data_path, data_kind, notes = _samples_to_check(path, data, found)
     if task == "none":
         task = None
-    with load(ref_path, strict=True) as ref_model:
+    with load(ref_path) as ref_model:
         from ..model_pipeline import describe_pipeline, pipeline_of
 
         ref_executor = ref_model.executor.name
@@ -223,7 +227,7 @@ def _measure(info: ModelInfo, executor: str, ref_info: ModelInfo, samples, expec
     row = Row(info.path, info.format.value, executor, info.size_bytes, _ratio(ref_info, info),
               is_reference=info is ref_info)
     try:
-        model = load(info.path, executor=executor, strict=True)
+        model = load(info.path, executor=executor)
     except EdgeAccelError as exc:
         row.error, row.load_failed = exc.message, True
         return row

@@ -1,6 +1,6 @@
 """The server's core, shared by HTTP and gRPC: every loaded model, and the path a request takes to one.
 
-Each model is loaded as ``edgeaccel.load(path, policy=...)`` does for one app (validated first, isolated in a
+Each model is loaded as ``edgeaccel.schedule(path, policy)`` does for one app (validated first, isolated in a
 worker process with ``isolate``), so it is a ScheduledModel: its requests queue in deadline order and run on
 the executors its policy picks from the devices' telemetry (thermal, power, latency, efficiency). What the core
 adds for many models at once:
@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..model import _fail, _set
+from ..options import RuntimeOptions, ScheduleOptions, TaskOptions
 from ..tensors import InputBinder
 from .batching import Batcher, batchable
 from .errors import ServeError, from_edgeaccel
@@ -131,10 +132,15 @@ class ServeCore:
             # the runtimes' native log lines are filtered by swapping fd 2 for the process: one load at a time
             # swaps it (two at once would restore each other's capture file), others serve meanwhile
             with _NATIVE_LOG_LOCK, quiet_native_stderr():
-                model = edgeaccel.load(entry.source, executor=opts.executor, policy=opts.policy,
-                                       power_budget_w=opts.power_budget_w, performance_hint=opts.performance_hint,
-                                       isolate=opts.isolate, telemetry_root=opts.telemetry_root,
-                                       task=opts.tasks.get(entry.name), labels=opts.labels.get(entry.name))
+                common = dict(executor=opts.executor, task=opts.tasks.get(entry.name),
+                              runtime=RuntimeOptions(performance_hint=opts.performance_hint, isolate=opts.isolate),
+                              task_options=TaskOptions(labels=opts.labels.get(entry.name)))
+                if opts.policy:
+                    model = edgeaccel.schedule(entry.source, ScheduleOptions(
+                        opts.policy, power_budget_w=opts.power_budget_w, telemetry_root=opts.telemetry_root),
+                        **common)
+                else:
+                    model = edgeaccel.load(entry.source, **common)
         except Exception as exc:  # a model that does not load is a reason in the index, never a crash
             error = from_edgeaccel(exc, entry.name)
             raise ServeError(409 if error.status == 500 else error.status,
