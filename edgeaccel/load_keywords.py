@@ -92,21 +92,18 @@ def _checked(caller: str, keyword: str, value):
 
 
 def _deprecation(caller: str, moved: dict, changes: dict[str, dict]) -> str:
-    parts = []
-    for where, fields in changes.items():
-        if where == "schedule":
-            continue
-        parts.append(f"{where}={OBJECTS[where].__name__}({_spelled(fields)})")
+    objects = [f"{where}={OBJECTS[where].__name__}({_spelled(fields)})" for where, fields in changes.items()
+               if where != "schedule"]
     text = f"{caller}({', '.join(f'{k}=' for k in moved)}) is deprecated"
-    new = f"write {caller}(model, {', '.join(parts)})" if parts else ""
-    if "schedule" in changes:
-        sched = changes["schedule"]
-        if sched.get("policy") is not None:
-            new = (f"{new}; " if new else "") + (f"write edgeaccel.schedule(model, ScheduleOptions("
-                                                  f"{_spelled(sched)}), ...) for a ScheduledModel")
-        else:
-            new = (f"{new}; " if new else "") + "power_budget_w= and telemetry_root= apply only to " \
-                                                 "edgeaccel.schedule(model, ScheduleOptions(...))"
+    schedule = changes.get("schedule", {})
+    if schedule.get("policy") is not None:  # load(policy=...): a ScheduledModel is schedule()'s
+        plan = f"ScheduleOptions({_spelled(schedule)})" if len(schedule) > 1 else repr(schedule["policy"])
+        return (f"{text}: write edgeaccel.schedule(model, {', '.join([plan, *objects])}) for a ScheduledModel "
+                "(the option objects are in edgeaccel.options)")
+    new = f"write {caller}(model, {', '.join(objects)})" if objects else ""
+    if schedule:
+        new = (f"{new}; " if new else "") + "power_budget_w= and telemetry_root= apply only to " \
+                                             "edgeaccel.schedule(model, ScheduleOptions(...))"
     return f"{text}: {new} (the option objects are in edgeaccel.options)"
 
 

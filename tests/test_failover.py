@@ -18,6 +18,7 @@ import pytest
 import edgeaccel
 from edgeaccel.errors import DeviceUnavailableError
 from edgeaccel.executors.base import Availability, Executor, ExecutorInfo
+from edgeaccel.executors.facts import DeviceSpec
 from edgeaccel.loader import open_candidate, select
 from edgeaccel.ranked_model import RankedModel
 from edgeaccel.modelinfo import Format
@@ -36,7 +37,7 @@ class Unplugged(Executor):
     runtime = "unplugged"
     formats = frozenset(Format)
     devices = ("FakeNPU",)
-    device_kinds = {"FakeNPU": "npu"}
+    device_specs = (DeviceSpec("FakeNPU", "npu"),)
     plugged = True
 
     def __init__(self, inner: Executor, after: int) -> None:

@@ -22,6 +22,6 @@ from ..options import RuntimeOptions
 from .facts import DEVICE_KINDS, DeviceSpec, DeviceTarget, RuntimeSurvey
 from .translate import ErrorRule, translate
 
-__all__ = ["Availability", "DEVICE_KINDS", "DeviceRef", "DeviceSpec", "DeviceTarget", "ErrorRule", "Executor", "ExecutorInfo",
-           "ExecutorOptions", "Format", "ModelInfo", "Pool", "RuntimeOptions", "RuntimeSurvey", "TensorSpec", "default_threads",
-           "translate"]
+__all__ = ["Availability", "DEVICE_KINDS", "DeviceRef", "DeviceSpec", "DeviceTarget", "ErrorRule", "Executor",
+           "ExecutorInfo", "ExecutorOptions", "Format", "ModelInfo", "Pool", "RuntimeOptions", "RuntimeSurvey",
+           "TensorSpec", "default_threads", "translate"]

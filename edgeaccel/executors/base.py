@@ -92,6 +92,8 @@ class Executor(ABC):
     targets: ClassVar[tuple[DeviceTarget, ...]] = device_specs
     device_kinds: ClassVar[dict[str, str]] = {"CPU": "cpu"}
     devices: ClassVar[tuple[str, ...]] = ("CPU",)
+    # how the class declared them: "device_specs", or the older attribute it set (converted, with a warning)
+    devices_declared_as: ClassVar[str] = "device_specs"
     # precisions the caller may ask for; None is "the model's own" (f32 math for float models)
     precisions: ClassVar[tuple[str | None, ...]] = (None, "f32")
     # (top-level module, pip distribution) pairs that provide the runtime, any one suffices (checked
@@ -123,11 +125,13 @@ class Executor(ABC):
             folded = fold_old_declaration(cls.__qualname__, own)  # targets/device_kinds/devices, with a warning
             if folded is not None:
                 cls.device_specs, cls.kindless_devices = folded
+                cls.devices_declared_as = next(a for a in ("targets", "device_kinds", "devices") if a in own)
         else:
-            cls.kindless_devices = ()
+            cls.kindless_devices, cls.devices_declared_as = (), "device_specs"
         cls.device_specs = tuple(cls.device_specs)
         cls.targets = cls.device_specs
-        cls.device_kinds = {t.name: t.kind for t in cls.device_specs if not t.planned}
+        # anything but a DeviceSpec is left to the registry, which refuses the class saying why
+        cls.device_kinds = {t.name: t.kind for t in cls.device_specs if isinstance(t, DeviceSpec) and not t.planned}
         cls.devices = tuple(cls.device_kinds)
         if not cls.__dict__.get("label") and "runtime" in own:
             cls.label = cls.runtime
