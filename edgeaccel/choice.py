@@ -17,7 +17,7 @@ from .executors.base import ExecutorOptions
 from .executors.registry import runtimes
 from .load_keywords import Options, gather
 from .machine import machine_facts, resolve_profile
-from .opening import open_candidate
+from .opening import isolation_of, open_candidate
 from .options import RuntimeOptions, SelectionOptions, TaskOptions
 from .profiles import Profile
 from .selector import Candidate, MachineFacts, Measurement, Ranking, Rejection, rank
@@ -64,7 +64,7 @@ def select(model: ModelSource, *, executor: str | None = None, device: str | Non
 
     asked = gather("select", moved, selection, runtime, task_options)
     chosen_by, run_with, task_options = asked.selection, asked.runtime, asked.task
-    isolation = run_with.isolation
+    isolation = isolation_of(run_with)
     task_request = (task, task_options.labels, task_options.decoding())
     calibration_inputs, accuracy_tolerance = chosen_by.calibration_inputs, chosen_by.accuracy_tolerance
     precision, reduced = precision_choice(chosen_by.precision, executor, device)

@@ -18,8 +18,8 @@ from .executors.base import Executor
 from .load_keywords import Options, gather
 from .machine import machine_facts, resolve_profile  # noqa: F401  (their earlier home, still imported from here)
 from .model import FallbackEvent, Model
-from .opening import (all_failed, executor_class, load_candidate, nothing_can_run,  # noqa: F401  (as above)
-                      open_candidate, open_ranked)
+from .opening import (all_failed, executor_class, isolation_of, load_candidate,  # noqa: F401  (as above)
+                      nothing_can_run, open_candidate, open_ranked)
 from .options import RuntimeOptions, ScheduleOptions, SelectionOptions, TaskOptions
 from .selector import Candidate, Rejection
 
@@ -61,7 +61,7 @@ def load(model: ModelSource, *, executor: str | None = None, device: str | None 
         return _schedule(model, asked, executor, device, task)
     chosen = select(model, executor=executor, device=device, task=task, selection=asked.selection,
                     runtime=asked.runtime, task_options=asked.task)
-    isolation = asked.runtime.isolation
+    isolation = isolation_of(asked.runtime)
     guard = chosen.guard()  # one per model: failover, reselect and background switches share its reference
     loaded = open_ranked(chosen.ranking, chosen.options, asked.selection.strict, isolation, guard=guard)
     _record_left_out(loaded, chosen.left_out)
@@ -86,17 +86,18 @@ def schedule(model: ModelSource, policy: str | ScheduleOptions = "latency", *, p
     requests over them under ``policy``: a ScheduledModel (the same run API as a Model, plus ``submit``,
     ``stats`` and ``trace``).
 
-    policy: "latency", "efficiency", "thermal", "power" (with ``power_budget_w``, watts) or "fastest"; or a
-        ``ScheduleOptions`` (also ``telemetry_root``, where the sensors are read, and ``max_executors``).
+    policy: "latency", "efficiency", "thermal", "power" (with ``power_budget_w``, watts) or "fastest", a Policy
+        object, or a ``ScheduleOptions`` (also ``telemetry_root``, where the sensors are read, and
+        ``max_executors``).
     The other arguments are ``load``'s.
     """
-    if isinstance(policy, str):
-        policy = ScheduleOptions(policy)
-    elif not isinstance(policy, ScheduleOptions):
-        raise ConfigError(f"schedule(policy=...) takes a policy name or a ScheduleOptions, not "
-                          f"{type(policy).__name__}", key="policy",
-                          hint="write edgeaccel.schedule(model, 'thermal') or "
-                               "edgeaccel.schedule(model, ScheduleOptions('power', power_budget_w=5))")
+    if not isinstance(policy, ScheduleOptions):
+        if not isinstance(policy, str) and not hasattr(policy, "decide"):
+            raise ConfigError(f"schedule(policy=...) takes a policy name or a ScheduleOptions, not "
+                              f"{type(policy).__name__}", key="policy",
+                              hint="write edgeaccel.schedule(model, 'thermal') or "
+                                   "edgeaccel.schedule(model, ScheduleOptions('power', power_budget_w=5))")
+        policy = ScheduleOptions(policy)  # a name or a Policy object
     if power_budget_w is not None:
         policy = replace(policy, power_budget_w=power_budget_w)
     asked = gather("schedule", {}, selection, runtime, task_options)
@@ -111,13 +112,13 @@ def _schedule(model: ModelSource, asked: Options, executor: str | None, device: 
     plan = asked.schedule
     assert plan is not None
     try:  # a policy that does not exist, or a power policy without its budget, fails before anything loads
-        policy = make_policy(plan.policy, plan.power_budget_w)
+        policy = plan.policy if not isinstance(plan.policy, str) else make_policy(plan.policy, plan.power_budget_w)
     except ValueError as exc:
         raise ConfigError(str(exc), key="policy", hint="e.g. edgeaccel.schedule(model, 'thermal') or "
                           "edgeaccel.schedule(model, 'power', power_budget_w=5)") from None
     chosen = select(model, executor=executor, device=device, task=task, selection=asked.selection,
                     runtime=asked.runtime, task_options=asked.task)
-    isolation = asked.runtime.isolation
+    isolation = isolation_of(asked.runtime)
     if not chosen.ranking.candidates:
         raise nothing_can_run(chosen.ranking)
     adapted: set[str] = set()  # devices whose first executor holds the adaptive twins

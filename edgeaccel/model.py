@@ -111,7 +111,7 @@ class Model:
         raise NotImplementedError
 
     # -- vision tasks (edgeaccel.vision) -------------------------------------------------------------------
-    _task_request: tuple = (None, None, {})  # load(task=, labels=): bound on first use when not given
+    _task_request: tuple = (None, None, {})  # load(task=, task_options=): bound on first use when not given
     _task_bound = False
     _task = None
 
@@ -138,7 +138,7 @@ class Model:
     def pipeline(self):
         """How images feed this model and its outputs are read (an ``edgeaccel.model_pipeline.ModelPipeline``):
         task, input size, layout, colour order, normalization, letterbox, labels, decoder; from what was given
-        to ``load`` (task=, labels=, task_options imgsz/letterbox/normalize), a ``<model>.edgeaccel.yaml``, the
+        to ``load`` (task=, TaskOptions labels/imgsz/letterbox/normalize), a ``<model>.edgeaccel.yaml``, the
         bundle manifest, the model's own metadata and a label file beside it, in that order."""
         if self._pipeline is None:
             from .model_pipeline import TASKS, describe_pipeline
@@ -301,7 +301,7 @@ def _fail(future: Future | None, error: BaseException) -> None:
 
 
 def _labels_value(labels):
-    """load(labels=) as a pipeline field: a file is read (its .pbtxt offset kept), lists and dicts as given."""
+    """TaskOptions(labels=) as a pipeline field: a file is read (its .pbtxt offset kept), lists and dicts as given."""
     if isinstance(labels, (list, tuple, dict)):
         return labels
     from .vision.labels import read_label_file

@@ -16,9 +16,17 @@ from .isolation.limits import IsolationLimits
 from .model import FallbackEvent, Model
 from .ranked_model import RankedModel
 from .modelinfo import Format
+from .options import RuntimeOptions
 from .selector import Candidate, Ranking, Rejection
 
 log = logging.getLogger("edgeaccel")
+
+
+def isolation_of(runtime: RuntimeOptions) -> IsolationLimits | None:
+    """The worker process's limits ``runtime.isolate`` asks for, or None when the model runs in this process."""
+    if runtime.isolate is True:
+        return IsolationLimits()
+    return runtime.isolate or None
 
 
 def executor_class(name: str) -> type[Executor]:

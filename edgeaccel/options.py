@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from .isolation.limits import IsolationLimits
     from .profiles import Profile
 
+# This module imports nothing of edgeaccel but its errors (executors, profiles and isolation import it): a
+# Profile and IsolationLimits are recognized by what they hold, and the precisions are named here.
+PRECISIONS = ("int4", "int8", "int16", "f16", "bf16", "f32")  # what a profile or a caller may name
 GOALS = ("latency", "efficiency")
 PERFORMANCE_HINTS = ("latency", "throughput", "adaptive")
 CALIBRATE_MODES = (None, True, False, "background")
@@ -88,19 +91,14 @@ class SelectionOptions:
 
     def __post_init__(self) -> None:
         owner = "SelectionOptions"
-        if self.precision is not None:
-            from .profiles.types import PRECISIONS
-
-            _one_of(owner, "precision", self.precision, (None, "auto", *PRECISIONS), "precision='f16'")
+        _one_of(owner, "precision", self.precision, (None, "auto", *PRECISIONS), "precision='f16'")
         _one_of(owner, "goal", self.goal, GOALS, "goal='efficiency'")
         if isinstance(self.profile, os.PathLike):
             _set(self, "profile", os.fspath(self.profile))
-        elif self.profile is not None and not isinstance(self.profile, str):
-            from .profiles import Profile
-
-            if not isinstance(self.profile, Profile):
-                raise _wrong(owner, "profile", self.profile, "a profile name, a .yaml path or a Profile",
-                             "profile='rpi5-coral-usb'")
+        elif self.profile is not None and not isinstance(self.profile, str) \
+                and not (hasattr(self.profile, "accelerators") and hasattr(self.profile, "thermal")):
+            raise _wrong(owner, "profile", self.profile, "a profile name, a .yaml path or a Profile",
+                         "profile='rpi5-coral-usb'")
         if not any(self.calibrate is m for m in CALIBRATE_MODES[:3]) and self.calibrate != "background":
             raise _wrong(owner, "calibrate", self.calibrate, "None, True, False or 'background'", "calibrate=True")
         if self.calibration_inputs is not None and (isinstance(self.calibration_inputs, (str, bytes, dict))
@@ -145,7 +143,8 @@ class RuntimeOptions:
 
     def __post_init__(self) -> None:
         owner = "RuntimeOptions"
-        _positive_int(owner, "threads", self.threads, "threads=4 # or leave it None for every core this process may use")
+        _positive_int(owner, "threads", self.threads,
+                      "threads=4 # or leave it None for every core this process may use")
         _one_of(owner, "performance_hint", self.performance_hint, PERFORMANCE_HINTS, "performance_hint='throughput'")
         _set(self, "gpu_mem_limit_mb", _positive_number(owner, "gpu_mem_limit_mb", self.gpu_mem_limit_mb,
                                                         "gpu_mem_limit_mb=2048 # 2 GiB, in MB of 2**20 bytes"))
@@ -155,12 +154,9 @@ class RuntimeOptions:
             if not isinstance(self.cache_dir, (str, os.PathLike)):
                 raise _wrong(owner, "cache_dir", self.cache_dir, "a folder path", "cache_dir='~/.cache/edgeaccel'")
             _set(self, "cache_dir", os.fspath(self.cache_dir))
-        if not isinstance(self.isolate, bool):
-            from .isolation.limits import IsolationLimits
-
-            if not isinstance(self.isolate, IsolationLimits):
-                raise _wrong(owner, "isolate", self.isolate, "True, False or an IsolationLimits",
-                             "isolate=IsolationLimits(memory_mb=2048)")
+        if not isinstance(self.isolate, bool) and type(self.isolate).__name__ != "IsolationLimits":
+            raise _wrong(owner, "isolate", self.isolate, "True, False or an IsolationLimits",
+                         "isolate=IsolationLimits(resident_bytes=2**31)")
         if self.native is None:
             _set(self, "native", {})
         if not isinstance(self.native, dict):
@@ -168,34 +164,28 @@ class RuntimeOptions:
                          "native={'session.intra_op.allow_spinning': '0'}")
         _set(self, "native", dict(self.native))  # a copy: the caller's dict may change after
 
-    @property
-    def isolation(self) -> IsolationLimits | None:
-        """The worker process's limits, or None when the model runs in this process."""
-        if self.isolate is True:
-            from .isolation.limits import IsolationLimits
-
-            return IsolationLimits()
-        return self.isolate or None
 
 
 @dataclass(frozen=True)
 class ScheduleOptions:
     """Several executors of one model under a policy (``edgeaccel.schedule``; README, "Scheduling").
 
-    policy: "latency", "efficiency", "thermal", "power" (with ``power_budget_w``) or "fastest".
+    policy: "latency", "efficiency", "thermal", "power" (with ``power_budget_w``) or "fastest"; or a policy
+    object (``edgeaccel.scheduling.policies.Policy``: anything with ``decide`` and ``initial_state``).
     telemetry_root: where the sensors are read ("/" here; a fake tree in tests). max_executors: how many
     candidates that load join (a scheduler moves work only between executors it holds).
     """
 
-    policy: str = "latency"
+    policy: Any = "latency"
     power_budget_w: float | None = None
     telemetry_root: str | os.PathLike = "/"
     max_executors: int = 3
 
     def __post_init__(self) -> None:
         owner = "ScheduleOptions"
-        if not isinstance(self.policy, str) or not self.policy.strip():
-            raise _wrong(owner, "policy", self.policy, "a policy name", "policy='thermal'")
+        is_object = hasattr(self.policy, "decide") and hasattr(self.policy, "initial_state")
+        if not is_object and (not isinstance(self.policy, str) or not self.policy.strip()):
+            raise _wrong(owner, "policy", self.policy, "a policy name or a Policy object", "policy='thermal'")
         _set(self, "power_budget_w", _positive_number(owner, "power_budget_w", self.power_budget_w,
                                                       "policy='power', power_budget_w=5"))
         if not isinstance(self.telemetry_root, (str, os.PathLike)):

@@ -52,6 +52,7 @@ WRONG = [
     (SelectionOptions, {"accuracy_tolerance": float("nan")}, "accuracy_tolerance", "accuracy_tolerance=0.05"),
     (SelectionOptions, {"strict": "true"}, "strict", "strict=True"),
     (SelectionOptions, {"profile": 3}, "profile", "profile='rpi5-coral-usb'"),
+    (SelectionOptions, {"profile": {"name": "rpi5"}}, "profile", "profile='rpi5-coral-usb'"),
     (RuntimeOptions, {"threads": 0}, "threads", "RuntimeOptions(threads=4)"),
     (RuntimeOptions, {"threads": 2.5}, "threads", "RuntimeOptions(threads=4)"),
     (RuntimeOptions, {"threads": True}, "threads", "RuntimeOptions(threads=4)"),
@@ -62,6 +63,7 @@ WRONG = [
     (RuntimeOptions, {"cache": "no"}, "cache", "cache=False"),
     (RuntimeOptions, {"cache_dir": 5}, "cache_dir", "cache_dir="),
     (RuntimeOptions, {"isolate": "yes"}, "isolate", "isolate=IsolationLimits("),
+    (RuntimeOptions, {"isolate": {"run_timeout": 5}}, "isolate", "isolate=IsolationLimits("),
     (RuntimeOptions, {"native": [("a", 1)]}, "native", "native={"),
     (ScheduleOptions, {"policy": ""}, "policy", "policy='thermal'"),
     (ScheduleOptions, {"policy": 3}, "policy", "policy='thermal'"),
@@ -104,8 +106,12 @@ def test_options_are_normalized_once_where_they_are_built(tmp_path):
     native["later"] = True  # the caller's dict changing later changes nothing loaded
     assert runtime.cache_dir == os.fspath(tmp_path) and runtime.gpu_mem_limit_mb == 512.0
     assert "later" not in runtime.native
-    assert RuntimeOptions(isolate=True).isolation == edgeaccel.IsolationLimits()
-    assert RuntimeOptions().isolation is None
+    from edgeaccel.opening import isolation_of
+
+    assert isolation_of(RuntimeOptions(isolate=True)) == edgeaccel.IsolationLimits()
+    assert isolation_of(RuntimeOptions()) is None
+    limits = edgeaccel.IsolationLimits(run_timeout=5)
+    assert isolation_of(RuntimeOptions(isolate=limits)) is limits
     task = TaskOptions(labels=tmp_path / "l.txt", imgsz=[480, 640], conf=0.3, decoder={"layout": "yolov8"})
     assert task.labels == os.fspath(tmp_path / "l.txt") and task.imgsz == (480, 640)
     assert task.decoding() == {"layout": "yolov8", "conf": 0.3, "imgsz": (480, 640)} and task.given
@@ -376,3 +382,11 @@ class TestAnOldStylePluginPassesTheConformanceSuite(ExecutorConformance):
     def test_declared_facts_are_coherent(self, conformance_model):
         with pytest.warns(DeprecationWarning, match=r"declare device_specs = \(DeviceSpec\(name, kind\)"):
             super().test_declared_facts_are_coherent(conformance_model)
+
+
+def test_schedule_takes_a_policy_object_as_load_did(conv):
+    from edgeaccel.scheduling.policies import LatencyPolicy
+
+    policy = LatencyPolicy()
+    with edgeaccel.schedule(conv, policy, selection=QUIET, runtime=RuntimeOptions(cache=False)) as scheduled:
+        assert scheduled.policy is policy
