@@ -58,7 +58,8 @@ def _positive_int(owner: str, name: str, value: object, example: str) -> None:
 
 def _one_of(owner: str, name: str, value: object, allowed: Sequence, example: str) -> None:
     if value not in allowed:
-        shown = ", ".join(repr(a) for a in allowed)
+        names = [repr(a) for a in allowed]
+        shown = f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
         raise _wrong(owner, name, value, f"one of {shown}", example)
 
 
