@@ -128,15 +128,12 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
     bundle manifest's, the model's metadata...), ``imgsz`` and ``letterbox`` overriding it; the pipeline's
     task is the one "auto" decodes."""
     from ..executors.registry import runtimes
+    from ..failed_artifacts import RECHECKING
     from ..loader import executor_class
     from ..loader import load as plain_load
-
-    from ..failed_artifacts import RECHECKING
-
     from ..options import RuntimeOptions, SelectionOptions
 
-    def load(path, executor: str | None = None):
-        """``path`` on ``executor`` (or the best), strict: a failure is the row's, never a fallback's."""
+    def load(path, executor: str | None = None):  # strict: a failure is the row's, never a fallback's
         token = RECHECKING.set(True)  # each artifact is opened alone on purpose: no "pinned a failed one" warning
         try:
             return plain_load(path, executor=executor, selection=SelectionOptions(strict=True),

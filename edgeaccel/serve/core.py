@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 
 from ..model import _fail, _set
-from ..options import RuntimeOptions, ScheduleOptions, TaskOptions
 from ..tensors import InputBinder
 from .batching import Batcher, batchable
 from .errors import ServeError, from_edgeaccel
 from .gate import DeviceGate, gate_model, ran_by
+from .opening import open_model
 from .repository import Entry, ModelRepository, layout_hint
 from .shape_check import onnx_check_for
 from .tensors import datatype_of
@@ -123,8 +123,6 @@ class ServeCore:
             return served
 
     def _open(self, entry: Entry) -> ServedModel:
-        import edgeaccel
-
         from ..native_log import quiet_native_stderr
 
         opts = self.options
@@ -132,15 +130,7 @@ class ServeCore:
             # the runtimes' native log lines are filtered by swapping fd 2 for the process: one load at a time
             # swaps it (two at once would restore each other's capture file), others serve meanwhile
             with _NATIVE_LOG_LOCK, quiet_native_stderr():
-                common = dict(executor=opts.executor, task=opts.tasks.get(entry.name),
-                              runtime=RuntimeOptions(performance_hint=opts.performance_hint, isolate=opts.isolate),
-                              task_options=TaskOptions(labels=opts.labels.get(entry.name)))
-                if opts.policy:
-                    model = edgeaccel.schedule(entry.source, ScheduleOptions(
-                        opts.policy, power_budget_w=opts.power_budget_w, telemetry_root=opts.telemetry_root),
-                        **common)
-                else:
-                    model = edgeaccel.load(entry.source, **common)
+                model = open_model(entry.source, entry.name, opts)
         except Exception as exc:  # a model that does not load is a reason in the index, never a crash
             error = from_edgeaccel(exc, entry.name)
             raise ServeError(409 if error.status == 500 else error.status,
