@@ -5,6 +5,10 @@
         print(model.executor)
         outputs = model.run(image)
 
+    # the rarer choices are option objects: SelectionOptions, RuntimeOptions, TaskOptions, ScheduleOptions
+    model = edgeaccel.load("model.onnx", runtime=edgeaccel.RuntimeOptions(threads=2))
+    scheduled = edgeaccel.schedule("model.onnx", "thermal")  # several executors under a policy
+
 Importing edgeaccel is cheap and imports no runtime (nor numpy): the public names below are resolved on
 first use.
 """
@@ -57,6 +61,12 @@ _provide_watch(_watch)
 
 _LAZY = {
     "load": ("loader", "load"),
+    "schedule": ("loader", "schedule"),
+    "select": ("choice", "select"),
+    "SelectionOptions": ("options", "SelectionOptions"),
+    "RuntimeOptions": ("options", "RuntimeOptions"),
+    "ScheduleOptions": ("options", "ScheduleOptions"),
+    "TaskOptions": ("options", "TaskOptions"),
     "describe": ("formats", "describe"),
     "image_input": ("imageio", "image_input"),
     "describe_pipeline": ("modelfiles.describe", "describe_pipeline"),
@@ -182,7 +192,9 @@ if TYPE_CHECKING:
     from .modelfiles.pipeline import ModelPipeline
     from .modelfiles.describe import describe_pipeline
     from .isolation.limits import IsolationLimits
-    from .loader import load
+    from .choice import select
+    from .loader import load, schedule
+    from .options import RuntimeOptions, ScheduleOptions, SelectionOptions, TaskOptions
     from .cascade.core import Cascade
     from .model import Model
     from .scheduling.model import ScheduledModel

@@ -119,8 +119,10 @@ def test_a_named_task_judges_even_a_plain_score_vector(tmp_path):
 
 def test_a_tolerance_that_is_no_share_is_a_config_error(tmp_path):
     path = detector_trap(tmp_path / "trap.onnx")
-    with pytest.raises(ConfigError, match="accuracy tolerance -0.1 must be above 0"):
-        edgeaccel.load(path, accuracy_tolerance=-0.1, calibrate=False, cache=False)
+    # said where the option is built (edgeaccel.options), before the model is read
+    with pytest.raises(ConfigError, match=r"accuracy_tolerance=-0.1\): accuracy_tolerance must be a positive"):
+        edgeaccel.load(path, selection=edgeaccel.SelectionOptions(accuracy_tolerance=-0.1, calibrate=False),
+                       runtime=edgeaccel.RuntimeOptions(cache=False))
     with pytest.raises(ConfigError, match="min_precision"):
         Thresholds(min_precision=1.5)
 

@@ -184,12 +184,12 @@ def test_the_executor_rejects_what_the_edge_tpu_cannot_use():
 def coral_here(tmp_path, monkeypatch):
     """The selector and the executor's availability see a Raspberry Pi 5 with a Coral USB Accelerator
     (a fake tree read by the real probe); the delegate library is whatever $EDGEACCEL_EDGETPU_LIBRARY says."""
-    from edgeaccel import loader
+    from edgeaccel import machine
     from edgeaccel import probe
     from edgeaccel.testing import rpi5_with_coral_usb
 
     rpi5_with_coral_usb(tmp_path)
-    monkeypatch.setattr(loader, "_probe_here", lambda: probe(tmp_path, runtimes=False))
+    monkeypatch.setattr(machine, "_probe_here", lambda: probe(tmp_path, runtimes=False))
     real = LiteRTExecutor.availability.__func__
     monkeypatch.setattr(LiteRTExecutor, "availability",
                         classmethod(lambda cls, device=None, **kw: real(cls, device, root=tmp_path, **kw)))

@@ -18,8 +18,9 @@ import pytest
 import edgeaccel
 from edgeaccel.errors import DeviceUnavailableError
 from edgeaccel.executors.base import Availability, Executor, ExecutorInfo
+from edgeaccel.executors.facts import DeviceSpec
 from edgeaccel.loader import open_candidate, select
-from edgeaccel.model import Model
+from edgeaccel.ranked_model import RankedModel
 from edgeaccel.modelinfo import Format
 from edgeaccel.selection.selector import Ranking
 
@@ -36,7 +37,7 @@ class Unplugged(Executor):
     runtime = "unplugged"
     formats = frozenset(Format)
     devices = ("FakeNPU",)
-    device_kinds = {"FakeNPU": "npu"}
+    device_specs = (DeviceSpec("FakeNPU", "npu"),)
     plugged = True
 
     def __init__(self, inner: Executor, after: int) -> None:
@@ -89,7 +90,7 @@ def accelerated():
         return executor
 
     def build(strict=False):
-        return Model(open_next(accel), accel, Ranking([accel, *cpu]), [], open_next=open_next, strict=strict)
+        return RankedModel(open_next(accel), accel, Ranking([accel, *cpu]), [], open_next=open_next, strict=strict)
 
     yield build, cpu, opened
     Unplugged.plugged = True
@@ -106,7 +107,7 @@ def inputs_and_answers(model):
 def test_run_from_16_threads_fails_over_with_no_error_and_no_wrong_answer(accelerated):
     build, cpu, _ = accelerated
     with build() as model:
-        assert isinstance(model, Model) and model.executor.device == "FakeNPU"
+        assert isinstance(model, RankedModel) and model.executor.device == "FakeNPU"
         inputs, answers = inputs_and_answers(model)
 
         def call(i):

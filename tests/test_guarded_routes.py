@@ -22,7 +22,7 @@ from edgeaccel.errors import AccuracyGuardError
 from edgeaccel.executors.adaptive import AdaptiveExecutor
 from edgeaccel.selection.guard import judge, twins
 from edgeaccel.loader import open_candidate, select
-from edgeaccel.model import Model
+from edgeaccel.ranked_model import RankedModel
 from edgeaccel.selection.selector import Ranking
 
 from conftest import MODELS
@@ -176,7 +176,7 @@ def test_a_failover_target_that_disagrees_is_passed_over():
     with edgeaccel.load(MOBILENET, executor="litert", calibrate=False, cache=False) as cpu:
         expected = [cpu.run(x)[0] for x in inputs]
     try:
-        with Model(open_one(accel), accel, Ranking([accel, openvino, litert]), [],
+        with RankedModel(open_one(accel), accel, Ranking([accel, openvino, litert]), [],
                    open_next=guard.opener(open_one)) as model:
             for x, want in zip(inputs, expected):
                 out = model.run(x)

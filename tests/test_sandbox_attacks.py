@@ -36,7 +36,7 @@ ATTACKER = textwrap.dedent('''
     """An executor whose run() attacks its host from native code (libc's syscall(), x86_64 numbers)."""
     import ctypes, errno, json, os
     import numpy as np
-    from edgeaccel.executors import Availability, Executor, ExecutorInfo, Format
+    from edgeaccel.executors import Availability, DeviceSpec, Executor, ExecutorInfo, Format
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -141,7 +141,7 @@ ATTACKER = textwrap.dedent('''
     class AttackExecutor(Executor):
         runtime = "attacker"
         formats = frozenset({Format.TFLITE})
-        device_kinds = {"CPU": "cpu"}
+        device_specs = (DeviceSpec("CPU", "cpu"),)
 
         @classmethod
         def availability(cls, device=None):

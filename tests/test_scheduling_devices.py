@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from edgeaccel.executors.base import Availability, Executor, ExecutorInfo
+from edgeaccel.executors.facts import DeviceSpec
 from edgeaccel.executors.registry import runtimes
 from edgeaccel.loader import open_candidate, select
 from edgeaccel.modelinfo import Format
@@ -55,7 +56,7 @@ def test_devices_without_sensors_say_so(tmp_path):
     assert specs["gpu"].temperature is None
     assert specs["gpu"].note_for("temperature").startswith("no sensor for TensorRT:0, CUDA:0: no temperature")
     assert "no sensor for Hailo8: no temperature" in specs["npu"].note_for("temperature")
-    assert "declare device_kinds" in specs["frob"].note_for("temperature")
+    assert "declare it in device_specs" in specs["frob"].note_for("temperature")
 
 
 def test_an_npu_with_a_zone_of_its_own_is_read(tmp_path):
@@ -71,7 +72,7 @@ class Relabelled(Executor):
 
     runtime = "relabelled"
     formats = frozenset(Format)
-    device_kinds = {"Hailo8": "npu"}
+    device_specs = (DeviceSpec("Hailo8", "npu"),)
 
     def __init__(self, inner: Executor, device: str) -> None:
         super().__init__(inner.model, device, inner.options)

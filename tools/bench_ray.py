@@ -44,7 +44,8 @@ def single_process(paths: list[str], model_path: Path, threads: int) -> tuple[fl
 
     start = time.perf_counter()
     labels: Counter = Counter()
-    with edgeaccel.load(model_path, task="classify", threads=threads, calibrate=False) as model:
+    with edgeaccel.load(model_path, task="classify", selection=edgeaccel.SelectionOptions(calibrate=False),
+                        runtime=edgeaccel.RuntimeOptions(threads=threads)) as model:
         EXECUTORS["single"].add(model.executor.name)
         for i, p in enumerate(paths):
             labels[model.predict(read_image(p)).top.class_id] += 1
@@ -171,7 +172,8 @@ def pool_mode(args, photos: list[str], cores: list[int]) -> int:
           f"call, paths read on the driver and decoded in the actors; single process: {args.cpus} threads, "
           "read_image + predict")
     start = time.perf_counter()
-    model = edgeaccel.load(args.model, task="classify", threads=args.cpus, calibrate=False)
+    model = edgeaccel.load(args.model, task="classify", selection=edgeaccel.SelectionOptions(calibrate=False),
+                           runtime=edgeaccel.RuntimeOptions(threads=args.cpus))
     model.predict(read_image(photos[0]))
     load_s = time.perf_counter() - start
     start = time.perf_counter()

@@ -62,8 +62,9 @@ def main() -> int:
     os.environ.setdefault("EDGEACCEL_CALIBRATE", "off")
     folder = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     shutil.copy(args.model, folder / f"m{args.model.suffix}")
-    model = edgeaccel.load(args.model, policy=args.policy)
-    adaptive = edgeaccel.load(args.model, policy=args.policy, performance_hint="adaptive")
+    model = edgeaccel.schedule(args.model, args.policy)
+    adaptive = edgeaccel.schedule(args.model, args.policy,
+                                  runtime=edgeaccel.RuntimeOptions(performance_hint="adaptive"))
     x = np.random.default_rng(0).integers(0, 255, model.inputs[0].shape, dtype=np.uint8) \
         if model.inputs[0].dtype == np.uint8 else np.zeros(model.inputs[0].shape, model.inputs[0].dtype)
     server = ServerProcess([str(folder), "--port", "0", "--grpc-port", "0", "--policy", args.policy,

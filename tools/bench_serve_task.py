@@ -53,7 +53,8 @@ def main() -> int:
     shutil.copy(args.model, folder / f"m{args.model.suffix}")
     extra = ["--labels", f"m={args.labels}"] if args.labels else []
     server = ServerProcess([str(folder), "--port", "0", "--grpc-port", "0", "--task", f"m={args.task}", *extra])
-    model = edgeaccel.load(args.model, task=args.task, labels=args.labels, policy="thermal")
+    model = edgeaccel.schedule(args.model, "thermal", task=args.task,
+                               task_options=edgeaccel.TaskOptions(labels=args.labels))
     server.start()
     try:
         host, port = server.http.rsplit(":", 1)

@@ -36,7 +36,8 @@ def main() -> None:
     args = p.parse_args()
     shared = Path(args.shared)
     video = shared / "video" / "traffic_frames.mp4"
-    with edgeaccel.load(shared / "models" / "traffic_model.tflite", executor="litert", threads=args.threads) as model:
+    with edgeaccel.load(shared / "models" / "traffic_model.tflite", executor="litert",
+                        runtime=edgeaccel.RuntimeOptions(threads=args.threads)) as model:
         import av
 
         image = next(av.open(str(video)).decode(video=0)).to_ndarray(format="rgb24")

@@ -70,8 +70,9 @@ def in_process(args, x, tolerance: float | None) -> bool:
 
     label = f"in-process, policy={args.policy}, accuracy_tolerance={tolerance if tolerance else 'default'}"
     started = time.perf_counter()
-    with edgeaccel.load(args.model, policy=args.policy, calibrate=False, cache=False,
-                        accuracy_tolerance=tolerance) as model:
+    with edgeaccel.schedule(args.model, args.policy, runtime=edgeaccel.RuntimeOptions(cache=False),
+                            selection=edgeaccel.SelectionOptions(calibrate=False,
+                                                                 accuracy_tolerance=tolerance)) as model:
         load_s = time.perf_counter() - started
         model._scheduler.remeasure_s = args.remeasure_s
         results = []

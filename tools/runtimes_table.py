@@ -34,7 +34,7 @@ def table() -> str:
     rows = []
     for name, target in BUILTIN.items():
         cls = load_class(target, name)
-        for t in cls.targets:
+        for t in cls.device_specs:
             formats = t.formats or cls.formats
             kind = t.kind + (" (planned)" if t.planned else "")
             via = " ".join(t.via.split()).replace("|", "\\|")

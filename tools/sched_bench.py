@@ -119,13 +119,13 @@ def real_part(seconds: float) -> dict:
     """Decision cost with real executors and sampling CPU at the default rate, on this machine."""
     import numpy as np
 
-    from edgeaccel.loader import load
+    from edgeaccel.loader import schedule
     from edgeaccel.sim.fakesys import FakeSysfs
     from edgeaccel.telemetry import TelemetrySampler, auto_spec, discover
 
     sample = ROOT / "edgeaccel" / "samples" / "mobilenet_v1_0.25_128_quant.tflite"
     out: dict = {}
-    with load(sample, policy="thermal") as model:
+    with schedule(sample, "thermal") as model:
         names = list(model.executors)
         arrays = np.zeros(model.inputs[0].shape, model.inputs[0].dtype)
         end = time.monotonic() + seconds

@@ -33,7 +33,7 @@ Default thresholds (``Thresholds``), per task:
   measure about 0.02 on MoveNet, OpenVINO int8 moving keypoints by 0.2-0.4 of the image is far beyond it) and
   pose recall and precision >= 0.95;
 - classify: top-1 agreement >= 0.95 over the clear-cut samples (a near tie may flip on rounding alone);
-- no task: the tensor verdict at ``tolerance`` (``load(accuracy_tolerance=)``, 0.05 of each output's range).
+- no task: the tensor verdict at ``tolerance`` (``SelectionOptions(accuracy_tolerance=)``, 0.05 of each output's range).
 """
 
 from __future__ import annotations

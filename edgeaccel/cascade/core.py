@@ -124,12 +124,13 @@ def _stage(spec: Any, index: int, base) -> Stage:
     options = {k: spec[k] for k in LOAD_KEYS if k in spec}
     owned = isinstance(model, (str, os.PathLike, list))
     if owned:
+        from ..load_keywords import from_flat
         from ..loader import load
 
         if base is not None and not os.path.isabs(os.fspath(model)):
             model = os.path.join(base, os.fspath(model))
         options.setdefault("calibrate", False)  # a stage's first crops must not wait for a measurement
-        loaded = load(model, **options)
+        loaded = load(model, **from_flat(options))
     elif options:
         raise ConfigError(f"stage {name!r}: load options {sorted(options)} given with a model already loaded",
                           hint="pass them to edgeaccel.load, or give the model's path")

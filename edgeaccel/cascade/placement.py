@@ -40,6 +40,7 @@ def slowest_device_ms(devices: list[str], times: list[float]) -> float:
 
 def place(stages: list) -> list[str]:
     """Move stages between devices as the module says; the notes of what it measured and did."""
+    from ..load_keywords import from_flat
     from ..loader import load
 
     times = [measure_ms(s.model) for s in stages]
@@ -59,7 +60,7 @@ def place(stages: list) -> list[str]:
             if candidate.precision:
                 options["precision"] = candidate.precision
             try:
-                moved = load(stage.source, **options)
+                moved = load(stage.source, **from_flat(options))
             except EdgeAccelError as exc:
                 notes.append(f"{stage.name}: {candidate.name} did not load ({exc.message})")
                 continue

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from .inputs import add_input_arguments, prepare_inputs
 from .names import executor_arg
-from .options import add_cache_arguments, cache_kwargs
+from .options import add_cache_arguments, runtime_options, selection_options
 from .progress import add_progress_argument
 
 HELP = "measure latency and throughput on one executor or all of them side by side"
@@ -62,13 +62,13 @@ def main(args: argparse.Namespace) -> int:
     with Status("bench", wanted(args)) as status:
         status.step("choosing the executors")
         with quiet_native_stderr():
-            selection = select(source, executor=args.executor, device=args.device, precision=args.precision,
-                               threads=args.threads, **cache_kwargs(args))
+            selection = select(source, executor=args.executor, device=args.device,
+                               selection=selection_options(args), runtime=runtime_options(args))
         candidates = selection.ranking.candidates if args.all else selection.ranking.candidates[:1]
         if not candidates:
-            from ..loader import _nothing_can_run
+            from ..opening import nothing_can_run
 
-            raise _nothing_can_run(selection.ranking)
+            raise nothing_can_run(selection.ranking)
         with UtilizationSampler() as sampler:  # from the first load to the last measurement
             results = _measure(candidates, selection, args, bench, status)
     if args.plot:

@@ -51,16 +51,15 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _real(args, policy: str) -> int:
-    from ..loader import load
+    from ..loader import schedule
     from ..telemetry.utilization import UtilizationSampler
     from . import quiet_native_stderr
     from .inputs import prepare_inputs
-    from .options import cache_kwargs
+    from .options import runtime_options, selection_options
 
     with quiet_native_stderr():
-        model = load(args.model, executor=args.executor, device=args.device, precision=args.precision,
-                     threads=args.threads, strict=args.strict, policy=policy, power_budget_w=args.power_budget,
-                     **cache_kwargs(args))
+        model = schedule(args.model, policy, power_budget_w=args.power_budget, executor=args.executor,
+                         device=args.device, selection=selection_options(args), runtime=runtime_options(args))
     live = Live(sys.stdout)
     with model:
         arrays, _ = prepare_inputs(model, args)

@@ -8,7 +8,7 @@ import json
 import sys
 
 from .names import executor_arg
-from .options import add_cache_arguments, cache_kwargs
+from .options import add_cache_arguments, runtime_options, selection_options
 from .progress import add_progress_argument
 
 HELP = "show the ranked executors for a model and why each was kept or rejected"
@@ -48,6 +48,7 @@ def main(args: argparse.Namespace) -> int:
 def show(args: argparse.Namespace, calibrate: bool | None = None, calibration_inputs=None):
     """Select (measuring first when ``calibrate``) and print the selection; returns it."""
     from ..loader import select
+    from ..options import TaskOptions
     from . import quiet_native_stderr
     from .progress import Status, wanted
     from .ranking_view import print_selection, selection_dict
@@ -60,11 +61,11 @@ def show(args: argparse.Namespace, calibrate: bool | None = None, calibration_in
     with Status("tune" if calibrate else "explain", bool(calibrating) and wanted(args)) as status, \
             quiet_native_stderr():
         status.step("measuring every candidate executor (loading, checking answers, timing)")
-        selection = select(source, executor=args.executor, device=args.device, precision=args.precision,
-                           threads=args.threads, goal=args.goal, profile=args.profile,
-                           calibrate=args.calibrate if calibrate is None else calibrate,
-                           calibration_inputs=calibration_inputs, task=getattr(args, "task", None),
-                           labels=getattr(args, "labels", None), **cache_kwargs(args))
+        selection = select(source, executor=args.executor, device=args.device, task=getattr(args, "task", None),
+                           selection=selection_options(args, calibrate=calibrating,
+                                                       calibration_inputs=calibration_inputs),
+                           runtime=runtime_options(args),
+                           task_options=TaskOptions(labels=getattr(args, "labels", None)))
     report = selection_dict(selection)
     add_availability(selection, report)
     report["warnings"] = custom_op_warnings(selection)

@@ -48,24 +48,29 @@ def wanted(args: argparse.Namespace) -> bool:
 
 
 def main(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from ..errors import EdgeAccelError
-    from ..loader import load
+    from ..loader import load, schedule
+    from ..options import TaskOptions
     from . import quiet_native_stderr
-    from .options import cache_kwargs
+    from .options import runtime_options, selection_options
 
     from . import vision_view
 
     options = vision_view.load_kwargs(args) if getattr(args, "task", None) else {}  # "auto" recognizes it
-    if not options and getattr(args, "labels", None):
-        options = {"labels": args.labels}  # drawn on a --save video even without --task
-    for key in ("imgsz", "letterbox"):  # the image size and fitting of model.pipeline, with or without a task
-        if getattr(args, key, None) is not None:
-            options.setdefault("task_options", {})[key] = getattr(args, key)
-    if args.policy:
-        options.update(policy=args.policy, power_budget_w=args.power_budget)
+    task_options = options.get("task_options") or TaskOptions(labels=getattr(args, "labels", None))
+    # labels: drawn on a --save video even without --task; the image size and fitting of model.pipeline, with
+    # or without a task
+    fitting = {key: getattr(args, key) for key in ("imgsz", "letterbox") if getattr(args, key, None) is not None}
+    task_options = replace(task_options, **fitting)
+    common = dict(executor=args.executor, device=args.device, task=options.get("task"),
+                  selection=selection_options(args), runtime=runtime_options(args), task_options=task_options)
     with quiet_native_stderr():
-        model = load(args.model, executor=args.executor, device=args.device, precision=args.precision,
-                     threads=args.threads, strict=args.strict, **cache_kwargs(args), **options)
+        if args.policy:
+            model = schedule(args.model, args.policy, power_budget_w=args.power_budget, **common)
+        else:
+            model = load(args.model, **common)
     out = sys.stderr if args.json else sys.stdout
     error = None
     interrupted = False

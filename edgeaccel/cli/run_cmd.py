@@ -12,7 +12,7 @@ import time
 from . import duration, live, vision_view
 from .inputs import add_input_arguments, prepare_inputs
 from .names import executor_arg
-from .options import add_cache_arguments, cache_kwargs
+from .options import add_cache_arguments, runtime_options, selection_options
 
 HELP = "run a model on an image, .npy or random input and report the answer and latency"
 
@@ -84,9 +84,9 @@ def main(args: argparse.Namespace) -> int:
     with quiet_native_stderr():
         # a one-shot run ends before background calibration would have measured anything: `edgeaccel tune`
         # measures; long runs (--duration, live sources) keep load()'s default
-        model = load(args.model, executor=args.executor, device=args.device, precision=args.precision,
-                     threads=args.threads, strict=args.strict, isolate=args.isolate, calibrate=False,
-                     **cache_kwargs(args), **load_options)
+        model = load(args.model, executor=args.executor, device=args.device,
+                     selection=selection_options(args, calibrate=False), runtime=runtime_options(args),
+                     **load_options)
     with model:
         if vision_view.wanted(args):
             return _run_vision(model, args, np)

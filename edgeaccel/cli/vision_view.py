@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..options import TaskOptions
+
 TASK_CHOICES = ("classify", "detect", "segment", "pose", "auto")
 
 
@@ -54,7 +56,7 @@ def load_kwargs(args) -> dict:
         if getattr(args, key, None) is not None:
             options[key] = getattr(args, key)
     task = None if args.task in (None, "auto") else args.task
-    return {"task": task, "labels": args.labels, "task_options": options}
+    return {"task": task, "task_options": TaskOptions.from_dict(options, labels=args.labels)}
 
 
 def image_source(model, args) -> str:

@@ -129,15 +129,16 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
     bundle manifest's, the model's metadata...), ``imgsz`` and ``letterbox`` overriding it; the pipeline's
     task is the one "auto" decodes."""
     from ..executors.registry import runtimes
+    from ..selection.failed_artifacts import RECHECKING
     from ..loader import executor_class
     from ..loader import load as plain_load
+    from ..options import RuntimeOptions, SelectionOptions
 
-    from ..selection.failed_artifacts import RECHECKING
-
-    def load(*args, **kwargs):
+    def load(path, executor: str | None = None):  # strict: a failure is the row's, never a fallback's
         token = RECHECKING.set(True)  # each artifact is opened alone on purpose: no "pinned a failed one" warning
         try:
-            return plain_load(*args, cache_dir=cache_dir, cache=cache, **kwargs)
+            return plain_load(path, executor=executor, selection=SelectionOptions(strict=True),
+                              runtime=RuntimeOptions(cache_dir=cache_dir, cache=cache))
         finally:
             RECHECKING.reset(token)
 
@@ -149,7 +150,7 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
     data_path, data_kind, notes = _samples_to_check(path, data, found)
     if task == "none":
         task = None
-    with load(ref_path, strict=True) as ref_model:
+    with load(ref_path) as ref_model:
         from ..modelfiles.describe import describe_pipeline, pipeline_of
 
         ref_executor = ref_model.executor.name
@@ -224,7 +225,7 @@ def _measure(info: ModelInfo, executor: str, ref_info: ModelInfo, samples, expec
     row = Row(info.path, info.format.value, executor, info.size_bytes, _ratio(ref_info, info),
               is_reference=info is ref_info)
     try:
-        model = load(info.path, executor=executor, strict=True)
+        model = load(info.path, executor=executor)
     except EdgeAccelError as exc:
         row.error, row.load_failed = exc.message, True
         return row

@@ -81,9 +81,12 @@ def evaluate(model_or_path, dataset: Dataset | str | os.PathLike, *, executor: s
     options = {"conf": conf, "iou": iou, "max_det": max_det}
     if isinstance(model_or_path, (str, os.PathLike)):
         from ..loader import load
+        from ..options import RuntimeOptions, SelectionOptions, TaskOptions
 
-        model = load(model_or_path, executor=executor, task="detect", labels=labels, task_options=options,
-                     strict=True, calibrate=False, cache_dir=cache_dir, cache=cache)
+        model = load(model_or_path, executor=executor, task="detect",
+                     selection=SelectionOptions(strict=True, calibrate=False),
+                     runtime=RuntimeOptions(cache_dir=cache_dir, cache=cache),
+                     task_options=TaskOptions.from_dict(options, labels=labels))
         with model:
             return _evaluate(model, model.task, data, labels, class_map, evaluator, progress)
     from ..vision.task import make_task

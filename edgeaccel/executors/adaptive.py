@@ -33,7 +33,8 @@ def open_adaptive(open_with: Any, options: ExecutorOptions) -> Any:
     """``open_with(options)`` once per configuration; an AdaptiveExecutor, or the latency executor alone
     where the throughput configuration has one stream (a one-core machine, a device that runs one request at
     a time): there is nothing to adapt to."""
-    wide, narrow = replace(options, performance_hint="latency"), replace(options, performance_hint="throughput")
+    wide = options.with_runtime(performance_hint="latency")
+    narrow = options.with_runtime(performance_hint="throughput")
     latency = open_with(wide)
     if narrow.streams() < 2:
         return latency

@@ -8,12 +8,11 @@ Runtimes are imported inside the executor's methods, never when edgeaccel is imp
 
 from __future__ import annotations
 
-import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -23,7 +22,9 @@ if TYPE_CHECKING:  # concurrent.futures costs start-up memory; only the asynchro
 from ..modelinfo import Format, ModelInfo, TensorSpec
 from ..packages import installed, installed_version
 from .device import DeviceRef, base_of
-from .facts import DeviceTarget, RuntimeSurvey
+from .executor_options import ExecutorOptions, default_threads  # noqa: F401  (re-exported: their old home)
+from .facts import DeviceSpec, DeviceTarget, RuntimeSurvey, fold_old_declaration
+from .pool import Pool  # noqa: F401  (re-exported: its old home)
 
 
 @dataclass(frozen=True)
@@ -41,45 +42,6 @@ class Availability:
     def __str__(self) -> str:
         text = self.reason if not self.version else f"{self.reason} (version {self.version})"
         return f"{text}; fix: {self.fix}" if self.fix else text
-
-
-@dataclass(frozen=True)
-class ExecutorOptions:
-    """What the caller may tune. ``precision`` None means the model's own precision, f32 for float math:
-    reduced precision (bf16, f16) is an opt-in because it changes answers (runtime facts: OpenVINO bf16)."""
-
-    threads: int | None = None
-    precision: str | None = None
-    performance_hint: str = "latency"  # or "throughput", or "adaptive" (executors/adaptive.py; else as latency)
-    cache_dir: str | None = None
-    runtime_options: dict = field(default_factory=dict)  # passed to the runtime as they are
-    gpu_mem_limit_mb: float | None = None  # the GPU memory the runtime may take (executors/gpu_memory.py)
-
-    def resolved_threads(self) -> int:
-        return self.threads or default_threads()
-
-    @property
-    def throughput(self) -> bool:
-        return self.performance_hint == "throughput"
-
-    def stream_threads(self) -> int:
-        """Threads per stream: all cores for one stream (latency), one each for one stream per core
-        (throughput: runtime facts, independent streams scale better than intra-op threads)."""
-        if self.threads:
-            return self.threads
-        return 1 if self.throughput else default_threads()
-
-    def streams(self) -> int:
-        """Concurrent requests that keep the cores busy."""
-        return max(1, default_threads() // self.stream_threads()) if self.throughput else 1
-
-
-def default_threads() -> int:
-    """Cores this process may use (affinity and cgroup CPU sets respected), the best thread count for one model."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -111,10 +73,12 @@ class Executor(ABC):
     """Base class of every executor, built-in or plug-in. The class declares its runtime's facts; the rest of
     edgeaccel (selector, probe report, scheduler, CLI) reads them through the registry and names no runtime.
 
-    A subclass sets ``runtime`` and ``formats``, and its devices either as ``targets`` (DeviceTarget: kind,
-    how reached, precisions, what installs it) or, the short form for plug-ins, as ``device_kinds``
-    ({"Hailo8": "npu"}); the other form is derived. It implements ``availability``, ``info``, ``run`` and
-    ``close``; ``survey``, ``rejects``, ``error_rules`` and ``options_beside_others`` have defaults.
+    A subclass sets ``runtime`` and ``formats``, and declares its devices once, as ``device_specs``: a tuple of
+    ``DeviceSpec(name, kind, ...)`` (how the device is reached, its precisions, what installs it), e.g.
+    ``device_specs = (DeviceSpec("Hailo8", "npu"),)``. ``targets``, ``device_kinds`` and ``devices`` are derived
+    from it (read them, never set them: a class that still sets one is converted, with a DeprecationWarning).
+    It implements ``availability``, ``info``, ``run`` and ``close``; ``survey``, ``rejects``, ``error_rules``
+    and ``options_beside_others`` have defaults.
     """
 
     runtime: ClassVar[str]
@@ -122,9 +86,14 @@ class Executor(ABC):
     formats: ClassVar[frozenset[Format]]
     # formats the runtime reads without converting them (None: all of ``formats``): ranked first
     native_formats: ClassVar[frozenset[Format] | None] = None
-    targets: ClassVar[tuple[DeviceTarget, ...]] = (DeviceTarget("CPU", "cpu"),)
-    device_kinds: ClassVar[dict[str, str]] = {"CPU": "cpu"}  # derived from targets when not given
-    devices: ClassVar[tuple[str, ...]] = ("CPU",)  # the devices driven today (planned targets left out)
+    # the one declaration of the devices the runtime reaches (planned ones included, never offered)
+    device_specs: ClassVar[tuple[DeviceSpec, ...]] = (DeviceSpec("CPU", "cpu"),)
+    # derived from device_specs: every spec; {name: kind} and the names of the devices driven today
+    targets: ClassVar[tuple[DeviceTarget, ...]] = device_specs
+    device_kinds: ClassVar[dict[str, str]] = {"CPU": "cpu"}
+    devices: ClassVar[tuple[str, ...]] = ("CPU",)
+    # how the class declared them: "device_specs", or the older attribute it set (converted, with a warning)
+    devices_declared_as: ClassVar[str] = "device_specs"
     # precisions the caller may ask for; None is "the model's own" (f32 math for float models)
     precisions: ClassVar[tuple[str | None, ...]] = (None, "f32")
     # (top-level module, pip distribution) pairs that provide the runtime, any one suffices (checked
@@ -153,14 +122,17 @@ class Executor(ABC):
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
         own = cls.__dict__
-        if "targets" in own:
-            cls.device_kinds = {t.name: t.kind for t in cls.targets if not t.planned}
-        elif "device_kinds" in own:
-            cls.targets = tuple(DeviceTarget(name, kind) for name, kind in cls.device_kinds.items())
-        elif "devices" in own:  # the older plug-in form: devices without kinds; only the CPU's kind is known
-            cls.device_kinds = {d: "cpu" for d in cls.devices if d == "CPU"}
-            cls.targets = tuple(DeviceTarget(d, "cpu") for d in cls.device_kinds)
-            cls.kindless_devices = tuple(d for d in own["devices"] if d != "CPU")  # the registry refuses these
+        if "device_specs" not in own:
+            folded = fold_old_declaration(cls.__qualname__, own)  # targets/device_kinds/devices, with a warning
+            if folded is not None:
+                cls.device_specs, cls.kindless_devices = folded
+                cls.devices_declared_as = next(a for a in ("targets", "device_kinds", "devices") if a in own)
+        else:
+            cls.kindless_devices, cls.devices_declared_as = (), "device_specs"
+        cls.device_specs = tuple(cls.device_specs)
+        cls.targets = cls.device_specs
+        # anything but a DeviceSpec is left to the registry, which refuses the class saying why
+        cls.device_kinds = {t.name: t.kind for t in cls.device_specs if isinstance(t, DeviceSpec) and not t.planned}
         cls.devices = tuple(cls.device_kinds)
         if not cls.__dict__.get("label") and "runtime" in own:
             cls.label = cls.runtime
@@ -328,61 +300,3 @@ class Executor(ABC):
     @property
     def outputs(self) -> tuple[TensorSpec, ...]:
         return self.model.outputs
-
-
-T = TypeVar("T")
-
-
-class Pool(Generic[T]):
-    """A free list of runtime objects that must not be shared between threads (a LiteRT Interpreter, an
-    OpenVINO InferRequest). A caller takes one, uses it alone, and gives it back; a new one is made when
-    all are busy, up to ``limit``, after which callers wait.
-    """
-
-    def __init__(self, factory: Callable[[], T], limit: int, close: Callable[[T], None] | None = None) -> None:
-        self._factory = factory
-        self._close = close
-        self._free: list[T] = []
-        self._all: list[T] = []
-        self._limit = max(1, limit)
-        self._cond = threading.Condition(threading.Lock())
-
-    def prime(self, item: T) -> None:
-        with self._cond:
-            self._all.append(item)
-            self._free.append(item)
-
-    def take(self) -> T:
-        with self._cond:
-            while True:
-                if self._free:
-                    return self._free.pop()
-                if len(self._all) < self._limit:
-                    break
-                self._cond.wait()
-            self._all.append(None)  # reserve the slot while the new object is built outside the lock
-        try:
-            item = self._factory()
-        except BaseException:
-            with self._cond:
-                self._all.remove(None)
-                self._cond.notify()
-            raise
-        with self._cond:
-            self._all[self._all.index(None)] = item
-        return item
-
-    def give(self, item: T) -> None:
-        with self._cond:
-            self._free.append(item)
-            self._cond.notify()
-
-    def drain(self) -> None:
-        with self._cond:
-            items, self._free, self._all = [i for i in self._all if i is not None], [], []
-        if self._close:
-            for item in items:
-                self._close(item)
-
-    def __len__(self) -> int:
-        return len(self._all)

@@ -13,7 +13,7 @@ Device strings (``device=`` of ``edgeaccel.load``) and the libedgetpu ``device``
 
 N counts in libedgetpu's enumeration order (pycoral.utils.edgetpu.list_edge_tpus() shows it). libedgetpu
 forwards its other options ("Performance": Low/Medium/High/Max, "Usb.AlwaysDfu", "Usb.MaxBulkInQueueLength")
-only when the device string carries an index; pass them as ``runtime_options={"edgetpu_options": {...}}``.
+only when the device string carries an index; pass them as ``RuntimeOptions(native={"edgetpu_options": {...}})``.
 
 The delegate library is libedgetpu.so.1 / libedgetpu.1.dylib / edgetpu.dll (the probe's table);
 ``EDGEACCEL_EDGETPU_LIBRARY`` names another file or name (tests point it at a delegate they build).

@@ -1,4 +1,5 @@
-"""GPU memory guards: ``edgeaccel.load(model, gpu_mem_limit_mb=N)`` caps what the runtime may take on the GPU.
+"""GPU memory guards: ``RuntimeOptions(gpu_mem_limit_mb=N)`` (validated there) caps what the runtime may take
+on the GPU.
 
 - ONNX Runtime (CUDA, and the CUDA provider behind TensorRT): the CUDA provider's ``gpu_mem_limit`` (bytes,
   the cap of its BFC arena) with ``arena_extend_strategy`` ``kSameAsRequested``, so that the arena grows by what
@@ -19,15 +20,14 @@ which names the limit and what to do.
 from __future__ import annotations
 
 import logging
-import math
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError, GpuMemoryLimitError
+from ..errors import GpuMemoryLimitError
 from .device import base_of
 from .translate import ErrorRule, Failure
 
 if TYPE_CHECKING:
-    from .base import ExecutorOptions
+    from .executor_options import ExecutorOptions
 
 log = logging.getLogger("edgeaccel")
 
@@ -37,17 +37,6 @@ ALLOCATION_FAILED = ("Failed to allocate memory", "BFCArena", "Available memory 
 OPENVINO_HAS_NONE = ("OpenVINO's GPU plugin has no GPU memory limit to set (its memory properties "
                      "GPU_DEVICE_TOTAL_MEM_SIZE, GPU_DEVICE_MAX_ALLOC_MEM_SIZE and GPU_MEMORY_STATISTICS are "
                      "read-only; AVAILABLE_DEVICE_MEM_SIZE only sizes the MAX_BATCH_SIZE estimate)")
-
-
-def check_limit(limit_mb) -> float | None:
-    """The limit as given (MB of 2**20 bytes), or ConfigError for anything but a positive finite number."""
-    if limit_mb is None:
-        return None
-    if isinstance(limit_mb, bool) or not isinstance(limit_mb, (int, float)) or not math.isfinite(limit_mb) \
-            or limit_mb <= 0:
-        raise ConfigError(f"gpu_mem_limit_mb must be a positive number of megabytes, not {limit_mb!r}",
-                          key="gpu_mem_limit_mb", hint="e.g. gpu_mem_limit_mb=2048 for 2 GiB, or leave it out")
-    return float(limit_mb)
 
 
 def limit_bytes(limit_mb: float) -> int:

@@ -38,7 +38,7 @@ from ..packages import installed_version
 from . import edgetpu
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions, Pool
 from .device import base_of
-from .facts import DeviceTarget, RuntimeSurvey
+from .facts import DeviceSpec, RuntimeSurvey
 from .translate import ErrorRule, Failure, translate
 
 log = logging.getLogger("edgeaccel.litert")
@@ -135,18 +135,18 @@ class LiteRTExecutor(Executor):
     worker_environment = ("EDGEACCEL_EDGETPU_LIBRARY",)
     label = "LiteRT"
     formats = frozenset({Format.TFLITE, Format.EDGETPU_TFLITE})
-    targets = (
-        DeviceTarget("CPU", "cpu", delegate="XNNPACK", via="Interpreter with the XNNPACK delegate (num_threads = "
+    device_specs = (
+        DeviceSpec("CPU", "cpu", delegate="XNNPACK", via="Interpreter with the XNNPACK delegate (num_threads = "
                      "usable cores)"),
         # The compiled model is one edgetpu-custom-op; the CPU twin stays on the CPU. Device strings in edgetpu.py.
-        DeviceTarget("EdgeTPU", "edgetpu", delegate="libedgetpu.so.1", formats=frozenset({Format.EDGETPU_TFLITE}),
+        DeviceSpec("EdgeTPU", "edgetpu", delegate="libedgetpu.so.1", formats=frozenset({Format.EDGETPU_TFLITE}),
                      requires="libedgetpu.so.1 from Coral's apt repository (libedgetpu1-std, or libedgetpu1-max for "
                      "the faster clock); not on PyPI, and the PyPI name `pycoral` is an unrelated project",
                      via='Interpreter(experimental_delegates=[load_delegate(libedgetpu, {"device": "usb:0"})]), one '
                      "interpreter per Edge TPU; USB (1a6e:089a / 18d1:9302) or PCIe (/dev/apex_N)"),
         # Not driven yet: see litert_npu.py for what it takes (ai-edge-litert 2.3.0's Intel OpenVINO dispatch
         # links OpenVINO 2026.3 exactly, and with no compiler plugin NPU|CPU runs silently on the CPU).
-        DeviceTarget("NPU", "npu", planned=True, via="CompiledModel.from_file(path, options=Options("
+        DeviceSpec("NPU", "npu", planned=True, via="CompiledModel.from_file(path, options=Options("
                      "hardware_accelerators=NPU|CPU, ...)), checking is_fully_accelerated()",
                      requires="a vendor dispatch library that loads and the NPU's driver"),
     )

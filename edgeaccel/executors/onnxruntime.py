@@ -9,7 +9,7 @@ does not take; ``CUDA:1`` / ``TensorRT:1`` pick the GPU); NPU (onnxruntime-openv
 with device_type NPU); QNN (onnxruntime-qnn, the Hexagon NPU through the HTP backend); CANN (onnxruntime-cann,
 a Huawei Ascend NPU; ``CANN:1`` picks NPU 1); DirectML; CoreML.
 Provider options are built by ``provider_options`` (a pure function); the caller's
-``runtime_options={"provider_options": {provider: {...}}}`` override them key by key.
+``RuntimeOptions(native={"provider_options": {provider: {...}}})`` override them key by key.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .. import packages
 from ..packages import installed, installed_version
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions
 from .device import DeviceRef, base_of
-from .facts import DeviceTarget, RuntimeSurvey
+from .facts import DeviceSpec, RuntimeSurvey
 from .gpu_memory import ORT_LIMIT_RULE, note as gpu_memory_note, ort_provider_options
 from .translate import ErrorRule, Failure, translate
 
@@ -128,32 +128,32 @@ class OnnxRuntimeExecutor(Executor):
     worker_environment = ("CUDA_*", "NVIDIA_*", "ORT_*", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
     label = "ONNX Runtime"
     formats = frozenset({Format.ONNX})
-    targets = (
-        DeviceTarget("CPU", "cpu", provider="CPUExecutionProvider"),
+    device_specs = (
+        DeviceSpec("CPU", "cpu", provider="CPUExecutionProvider"),
         # CUDA:N / TensorRT:N pick GPU N (provider option device_id). CUDA runs the model's own precision: the
         # CUDA provider has no f16 switch, so f16 is offered through TensorRT only.
-        DeviceTarget("CUDA", "gpu", provider="CUDAExecutionProvider", extra="gpu", packages=("onnxruntime-gpu",),
+        DeviceSpec("CUDA", "gpu", provider="CUDAExecutionProvider", extra="gpu", packages=("onnxruntime-gpu",),
                      requires=_GPU_BUILD, via="CUDAExecutionProvider (device_id), then CPU for unplaced nodes"),
-        DeviceTarget("TensorRT", "gpu", provider="TensorrtExecutionProvider", extra="gpu",
+        DeviceSpec("TensorRT", "gpu", provider="TensorrtExecutionProvider", extra="gpu",
                      packages=("onnxruntime-gpu",), requires="TensorRT libraries matching the onnxruntime-gpu build",
                      precisions=("f16", "int8"),
                      via="TensorrtExecutionProvider, then CUDA, then CPU for unplaced nodes; engine and timing caches "
                      "in <edgeaccel cache>/onnxruntime/tensorrt; f16 -> trt_fp16_enable, int8 -> trt_int8_enable"),
-        DeviceTarget("NPU", "npu", provider="OpenVINOExecutionProvider", packages=("onnxruntime-openvino",),
+        DeviceSpec("NPU", "npu", provider="OpenVINOExecutionProvider", packages=("onnxruntime-openvino",),
                      requires="an Intel NPU with the intel_vpu driver and Intel's user-space NPU driver",
                      via="OpenVINOExecutionProvider with device_type NPU (its default is CPU)"),
-        DeviceTarget("QNN", "npu", provider="QNNExecutionProvider", packages=("onnxruntime-qnn",),
+        DeviceSpec("QNN", "npu", provider="QNNExecutionProvider", packages=("onnxruntime-qnn",),
                      requires="a Qualcomm SoC with the FastRPC compute DSP (/dev/fastrpc-cdsp)",
                      via="Qualcomm Hexagon NPU through QNN's HTP backend (libQnnHtp.so / QnnHtp.dll)"),
         # Ascend NPUs (Atlas 200/300/500, 310-class) through Huawei's CANN provider; CANN:N picks NPU N (device_id).
         # They compute in f16 by default (precision_mode force_fp16); f32 (force_fp32) is the opt-in.
-        DeviceTarget("CANN", "npu", provider="CANNExecutionProvider", extra="ascend", packages=("onnxruntime-cann",),
+        DeviceSpec("CANN", "npu", provider="CANNExecutionProvider", extra="ascend", packages=("onnxruntime-cann",),
                      requires="a Huawei Ascend NPU with its driver and the CANN toolkit (source set_env.sh)",
                      default_precision="f16", precisions=("f16", "f32"),
                      via="CANNExecutionProvider (device_id, precision_mode), then CPU for unplaced nodes"),
-        DeviceTarget("DirectML", "gpu", provider="DmlExecutionProvider", packages=("onnxruntime-directml",),
+        DeviceSpec("DirectML", "gpu", provider="DmlExecutionProvider", packages=("onnxruntime-directml",),
                      planned=True, via="DmlExecutionProvider (Windows); not verified"),
-        DeviceTarget("CoreML", "npu", provider="CoreMLExecutionProvider", planned=True,
+        DeviceSpec("CoreML", "npu", provider="CoreMLExecutionProvider", planned=True,
                      via="CoreMLExecutionProvider (macOS); not verified"),
     )
     distributions = packages.ONNXRUNTIME
@@ -168,13 +168,11 @@ class OnnxRuntimeExecutor(Executor):
     def options_beside_others(cls, options: ExecutorOptions) -> ExecutorOptions:
         """Intra-op threads keep spinning after a run and slow whatever runs next on the same cores 2x
         (runtime facts; here ORT beside OpenVINO on mobilenet_v2: 76/s spinning, 110/s not): off unless set."""
-        import dataclasses
-
         runtime = dict(options.runtime_options)
         config = dict(runtime.get("session_config", {}))
         config.setdefault("session.intra_op.allow_spinning", "0")
         runtime["session_config"] = config
-        return dataclasses.replace(options, runtime_options=runtime)
+        return options.with_runtime(native=runtime)
 
     @classmethod
     def survey(cls) -> RuntimeSurvey:

@@ -32,7 +32,7 @@ from .. import packages
 from ..packages import installed_version
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions, Pool
 from .device import base_of
-from .facts import DeviceTarget, RuntimeSurvey
+from .facts import DeviceSpec, RuntimeSurvey
 from .translate import ErrorRule, translate
 
 PRECISIONS = {None: "f32", "f32": "f32", "bf16": "bf16", "f16": "f16"}
@@ -131,18 +131,18 @@ class OpenVINOExecutor(Executor):
     label = "OpenVINO"
     formats = frozenset({Format.TFLITE, Format.ONNX, Format.OPENVINO_IR})
     native_formats = frozenset({Format.OPENVINO_IR})
-    targets = (
+    device_specs = (
         # f32 unless bf16 is opted into (runtime facts: bf16 changes answers); bf16 only where the CPU computes it
-        DeviceTarget("CPU", "cpu", device_name="CPU", precisions=("bf16",),
+        DeviceSpec("CPU", "cpu", device_name="CPU", precisions=("bf16",),
                      needs_cpu_flags={"bf16": ("avx512_bf16", "amx_bf16")}, via="CPU plugin"),
         # The GPU plugin's own default is f16; here f32 unless f16 is asked for (or admitted by calibration).
-        DeviceTarget("GPU", "gpu", device_name="GPU", precisions=("f16",),
+        DeviceSpec("GPU", "gpu", device_name="GPU", precisions=("f16",),
                      requires="the Intel GPU compute runtime (OpenCL / Level Zero)", via="Intel GPU plugin"),
         # The NPU plugin refuses an f32 precision hint: it computes in f16 (and int8 for quantized layers).
-        DeviceTarget("NPU", "npu", device_name="NPU", default_precision="f16", precisions=("f16",),
+        DeviceSpec("NPU", "npu", device_name="NPU", default_precision="f16", precisions=("f16",),
                      requires="the Intel NPU driver (intel_vpu kernel module, /dev/accel/accel0, and its user-space "
                      "library)", via="Intel NPU plugin; static shapes only"),
-        DeviceTarget("AUTO", "auto", device_name="AUTO", via="AUTO plugin over the devices present"),
+        DeviceSpec("AUTO", "auto", device_name="AUTO", via="AUTO plugin over the devices present"),
     )
     precisions = (None, "f32")
     distributions = packages.OPENVINO

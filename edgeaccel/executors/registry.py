@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from .base import Executor
-from .facts import DEVICE_KINDS
+from .facts import DEVICE_KINDS, DeviceSpec
 
 log = logging.getLogger("edgeaccel.registry")
 ENTRY_POINT_GROUP = "edgeaccel.executors"
@@ -138,13 +138,17 @@ def check_plugin(cls: object, target: str) -> None:
             raise ConfigError(f"{target!r} does not set the class attribute {attr!r}")
     if getattr(cls, "__abstractmethods__", None):
         raise ConfigError(f"{target!r} does not implement {', '.join(sorted(cls.__abstractmethods__))}")
+    wrong = [s for s in cls.device_specs if not isinstance(s, DeviceSpec)]
+    if wrong:
+        raise ConfigError(f"{target!r} declares {wrong[0]!r}: device_specs must be DeviceSpec(name, kind) "
+                          "objects, e.g. (DeviceSpec('Hailo8', 'npu'),)")
     for name, kind in cls.device_kinds.items():
         if kind not in DEVICE_KINDS:
             raise ConfigError(f"{target!r} declares device {name!r} of kind {kind!r}; kinds are "
                               f"{', '.join(DEVICE_KINDS)}")
     if cls.kindless_devices:
-        raise ConfigError(f"{target!r} lists devices {list(cls.kindless_devices)} without their kinds: set "
-                          "device_kinds, e.g. {'Hailo8': 'npu'}")
+        raise ConfigError(f"{target!r} lists devices {list(cls.kindless_devices)} without their kinds: declare "
+                          "device_specs, e.g. (DeviceSpec('Hailo8', 'npu'),)")
 
 
 def _any_plugin_installed() -> bool:

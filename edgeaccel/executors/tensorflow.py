@@ -26,7 +26,7 @@ from ..modelinfo import Format, ModelInfo, TensorSpec
 from .. import packages
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions
 from .device import DeviceRef, base_of
-from .facts import DeviceTarget
+from .facts import DeviceSpec
 from .translate import ErrorRule, translate
 
 DEFAULT_SIGNATURE = "serving_default"
@@ -56,12 +56,12 @@ class TensorFlowExecutor(Executor):
     worker_environment = ("CUDA_*", "NVIDIA_*", "TF_*")
     label = "TensorFlow"
     formats = frozenset({Format.SAVEDMODEL})
-    targets = (
-        DeviceTarget("CPU", "cpu", via="tf.saved_model.load under tf.device('/CPU:0'), the serving_default signature"),
+    device_specs = (
+        DeviceSpec("CPU", "cpu", via="tf.saved_model.load under tf.device('/CPU:0'), the serving_default signature"),
         # CUDA:N is TensorFlow's /GPU:N (the probe names NVIDIA GPUs CUDA; the executor accepts GPU for it too)
-        DeviceTarget("CUDA", "gpu", device_name="/GPU:0", packages=("tensorflow[and-cuda]",),
+        DeviceSpec("CUDA", "gpu", device_name="/GPU:0", packages=("tensorflow[and-cuda]",),
                      requires="an NVIDIA driver; the CUDA libraries come with tensorflow[and-cuda]"),
-        DeviceTarget("TPU", "tpu", packages=("tensorflow-tpu",), requires="a Cloud TPU VM (libtpu)",
+        DeviceSpec("TPU", "tpu", packages=("tensorflow-tpu",), requires="a Cloud TPU VM (libtpu)",
                      via="TPUClusterResolver(tpu='local') + TPUStrategy on a Cloud TPU VM (unverified here: no TPU)"),
     )
     distributions = packages.TENSORFLOW

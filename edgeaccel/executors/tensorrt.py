@@ -6,7 +6,7 @@ Two ways in:
   before it is deserialized, and one built for another GPU with TensorRT's own account of the two compute
   capabilities. Either way the ONNX twin handed in with it takes over, visibly (``model.fallbacks``);
 - an ONNX model, built into an engine at f32 (the model's own), f16 or int8 (a QDQ model, or calibration
-  samples in ``runtime_options={"tensorrt": {"int8_calibration": [...]}}``). The engine is kept in
+  samples in ``RuntimeOptions(native={"tensorrt": {"int8_calibration": [...]}})``). The engine is kept in
   ``<cache>/tensorrt`` under a key of the model's content, the GPU's name and compute capability, the TensorRT
   version and the build options (``tensorrt_build.engine_cache_key``); ``info.details`` says how long the build
   took and whether the engine came from the cache.
@@ -32,7 +32,7 @@ from ..errors import DeviceUnavailableError, InferenceError, ModelLoadError, Run
 from ..modelinfo import Format, ModelInfo, TensorSpec
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions, Pool
 from .device import base_of
-from .facts import DeviceTarget, RuntimeSurvey
+from .facts import DeviceSpec, RuntimeSurvey
 from .tensorrt_build import (
     BuildOptions,
     cached_engine_paths,
@@ -72,8 +72,8 @@ class TensorRTExecutor(Executor):
     label = "TensorRT"
     formats = frozenset({Format.TENSORRT_ENGINE, Format.ONNX})
     native_formats = frozenset({Format.TENSORRT_ENGINE})
-    targets = (
-        DeviceTarget("TensorRT", "gpu", extra="tensorrt", packages=("tensorrt", "cuda-python"),
+    device_specs = (
+        DeviceSpec("TensorRT", "gpu", extra="tensorrt", packages=("tensorrt", "cuda-python"),
                      requires="an NVIDIA GPU with its driver", precisions=("f16", "int8"),
                      via="TensorRT's own runtime (tensorrt + cuda-python): engines as they are, ONNX built into "
                      "engines kept in <edgeaccel cache>/tensorrt; TensorRT:N picks GPU N"),

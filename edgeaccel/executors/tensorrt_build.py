@@ -164,7 +164,7 @@ def int8_refusal(quantized: bool, options: BuildOptions) -> str | None:
     if quantized or options.int8_calibration:
         return None
     return ("TensorRT int8 needs a QDQ-quantized model (edgeaccel convert --to onnx-int8) or calibration samples "
-            "(runtime_options={'tensorrt': {'int8_calibration': [...]}})")
+            "(RuntimeOptions(native={'tensorrt': {'int8_calibration': [...]}}))")
 
 
 def cuda_runtime():

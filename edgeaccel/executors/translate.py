@@ -31,7 +31,7 @@ from ..errors import (
 
 if TYPE_CHECKING:
     from ..modelinfo import ModelInfo
-    from .base import ExecutorOptions
+    from .executor_options import ExecutorOptions
 
 STAGES = ("load", "describe", "run")
 

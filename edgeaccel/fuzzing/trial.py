@@ -49,8 +49,8 @@ def run_trial(path: str, isolate: bool = False, seed: int = 0, limits: dict | No
     stage = "load"
     result: dict = {"path": path}
     try:
-        kwargs = {"isolate": edgeaccel.IsolationLimits(**limits) if limits else True} if isolate else {}
-        with edgeaccel.load(path, **kwargs) as model:
+        isolation = (edgeaccel.IsolationLimits(**limits) if limits else True) if isolate else False
+        with edgeaccel.load(path, runtime=edgeaccel.RuntimeOptions(isolate=isolation)) as model:
             result["executor"] = model.executor.name
             result["fallbacks"] = len(model.fallbacks)
             stage = "run"

@@ -1,7 +1,7 @@
 """Run a model in a worker process so that a crash or hang of a runtime cannot take the caller down.
 
-``edgeaccel.load(path, isolate=True)`` (or ``isolate=IsolationLimits(...)``) wraps the chosen executor in
-``IsolatedExecutor``; the Model and its fallback logic are unchanged.
+``edgeaccel.load(path, runtime=RuntimeOptions(isolate=True))`` (or ``isolate=IsolationLimits(...)``) wraps the
+chosen executor in ``IsolatedExecutor``; the Model and its fallback logic are unchanged.
 """
 
 from .limits import IsolationLimits, SandboxProbe

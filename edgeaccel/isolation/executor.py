@@ -9,7 +9,6 @@ retried as it is.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import json
 import logging
 import os
@@ -220,7 +219,7 @@ class _Worker:
         sandboxed = self.limits.sandbox != "off"
         if sandboxed and options.cache_dir:
             # a worker that writes compiled models which trusted loads read later could poison them
-            options = dataclasses.replace(options, cache_dir=None)
+            options = options.with_runtime(cache=False)
         request = {"op": "load", "runtime": self.runtime, "model": model, "device": device, "options": options,
                    "threads": options.runtime_options.get("max_interpreters", 8)}
         self.sock.settimeout(self.limits.load_timeout)

@@ -46,7 +46,7 @@ def physical_memory() -> int:
 
 @dataclass(frozen=True)
 class IsolationLimits:
-    """Limits of the worker process that loads and runs an untrusted model (``load(..., isolate=...)``).
+    """Limits of the worker process that loads and runs an untrusted model (``RuntimeOptions(isolate=...)``).
 
     memory_bytes: address-space limit (RLIMIT_AS) of a worker on the CPU; 0 for none. Address space, not
         resident memory: runtimes reserve far more than they touch (measured: see the README), so the default

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-GOALS = ("latency", "efficiency")
+from ..options import GOALS, PRECISIONS  # noqa: F401  (named once, where load() checks them)
+
 # Device names as executors and the probe use them. A profile names only these, so a typo ("EdgeTpu")
 # is an error at load time instead of a device that silently never ranks.
 # RKNPU, Hailo and QNN are what the probe reports for the Rockchip NPU, a Hailo module and a Qualcomm NPU
 # ("NPU" alone is the Intel NPU OpenVINO drives); CANN is a Huawei Ascend NPU (ONNX Runtime's CANN provider).
 DEVICE_NAMES = ("CPU", "GPU", "NPU", "CUDA", "TensorRT", "EdgeTPU", "TPU", "RKNPU", "Hailo", "QNN", "CANN")
 KINDS = ("cpu", "gpu", "npu", "edgetpu", "tpu", "dsp")
-PRECISIONS = ("int4", "int8", "int16", "f16", "bf16", "f32")
 
 
 def base_device(device: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +59,7 @@ class ProfileJob:
         for key, value in runtime_options.items():
             merged[key] = {**value, **merged.get(key, {})} if isinstance(value, dict) else value
         start = self.clock()
-        self.executor = open_candidate(self.candidate, replace(self.options, runtime_options=merged))
+        self.executor = open_candidate(self.candidate, self.options.with_runtime(native=merged))
         self.load_s = self.clock() - start
         self.inputs = InputBinder(self.executor.inputs).bind(list(self.inputs))
         return self.executor

@@ -27,12 +27,14 @@ def profile_model(model, *, executor: str | None = None, device: str | None = No
     seeded random data. sampler: a context-manager factory entered around each executor's timed runs (the
     utilization sampler); its ``summary()`` and ``lines()`` are kept on the executor's profile.
     """
-    from ..loader import _nothing_can_run, select
+    from ..loader import select
+    from ..opening import nothing_can_run
+    from ..options import RuntimeOptions, SelectionOptions
 
     if runs < 1 or warmup < 0:
         raise InputError(f"runs must be at least 1 and warmup at least 0 (got runs={runs}, warmup={warmup})")
-    selection = select(model, executor=executor, device=device, precision=precision, threads=threads,
-                       cache_dir=cache_dir, cache=cache)
+    selection = select(model, executor=executor, device=device, selection=SelectionOptions(precision=precision),
+                       runtime=RuntimeOptions(threads=threads, cache_dir=cache_dir, cache=cache))
     ranking = selection.ranking
     notes = []
     if every and selection.measurements:  # side by side means every executor that runs here, also those an
@@ -44,7 +46,7 @@ def profile_model(model, *, executor: str | None = None, device: str | None = No
                 notes.append(f"{rejection.name}: profiled although edgeaccel.load passes it over ({rejection.reason})")
     candidates = ranking.candidates if every else ranking.candidates[:1]
     if not candidates:
-        raise _nothing_can_run(ranking)
+        raise nothing_can_run(ranking)
     result = ModelProfile(", ".join(str(a.path) for a in selection.artifacts.artifacts), notes=notes)
     for candidate in candidates:
         arrays = _inputs_for(candidate.artifact, inputs, seed)

@@ -54,7 +54,7 @@ def map_batches(ds, model, *, task: str | None = None, actors: int = 2, batch_si
     device: an edgeaccel device name ("EdgeTPU", "NPU", "CUDA"): each actor asks Ray for one unit of that
         resource (declared by ``ray start $(edgeaccel probe --ray-resources)``) and loads the model on it.
     ship: "bytes" (the model files travel through Ray's object store) or "path" (every node mounts them).
-    load_options: anything else ``edgeaccel.load`` takes (labels, task_options, executor, precision, ...).
+    load_options: anything else ``edgeaccel.load`` takes (labels, executor, selection, runtime, task_options, ...).
     """
     ray = import_ray()
     import_ray_part("data")
@@ -88,9 +88,12 @@ def check_options(load_options: dict, num_cpus, **counts) -> None:
         if key in load_options:
             raise ConfigError(f"{key}= is not a load option of map_batches", key=key,
                               hint=f"use {instead}= (a parameter of map_batches itself)")
+    from ..load_keywords import MOVED
     from ..loader import load
 
-    known = set(inspect.signature(load).parameters)
+    # load's own keywords, and the older ones it still takes (with a DeprecationWarning naming the new spelling)
+    known = {name for name, p in inspect.signature(load).parameters.items() if p.kind is not p.VAR_KEYWORD}
+    known |= {name for name, (where, _) in MOVED.items() if where != "schedule"}
     unknown = sorted(set(load_options) - known)
     if unknown:
         raise ConfigError(f"edgeaccel.load takes no option {', '.join(unknown)}", key=unknown[0],

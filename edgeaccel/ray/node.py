@@ -31,11 +31,19 @@ def load_on_node(payload: ModelPayload, *, task: str | None, device: str | None,
     # no background calibration by default: every actor would spend its CPUs measuring the same candidates
     # while it should be serving the batch, and actors could end on different executors. Measurements already
     # in this node's cache still count; calibrate=True / "background" asks for it.
-    options = {"calibrate": False, **options}
+    from dataclasses import replace
+
+    options = dict(options)
+    selection = options.pop("selection", None) or edgeaccel.SelectionOptions(calibrate=False)
+    runtime = options.pop("runtime", None) or edgeaccel.RuntimeOptions()
+    if runtime.threads is None:
+        runtime = replace(runtime, threads=threads or assigned_cpus())
+    task_options = options.pop("task_options", None) or edgeaccel.TaskOptions()
     if labels is not None:
-        options["labels"] = labels
+        task_options = replace(task_options, labels=labels)
     try:
-        model = edgeaccel.load(source, task=task, device=device, threads=threads or assigned_cpus(), **options)
+        model = edgeaccel.load(source, task=task, device=device, selection=selection, runtime=runtime,
+                               task_options=task_options, **options)
     except edgeaccel.EdgeAccelError as exc:  # Ray wraps it in ActorDiedError: its text should say where it failed
         raise type(exc)(f"on Ray node {node_label()}: {exc.message}", hint=exc.hint) from exc
     log.info("edgeaccel actor on %s: %s", node_label(), model.executor)

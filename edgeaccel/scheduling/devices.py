@@ -103,7 +103,7 @@ def sensors_for(devices: list[str], root: Path, nvml: Any | None = None,
         kinds = {p.kind for p in placed}
         why = ""
         if "unknown" in kinds:
-            why = " (its kind is unknown: declare device_kinds on its executor class)"
+            why = " (its kind is unknown: declare it in device_specs on its executor class)"
         elif "auto" in kinds:
             why = " (the runtime picks the device itself)"
         extra = tuple(f"no sensor for {strings}: no {q} source{why}" for q in missing)

@@ -45,7 +45,7 @@ DEFAULT_MAX_WAIT_S = 60.0  # a request without a deadline that no executor start
 class ScheduledModel(Model):
     """A model served by several executors under a scheduling policy. Use as a context manager or ``close()``.
 
-    It is a Model (``edgeaccel.load(..., policy=...)`` returns one): the same ``run``, ``submit``,
+    It is a Model (``edgeaccel.schedule(model, policy)`` returns one): the same ``run``, ``submit``,
     ``stream``, ``inputs``, ``outputs``, ``executor``, ``fallbacks`` and ``reselect``, plus ``deadline=``
     on requests and ``executors``, ``stats``, ``trace`` and ``telemetry``.
 

@@ -1,4 +1,4 @@
-"""Open several ranked candidates of one model as a ScheduledModel (``edgeaccel.load(..., policy=...)``).
+"""Open several ranked candidates of one model as a ScheduledModel (``edgeaccel.schedule(model, policy)``).
 
 Every candidate that loads joins, up to ``max_executors``: a scheduler can only move work between executors it
 holds. A candidate that fails to load is recorded in ``fallbacks`` (never silently dropped); candidates whose
@@ -123,8 +123,8 @@ def _guarded(guard: ModelGuard, candidates: list[Candidate], executors: list[Exe
         raise AccuracyGuardError(
             "no executor of this model agrees with its reference:" +
             "".join(f"\n  - {c.name}: {v.why}" for c, _, v in refused),
-            hint="load without policy= (one executor), pass real calibration_inputs=, or raise "
-                 "accuracy_tolerance= if these differences are acceptable for this model")
+            hint="use edgeaccel.load (one executor), pass real samples as SelectionOptions(calibration_inputs=...), "
+                 "or raise SelectionOptions(accuracy_tolerance=...) if these differences are acceptable")
     return kept
 
 

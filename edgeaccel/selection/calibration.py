@@ -47,8 +47,8 @@ PASS_INPUTS = "pass calibration_inputs= with real inputs to measure it"
 
 @dataclass(frozen=True)
 class TaskRequest:
-    """The vision task the caller asked for (``load(task=, labels=, task_options=)``): ``name`` None lets the
-    model's metadata or outputs say (``guard.judged_on_task``), ``NO_TASK`` judges raw outputs only."""
+    """The vision task the caller asked for (``load(task=, task_options=TaskOptions(labels=, ...))``): ``name``
+    None lets the model's metadata or outputs say (``guard.judged_on_task``), ``NO_TASK`` judges raw outputs only."""
 
     name: str | None = None
     labels: object = field(default=None, compare=False)
@@ -63,7 +63,7 @@ class CalibrationPlan:
     max_rounds: int = 24
     samples: int = 8  # inputs made when the caller gives none
     seed: int = 0
-    tolerance: float = DEFAULT_TOLERANCE  # see agreement/guard.py; load(accuracy_tolerance=) sets it
+    tolerance: float = DEFAULT_TOLERANCE  # see agreement/guard.py; SelectionOptions(accuracy_tolerance=) sets it
     task: TaskRequest = field(default_factory=TaskRequest, compare=False)  # what the guard judges on
     warmup_s: float = 0.1  # untimed calls per candidate before timing
     head_to_head_s: float = 1.5  # re-measuring the two leaders when they are within the noise

@@ -170,7 +170,7 @@ class ModelGuard:
     """The guard of one loaded model: its reference (computed once, when first needed) and the calibration
     measurements that already count.
 
-    references: the candidates the reference may run on, best first (``loader._reference_candidate``);
+    references: the candidates the reference may run on, best first (``choice._reference_candidate``);
     open_reference(candidate) -> Executor opens one; measurements: key -> Measurement from calibration or the
     cache; given: the caller's calibration inputs; task_request: the load's (task, labels, task_options), the
     task answers are judged on as calibration judges them (``calibration.TaskRequest``, made only when the

@@ -1,6 +1,6 @@
 """The server's core, shared by HTTP and gRPC: every loaded model, and the path a request takes to one.
 
-Each model is loaded as ``edgeaccel.load(path, policy=...)`` does for one app (validated first, isolated in a
+Each model is loaded as ``edgeaccel.schedule(path, policy)`` does for one app (validated first, isolated in a
 worker process with ``isolate``), so it is a ScheduledModel: its requests queue in deadline order and run on
 the executors its policy picks from the devices' telemetry (thermal, power, latency, efficiency). What the core
 adds for many models at once:
@@ -31,6 +31,7 @@ from ..tensors import InputBinder
 from .batching import Batcher, batchable
 from .errors import ServeError, from_edgeaccel
 from .gate import DeviceGate, gate_model, ran_by
+from .opening import open_model
 from .repository import Entry, ModelRepository, layout_hint
 from .shape_check import onnx_check_for
 from .tensors import datatype_of
@@ -122,8 +123,6 @@ class ServeCore:
             return served
 
     def _open(self, entry: Entry) -> ServedModel:
-        import edgeaccel
-
         from ..native_log import quiet_native_stderr
 
         opts = self.options
@@ -131,10 +130,7 @@ class ServeCore:
             # the runtimes' native log lines are filtered by swapping fd 2 for the process: one load at a time
             # swaps it (two at once would restore each other's capture file), others serve meanwhile
             with _NATIVE_LOG_LOCK, quiet_native_stderr():
-                model = edgeaccel.load(entry.source, executor=opts.executor, policy=opts.policy,
-                                       power_budget_w=opts.power_budget_w, performance_hint=opts.performance_hint,
-                                       isolate=opts.isolate, telemetry_root=opts.telemetry_root,
-                                       task=opts.tasks.get(entry.name), labels=opts.labels.get(entry.name))
+                model = open_model(entry.source, entry.name, opts)
         except Exception as exc:  # a model that does not load is a reason in the index, never a crash
             error = from_edgeaccel(exc, entry.name)
             raise ServeError(409 if error.status == 500 else error.status,

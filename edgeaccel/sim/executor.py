@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..executors.base import Availability, Executor, ExecutorInfo, ExecutorOptions
+from ..options import RuntimeOptions
 from ..modelinfo import Format, ModelInfo, TensorSpec
 from .heat import HeatModel
 
@@ -30,7 +31,7 @@ class SimulatedExecutor(Executor):
     devices = ("CPU", "EdgeTPU", "SimAccel")
 
     def __init__(self, heat: HeatModel, clock, model: ModelInfo | None = None, name: str | None = None) -> None:
-        super().__init__(model or placeholder_model(), DEVICE_KIND[heat.p.layout], ExecutorOptions(threads=1))
+        super().__init__(model or placeholder_model(), DEVICE_KIND[heat.p.layout], ExecutorOptions(RuntimeOptions(threads=1)))
         self.heat = heat
         self.clock = clock
         self.name = name or f"sim:{heat.p.name}"

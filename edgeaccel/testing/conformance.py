@@ -14,7 +14,9 @@ device to test; pytest collects the mixin's tests in the subclass::
 What the contract asks (``edgeaccel.executors.base``), one test each:
 - ``availability()`` answers (an ``Availability`` with a reason) and never raises: for no device, every
   device the class declares, and device strings that mean nothing;
-- the class's facts are coherent: runtime and formats set, every device of a known kind, ``survey()`` returns a
+- the class's facts are coherent: runtime and formats set, its devices declared once as ``device_specs`` (a
+  class still setting the older ``targets``, ``device_kinds`` or ``devices`` passes, with a DeprecationWarning
+  that says how to write it), every device of a known kind, ``survey()`` returns a
   ``RuntimeSurvey`` and never raises, ``rejects()`` accepts the model it is tested on, the registry would
   register it;
 - ``info`` tells the truth: its runtime and device are the executor's, its precision and version are named;
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -43,7 +46,7 @@ import pytest
 from ..errors import EdgeAccelError
 from ..executors.base import Availability, Executor, ExecutorOptions
 from ..executors.device import same_base
-from ..executors.facts import DEVICE_KINDS, RuntimeSurvey
+from ..executors.facts import DEVICE_KINDS, DeviceSpec, RuntimeSurvey
 from ..executors.translate import ErrorRule
 from ..modelinfo import Format, ModelInfo, TensorSpec
 from ..tensors import random_array
@@ -120,6 +123,12 @@ class ExecutorConformance:
         check_plugin(cls, f"{cls.__module__}:{cls.__qualname__}")  # what the registry asks of a plug-in
         assert isinstance(cls.runtime, str) and cls.runtime.strip()
         assert cls.formats and all(isinstance(f, Format) for f in cls.formats)
+        assert cls.device_specs and all(isinstance(s, DeviceSpec) for s in cls.device_specs), \
+            "device_specs is a tuple of edgeaccel.executors.DeviceSpec"
+        if cls.devices_declared_as != "device_specs":  # accepted for one release; the author is told how
+            warnings.warn(f"{cls.__name__} declares its devices with `{cls.devices_declared_as}`, which is "
+                          f"deprecated: declare device_specs = (DeviceSpec(name, kind), ...) instead "
+                          f"(docs/plugins.md)", DeprecationWarning, stacklevel=1)
         assert cls.device_kinds, "an executor drives at least one device"
         for name, kind in cls.device_kinds.items():
             assert kind in DEVICE_KINDS, f"device {name!r} has kind {kind!r}; kinds are {DEVICE_KINDS}"

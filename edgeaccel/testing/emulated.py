@@ -46,7 +46,7 @@ import numpy as np
 from ..errors import DeviceUnavailableError, InferenceTimeoutError, ModelClosedError
 from ..executors.base import Availability, Executor, ExecutorInfo, ExecutorOptions
 from ..executors.device import base_of
-from ..executors.facts import DEVICE_KINDS, DeviceTarget
+from ..executors.facts import DEVICE_KINDS, DeviceSpec
 from ..modelinfo import Format, ModelInfo
 from .emulated_numerics import NUMERICS, _digest, _numerics
 
@@ -143,12 +143,12 @@ def emulated_accelerator(name: str = "fastgpu", device: str = "FastGPU", kind: s
         heat = asdict(heat)
     spec = EmulatedSpec(name, device, kind, wraps, speedup, fixed_latency_ms, numerics, power_w, idle_w, heat,
                         faults or Faults(), available, memo, label)
-    target = DeviceTarget(device, kind, via=f"emulated: answers by {wraps} on the CPU, behaviour simulated",
+    target = DeviceSpec(device, kind, via=f"emulated: answers by {wraps} on the CPU, behaviour simulated",
                           precisions=(spec.precision,) if spec.precision else (),
                           default_precision=spec.precision)
     class_name = "".join(part.capitalize() for part in name.replace("-", "_").split("_")) + "EmulatedExecutor"
     return type(class_name, (EmulatedExecutor,), {
-        "__module__": __name__, "runtime": name, "label": label or f"{name} (emulated {kind})", "spec": spec, "targets": (target,),
+        "__module__": __name__, "runtime": name, "label": label or f"{name} (emulated {kind})", "spec": spec, "device_specs": (target,),
         "__doc__": f"Emulated {kind} {device!r} over {wraps} on the CPU ({numerics} numerics); figures simulated.",
     })
 

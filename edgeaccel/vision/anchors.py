@@ -113,8 +113,8 @@ def preset(name: str) -> Preset:
     found = PRESETS.get(name) or _ALIASES.get(name)
     if found is None:
         raise TaskError(f"no SSD anchor preset {name!r}; the presets are {', '.join(PRESETS)}",
-                        hint="or pass the anchor options: task_options={'anchors': {'input_size_height': ..., "
-                             "'min_scale': ..., 'max_scale': ..., 'strides': [...]}}")
+                        hint="or pass the anchor options: TaskOptions(decoder={'anchors': {'input_size_height': ..., "
+                             "'min_scale': ..., 'max_scale': ..., 'strides': [...]}})")
     return found
 
 

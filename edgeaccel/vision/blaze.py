@@ -37,7 +37,7 @@ def decode(regressors: np.ndarray, logits: np.ndarray, anchors: np.ndarray, o: D
     if raw.shape[1] < need:
         raise TaskError(f"the regressors hold {raw.shape[1]} values per anchor; the decode options need {need} "
                         f"(4 box values + {o.num_keypoints} keypoints x {o.num_values_per_keypoint})",
-                        hint="set num_keypoints in task_options={'ssd': {...}} to match the model")
+                        hint="set num_keypoints in TaskOptions(decoder={'ssd': {...}}) to match the model")
     scores = logits.reshape(len(anchors), -1).astype(np.float32)
     if o.sigmoid_score:
         if o.score_clipping_thresh:

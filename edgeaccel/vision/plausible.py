@@ -12,7 +12,7 @@ from .errors import LayoutRefused
 
 # Ultralytics P3-P5 heads, the P6 models, and two-scale heads (YOLOv3/v4-tiny at 16/32, small custom heads at 8/16)
 YOLO_STRIDES = ((8, 16, 32), (8, 16, 32, 64), (16, 32), (8, 16))
-FORCE_HINT = "if it is one, pass task_options={'layout': 'yolov8'} (or 'yolov5', 'nms-in-graph') to decode it anyway"
+FORCE_HINT = "if it is one, pass TaskOptions(decoder={'layout': 'yolov8'}) (or 'yolov5', 'nms-in-graph') to decode it anyway"
 
 
 def grid_cells(height: int, width: int, strides: tuple[int, ...]) -> int:
@@ -60,7 +60,7 @@ def check_scores(values: np.ndarray, what: str, decoder: str) -> None:
     low, high = float(np.min(values)), float(np.max(values))
     if not np.isfinite(low) or not np.isfinite(high):
         raise LayoutRefused(f"{what} holds NaN or infinite values: the model's outputs are broken for this input",
-                        hint="check the input's normalization (task_options={'normalize': ...})")
+                        hint="check the input's normalization (TaskOptions(normalize=...))")
     if low < -1e-3 or high > 1 + 1e-3:
         raise LayoutRefused(f"{what} is not {decoder} scores: they range {low:.4g}..{high:.4g}, and a {decoder} head "
                         f"gives scores in 0..1 after its sigmoid; decoding it would draw garbage",

@@ -163,8 +163,8 @@ def _row_major_kind(by_count: str, shape: tuple, name) -> str:
     raise LayoutRefused(f"output {name} {list(shape)} has one candidate per grid cell with {values} values each: "
                         f"{values - 4} classes without objectness (a transposed YOLOv8 export) or {values - 5} with "
                         "objectness (YOLOX-style); the model does not say how many classes it has",
-                        hint="pass labels= (or metadata names) with the class count, or task_options={'layout': "
-                             "'yolov8'} / {'layout': 'yolov5'} (objectness)")
+                        hint="pass labels= (or metadata names) with the class count, or TaskOptions(decoder={'layout': "
+                             "'yolov8'}) / {'layout': 'yolov5'} (objectness)")
 
 
 def _anchor_ssd(shapes: list[tuple], image_size, info, described: str) -> Recognized | None:
@@ -186,8 +186,8 @@ def _anchor_ssd(shapes: list[tuple], image_size, info, described: str) -> Recogn
     raise LayoutRefused(f"{info.path.name} looks like an anchor-based SSD detector (regressors {list(shapes[boxes])}, "
                     f"scores {list(shapes[scores])}: {n} anchors) whose anchors are not in the file, and no preset "
                     f"has {n} anchors with {values} values each; its outputs are {described}",
-                    hint="pass the anchors: task_options={'anchors': {'input_size_height': H, 'input_size_width': "
-                         "W, 'min_scale': ..., 'max_scale': ..., 'strides': [...], ...}} (MediaPipe's SSD anchor "
+                    hint="pass the anchors: TaskOptions(decoder={'anchors': {'input_size_height': H, 'input_size_width': "
+                         "W, 'min_scale': ..., 'max_scale': ..., 'strides': [...], ...}}) (MediaPipe's SSD anchor "
                          "options) or an N x 4 array/.npy/.csv, and 'ssd': {'num_keypoints': K} (on the command line "
                          "--task-option anchors='{...}' --task-option ssd='{...}'); docs/vision.md")
 

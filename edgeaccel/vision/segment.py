@@ -50,7 +50,7 @@ def foreground(array: np.ndarray, kind: str, threshold: float) -> np.ndarray:
         from .errors import LayoutRefused
 
         raise LayoutRefused("the mask holds NaN or infinite values: the model's output is broken for this input",
-                            hint="check the input's normalization (task_options={'normalize': ...})")
+                            hint="check the input's normalization (TaskOptions(normalize=...))")
     if kind == "mask":
         p = a[..., 0]
         if p.min() < 0 or p.max() > 1:

@@ -247,8 +247,8 @@ def _mediapipe_anchors(preset_name: str | None, anchors, ssd: dict | None):
         grid = ssd_anchors.generate(preset.anchors)
     else:
         raise TaskError("a MediaPipe-style SSD detector needs its anchors",
-                        hint=f"task_options={{'anchors': <a preset: {', '.join(ssd_anchors.PRESETS)}; or SSD anchor "
-                             f"options; or an N x 4 array>}}")
+                        hint=f"TaskOptions(decoder={{'anchors': <a preset: {', '.join(ssd_anchors.PRESETS)}; or SSD "
+                             f"anchor options; or an N x 4 array>}})")
     decode = ssd_anchors.decode_options(ssd or {}, preset.decode if preset else ssd_anchors.DecodeOptions())
     return preset, grid, decode
 
@@ -372,7 +372,7 @@ def _preset_for(model, shapes: list[tuple]) -> str:
             if found:
                 return found.name
     raise TaskError("decode options (ssd=) were given without anchors, and no preset matches the outputs "
-                    f"{[list(s) for s in shapes]}", hint="give task_options={'anchors': ...} too")
+                    f"{[list(s) for s in shapes]}", hint="give TaskOptions(decoder={'anchors': ...}) too")
 
 
 def raw_width(shapes: list[tuple], anchors: int) -> int | None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import importlib.util
 
 from edgeaccel import ModelClosedError
-from edgeaccel.executors import Availability, Executor, ExecutorInfo, Format, translate
+from edgeaccel.executors import Availability, DeviceSpec, Executor, ExecutorInfo, Format, translate
 
 
 class ExampleNPUExecutor(Executor):
     runtime = "example-npu"  # the name users pin: edgeaccel.load(path, executor="example-npu")
     formats = frozenset({Format.ONNX})  # what it reads
-    device_kinds = {"ExampleNPU": "npu"}  # each device and its kind: cpu, gpu, npu, tpu, edgetpu, dsp
+    device_specs = (DeviceSpec("ExampleNPU", "npu"),)  # each device and its kind: cpu, gpu, npu, tpu, edgetpu, dsp
     # (module, distribution): edgeaccel reads the installed version from here, without importing anything
     distributions = (("edgeaccel_example_plugin", "edgeaccel-example-plugin"),)
 

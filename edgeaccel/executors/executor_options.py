@@ -1,0 +1,98 @@
+"""``ExecutorOptions``: what one executor is opened with, the caller's ``RuntimeOptions`` (validated in
+``edgeaccel.options``) plus the precision the selector chose for this candidate. The runtime fields are read
+through it (``options.threads``, ``options.gpu_mem_limit_mb``, ...) and declared nowhere else.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, replace
+
+from ..options import RuntimeOptions
+
+# the keywords ExecutorOptions took before RuntimeOptions held them: old name -> RuntimeOptions field
+_MOVED = {"threads": "threads", "performance_hint": "performance_hint", "cache_dir": "cache_dir",
+          "runtime_options": "native", "gpu_mem_limit_mb": "gpu_mem_limit_mb"}
+
+
+@dataclass(frozen=True, init=False)
+class ExecutorOptions:
+    """What one executor runs with. ``precision`` None means the model's own precision, f32 for float math:
+    reduced precision (bf16, f16) is an opt-in because it changes answers (runtime facts: OpenVINO bf16).
+    ``runtime.cache_dir`` is the folder this executor may keep compiled models in, None when it keeps none."""
+
+    runtime: RuntimeOptions
+    precision: str | None
+
+    def __init__(self, runtime: RuntimeOptions | None = None, precision: str | None = None, **moved) -> None:
+        if runtime is not None and not isinstance(runtime, RuntimeOptions):
+            from ..errors import ConfigError
+
+            raise ConfigError(f"ExecutorOptions(runtime=...) takes a RuntimeOptions, not {type(runtime).__name__}",
+                              key="runtime", hint="write ExecutorOptions(RuntimeOptions(threads=2), precision='f16')")
+        if moved:
+            unknown = sorted(set(moved) - set(_MOVED))
+            if unknown:
+                raise TypeError(f"ExecutorOptions() got unexpected keyword arguments {unknown}")
+            new = {_MOVED[k]: v for k, v in moved.items()}
+            spelled = ", ".join(f"{k}={v!r}" for k, v in new.items())
+            warnings.warn(f"ExecutorOptions({', '.join(moved)}=...) is deprecated: write "
+                          f"ExecutorOptions(RuntimeOptions({spelled}), precision=...)", DeprecationWarning,
+                          stacklevel=2)
+            runtime = replace(runtime or RuntimeOptions(), **new)
+        object.__setattr__(self, "runtime", runtime or RuntimeOptions())
+        object.__setattr__(self, "precision", precision)
+
+    def with_runtime(self, **changes) -> ExecutorOptions:
+        """A copy whose RuntimeOptions fields ``changes`` replace (validated again)."""
+        return ExecutorOptions(replace(self.runtime, **changes), self.precision)
+
+    # the runtime's fields, read where executors always read them
+    @property
+    def threads(self) -> int | None:
+        return self.runtime.threads
+
+    @property
+    def performance_hint(self) -> str:
+        return self.runtime.performance_hint
+
+    @property
+    def gpu_mem_limit_mb(self) -> float | None:
+        return self.runtime.gpu_mem_limit_mb
+
+    @property
+    def runtime_options(self) -> dict:
+        """Options passed to the runtime as they are (``RuntimeOptions.native``)."""
+        return self.runtime.native
+
+    @property
+    def cache_dir(self) -> str | None:
+        return os.fspath(self.runtime.cache_dir) if self.runtime.cache and self.runtime.cache_dir else None
+
+    def resolved_threads(self) -> int:
+        return self.threads or default_threads()
+
+    @property
+    def throughput(self) -> bool:
+        return self.performance_hint == "throughput"
+
+    def stream_threads(self) -> int:
+        """Threads per stream: all cores for one stream (latency), one each for one stream per core
+        (throughput: runtime facts, independent streams scale better than intra-op threads)."""
+        if self.threads:
+            return self.threads
+        return 1 if self.throughput else default_threads()
+
+    def streams(self) -> int:
+        """Concurrent requests that keep the cores busy."""
+        return max(1, default_threads() // self.stream_threads()) if self.throughput else 1
+
+
+def default_threads() -> int:
+    """Cores this process may use (affinity and cgroup CPU sets respected), the best thread count for one model."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
