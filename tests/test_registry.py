@@ -47,7 +47,7 @@ def test_a_malformed_device_reference_says_the_forms(text):
 
 def test_no_runtime_names_outside_executors():
     """The selector, the probe and the scheduler name no runtime: what they know of one comes from its class.
-    (That probe/ never imports executors/ is in edgeaccel/_layers.py, checked by tests/test_layers.py, which
+    (That hardware/ never imports executors/ is in edgeaccel/_layers.py, checked by tests/test_layers.py, which
     also sees function-level and string imports.)"""
     import ast
     from pathlib import Path
@@ -56,7 +56,8 @@ def test_no_runtime_names_outside_executors():
 
     root = Path(edgeaccel.__file__).parent
     names = ("litert", "onnxruntime", "openvino", "tensorflow", "LiteRT", "ONNX Runtime", "OpenVINO")
-    for path in [root / "selector.py", *(root / "probe").glob("*.py"), *(root / "scheduling").glob("*.py")]:
+    for path in [root / "selection" / "selector.py", *(root / "hardware").glob("*.py"),
+                 *(root / "scheduling").glob("*.py")]:
         tree = ast.parse(path.read_text())
         docs = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.ClassDef,
                 ast.FunctionDef)) and n.body and isinstance(n.body[0], ast.Expr)}
