@@ -72,7 +72,7 @@ def latency(models: Sequence[tuple[str, object, list]], runs: int, warmup: int =
         return result.count < runs or result.wall_s < min_seconds
 
     while any(more(r) for r in results):
-        for result, inputs, (_, model, _) in zip(results, copies, models):
+        for result, inputs, (_, model, _) in zip(results, copies, models, strict=True):
             if not more(result):
                 continue
             if len(models) > 1:

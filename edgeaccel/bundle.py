@@ -138,7 +138,7 @@ def read_manifest(path: Path, memo: formats.ValidationMemo | None = None) -> Art
     result_paths = [_inside(folder, entry["path"], path, f"artifacts[{i}].path")
                     for i, entry in enumerate(data["artifacts"])]
     found = _describe_all(data.get("name") or folder.name, result_paths, strict=False, memo=memo)
-    for i, (entry, p) in enumerate(zip(data["artifacts"], result_paths)):
+    for i, (entry, p) in enumerate(zip(data["artifacts"], result_paths, strict=True)):
         if entry.get("note"):
             found.notes[p] = entry["note"]
         if entry.get("check"):
@@ -215,7 +215,7 @@ def _same_signature(a: ModelInfo, b: ModelInfo) -> bool:
         return True
     if len(a.inputs) != len(b.inputs) or len(a.outputs) != len(b.outputs):
         return False
-    if not all(_dims_agree(x.shape, y.shape) for x, y in zip(a.inputs, b.inputs)):
+    if not all(_dims_agree(x.shape, y.shape) for x, y in zip(a.inputs, b.inputs, strict=True)):
         return False
     return sorted(_size(t.shape) for t in a.outputs) == sorted(_size(t.shape) for t in b.outputs)
 
@@ -227,7 +227,7 @@ def _dims_agree(x, y) -> bool:
     known_y = sorted(d for d in y if d is not None)
     if None not in x and None not in y:
         return known_x == known_y  # equal, or the same dimensions in another layout
-    return all(d1 is None or d2 is None or d1 == d2 for d1, d2 in zip(x, y)) or known_x == known_y
+    return all(d1 is None or d2 is None or d1 == d2 for d1, d2 in zip(x, y, strict=True)) or known_x == known_y
 
 
 def _size(shape) -> int | None:

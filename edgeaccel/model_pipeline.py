@@ -434,6 +434,6 @@ def declared_shape(spec: Any, pipeline: ModelPipeline | None) -> list[int] | Non
     if None in shape and pipeline is not None and pipeline.imgsz and len(shape) == 4:
         axes = (1, 2) if shape[3] in (1, 3) else (2, 3) if shape[1] in (1, 3) else None
         if axes:
-            for axis, size in zip(axes, pipeline.imgsz):
+            for axis, size in zip(axes, pipeline.imgsz, strict=True):
                 shape[axis] = size if shape[axis] is None else shape[axis]
     return None if spec.unranked or None in shape else shape

@@ -26,7 +26,7 @@ def test_requests_held_and_answers_with_all_of_them_in_flight(hint, per_stream):
         expected = [model.run(x)[0] for x in xs]
         futures = [model.submit(x) for x in xs]  # more than it holds: submit waits for an idle request
         assert len(model._executor._queue) == model.concurrency
-        for future, want in zip(futures, expected):
+        for future, want in zip(futures, expected, strict=True):
             np.testing.assert_array_equal(future.result(timeout=60)[0], want)
 
 

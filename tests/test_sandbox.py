@@ -103,7 +103,7 @@ def test_every_forbidden_action_is_refused_while_answers_stay_right(runtime, tmp
         assert not accepted and not list(tmp_path.glob("edgeaccel-probe-*"))
         image = image_input("bird", isolated.inputs[0])
         got, want = isolated.run(image), direct.run(image)
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             np.testing.assert_array_equal(g, w)
         assert labels[int(np.argmax(got[0]))] == "chickadee"
         # the channel's shared region works under every layer (memfd mapped by the worker, seccomp allowing it)

@@ -491,10 +491,10 @@ def test_outputs_that_are_not_rows_of_the_batch_are_never_split_across_clients(t
         assert "batched" in core.load("twice").batching
         requests = [np.full((rows, 2), k, np.float32) for k, rows in enumerate((1, 2, 1))]
         futures = [core.infer("twice", {"x": x}) for x in requests]
-        for x, future in zip(requests, futures):
+        for x, future in zip(requests, futures, strict=True):
             np.testing.assert_array_equal(future.result(timeout=30)["y"], np.concatenate([x, x]))
         later = [core.infer("twice", {"x": x}) for x in requests]  # and the model is not joined again
-        for x, future in zip(requests, later):
+        for x, future in zip(requests, later, strict=True):
             np.testing.assert_array_equal(future.result(timeout=30)["y"], np.concatenate([x, x]))
     finally:
         core.close()

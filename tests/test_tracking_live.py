@@ -72,7 +72,8 @@ def test_counts_ids_and_events_through_the_pipeline_equal_the_truth(detector, tm
     events = [e for f in frames for e in f.events]
     crossings = [(e.label, e.direction, e.timestamp) for e in events if e.type == "cross"]
     assert [(a, b) for a, b, _ in crossings] == [("blue", "in"), ("yellow", "out"), ("magenta", "out")]
-    assert all(abs(t - want) < 0.05 for (_, _, t), want in zip(crossings, (1.857, 2.167, 2.667))), crossings
+    assert all(abs(t - want) < 0.05
+               for (_, _, t), want in zip(crossings, (1.857, 2.167, 2.667), strict=True)), crossings
     # the JSON lines carry the same; the summary gives the counts per source
     records = [json.loads(line) for line in (tmp_path / "f.jsonl").read_text().splitlines()]
     assert records[-1]["zones"] == last.zones

@@ -81,7 +81,7 @@ def test_movenet_matches_the_reference_keypoints():
     assert isinstance(result, PoseResult) and len(result.keypoints) == 17 and len(result.edges) == 18
     rows = list(csv.DictReader(open(MODELS / "movenet_single_pose_lightning_ptq_reference.csv")))
     w, h = result.frame.width, result.frame.height
-    for row, k in zip(rows, result.keypoints):
+    for row, k in zip(rows, result.keypoints, strict=True):
         assert abs(k.x / w - float(row["keypoint_x"])) < 0.04 and abs(k.y / h - float(row["keypoint_y"])) < 0.04
 
 

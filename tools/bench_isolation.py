@@ -135,7 +135,7 @@ def bench(path: Path, blocks: int, calls: int, pause: float, socket_mode: bool =
 
 def _spread(mode: list[float], direct: list[float], scale: float | None, digits: int) -> list[float]:
     """p10, p50, p90 over blocks of a block's median against its direct neighbour's: added time, or a ratio."""
-    per_block = [(m - d) * scale if scale else m / d for m, d in zip(mode, direct)]
+    per_block = [(m - d) * scale if scale else m / d for m, d in zip(mode, direct, strict=True)]
     return [round(float(v), digits) for v in np.percentile(per_block, [10, 50, 90])]
 
 

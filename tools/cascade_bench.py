@@ -48,7 +48,7 @@ def alone_fps(cascade, images: list[np.ndarray]) -> list[float]:
     fps = [len(images) / (time.perf_counter() - start)]
     for k in range(1, len(cascade.stages)):
         start = time.perf_counter()
-        for image, result in zip(images, results):
+        for image, result in zip(images, results, strict=True):
             cascade.later(k, image, result)
         fps.append(len(images) / (time.perf_counter() - start))
     return fps
@@ -88,7 +88,8 @@ def main() -> int:
                 report = live(cascade, images)
                 slowest = min(fps)
                 frames_ = report["frames"]
-                print("  alone: " + ", ".join(f"{s.name} {f:.1f} fps" for s, f in zip(cascade.stages, fps)))
+                alone = zip(cascade.stages, fps, strict=True)
+                print("  alone: " + ", ".join(f"{s.name} {f:.1f} fps" for s, f in alone))
                 print(f"  cascade live: {report['fps']:.1f} fps = {report['fps'] / slowest:.2f}x the slowest stage "
                       f"alone (target >= 0.9 with placement); frames read {frames_['read']}, delivered "
                       f"{frames_['delivered']}, dropped {frames_['dropped']}, abandoned {frames_['abandoned']}")

@@ -90,7 +90,7 @@ def detection(references: Sequence[DetectResult], results: Sequence[DetectResult
     ious: list[float] = []
     score_errors: list[float] = []
     images = 0
-    for reference, result in zip(references, results):
+    for reference, result in zip(references, results, strict=True):
         strong_got = _counted(result, conf)
         strong_ref = _counted(reference, conf)
         got_total += len(strong_got)
@@ -143,7 +143,7 @@ def _match_boxes(reference: DetectResult, result: DetectResult, iou: float, got_
 # -- segment -----------------------------------------------------------------------------------------------
 def segmentation(references: Sequence[SegmentResult], results: Sequence[SegmentResult]) -> dict:
     ref_parts, got_parts = [], []
-    for i, (reference, result) in enumerate(zip(references, results)):
+    for i, (reference, result) in enumerate(zip(references, results, strict=True)):
         a, b = np.asarray(reference.mask), np.asarray(result.mask)
         if a.shape != b.shape:
             raise InputError(f"sample {i + 1}: the candidate's mask is {list(b.shape)}, the reference's "
@@ -164,7 +164,7 @@ def segmentation(references: Sequence[SegmentResult], results: Sequence[SegmentR
     weights = confusion.sum(axis=1)
     return {"miou": float(np.mean(ious)), "fwiou": float(np.average(ious, weights=weights)),
             "pixel_agreement": float(inter.sum() / confusion.sum()),
-            "class_iou": {int(c): round(float(v), 6) for c, v in zip(classes, ious)},
+            "class_iou": {int(c): round(float(v), 6) for c, v in zip(classes, ious, strict=True)},
             "classes": n, "pixels": int(ref_ids.size), "samples": len(references), "measured": True}
 
 
@@ -173,7 +173,7 @@ def pose(references: Sequence[PoseResult], results: Sequence[PoseResult]) -> dic
     normalized: list[float] = []
     in_image: list[float] = []
     ref_poses = got_poses = matched = 0
-    for reference, result in zip(references, results):
+    for reference, result in zip(references, results, strict=True):
         refs = [p for p in reference.poses if _confident(p)]
         gots = [p for p in result.poses if _confident(p)]
         ref_poses += len(refs)
@@ -209,7 +209,7 @@ def _confident(p) -> bool:
 
 def _pose_distances(r, g, w: int, h: int, floor: float) -> tuple[list[float], list[float]]:
     """Per confident reference keypoint: distance / the reference pose's size, and as a fraction of the image."""
-    kept = [(a, b) for a, b in zip(r.keypoints, g.keypoints) if a.score >= KEYPOINT_MIN_SCORE]
+    kept = [(a, b) for a, b in zip(r.keypoints, g.keypoints, strict=True) if a.score >= KEYPOINT_MIN_SCORE]
     xs = [a.x for a, _ in kept]
     ys = [a.y for a, _ in kept]
     size = max(float(np.sqrt((max(xs) - min(xs)) * (max(ys) - min(ys)))), floor, 1e-9)
@@ -222,7 +222,7 @@ def _pose_distances(r, g, w: int, h: int, floor: float) -> tuple[list[float], li
 def classification(references: Sequence[ClassifyResult], results: Sequence[ClassifyResult]) -> dict:
     top1 = top5 = clear = clear_kept = counted = 0
     diff = 0.0
-    for reference, result in zip(references, results):
+    for reference, result in zip(references, results, strict=True):
         if not reference.classes:
             continue
         counted += 1

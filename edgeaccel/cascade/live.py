@@ -222,9 +222,9 @@ class CascadeRun:
         end = self._ended or time.perf_counter()
         wall = max(end - (self._started or end), 1e-9)
         with self._lock:
-            dropped = {s.name: st.dropped for s, st in zip(self.cascade.stages, self._stats)}
+            dropped = {s.name: st.dropped for s, st in zip(self.cascade.stages, self._stats, strict=True)}
             stages = []
-            for stage, st in zip(self.cascade.stages, self._stats):
+            for stage, st in zip(self.cascade.stages, self._stats, strict=True):
                 q = percentiles(st.times, (50, 95)) or {}
                 stages.append({"name": stage.name, "executor": stage.executor_name, "device": stage.device,
                                "frames": st.frames, "calls": st.calls, "skipped": st.skipped, "shed": st.shed,

@@ -38,4 +38,4 @@ def _points(points: list[Keypoint], crop: Crop) -> list[Keypoint]:
     import numpy as np
 
     xy = crop.points_to_frame(np.array([[k.x, k.y] for k in points]))
-    return [Keypoint(k.name, float(x), float(y), k.score) for k, (x, y) in zip(points, xy)]
+    return [Keypoint(k.name, float(x), float(y), k.score) for k, (x, y) in zip(points, xy, strict=True)]

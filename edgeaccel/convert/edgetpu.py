@@ -105,7 +105,7 @@ def readiness(path: str | os.PathLike, out_dir: str | os.PathLike | None = None)
     report.op_count = len(sg.operators)
     consts = _constants(model, buf)
     _check_tensors(report, model, sg, consts)
-    for index, (op, raw_op) in enumerate(zip(sg.operators, raw_ops)):
+    for index, (op, raw_op) in enumerate(zip(sg.operators, raw_ops, strict=True)):
         name = model.opcodes[op.opcode_index] if op.opcode_index < len(model.opcodes) else "?"
         why = _why_not_mapped(name, op, raw_op, sg, consts, model)
         if why is None:

@@ -96,10 +96,10 @@ class CheckReport:
                   size_vs_reference(r.size_ratio), _fmt(r.top1_agreement, "{:.1%}") if self.classifier else "",
                   _fmt(r.rel_error, "{:.3g}"), _fmt(r.max_abs_error, "{:.4g}"), _fmt(r.mean_abs_error, "{:.4g}"),
                   _fmt((r.latency_ms or {}).get("p50"), "{:.3f}")] for r in self.rows]
-        widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
-        out = ["  ".join(str(x).ljust(w) for x, w in zip(head, widths)).rstrip()]
-        for r, cells in zip(self.rows, lines):
-            out.append("  ".join(str(x).ljust(w) for x, w in zip(cells, widths)).rstrip())
+        widths = [max(len(str(x)) for x in col) for col in zip(head, *lines, strict=True)]
+        out = ["  ".join(str(x).ljust(w) for x, w in zip(head, widths, strict=True)).rstrip()]
+        for r, cells in zip(self.rows, lines, strict=True):
+            out.append("  ".join(str(x).ljust(w) for x, w in zip(cells, widths, strict=True)).rstrip())
             if r.task_metrics:
                 out.append(f"    {self.task}: " + ", ".join(f"{k} {_fmt(v, '{:.4g}')}"
                                                               for k, v in r.task_metrics.items()))
@@ -250,7 +250,7 @@ def _fit(sample: list[np.ndarray], model) -> list[np.ndarray]:
     """The reference's sample for this artifact: same values; float inputs of a float artifact keep their
     dtype, and float inputs of a quantized artifact are quantized by Model.run(quantize=True)."""
     fitted = []
-    for array, spec in zip(sample, model.inputs):
+    for array, spec in zip(sample, model.inputs, strict=True):
         if array.dtype != spec.dtype and array.dtype.kind == "f" and spec.dtype.kind == "f":
             array = array.astype(spec.dtype)
         fitted.append(array)
@@ -264,10 +264,10 @@ def _compare(row: Row, got: list[list[np.ndarray]], expected: list[list[np.ndarr
     row.samples = len(got)
     sums: dict[int, ErrorSums] = {}
     agree = 0
-    for outs, refs in zip(got, expected):
+    for outs, refs in zip(got, expected, strict=True):
         if len(outs) != len(refs):
             raise ConversionError(f"{row.artifact.name} has {len(outs)} outputs, the reference {len(refs)}")
-        for k, (out, ref) in enumerate(zip(outs, refs)):
+        for k, (out, ref) in enumerate(zip(outs, refs, strict=True)):
             if out.size != ref.size:
                 raise ConversionError(f"{row.artifact.name}: an output has {out.size} values, the reference's "
                                       f"{ref.size}")

@@ -75,7 +75,8 @@ class BundleVal:
             lines.append([name, row.executor, _pct(r.map50_95), _pct(r.map50)] + extra
                          + [str(r.images), f"{r.ms_per_image:.1f}" if r.ms_per_image is not None else "-", drop])
         widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-        return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines)
+        return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+                         for line in lines)
 
 
 def _pct(value) -> str:

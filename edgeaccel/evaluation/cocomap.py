@@ -142,7 +142,7 @@ def _precision_curve(evaluated: list[_ImageClass], max_dets: int) -> np.ndarray 
     tp_sum = np.cumsum(matched & ~ignored, axis=1).astype(dtype=float)
     fp_sum = np.cumsum(~matched & ~ignored, axis=1).astype(dtype=float)
     curve = np.zeros((len(IOU_THRESHOLDS), len(RECALL_POINTS)))
-    for t, (tp, fp) in enumerate(zip(tp_sum, fp_sum)):
+    for t, (tp, fp) in enumerate(zip(tp_sum, fp_sum, strict=True)):
         n = len(tp)
         recall = tp / objects
         precision = tp / (fp + tp + np.spacing(1))

@@ -231,7 +231,7 @@ class WindowGuard:
                 self._proto = self._onnx.load(os.fspath(self._path), load_external_data=False)
             model = self._onnx.ModelProto()
             model.CopyFrom(self._proto)
-            given = dict(zip(self._names, shapes))
+            given = dict(zip(self._names, shapes, strict=True))
             for value in model.graph.input:
                 if value.name in given and value.type.HasField("tensor_type"):
                     shape = value.type.tensor_type.shape

@@ -271,9 +271,10 @@ def _tensor(t: flatbuf.Table) -> TflTensor:
 
 def tensor_spec(t: TflTensor) -> TensorSpec:
     _, dtype = TENSOR_TYPES.get(t.type, (f"type{t.type}", None))
-    dims = tuple(None if s < 0 else int(d) for d, s in zip(t.shape, t.shape_signature))
     if len(t.shape_signature) != len(t.shape):  # signature and shape disagree in rank: trust the signature
         dims = tuple(None if s < 0 else int(s) for s in t.shape_signature)
+    else:
+        dims = tuple(None if s < 0 else int(d) for d, s in zip(t.shape, t.shape_signature, strict=True))
     quant = t.quantization
     if quant is not None and all(s == 0 for s in quant.scale):
         quant = None  # LiteRT writes scale 0 for "not quantized"

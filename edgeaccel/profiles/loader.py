@@ -124,7 +124,7 @@ def _shipped() -> tuple[Profile, ...]:
 
     found: dict[str, Profile] = {}
     paths = sorted(data_dir("profiles").glob("*.yaml"))
-    for path, data in zip(paths, _parsed(paths)):
+    for path, data in zip(paths, _parsed(paths), strict=True):
         profile = parse_profile(data, str(path))
         if profile.name in found:
             raise ConfigError(f"profile name {profile.name!r} is taken by {found[profile.name].source_file}",

@@ -146,7 +146,7 @@ class _OnnxSegments:
         feeds = {i.name: f_feeds[i.name] for i in self._graph_inputs}
         for name, m in self._feeds:
             feeds[name] = boundary_value(m, q_values, f_values)
-        got = dict(zip(self._fetch, self._session.run(self._fetch, feeds)))
+        got = dict(zip(self._fetch, self._session.run(self._fetch, feeds), strict=True))
         return {k: got[name] for k, name in enumerate(self.ends) if name is not None}
 
 

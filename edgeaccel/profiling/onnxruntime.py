@@ -31,7 +31,7 @@ def collect(job: ProfileJob) -> Collected:
     if len(runs) < len(records):  # a run went to the ORT_ENABLE_EXTENDED twin session (WindowGuard): not traced
         return Collected(records, False, f"ONNX Runtime traced {len(runs)} of {len(records) + job.warmup} runs "
                          "(inputs the window guard sent to its second session are not traced): whole-model time only")
-    for record, (_, _, ops) in zip(records, runs[-len(records):]):
+    for record, (_, _, ops) in zip(records, runs[-len(records):], strict=True):
         record.ops = ops
     model_run = sorted(dur for _, dur, _ in runs[-len(records):])
     graph = {"ort_model_run_median_ms": round(model_run[len(model_run) // 2] / 1e3, 4),

@@ -92,11 +92,11 @@ class OpenVINOTap(Tap):
         return ports
 
     def run(self, feeds):
-        for port, array in zip(self._in_ports, feeds):
+        for port, array in zip(self._in_ports, feeds, strict=True):
             self._request.set_input_tensor(port, _ov_tensor(array))
         self._request.infer()
         values = {}
-        for port, array in zip(self._in_ports, feeds):
+        for port, array in zip(self._in_ports, feeds, strict=True):
             value = as_float(array)
             if value is not None:
                 values[self._param_ids[port]] = value

@@ -162,7 +162,7 @@ class Pool:
             index, actor, originals = pending.pop(ready[0])
             answers = self._get(ready[0])
             if originals:
-                for answer, image in zip(answers, originals):
+                for answer, image in zip(answers, originals, strict=True):
                     answer.image = image
             done[index] = answers
             idle.append(actor)

@@ -113,7 +113,7 @@ class FakeSysfs:
         self.write(f"{base}/temp", apex_millis(temp_c))
         for i, trip in enumerate(trips_c):
             self.write(f"{base}/trip_point{i}_temp", apex_millis(trip))
-        for i, (warn, enabled) in enumerate(zip(warn_c, warn_enabled), start=1):
+        for i, (warn, enabled) in enumerate(zip(warn_c, warn_enabled, strict=True), start=1):
             self.write(f"{base}/hw_temp_warn{i}", apex_millis(warn))
             self.write(f"{base}/hw_temp_warn{i}_en", enabled)
         self.write(f"{base}/temp_poll_interval", poll_ms)

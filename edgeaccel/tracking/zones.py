@@ -74,7 +74,7 @@ class Zone:
         if len(self.points) < 3:
             raise InputError(f"zone {self.name!r} has {_points_count(self.points)}",
                              hint="a zone is a polygon of at least three points [[x, y], ...]")
-        self._edges = [(*a, *b) for a, b in zip(self.points, self.points[1:] + self.points[:1])]
+        self._edges = [(*a, *b) for a, b in zip(self.points, self.points[1:] + self.points[:1], strict=True)]
 
     def contains(self, point) -> bool:
         """Even-odd rule (ray casting): inside a polygon, convex or not. Plain Python: a zone has a few edges,

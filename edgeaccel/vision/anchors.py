@@ -153,8 +153,8 @@ def generate(o: AnchorOptions) -> np.ndarray:
                     scales.append(math.sqrt(scale * following))
                     ratios.append(o.interpolated_scale_aspect_ratio)
             last += 1
-        heights = [s / math.sqrt(r) for s, r in zip(scales, ratios)]
-        widths = [s * math.sqrt(r) for s, r in zip(scales, ratios)]
+        heights = [s / math.sqrt(r) for s, r in zip(scales, ratios, strict=True)]
+        widths = [s * math.sqrt(r) for s, r in zip(scales, ratios, strict=True)]
         if o.feature_map_height:
             fh, fw = o.feature_map_height[layer], o.feature_map_width[layer]
         else:

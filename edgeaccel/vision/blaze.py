@@ -77,9 +77,9 @@ def decode(regressors: np.ndarray, logits: np.ndarray, anchors: np.ndarray, o: D
     xyxy = frame.to_image(boxes * np.tile(scale, 2))
     names = list(o.keypoint_names) + [f"keypoint_{i}" for i in range(len(o.keypoint_names), k)]
     found = []
-    for box, s, c, pts in zip(xyxy, score, class_id, points):
+    for box, s, c, pts in zip(xyxy, score, class_id, points, strict=True):
         image_points = frame.points_to_image(pts * scale) if k else []
-        keypoints = [Keypoint(n, float(x), float(y), float(s)) for n, (x, y) in zip(names, image_points)]
+        keypoints = [Keypoint(n, float(x), float(y), float(s)) for n, (x, y) in zip(names, image_points, strict=True)]
         name = labels.name(int(c)) if len(labels) else label
         found.append(Box(tuple(float(v) for v in box), float(s), int(c), name, keypoints))
     return DetectResult("detect", frame, boxes=found, decoder="ssd-mediapipe")

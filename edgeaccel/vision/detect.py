@@ -127,7 +127,7 @@ def _to_input_pixels(xyxy: np.ndarray, frame: Frame) -> np.ndarray:
 
 def _result(xyxy, scores, classes, labels: Labels, frame: Frame, decoder: str) -> DetectResult:
     boxes = [Box(tuple(float(v) for v in b), float(s), int(c), labels.name(c))
-             for b, s, c in zip(xyxy, scores, classes)]
+             for b, s, c in zip(xyxy, scores, classes, strict=True)]
     return DetectResult("detect", frame, boxes=boxes, decoder=decoder)
 
 

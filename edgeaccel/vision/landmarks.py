@@ -100,7 +100,7 @@ def decode(arrays: list[np.ndarray], which: int, layout: Layout, frame: Frame, m
         scores = np.full(layout.points, 1.0 if presence is None else presence)
     names = list(layout.names) + [f"{layout.name.split('-')[0]}_{i}" for i in range(len(layout.names), layout.points)]
     image_xy = frame.points_to_image(xy)
-    points = [Keypoint(n, float(x), float(y), float(s)) for n, (x, y), s in zip(names, image_xy, scores)]
+    points = [Keypoint(n, float(x), float(y), float(s)) for n, (x, y), s in zip(names, image_xy, scores, strict=True)]
     score = presence if presence is not None else float(np.mean(scores))
     poses = [Pose(points, float(score))] if presence is None or presence >= min_presence else []
     return PoseResult("pose", frame, poses=poses, edges=list(layout.edges), layout=layout.name)

@@ -45,7 +45,7 @@ def fits(task: str, info, inputs, outputs, classes: int | None = None,
     was asked for (recognition keeps to clear cases and refuses ambiguous ones)."""
     shapes = _shapes(outputs)
     names = [t.name for t in outputs]
-    described = ", ".join(f"{n or i} {list(s)}" for i, (n, s) in enumerate(zip(names, shapes)))
+    described = ", ".join(f"{n or i} {list(s)}" for i, (n, s) in enumerate(zip(names, shapes, strict=True)))
     if task == "detect":
         if SSD_OP in (*info.custom_ops, *info.operators) or any(SSD_OP in (n or "") for n in names):
             return Recognized(task, "ssd-postprocess", 0, f"the model ends in {SSD_OP} (an SSD detector)")
@@ -215,7 +215,7 @@ def _yolo_pose_width(shape: tuple) -> bool:
 
 def _yolo_with_prototypes(shapes: list[tuple], outputs) -> bool:
     """YOLOv8-seg: [1, 4+C+32, N] candidates beside [1, 32, h, w] (or TFLite's [1, h, w, 32]) mask prototypes."""
-    has_candidates = any(len(s) == 3 and _candidates(s, o.dtype) for s, o in zip(shapes, outputs))
+    has_candidates = any(len(s) == 3 and _candidates(s, o.dtype) for s, o in zip(shapes, outputs, strict=True))
     has_prototypes = any(len(s) == 4 and 32 in (s[1], s[3]) and s[1] != s[3] for s in shapes)
     return has_candidates and has_prototypes
 

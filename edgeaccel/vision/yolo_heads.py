@@ -77,7 +77,7 @@ def decode_segment(pred: np.ndarray, protos: np.ndarray, frame: Frame, labels: L
         inside = (rows[:, None] >= y1) & (rows[:, None] <= y2) & (cols[None, :] >= x1) & (cols[None, :] <= x2)
         ids[to_image(masks[k], frame) & inside] = class_id[k]
     instances = [Box(tuple(float(v) for v in b), float(s), int(c), labels.name(c))
-                 for b, s, c in zip(image_boxes, score, class_id)]
+                 for b, s, c in zip(image_boxes, score, class_id, strict=True)]
     return segment_result(ids, frame, labels, instances=instances, background=-1)
 
 
@@ -95,12 +95,12 @@ def decode_pose(pred: np.ndarray, frame: Frame, conf: float, iou: float, max_det
     scale = np.array([frame.input_width, frame.input_height], np.float32) if normalized else 1.0
     names = _names(k)
     poses = []
-    for box, s, kp in zip(image_boxes, score, points):
+    for box, s, kp in zip(image_boxes, score, points, strict=True):
         xy = frame.points_to_image(kp[:, :2] * scale)
         vis = kp[:, 2] if v == 3 else np.full(k, s)
         if v == 3 and (vis.min() < 0 or vis.max() > 1):
             vis = 1 / (1 + np.exp(-vis.astype(np.float64)))
-        keypoints = [Keypoint(n, float(x), float(y), float(c)) for n, (x, y), c in zip(names, xy, vis)]
+        keypoints = [Keypoint(n, float(x), float(y), float(c)) for n, (x, y), c in zip(names, xy, vis, strict=True)]
         poses.append(Pose(keypoints, float(s), tuple(float(c) for c in box)))
     return PoseResult("pose", frame, poses=poses, edges=COCO_EDGES if k == 17 else [],
                       layout="coco-17" if k == 17 else f"keypoints-{k}")
