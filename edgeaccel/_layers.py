@@ -27,7 +27,9 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("model", frozenset({"model"})),
     ("opening and running", frozenset({"loader", "scheduling", "sources"})),
     ("public API and services", frozenset({
-        "edgeaccel", "convert", "evaluation", "profiling", "serve", "ray", "sim", "testing", "fuzzing", "cascade",
+        "edgeaccel", "convert", "evaluation", "profiling", "serve", "ray", "sim", "testing", "cascade",
+        # in a checkout only: the wheel leaves it out (pyproject.toml), tests and tools/ use it
+        "fuzzing",
     })),
     ("command line", frozenset({"cli", "__main__"})),
 )
