@@ -12,8 +12,6 @@ try:
 except ImportError:  # an interpreter without the builtin module
     from hashlib import blake2b
 
-DIGEST_NAME = "blake2b-256"
-
 
 def digest(data) -> str:
     """Hex BLAKE2b-256 of bytes or any buffer (an mmap of a model file)."""

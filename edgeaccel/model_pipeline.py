@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -379,10 +379,6 @@ def _tflite(info) -> dict:
     if packed is not None and packed.names:
         out["labels"], out["labels_offset"] = packed.names, packed.offset
     return out
-
-
-def field_names() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(ModelPipeline))
 
 
 def pipeline_of(model: Any, user: dict | None = None) -> ModelPipeline:
