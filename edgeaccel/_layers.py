@@ -9,8 +9,8 @@ that a new one fails the test instead of slipping in. Nothing at runtime reads t
 
 from __future__ import annotations
 
-# Bottom to top. Units of one layer may import each other (the cycles inside a layer are issue work, not
-# what this table guards).
+# Bottom to top. Units of one layer may import each other (cycles inside a layer are not what this table
+# guards; they are broken one at a time).
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({
         "errors", "wording", "_version", "_data", "_layers", "digest", "quantiles", "packages", "native_log",
@@ -37,11 +37,11 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
 # (importer, imported): why this import climbs. Remove an entry when its import goes.
 EXCEPTIONS: dict[tuple[str, str], str] = {
     ("probe", "inventory"): "probe() surveys runtimes through inventory, loaded by name so probe/ imports no "
-                            "executor; issue 34 defines probe() where it is exported instead",
+                            "executor; the way out is to define probe() where it is exported (the facade)",
     ("executors", "profiling"): "an executor class names its profiler as 'module:function', loaded only when "
                                 "profiling; the collector belongs to profiling, the choice of it to the class",
-    ("model", "sources"): "Model.watch() opens a live source; issue 34 layers sources (and vision) above Model "
-                          "through a task wrapper",
+    ("model", "sources"): "Model.watch() opens a live source; the way out is a task wrapper above Model that "
+                          "holds watch() (and the vision tasks)",
 }
 
 

@@ -1,5 +1,5 @@
 """Under the throughput hint the OpenVINO executor holds three requests per stream (one running, two queued),
-so that a stream never waits for Python to hand it the next one (issue 16: 0.44-0.50 of benchmark_app beside
+so that a stream never waits for Python to hand it the next one (measured: 0.44-0.50 of benchmark_app beside
 it on a loaded CPU with the optimal number, 0.97-1.00 with three times it; tools/perf_suite.py). Every one of
 those requests in flight at once gives run()'s answer for its own input."""
 

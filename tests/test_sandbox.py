@@ -1,4 +1,4 @@
-"""The sandbox of isolated workers (issue 21): from inside a real worker that loaded a real model on each runtime,
+"""The sandbox of isolated workers: from inside a real worker that loaded a real model on each runtime,
 every forbidden action is attempted (the test-only SandboxProbe) and refused, while the answers stay right.
 
 A control run with sandbox="off" makes the same attempts succeed: the probe really reaches the app's file, the
@@ -291,7 +291,7 @@ def test_the_seccomp_filter_decides_as_documented(machine):
 
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
 def test_the_filter_refuses_what_acts_on_the_system_or_on_other_processes(machine):
-    """Issue 30: calls that name a process act on the worker only; what acts on the system is refused."""
+    """Calls that name a process act on the worker only; what acts on the system is refused."""
     import errno
 
     from edgeaccel.isolation.sandbox import _SYSCALLS, seccomp_program

@@ -1,4 +1,4 @@
-"""`edgeaccel serve` checked as issue 20's reviewer checks it: a new user's models (never seen by the other serve
+"""`edgeaccel serve` checked as a reviewer checks it: a new user's models (never seen by the other serve
 tests), real clients (tritonclient.http binary and JSON, tritonclient.grpc, curl), bad requests over both protocols,
 a flood on a dynamically batched model ended by SIGTERM, and the token on a non-loopback address.
 

@@ -1,4 +1,4 @@
-"""A two-stage cascade over two emulated accelerators and the CPU (issue 33's target: stages placed on
+"""A two-stage cascade over two emulated accelerators and the CPU (the target: stages placed on
 different devices when that is faster, end-to-end FPS >= 0.9x the slowest stage alone, every frame accounted
 for). A benchmark that prints figures, not a test.
 

@@ -1,4 +1,4 @@
-"""Issue 6's performance suite: edgeaccel against the raw runtimes called the fastest way, in one process
+"""The performance suite: edgeaccel against the raw runtimes called the fastest way, in one process
 with interleaved rounds (alternating blocks with a 50 ms pause: ONNX Runtime's threads spin after a run).
 
     python tools/perf_suite.py [--models ../shared/models] [--quick] [--json out.json]

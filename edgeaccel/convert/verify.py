@@ -282,7 +282,8 @@ def _compare(row: Row, got: list[list[np.ndarray]], expected: list[list[np.ndarr
 
 # The default gate for every output kind: an artifact whose outputs stray from the float reference's by more
 # than this relative (L2) error fails `edgeaccel check`. An int8 artifact that works stays well below it; a
-# broken one (the int8 detector of issue 15: max error 2.6e4) is orders of magnitude above.
+# broken one (an int8 detector whose box outputs were quantized away: max error 2.6e4) is orders of magnitude
+# above.
 DEFAULT_MAX_REL_ERROR = 0.25
 
 

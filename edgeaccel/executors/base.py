@@ -64,7 +64,7 @@ class ExecutorOptions:
 
     def stream_threads(self) -> int:
         """Threads per stream: all cores for one stream (latency), one each for one stream per core
-        (throughput: runtime facts, independent streams scale better than intra-op threads)."""
+        (throughput: 1 -> 2 intra-op threads gave OpenVINO only 1.45x, docs/runtime-facts.md "Speed")."""
         if self.threads:
             return self.threads
         return 1 if self.throughput else default_threads()
