@@ -94,7 +94,7 @@ def resolve(source: str | os.PathLike | Sequence[str | os.PathLike],
             raise UnsupportedFormatError("an empty list of models was given")
         paths = [Path(p) for p in source]
         return one_model(_describe_all(paths[0].stem, paths, strict=True, memo=memo), "list")
-    path = Path(source)
+    path = Path(source)  # type: ignore[arg-type]  # lists and tuples went above; Path() refuses other sequences
     if path.is_dir():
         if (path / MANIFEST).is_file():
             return read_manifest(path / MANIFEST, memo)
@@ -230,9 +230,10 @@ def _dims_agree(x, y) -> bool:
     return all(d1 is None or d2 is None or d1 == d2 for d1, d2 in zip(x, y, strict=True)) or known_x == known_y
 
 
-def _size(shape) -> int | None:
+def _size(shape) -> int:
+    """Elements in a tensor of that shape; -1 for a dynamic one (sortable beside the known sizes)."""
     if any(d is None for d in shape):
-        return None
+        return -1
     n = 1
     for d in shape:
         n *= d

@@ -26,7 +26,7 @@ classify: top-1 agreement over all samples and over the clear-cut ones (the refe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -67,8 +67,10 @@ def task_metrics(task_name: str, references: Sequence[Result], results: Sequence
     ``results[i]`` are the two sides' results on sample i. Floats are None where nothing could be measured.
     ``conf`` (detect): the confidence threshold a box must reach to count, both sides having been decoded
     lower (``lenient``)."""
-    kinds = {"detect": (DetectResult, detection), "segment": (SegmentResult, segmentation),
-             "pose": (PoseResult, pose), "classify": (ClassifyResult, classification)}
+    # the result class each side must hold, and the measure that takes them (checked below, so Callable[...])
+    kinds: dict[str, tuple[type, Callable[..., dict]]] = {
+        "detect": (DetectResult, detection), "segment": (SegmentResult, segmentation),
+        "pose": (PoseResult, pose), "classify": (ClassifyResult, classification)}
     if task_name not in kinds:
         raise InputError(f"no task metrics for {task_name!r}", hint=f"use one of {', '.join(kinds)}")
     if len(references) != len(results):
@@ -80,7 +82,7 @@ def task_metrics(task_name: str, references: Sequence[Result], results: Sequence
             if not isinstance(item, kind):
                 raise InputError(f"{side} result {i + 1} is a {type(item).__name__}, not a {kind.__name__} "
                                  f"({task_name})", hint="compare results of the same task")
-    return detection(references, results, conf=conf) if task_name == "detect" else measure(references, results)
+    return measure(references, results, conf=conf) if task_name == "detect" else measure(references, results)
 
 
 # -- detect ------------------------------------------------------------------------------------------------

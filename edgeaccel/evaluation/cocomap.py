@@ -114,7 +114,7 @@ def _match(gts: list[GroundTruth], dts: list[Detection], max_dets: int) -> _Imag
                     break
                 if ious[d, g] < best:
                     continue
-                best, m = ious[d, g], g
+                best, m = float(ious[d, g]), int(g)
             if m == -1:
                 continue
             ignored[t, d] = ignore[m]

@@ -55,11 +55,11 @@ def read_dataset(path: str | os.PathLike, images: str | os.PathLike | None = Non
     if kind == "coco":
         from .coco_json import read_coco
 
-        return read_coco(where, images)
+        return read_coco(Path(where), images)
     if kind == "yolo":
         from .yolo_txt import read_yolo
 
-        return read_yolo(where)
+        return read_yolo(Path(where))
     raise InputError(f"{path} is not a labelled dataset: {where}",
                      hint="give a COCO JSON file (images, annotations, categories), a YOLO data.yaml, or a folder "
                           "with images/ and labels/ (one class cx cy w h line per object, normalized)")

@@ -33,7 +33,7 @@ class SourceTracking:
         if boxes is None:
             return
         timestamp = frame.timestamp if frame.timestamp is not None else frame.captured
-        if not self._checked and getattr(frame, "image", None) is not None:
+        if not self._checked and self.zones is not None and getattr(frame, "image", None) is not None:
             self._checked = True
             for warning in self.zones.outside(*frame.image.shape[:2]):
                 log.warning("%s: %s", getattr(frame, "source", "source"), warning)

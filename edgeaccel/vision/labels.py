@@ -90,7 +90,7 @@ def read_labels(source, model_path: str | Path | None = None, metadata: dict | N
     return Labels()
 
 
-def read_label_file(path: str | Path) -> Labels:
+def read_label_file(path: str | os.PathLike) -> Labels:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
