@@ -61,7 +61,8 @@ class CalibrationSet:
             np.save(path, arrays[0], allow_pickle=False)
         else:
             path = path.with_suffix(".npz")
-            np.savez(path, **{spec.name: a for spec, a in zip(self.specs, arrays, strict=True)})
+            by_name = {spec.name: a for spec, a in zip(self.specs, arrays, strict=True)}
+            np.savez(path, **by_name)  # type: ignore[arg-type]  # numpy's stub reads **arrays as allow_pickle=
         return path
 
     def nbytes(self) -> int:

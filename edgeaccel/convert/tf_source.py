@@ -142,7 +142,7 @@ def _static_shape(name: str, shape: list[int | None] | None, override: tuple[int
         raise ConversionError(
             f"input {name!r} has dynamic dimensions {_dims(shape)}; TFLite and the Edge TPU need static ones",
             hint=f"pass --input-shape {name}={'x'.join(str(d or 224) for d in fixed)} (the size you deploy)")
-    return fixed
+    return [d for d in fixed if d is not None]  # all of them, checked just above
 
 
 def _dims(shape) -> str:

@@ -346,7 +346,7 @@ def verdicts(report: CheckReport, max_rel_error: float | None = DEFAULT_MAX_REL_
             entry["task"] = report.task
         if not ran:
             entry["reason"] = "not checked here: " + "; ".join(
-                f"{r.executor or 'no executor'}: {r.error.splitlines()[0]}" for r in rows)
+                f"{r.executor or 'no executor'}: {(r.error or 'failed to load').splitlines()[0]}" for r in rows)
             out[artifact] = entry
             continue
         lines = [line for r in ran for line in row_failures(report, r, max_rel_error, None, task_gates)]
