@@ -13,9 +13,10 @@ from __future__ import annotations
 import importlib
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -23,6 +24,21 @@ from ..errors import EdgeAccelError
 from ..executors.base import Executor, ExecutorOptions
 from . import memory
 from .schema import ExecutorProfile, OpEvent, OpProfile, RunRecord, aggregate, device_split
+
+if TYPE_CHECKING:
+    from ..selector import Candidate
+
+
+class UtilizationSampler(Protocol):
+    """What ``sampler()`` makes: a context manager around the timed runs that then describes them."""
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: object) -> Any: ...
+
+    def summary(self) -> dict: ...
+
+    def lines(self) -> Iterable[str]: ...
 
 PAUSE_S = 0.05  # before each executor: runtime facts, ONNX Runtime's threads spin after a run and bill the next one
 
@@ -43,17 +59,17 @@ class Collected:
 class ProfileJob:
     """One candidate to profile and how: the collector's view of the driver."""
 
-    candidate: object  # selector.Candidate: runtime, device, artifact
+    candidate: Candidate  # runtime, device, artifact
     options: ExecutorOptions
     inputs: Sequence[np.ndarray]
     runs: int
     warmup: int
     workdir: Path
-    sampler: Callable[[], object] | None = None  # a context manager factory around the timed runs (utilization)
+    sampler: Callable[[], UtilizationSampler] | None = None  # made around the timed runs (utilization)
     clock: Callable[[], float] = time.perf_counter
     load_s: float = 0.0
     executor: Executor | None = None
-    sampled: object | None = None
+    sampled: UtilizationSampler | None = None
     t0: float = field(default_factory=time.perf_counter)
 
     def open(self, **runtime_options) -> Executor:
@@ -118,7 +134,8 @@ def collect_whole_model(job: ProfileJob) -> Collected:
 
 
 def profile_candidate(candidate, options: ExecutorOptions, inputs: Sequence[np.ndarray], runs: int, warmup: int,
-                      *, sampler: Callable[[], object] | None = None, pause_s: float = PAUSE_S) -> ExecutorProfile:
+                      *, sampler: Callable[[], UtilizationSampler] | None = None,
+                      pause_s: float = PAUSE_S) -> ExecutorProfile:
     """Load ``candidate`` with its runtime's profiling on, run it ``warmup`` + ``runs`` times, and describe it."""
     from ..loader import executor_class
 

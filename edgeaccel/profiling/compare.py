@@ -287,7 +287,7 @@ def _resolve_pair(model, float_model, executor) -> tuple[ModelInfo, ModelInfo, P
     reference_path = float_candidates[0].path.resolve()
     quantized = [a for a in found.artifacts if a.quantized and a.format is not Format.EDGETPU_TFLITE
                  and a.path.resolve() != reference_path]
-    preferred = _SAME_FORMAT_FIRST
+    preferred: tuple[Format, ...] = _SAME_FORMAT_FIRST
     if executor is not None:
         from .taps import RUNTIME_FORMATS
 

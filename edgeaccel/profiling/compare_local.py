@@ -11,11 +11,16 @@ inputs' (compare.py), and a note says so.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..agreement.tensors import ErrorSums
 from ..modelinfo import Format, ModelInfo
 from .compare_match import Match
+
+if TYPE_CHECKING:
+    from .compare_local_tflite import TfliteSegments
 
 MAX_SEGMENT_NODES = 64  # a longer walk means the boundary was missed (unmatched branch): use the estimate
 
@@ -31,7 +36,7 @@ class LocalErrors:
         # per row: the quantized layer's output against the float op's output on the quantized inputs
         self.sums = [ErrorSums() for _ in segments]
         self._segments = segments
-        self._backend = None
+        self._backend: _OnnxSegments | TfliteSegments | None = None
         if f_info.format not in (Format.ONNX, Format.TFLITE):
             self.note = (f"added error = a tensor's relative error minus the worst of its inputs' (the float model "
                          f"is {f_info.format.value}: its layers cannot be run one by one here)")
@@ -98,7 +103,8 @@ class _OnnxSegments:
         producer = {o: n for n in graph.node for o in n.output}
         weights = {t.name for t in graph.initializer}
         graph_inputs = {i.name for i in graph.input} - weights
-        nodes, inputs, outputs, self._feeds, self.ends = [], [], [], [], []
+        nodes, inputs, outputs, self._feeds = [], [], [], []
+        self.ends: list[str | None] = []  # per row, the output that row's local value is read from
         used_inputs: set[str] = set()
         order = {id(n): i for i, n in enumerate(graph.node)}
         for k, (boundary, end) in enumerate(segments):

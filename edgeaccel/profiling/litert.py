@@ -10,8 +10,13 @@ its outputs to its inputs through the operators that produce them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from .collect import Collected, ProfileJob
 from .schema import OpEvent
+
+if TYPE_CHECKING:
+    from ..executors.litert import LiteRTExecutor
 
 CPU_KERNELS = "CPU (TFLite kernels)"
 EDGETPU_OP = "edgetpu-custom-op"
@@ -20,7 +25,7 @@ NOTE = ("LiteRT's Python interpreter exposes no per-operator times (the op profi
 
 
 def collect(job: ProfileJob) -> Collected:
-    executor = job.open()
+    executor = cast("LiteRTExecutor", job.open())  # collector_for chose this collector by the executor's class
     records = job.time_runs(lambda: executor.run(job.inputs))
     with executor.borrowed_interpreter() as interpreter:
         ops, partitions = describe(interpreter)

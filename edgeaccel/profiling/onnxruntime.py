@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from .collect import Collected, ProfileJob
 from .schema import OpEvent
+
+if TYPE_CHECKING:
+    from ..executors.onnxruntime import OnnxRuntimeExecutor
 
 KERNEL_SUFFIX = "_kernel_time"
 
 
 def collect(job: ProfileJob) -> Collected:
-    executor = job.open(profile_file_prefix=str(job.workdir / "onnxruntime"))
+    # collector_for chose this collector by the executor's class
+    executor = cast("OnnxRuntimeExecutor", job.open(profile_file_prefix=str(job.workdir / "onnxruntime")))
     records = job.time_runs(lambda: executor.run(job.inputs))
     trace = Path(executor.session.end_profiling())
     try:
