@@ -65,7 +65,7 @@ def find(shapes: list[tuple], explicit: bool) -> tuple[int, Layout] | None:
     output) or a second landmark output (the iris model's eye and iris); a lone flat output of 63 values could
     be class scores."""
     flag = any(all(d == 1 for d in s) and len(s) >= 1 for s in shapes)
-    found = [(i, LAYOUTS[_flat(s)]) for i, s in enumerate(shapes) if _flat(s) in LAYOUTS]
+    found = [(i, LAYOUTS[n]) for i, s in enumerate(shapes) if (n := _flat(s)) is not None and n in LAYOUTS]
     if found and (explicit or flag or len(found) >= 2):
         return found[0]
     return None
