@@ -31,7 +31,7 @@ SCHEMA_ID = "edgeaccel.profile/1"
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 FIGURES = ("tops_int8", "tflops_f16", "tflops_bf16", "memory_mb", "typical_power_w")
 SOURCE = Field((str, dict))  # one URL for every figure of the block, or {figure: URL}
-TEMPERATURE = {"minimum": -40, "maximum": 150}  # degrees C: anything outside is a typo (millidegrees?)
+TEMPERATURE: dict[str, Any] = {"minimum": -40, "maximum": 150}  # degrees C: anything outside is a typo (millidegrees?)
 
 MATCH_SCHEMA = {
     "arch": Field([str]),
