@@ -10,13 +10,10 @@ its outputs to its inputs through the operators that produce them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from .collect import Collected, ProfileJob
 from .schema import OpEvent
-
-if TYPE_CHECKING:
-    from ..executors.litert import LiteRTExecutor
 
 CPU_KERNELS = "CPU (TFLite kernels)"
 EDGETPU_OP = "edgetpu-custom-op"
@@ -25,7 +22,9 @@ NOTE = ("LiteRT's Python interpreter exposes no per-operator times (the op profi
 
 
 def collect(job: ProfileJob) -> Collected:
-    executor = cast("LiteRTExecutor", job.open())  # collector_for chose this collector by the executor's class
+    from ..executors.litert import LiteRTExecutor  # loaded already: it is the class being profiled
+
+    executor = cast(LiteRTExecutor, job.open())  # collector_for chose this collector by the executor's class
     records = job.time_runs(lambda: executor.run(job.inputs))
     with executor.borrowed_interpreter() as interpreter:
         ops, partitions = describe(interpreter)

@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from .collect import Collected, ProfileJob
 from .schema import OpEvent
-
-if TYPE_CHECKING:
-    from ..executors.onnxruntime import OnnxRuntimeExecutor
 
 KERNEL_SUFFIX = "_kernel_time"
 
 
 def collect(job: ProfileJob) -> Collected:
+    from ..executors.onnxruntime import OnnxRuntimeExecutor  # loaded already: it is the class being profiled
+
     # collector_for chose this collector by the executor's class
-    executor = cast("OnnxRuntimeExecutor", job.open(profile_file_prefix=str(job.workdir / "onnxruntime")))
+    executor = cast(OnnxRuntimeExecutor, job.open(profile_file_prefix=str(job.workdir / "onnxruntime")))
     records = job.time_runs(lambda: executor.run(job.inputs))
     trace = Path(executor.session.end_profiling())
     try:

@@ -14,16 +14,13 @@ measured run times more closely (smaller spread of their ratio) is kept and name
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import numpy as np
 
 from ..errors import EdgeAccelError
 from .collect import Collected, ProfileJob
 from .schema import OpEvent
-
-if TYPE_CHECKING:
-    from ..executors.openvino import OpenVINOExecutor
 
 EXECUTED = "EXECUTED"
 RUNNING_AVERAGE, PER_INFERENCE = "running average", "per inference"
@@ -37,7 +34,9 @@ def collect(job: ProfileJob) -> Collected:
         records = job.time_runs(lambda: executor.run(job.inputs))
         return Collected(records, False, f"OpenVINO on {executor.device} refused PERF_COUNT ({exc.message}): "
                          "whole-model time only")
-    request = cast("OpenVINOExecutor", executor).new_request()  # collector_for chose this collector by its class
+    from ..executors.openvino import OpenVINOExecutor  # loaded already: it is the class being profiled
+
+    request = cast(OpenVINOExecutor, executor).new_request()  # collector_for chose this collector by its class
     request.feed(job.inputs)
     devices = executor.info.details.get("execution_devices") or [executor.device]
     device = devices[0] if len(devices) == 1 else "/".join(devices)
