@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,7 @@ class Result:
                 "wall_s": round(self.wall_s, 3), "concurrency": self.concurrency}
 
 
-def latency(models: Sequence[tuple[str, object, list]], runs: int, warmup: int = 5, block: int = 0,
+def latency(models: Sequence[tuple[str, Any, list]], runs: int, warmup: int = 5, block: int = 0,
             progress: Progress | None = None, min_seconds: float = 0.0) -> list[Result]:
     """At least ``runs`` timed ``run`` calls per model, and at least ``min_seconds`` of them (MLPerf's
     min_count and min_duration); interleaved in blocks when there are several models."""
@@ -72,7 +73,7 @@ def latency(models: Sequence[tuple[str, object, list]], runs: int, warmup: int =
         return result.count < runs or result.wall_s < min_seconds
 
     while any(more(r) for r in results):
-        for result, inputs, (_, model, _) in zip(results, copies, models):
+        for result, inputs, (_, model, _) in zip(results, copies, models, strict=True):
             if not more(result):
                 continue
             if len(models) > 1:

@@ -1,7 +1,7 @@
 """Content hashes for models and cache keys: BLAKE2b-256 from CPython's own _blake2 module.
 
 hashlib would load OpenSSL's libcrypto, 3.5 MB of resident memory that a device app running one small model
-notices (issue 6: peak RSS within 1.2x of the raw runtime); _blake2 is built into CPython, cryptographic
+notices (the target is a peak RSS within 1.2x of the raw runtime's); _blake2 is built into CPython, cryptographic
 (the validation memo trusts it), and hashes at ~600 MB/s here.
 """
 
@@ -11,8 +11,6 @@ try:
     from _blake2 import blake2b
 except ImportError:  # an interpreter without the builtin module
     from hashlib import blake2b
-
-DIGEST_NAME = "blake2b-256"
 
 
 def digest(data) -> str:

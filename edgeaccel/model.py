@@ -242,7 +242,7 @@ class Model:
             check_outputs_finite(results, self._output_names)
         if dequantize:
             results = [dequantize_array(r, t.quantization) if t.quantization and r.dtype.kind in "iu" else r
-                       for r, t in zip(results, self._outputs)]
+                       for r, t in zip(results, self._outputs, strict=True)]
         return self._outputs_cls.labelled(executor)(results)
 
     def _settle(self, outer: Future, results: list, dequantize: bool, check_finite: bool,

@@ -51,7 +51,9 @@ def _strict_loader(yaml):
     one silently, so a profile with two ``thermal:`` blocks would lose one without a word. Built on libyaml's
     CSafeLoader where PyYAML has it (10x faster: loading every profile costs start-up time)."""
 
-    class StrictSafeLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # chosen at run time: the checker cannot see it
+
+    class StrictSafeLoader(base):
         def construct_mapping(self, node, deep=False):
             seen = set()
             for key_node, _ in node.value:

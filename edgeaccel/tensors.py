@@ -119,7 +119,7 @@ class InputBinder:
             return all(d >= low for d in shape)
         if len(shape) != len(want):
             return False
-        return all(d == w if w is not None else d >= low for d, w in zip(shape, want))
+        return all(d == w if w is not None else d >= low for d, w in zip(shape, want, strict=True))
 
     def _shape_error(self, i: int, shape: tuple[int, ...]) -> InputShapeError:
         want = self._shapes[i]
@@ -242,7 +242,7 @@ def random_array(spec: TensorSpec, rng: np.random.Generator, shape: Sequence[int
 
 
 def check_outputs_finite(arrays: Sequence[np.ndarray], names: Sequence[str]) -> None:
-    for array, name in zip(arrays, names):
+    for array, name in zip(arrays, names, strict=True):
         if isinstance(array, (list, tuple)):  # an ONNX sequence output: its arrays
             check_outputs_finite(array, [name] * len(array))
             continue
@@ -297,10 +297,10 @@ class Outputs(tuple):
         return self._names
 
     def as_dict(self) -> dict[str, np.ndarray]:
-        return dict(zip(self._names, self))
+        return dict(zip(self._names, self, strict=True))
 
     def __repr__(self) -> str:
         parts = ", ".join(f"{n!r}: {a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray)
                           else f"{n!r}: {type(a).__name__} of {len(a)}" if isinstance(a, (list, tuple))
-                          else f"{n!r}: {type(a).__name__}" for n, a in zip(self._names, self))
+                          else f"{n!r}: {type(a).__name__}" for n, a in zip(self._names, self, strict=True))
         return f"Outputs({parts})"

@@ -65,9 +65,10 @@ def test_lone_requests_take_the_latency_twin_and_overlapping_ones_the_streams(tm
         results = {4: first[0], 5: second}
         futures = [model.submit(x) for x in xs]  # `concurrency` workers calling run: both twins answer
         answers = [f.result(60) for f in futures]
-        for x, got in zip(xs, answers):  # the twins are the same runtime on the same model: the same answers
+        # the twins are the same runtime on the same model: the same answers
+        for x, got in zip(xs, answers, strict=True):
             want = plain.run(x)
-            for a, b in zip(got, want):
+            for a, b in zip(got, want, strict=True):
                 np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), atol=1, rtol=1e-4)
         for i, got in results.items():
             np.testing.assert_allclose(got[0].astype(np.float64), plain.run(xs[i])[0].astype(np.float64),

@@ -1,4 +1,5 @@
-"""The Model API on the three CPU runtimes, against the answers in ../shared/README.md and the raw runtimes."""
+"""The Model API on the three CPU runtimes, against the known labels of the shared images (bird -> chickadee) and
+the raw runtimes."""
 
 from __future__ import annotations
 
@@ -94,14 +95,14 @@ def test_split_concat_equals_raw_litert_in_every_input_form():
     raw.allocate_tensors()
     with edgeaccel.load(path) as model:
         arrays = _split_concat_inputs(model)
-        for detail, array in zip(raw.get_input_details(), arrays):
+        for detail, array in zip(raw.get_input_details(), arrays, strict=True):
             raw.set_tensor(detail["index"], array)
         raw.invoke()
         expected = [raw.get_tensor(d["index"]) for d in raw.get_output_details()]
         as_list = model.run(arrays)
-        as_dict = model.run({s.name: a for s, a in zip(model.inputs, arrays)})
+        as_dict = model.run({s.name: a for s, a in zip(model.inputs, arrays, strict=True)})
         assert len(as_list) == 5
-        for got_list, got_dict, want, spec in zip(as_list, as_dict, expected, model.outputs):
+        for got_list, got_dict, want, spec in zip(as_list, as_dict, expected, model.outputs, strict=True):
             np.testing.assert_array_equal(got_list, want)
             np.testing.assert_array_equal(got_dict, want)
             np.testing.assert_array_equal(as_list[spec.name], want)
@@ -112,7 +113,7 @@ def test_split_concat_same_on_openvino():
     path = MODELS / "split_concat.tflite"
     with edgeaccel.load(path) as litert, edgeaccel.load(path, executor="openvino") as ov:
         arrays = _split_concat_inputs(litert, seed=3)
-        for a, b in zip(litert.run(arrays), ov.run(arrays)):
+        for a, b in zip(litert.run(arrays), ov.run(arrays), strict=True):
             assert np.abs(a.astype(int) - b.astype(int)).max() <= 1
 
 
@@ -137,7 +138,7 @@ def test_input_errors_are_clear_and_precede_the_runtime():
         with pytest.raises(InputCountError):
             model.run(good[0])
         with pytest.raises(InputNameError, match="nope"):
-            model.run({"nope": good[0], **{s.name: a for s, a in zip(model.inputs, good)}})
+            model.run({"nope": good[0], **{s.name: a for s, a in zip(model.inputs, good, strict=True)}})
         with pytest.raises(InputDTypeError, match="quantize=True"):
             model.run([good[0].astype(np.float32), good[1], good[2]])
         with pytest.raises(InputShapeError, match="1x8x8x3"):

@@ -32,12 +32,12 @@ def test_stream_in_order_equals_run(case, hint):
         xs = inputs_for(model, 12)
         expected = [model.run(x)[0] for x in xs]
         got = [out[0] for out in model.stream(xs)]
-        for g, e in zip(got, expected):
+        for g, e in zip(got, expected, strict=True):
             np.testing.assert_array_equal(g, e)
         unordered = [out[0] for out in model.stream(xs, ordered=False, max_in_flight=3)]
         assert sorted(a.tobytes() for a in unordered) == sorted(e.tobytes() for e in expected)
         futures = [model.submit(x, dequantize=True) for x in xs[:3]]
-        for f, _ in zip(futures, expected):
+        for f in futures:
             assert f.result(timeout=30)[0].dtype == np.float32
 
 

@@ -83,9 +83,9 @@ def test_run_time_failure_falls_back_with_the_same_inputs(caplog):
         model._executor.run = broken  # the chosen candidate now fails at run time
         got = model.run(arrays)
         assert model.executor.name != first
-        for a, b in zip(got, expected):
+        for a, b in zip(got, expected, strict=True):
             assert np.abs(a.astype(int) - b.astype(int)).max() <= 1
-        for a, b in zip(arrays, kept):
+        for a, b in zip(arrays, kept, strict=True):
             np.testing.assert_array_equal(a, b)  # nothing the caller handed in was changed
         (event,) = model.fallbacks
         assert (event.stage, event.failed, event.replaced_by) == ("run", first, model.executor.name)

@@ -221,7 +221,7 @@ def test_the_guard_figure_is_the_worst_over_every_photo_and_refuses_openvino_int
         if cand is litert:
             ref = outs
         else:
-            raw_steps = max(int(np.abs(a - b).max()) for a, b in zip(ref, outs))
+            raw_steps = max(int(np.abs(a - b).max()) for a, b in zip(ref, outs, strict=True))
     assert raw_steps > 2  # OpenVINO's int8 arithmetic really differs here
     results = calibrate(Ranking([openvino, litert]), lambda c: open_candidate(c, sel.options), QUICK, inputs=photos)
     m = results[openvino.key]

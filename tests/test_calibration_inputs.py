@@ -1,5 +1,5 @@
 """Inputs calibration makes for itself are inputs the model can take, and a candidate that fails only on them
-is never condemned for real inputs (issue 15: `tune` on a dynamic model stored a failure on invented inputs,
+is never condemned for real inputs (it happened: `tune` on a dynamic model stored a failure on invented inputs,
 and every later `run` said no executor could run the model)."""
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ def test_face_mesh_lands_on_the_face_the_detector_found(faces):
     assert inside.mean() > 0.95
     nose = face.keypoints[DETECTOR_NOSE]
     assert np.hypot(*(xy[MESH_NOSE_TIP] - (nose.x, nose.y))) < 0.12 * size  # the detector places it coarsely
-    for (a, b), eye in zip(MESH_EYES, face.keypoints[:2]):
+    for (a, b), eye in zip(MESH_EYES, face.keypoints[:2], strict=True):
         assert np.hypot(*((xy[a] + xy[b]) / 2 - (eye.x, eye.y))) < 0.12 * size, (a, b)
     as_json = json.loads(result.to_json())
     stage = as_json["boxes"][0]["stages"]["mesh"]

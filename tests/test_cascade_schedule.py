@@ -5,6 +5,7 @@ starve another; two stages on one device never running at once; tracking carried
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -152,7 +153,7 @@ def test_two_stages_on_one_device_never_run_at_once(image):
     assert len(frames) == 20 and all("mesh" in f.result.boxes[0].stages for f in frames)
     assert len(intervals) == 40
     intervals.sort()
-    assert all(b[0] >= a[1] for a, b in zip(intervals, intervals[1:])), "two model calls overlapped on one device"
+    assert all(b[0] >= a[1] for a, b in itertools.pairwise(intervals)), "two model calls overlapped on one device"
     (lane,) = report["devices"]
     assert lane["stages"] == ["face", "mesh"] and lane["runs"] == 40 and lane["most_at_once"] == 1
     assert lane["switches"] > 0

@@ -1,4 +1,4 @@
-"""Issue 15, a new user's first hour: the command line on real models and models the tests build. Every error
+"""A new user's first hour: the command line on real models and models the tests build. Every error
 names its cause first, in a few lines, with the documented exit code; no answer is shown as what it is not;
 the cache can be seen, bypassed and cleared."""
 

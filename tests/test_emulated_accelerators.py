@@ -1,7 +1,7 @@
 """Accelerators end to end, on emulated ones (edgeaccel.testing.emulated) installed as real plug-ins: answers by
 LiteRT on the CPU, device behaviour (latency, numerics, power, faults) simulated and labelled so.
 
-load -> select -> calibrate -> run -> fallback -> schedule for every shipped profile, and issue 14's checks:
+load -> select -> calibrate -> run -> fallback -> schedule for every shipped profile, and the selection checks:
 with calibrate=True a fast but wrong accelerator is refused, a correct fast one chosen, a correct and far more
 efficient one chosen for goal="efficiency", and one unplugged after some calls abandoned with no error reaching
 the caller, whatever order the rules put them in. No test asserts a speed: the emulated latencies are
@@ -192,7 +192,7 @@ def test_every_profile_schedules_over_its_accelerator_and_the_cpu(name, tmp_path
         assert any(np.array_equal(out, answer) for answer in cpu_answers)
 
 
-# -- issue 14: chosen, refused or abandoned as a user expects ------------------------------------------------------
+# -- chosen, refused or abandoned as a user expects ---------------------------------------------------------------
 @pytest.mark.parametrize("goal", ["latency", "efficiency"])
 def test_a_correct_fast_accelerator_is_chosen(goal, tmp_path, bird, cpu_answer):
     with installed_plugins(tmp_path, fast(), distribution="emulated-fast"):
@@ -224,8 +224,8 @@ def test_a_correct_far_more_efficient_accelerator_is_chosen_for_efficiency(tmp_p
 
 
 def lab(order: str):
-    """The four accelerators of issue 14, installed in ``order`` (the rules rank plug-ins the profile does not
-    list in the order they are installed)."""
+    """Four accelerators (wrong, fast, efficient, unplugged), installed in ``order`` (the rules rank plug-ins
+    the profile does not list in the order they are installed)."""
     wrong = emulated_accelerator("wrongnpu", "WrongNPU", "npu", speedup=20, numerics="corrupt")
     quick = emulated_accelerator("fastnpu", "FastNPU", "npu", speedup=20)
     efficient = emulated_accelerator("effnpu", "EffNPU", "npu", fixed_latency_ms=8)

@@ -43,7 +43,7 @@ def test_shipped_yolo_and_coco_labels_are_the_same_boxes():
     assert len(yolo.images) == len(coco.images) == 4 and len(yolo.annotations) == len(coco.annotations) == 10
     assert yolo.names == {0: "sedan", 1: "pickup_suv_van", 2: "large_veh_bus"}
     assert coco.names == {1: "sedan", 2: "pickup_suv_van", 3: "large_veh_bus"}
-    for y, c in zip(yolo.annotations, coco.annotations):
+    for y, c in zip(yolo.annotations, coco.annotations, strict=True):
         assert yolo.name(y.class_id) == coco.name(c.class_id)
         np.testing.assert_allclose(y.xywh, c.xywh, atol=0.01)
 

@@ -25,7 +25,7 @@ def test_tflite_description_matches_litert(name):
     expected = Format.EDGETPU_TFLITE if name.endswith("_edgetpu.tflite") else Format.TFLITE
     assert info.format is expected
     interpreter = Interpreter(model_path=str(MODELS / name))
-    for spec, detail in zip(info.inputs, interpreter.get_input_details()):
+    for spec, detail in zip(info.inputs, interpreter.get_input_details(), strict=True):
         assert spec.name == detail["name"]
         assert list(spec.shape) == list(detail["shape"])
         assert spec.dtype == np.dtype(detail["dtype"])

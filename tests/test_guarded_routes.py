@@ -178,7 +178,7 @@ def test_a_failover_target_that_disagrees_is_passed_over():
     try:
         with RankedModel(open_one(accel), accel, Ranking([accel, openvino, litert]), [],
                    open_next=guard.opener(open_one)) as model:
-            for x, want in zip(inputs, expected):
+            for x, want in zip(inputs, expected, strict=True):
                 out = model.run(x)
                 np.testing.assert_array_equal(out[0], want)
             assert out.executor == litert.name

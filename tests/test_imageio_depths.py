@@ -30,7 +30,7 @@ def png_bytes(samples: np.ndarray, color: int, depth: int, palette: np.ndarray |
         bits = ((samples[..., 0, None] >> np.arange(depth - 1, -1, -1)) & 1).astype(np.uint8)
         rows = np.packbits(bits.reshape(height, -1), axis=1, bitorder="big")
     raw = b"".join(bytes([filter_type]) + _filtered(row, prev, filter_type, depth, samples.shape[2])
-                   for row, prev in zip(rows, [np.zeros_like(rows[0]), *rows[:-1]]))
+                   for row, prev in zip(rows, [np.zeros_like(rows[0]), *rows[:-1]], strict=True))
 
     def chunk(kind: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))

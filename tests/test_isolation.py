@@ -84,7 +84,7 @@ def test_isolated_model_has_the_same_api_and_answers(case, labels):
         want = direct.run(image)
         got = isolated.run(image)
         assert got.names == want.names
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             np.testing.assert_array_equal(g, w)
         assert labels[int(np.argmax(got[0]))] == "chickadee"
         np.testing.assert_array_equal(isolated.run({isolated.inputs[0].name: image}, dequantize=True)[0],
@@ -172,7 +172,7 @@ def test_concurrent_callers_share_one_worker():
 
         def call(i):
             got = model.run(inputs[i % 6])
-            return sum(not np.array_equal(g, e) for g, e in zip(got, expected[i % 6]))
+            return sum(not np.array_equal(g, e) for g, e in zip(got, expected[i % 6], strict=True))
 
         with ThreadPoolExecutor(8) as pool:
             assert sum(pool.map(call, range(8 * 50))) == 0

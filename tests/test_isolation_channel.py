@@ -42,7 +42,7 @@ def test_tensors_travel_through_a_sealed_shared_region():
     with edgeaccel.load(TINY, strict=True) as direct, edgeaccel.load(TINY, strict=True, isolate=True) as isolated:
         for seed in range(3):
             x = tiny_inputs(direct, seed)
-            for got, want in zip(isolated.run(x), direct.run(x)):
+            for got, want in zip(isolated.run(x), direct.run(x), strict=True):
                 np.testing.assert_array_equal(got, want)
         got = isolated.run(x)
         got[0][...] = 0  # outputs are the caller's own memory: changing one changes nothing in the next call
@@ -131,7 +131,7 @@ def test_a_worker_cannot_resize_the_region_under_its_caller(lie):
         pid = model.executor.details["isolated"]["pid"]
         for seed in range(2):
             x = tiny_inputs(model, seed)
-            for got, want in zip(model.run(x), direct.run(x)):
+            for got, want in zip(model.run(x), direct.run(x), strict=True):
                 np.testing.assert_array_equal(got, want)
         assert model.executor.details["isolated"]["pid"] == pid
         assert model.executor.details["isolated"]["channel"]["region_bytes"] == channels.region_size(0)
@@ -186,10 +186,10 @@ def test_a_header_for_very_many_arrays_still_uses_the_region():
         caller.seq = 5
         assert caller.send({"op": "run"}, arrays) is None  # None: not through the socket
         _, got, end = worker.recv()
-        assert len(got) == 2000 and all((g == x).all() for g, x in zip(got, arrays))
+        assert len(got) == 2000 and all((g == x).all() for g, x in zip(got, arrays, strict=True))
         assert worker.send({"ok": True}, got[::-1], start=end) is None
         message, back, _ = caller.recv(5)
-        assert message == {"ok": True} and all((o == x).all() for o, x in zip(back, arrays[::-1]))
+        assert message == {"ok": True} and all((o == x).all() for o, x in zip(back, arrays[::-1], strict=True))
     finally:
         caller.close()
         worker.close()

@@ -1,4 +1,4 @@
-"""ONNX Runtime's cached optimized graph must not change a later run (issue 15, item 1).
+"""ONNX Runtime's cached optimized graph must not change a later run.
 
 Below ONNX IR version 4 every initializer is also a graph input (the old model-zoo classics). ORT's
 ConstantSharing merges equal small initializers when it optimizes such a model, and the optimized graph it

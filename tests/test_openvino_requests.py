@@ -1,5 +1,5 @@
 """Under the throughput hint the OpenVINO executor holds three requests per stream (one running, two queued),
-so that a stream never waits for Python to hand it the next one (issue 16: 0.44-0.50 of benchmark_app beside
+so that a stream never waits for Python to hand it the next one (measured: 0.44-0.50 of benchmark_app beside
 it on a loaded CPU with the optimal number, 0.97-1.00 with three times it; tools/perf_suite.py). Every one of
 those requests in flight at once gives run()'s answer for its own input."""
 
@@ -26,7 +26,7 @@ def test_requests_held_and_answers_with_all_of_them_in_flight(hint, per_stream):
         expected = [model.run(x)[0] for x in xs]
         futures = [model.submit(x) for x in xs]  # more than it holds: submit waits for an idle request
         assert len(model._executor._queue) == model.concurrency
-        for future, want in zip(futures, expected):
+        for future, want in zip(futures, expected, strict=True):
             np.testing.assert_array_equal(future.result(timeout=60)[0], want)
 
 

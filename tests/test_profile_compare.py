@@ -173,7 +173,7 @@ def test_without_common_names_layers_match_by_op_and_shape(onnx_bundle, tmp_path
     by_op = compare_layers(int8, tmp_path / "renamed.onnx", onnx_bundle.calibration)
     assert {r.matched_by for r in by_op.rows if r.op_type != "input"} == {"op+shape"}
     assert [r.name for r in by_op.rows] == [r.name for r in by_name.rows]
-    for a, b in zip(by_op.rows, by_name.rows):
+    for a, b in zip(by_op.rows, by_name.rows, strict=True):
         assert a.rel_error == pytest.approx(b.rel_error, rel=1e-4) and a.float_name.startswith(("other_", "x"))
 
 

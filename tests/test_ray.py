@@ -418,7 +418,7 @@ def test_pool_runs_raw_tensors_of_a_multi_file_model(local_ray):
             pool.predict_batch([IMAGES / "bird.png"])
         assert "run_batch" in err.value.hint
     assert pool.executors[0].startswith("openvino:")
-    assert all(np.array_equal(g[0], w) for g, w in zip(got, want))
+    assert all(np.array_equal(g[0], w) for g, w in zip(got, want, strict=True))
 
 
 def test_pool_refuses_mistakes_before_any_actor_starts_and_a_failed_load_frees_its_cpus(local_ray):

@@ -1,4 +1,4 @@
-"""`edgeaccel run model.tflite` imports what its path needs and no more (peak memory, issue 16): no YAML parser
+"""`edgeaccel run model.tflite` imports what its path needs and no more (peak memory): no YAML parser
 once the profiles were parsed, no Pillow for random input and only the plugin of the image's format otherwise,
 no other command's modules, no calibration when nothing measures, no ONNX/OpenVINO readers for a .tflite."""
 

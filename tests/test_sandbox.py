@@ -1,4 +1,4 @@
-"""The sandbox of isolated workers (issue 21): from inside a real worker that loaded a real model on each runtime,
+"""The sandbox of isolated workers: from inside a real worker that loaded a real model on each runtime,
 every forbidden action is attempted (the test-only SandboxProbe) and refused, while the answers stay right.
 
 A control run with sandbox="off" makes the same attempts succeed: the probe really reaches the app's file, the
@@ -103,7 +103,7 @@ def test_every_forbidden_action_is_refused_while_answers_stay_right(runtime, tmp
         assert not accepted and not list(tmp_path.glob("edgeaccel-probe-*"))
         image = image_input("bird", isolated.inputs[0])
         got, want = isolated.run(image), direct.run(image)
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             np.testing.assert_array_equal(g, w)
         assert labels[int(np.argmax(got[0]))] == "chickadee"
         # the channel's shared region works under every layer (memfd mapped by the worker, seccomp allowing it)
@@ -291,7 +291,7 @@ def test_the_seccomp_filter_decides_as_documented(machine):
 
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
 def test_the_filter_refuses_what_acts_on_the_system_or_on_other_processes(machine):
-    """Issue 30: calls that name a process act on the worker only; what acts on the system is refused."""
+    """Calls that name a process act on the worker only; what acts on the system is refused."""
     import errno
 
     from edgeaccel.isolation.sandbox import _SYSCALLS, seccomp_program

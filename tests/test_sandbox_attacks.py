@@ -1,4 +1,5 @@
-"""The holes of issue 30, attacked from native code inside a real isolated worker, each with its control.
+"""The sandbox's former holes (calls that act on other processes or on the system), attacked from native code
+inside a real isolated worker, each with its control.
 
 The attacker is an executor plug-in installed for real (edgeaccel.testing.plugins): its ``run`` calls libc's
 ``syscall()`` through ctypes, as a runtime taken over by its model would, after the sandbox was entered. Each

@@ -9,6 +9,8 @@ hidden temperature passed critical within seconds; every start from idle passed 
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from edgeaccel.scheduling import ThermalConfig, make_policy
@@ -54,7 +56,7 @@ def test_a_sensor_outage_holds_the_last_safe_duty_and_returns_gradually(tmp_path
     assert back[0].sensed and "readings back after 15.0 s" in back[0].reason
     rise = ThermalConfig().rise_per_s * 0.5 + 1e-9
     assert back[0].duty <= blind[-1].duty + rise
-    returning = [(a, b) for a, b in zip(back, back[1:]) if "returning gradually" in b.reason]
+    returning = [(a, b) for a, b in itertools.pairwise(back) if "returning gradually" in b.reason]
     assert all(b.duty - a.duty <= rise for a, b in returning)
     assert max(r.duty for r in result.window(45.0, 47.0)) <= blind[-1].duty + 4 * rise
 

@@ -2,7 +2,7 @@
 not the benchmark's): the heat model writes a kernel-shaped thermal zone, the real sampler reads it, the real
 scheduler admits work (edgeaccel/sim/closed_loop.py). Every figure is simulated.
 
-Regressions (issue 32): the latency policy backed off whenever a straight-line 5 s forecast crossed critical
+Regressions: the latency policy backed off whenever a straight-line 5 s forecast crossed critical
 (54-64 C on a heating curve for a 90 C trip), halving its duty each time: 21 duty reversals a minute and less
 throughput than the thermal policy; a lost sensor was held at a duty not derived from the device (28% of the
 outage above passive in one run, 0.41 of the rate before in the next).

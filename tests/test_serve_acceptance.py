@@ -1,4 +1,4 @@
-"""`edgeaccel serve` checked as issue 20's reviewer checks it: a new user's models (never seen by the other serve
+"""`edgeaccel serve` checked as a reviewer checks it: a new user's models (never seen by the other serve
 tests), real clients (tritonclient.http binary and JSON, tritonclient.grpc, curl), bad requests over both protocols,
 a flood on a dynamically batched model ended by SIGTERM, and the token on a non-loopback address.
 
@@ -491,10 +491,10 @@ def test_outputs_that_are_not_rows_of_the_batch_are_never_split_across_clients(t
         assert "batched" in core.load("twice").batching
         requests = [np.full((rows, 2), k, np.float32) for k, rows in enumerate((1, 2, 1))]
         futures = [core.infer("twice", {"x": x}) for x in requests]
-        for x, future in zip(requests, futures):
+        for x, future in zip(requests, futures, strict=True):
             np.testing.assert_array_equal(future.result(timeout=30)["y"], np.concatenate([x, x]))
         later = [core.infer("twice", {"x": x}) for x in requests]  # and the model is not joined again
-        for x, future in zip(requests, later):
+        for x, future in zip(requests, later, strict=True):
             np.testing.assert_array_equal(future.result(timeout=30)["y"], np.concatenate([x, x]))
     finally:
         core.close()

@@ -94,7 +94,7 @@ def _post(server, path, body, content_type="image/png"):
 
 def _same_boxes(got, want):
     assert [b["label"] for b in got] == [b.label for b in want]
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g["xyxy"], w.xyxy, atol=0.01)
         assert abs(g["score"] - w.score) < 1e-5
 

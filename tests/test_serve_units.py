@@ -205,7 +205,7 @@ def test_requests_for_a_dynamic_batch_model_run_as_one_batch_with_right_answers(
         rng = np.random.default_rng(0)
         requests = [rng.standard_normal((rows, 4)).astype(np.float32) for rows in (1, 2, 1)]
         futures = [core.infer("dyn", {"x": x}) for x in requests]
-        for x, future in zip(requests, futures):
+        for x, future in zip(requests, futures, strict=True):
             y = future.result(timeout=30)["y"]
             assert y.shape == (x.shape[0], 3)
             np.testing.assert_allclose(y, x @ weight, rtol=1e-5, atol=1e-5)

@@ -21,7 +21,8 @@ from edgeaccel.sources.queues import Closed, DropQueue  # noqa: E402
 from stream_servers import moving_frames, pipeline_threads_gone, write_video  # noqa: E402
 
 pytestmark = pytest.mark.shared
-TRAFFIC_COUNTS = [3, 3, 2, 3, 3, 3, 4, 4, 4, 4, 4, 3, 2, 3, 2, 3, 2, 2, 2, 2]  # ../shared/README.md
+# detections raw LiteRT finds per frame of traffic_frames.mp4 scoring above 0.3 (256x256 bilinear, LSTM state carried)
+TRAFFIC_COUNTS = [3, 3, 2, 3, 3, 3, 4, 4, 4, 4, 4, 3, 2, 3, 2, 3, 2, 2, 2, 2]
 
 
 

@@ -106,7 +106,7 @@ def test_backoff_grows_with_jitter_and_resets():
     backoff = Backoff(initial=0.5, maximum=4.0, rng=random.Random(7))
     delays = [backoff.next() for _ in range(7)]
     caps = [0.5, 1.0, 2.0, 4.0, 4.0, 4.0, 4.0]
-    assert all(cap / 2 <= d <= cap for d, cap in zip(delays, caps))
+    assert all(cap / 2 <= d <= cap for d, cap in zip(delays, caps, strict=True))
     assert len({round(d, 6) for d in delays[3:]}) > 1  # jitter: clients do not come back in step
     backoff.reset()
     assert backoff.next() <= 0.5

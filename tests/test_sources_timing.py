@@ -5,6 +5,7 @@ rate source keeps its spacing; several sources into one sink path each keep thei
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from fractions import Fraction
@@ -47,7 +48,7 @@ def write_timed(path, stamps: list[float], codec: str = "libx264") -> None:
         stream.height, stream.width = 120, 160
         stream.pix_fmt = "yuv420p"
         stream.codec_context.time_base = base
-        for image, t in zip(moving_frames(len(stamps)), stamps):
+        for image, t in zip(moving_frames(len(stamps)), stamps, strict=True):
             frame = av.VideoFrame.from_ndarray(image, format="rgb24")
             frame.time_base, frame.pts, frame.duration = base, round(t / base), 9000
             for packet in stream.encode(frame):
@@ -140,7 +141,7 @@ def test_a_clock_that_goes_back_continues_after_the_last_frame(model, tmp_path, 
     out = tmp_path / "out.mp4"
     model.watch(RestartingClock("cam"), sinks=out).run(timeout=60)
     times = timing(out)[1]
-    assert len(times) == 8 and all(b > a for a, b in zip(times, times[1:]))
+    assert len(times) == 8 and all(b > a for a, b in itertools.pairwise(times))
     assert times[:4] == pytest.approx([0, 0.05, 0.1, 0.15], abs=1e-4)
     assert 0.3 <= times[4] - times[3] <= 1.0  # the outage is kept as a gap
     assert times[5] - times[4] == pytest.approx(0.05, abs=1e-4)  # and the new segment's spacing

@@ -160,7 +160,7 @@ def test_string_outputs_come_back_from_the_isolated_worker(tmp_path):
     expected = _raw_ort(path, {"words": words, "i": i})
     with edgeaccel.load(path, isolate=True) as model:
         got = model.run([words, i])
-    for g, e in zip(got, expected):
+    for g, e in zip(got, expected, strict=True):
         assert g.dtype == object and g.shape == e.shape and g.tolist() == e.tolist()
 
 
@@ -176,7 +176,7 @@ def test_wire_carries_bytes_strings_and_refuses_other_objects():
         wire.send_json(a, {"ok": True}, arrays)
         _, got = wire.recv_json(b, 1 << 20)
         assert got[0].dtype == object and got[0].tolist() == [[b"x", b"", b"\xff\x00"]]
-        for g, e in zip(got[1:], arrays[1:]):
+        for g, e in zip(got[1:], arrays[1:], strict=True):
             assert g.dtype == e.dtype and g.shape == e.shape and (g == e).all()
         with pytest.raises(TypeError, match="arrays of strings or bytes"):
             wire.send_json(a, {"ok": True}, [np.array([1, "x"], dtype=object)])
@@ -466,7 +466,7 @@ def test_sequence_output_stays_a_list(tmp_path, isolate):
     with edgeaccel.load(path, isolate=isolate) as model:
         out = model.run(x, check_finite=True)
     assert isinstance(out[0], list) and "list of 3" in repr(out)
-    for g, e in zip(out[0], expected):
+    for g, e in zip(out[0], expected, strict=True):
         np.testing.assert_array_equal(g, e)
 
 

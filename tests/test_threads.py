@@ -37,7 +37,7 @@ def test_concurrent_runs_match_sequential(case):
         def call(i: int) -> int:
             k = i % len(inputs)
             got = model.run(inputs[k])
-            return sum(not np.array_equal(g, e) for g, e in zip(got, expected[k]))
+            return sum(not np.array_equal(g, e) for g, e in zip(got, expected[k], strict=True))
 
         with ThreadPoolExecutor(THREADS) as pool:
             wrong = sum(pool.map(call, range(THREADS * CALLS)))

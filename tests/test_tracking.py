@@ -10,6 +10,8 @@ another one half hides)."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from edgeaccel.errors import InputError
@@ -54,7 +56,7 @@ def run(frames, options: TrackerOptions | None = None):
 
 
 def switches(ids: dict[int, list[int]]) -> int:
-    return sum(sum(1 for a, b in zip(seq, seq[1:]) if a != b) for seq in ids.values())
+    return sum(sum(1 for a, b in itertools.pairwise(seq) if a != b) for seq in ids.values())
 
 
 @pytest.mark.parametrize("drop", [0.0, 0.2, 0.4])
@@ -63,7 +65,7 @@ def test_ids_follow_known_paths_with_dropped_frames(drop):
     for seed in range(10):
         frames = scene(MOVERS, drop=drop, seed=seed)
         ids, seen, tracker = run(frames)
-        figures = mot_figures([(f.truth, hyp) for f, hyp in zip(frames, seen)])
+        figures = mot_figures([(f.truth, hyp) for f, hyp in zip(frames, seen, strict=True)])
         assert set(ids) == set(range(len(MOVERS)))  # every object got a track
         worst.append((figures["idf1"], figures["mota"], switches(ids), figures["switches"], seed))
         print(f"drop {drop} seed {seed}: " + " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
@@ -79,7 +81,7 @@ def test_a_clean_scene_has_no_id_switch_and_no_false_track():
     ids, seen, tracker = run(frames)
     assert switches(ids) == 0
     assert tracker.confirmed == len(MOVERS)  # one-frame false detections never got an id
-    figures = mot_figures([(f.truth, hyp) for f, hyp in zip(frames, seen)])
+    figures = mot_figures([(f.truth, hyp) for f, hyp in zip(frames, seen, strict=True)])
     assert figures["switches"] == 0 and figures["idf1"] > 0.95
 
 

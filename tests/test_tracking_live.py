@@ -72,7 +72,8 @@ def test_counts_ids_and_events_through_the_pipeline_equal_the_truth(detector, tm
     events = [e for f in frames for e in f.events]
     crossings = [(e.label, e.direction, e.timestamp) for e in events if e.type == "cross"]
     assert [(a, b) for a, b, _ in crossings] == [("blue", "in"), ("yellow", "out"), ("magenta", "out")]
-    assert all(abs(t - want) < 0.05 for (_, _, t), want in zip(crossings, (1.857, 2.167, 2.667))), crossings
+    assert all(abs(t - want) < 0.05
+               for (_, _, t), want in zip(crossings, (1.857, 2.167, 2.667), strict=True)), crossings
     # the JSON lines carry the same; the summary gives the counts per source
     records = [json.loads(line) for line in (tmp_path / "f.jsonl").read_text().splitlines()]
     assert records[-1]["zones"] == last.zones
@@ -171,7 +172,7 @@ def test_lines_and_zones_are_served_as_prometheus_metrics(detector, tmp_path):
     model_path, video, labels = detector
     with edgeaccel.load(model_path, task="detect", labels=str(labels), executor="onnxruntime") as model:
         with model.watch(video, track=True, zones=[LINE, ZONE], names=["door"]) as p:
-            server, port = serve_metrics(0, lambda: [(s.name, t) for s, t in zip(p.sources, p.tracking)],
+            server, port = serve_metrics(0, lambda: [(s.name, t) for s, t in zip(p.sources, p.tracking, strict=True)],
                                          addr="127.0.0.1")
             try:
                 for _ in p:

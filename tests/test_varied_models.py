@@ -82,15 +82,15 @@ def test_tflite_models_equal_raw_litert(tflite_models):
             assert model.executor.runtime == "litert"
             for batch in (1, 2):
                 arrays = _inputs(details, batch, rng)
-                for d, a in zip(details, arrays):
+                for d, a in zip(details, arrays, strict=True):
                     raw.resize_tensor_input(d["index"], a.shape)
                 raw.allocate_tensors()
-                for d, a in zip(details, arrays):
+                for d, a in zip(details, arrays, strict=True):
                     raw.set_tensor(d["index"], a)
                 raw.invoke()
                 expected = [raw.get_tensor(d["index"]) for d in raw.get_output_details()]
-                got = model.run({s.name: a for s, a in zip(model.inputs, arrays)})
-                for g, e in zip(got, expected):
+                got = model.run({s.name: a for s, a in zip(model.inputs, arrays, strict=True)})
+                for g, e in zip(got, expected, strict=True):
                     np.testing.assert_array_equal(g, e, err_msg=f"{path.name} batch {batch}")
             assert model.fallbacks == (), path.name
 

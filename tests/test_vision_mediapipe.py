@@ -44,7 +44,7 @@ def reference_anchors(o: dict) -> list[tuple[float, float, float, float]]:
                 scales.append(math.sqrt(scale * nxt))
                 ratios.append(o["interpolated_scale_aspect_ratio"])
             last += 1
-        for s, r in zip(scales, ratios):
+        for s, r in zip(scales, ratios, strict=True):
             heights.append(s / math.sqrt(r))
             widths.append(s * math.sqrt(r))
         fh = math.ceil(o["input_size_height"] / strides[layer])

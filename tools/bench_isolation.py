@@ -11,7 +11,7 @@ runtime facts).
 "socket" is the default sandbox with the channel's shared region refused while its first channel is made (as
 where memfd_create is not allowed), so that the region and the socket are compared in the same run.
 "own-session" is the default sandbox with the worker started in a session of its own (start_new_session, as
-before issue 30) instead of the host's: with the kernel's autogroup, another scheduling group.
+workers once were) instead of the host's: with the kernel's autogroup, another scheduling group.
 
 Prints, per model, the median and p90 per-call latency of each mode over blocks x calls runs, the median
 added cost and ratio of each isolated mode against direct, their spread over blocks (each block's median
@@ -135,7 +135,7 @@ def bench(path: Path, blocks: int, calls: int, pause: float, socket_mode: bool =
 
 def _spread(mode: list[float], direct: list[float], scale: float | None, digits: int) -> list[float]:
     """p10, p50, p90 over blocks of a block's median against its direct neighbour's: added time, or a ratio."""
-    per_block = [(m - d) * scale if scale else m / d for m, d in zip(mode, direct)]
+    per_block = [(m - d) * scale if scale else m / d for m, d in zip(mode, direct, strict=True)]
     return [round(float(v), digits) for v in np.percentile(per_block, [10, 50, 90])]
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of `edgeaccel serve` beside in-process calls on the same model, in one run (issue 20's targets).
+"""Benchmark of `edgeaccel serve` beside in-process calls on the same model, in one run, against its targets.
 
     latency: HTTP (binary tensors) and gRPC p50 minus the in-process p50       target <= 1 ms each
     throughput: 4 concurrent clients over gRPC and HTTP / in-process async     target >= 0.8

@@ -1,4 +1,4 @@
-"""Does calibration's timing agree with a separate side-by-side measurement? (issue 16, faithful calibration)
+"""Does calibration's timing agree with a separate side-by-side measurement? (faithful calibration)
 
 For each model: calibrate (accuracy tolerance opened wide, so that every candidate that runs is timed), then
 time the same candidates again here with a loop that shares no code with calibration: a fixed number of

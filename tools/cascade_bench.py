@@ -1,4 +1,4 @@
-"""A two-stage cascade over two emulated accelerators and the CPU (issue 33's target: stages placed on
+"""A two-stage cascade over two emulated accelerators and the CPU (the target: stages placed on
 different devices when that is faster, end-to-end FPS >= 0.9x the slowest stage alone, every frame accounted
 for). A benchmark that prints figures, not a test.
 
@@ -50,7 +50,7 @@ def alone_fps(cascade, images: list[np.ndarray]) -> list[float]:
     fps = [len(images) / (time.perf_counter() - start)]
     for k in range(1, len(cascade.stages)):
         start = time.perf_counter()
-        for image, result in zip(images, results):
+        for image, result in zip(images, results, strict=True):
             cascade.later(k, image, result)
         fps.append(len(images) / (time.perf_counter() - start))
     return fps
@@ -99,7 +99,7 @@ def main() -> int:
                     ratios.append(report["fps"] / min(fps))
                     live_fps.append(report["fps"])
                     frames_ = report["frames"]
-                    print(f"  run {run + 1}: alone " + ", ".join(f"{s.name} {f:.1f}" for s, f in zip(cascade.stages, fps))
+                    print(f"  run {run + 1}: alone " + ", ".join(f"{s.name} {f:.1f}" for s, f in zip(cascade.stages, fps, strict=True))
                           + f" fps; cascade {report['fps']:.1f} fps = {ratios[-1]:.2f}x the slowest alone; read "
                           f"{frames_['read']}, delivered {frames_['delivered']}, dropped {frames_['dropped']}; "
                           + ", ".join(f"{s['name']} {s['device']} p50 {s['p50_ms']} ms busy {s['busy']:.0%}"

@@ -1,4 +1,4 @@
-"""Issue 6's performance suite: edgeaccel against the raw runtimes called the fastest way, in one process
+"""The performance suite: edgeaccel against the raw runtimes called the fastest way, in one process
 with interleaved rounds (alternating blocks with a 50 ms pause: ONNX Runtime's threads spin after a run).
 
     python tools/perf_suite.py [--models ../shared/models] [--quick] [--json out.json]
@@ -75,7 +75,7 @@ def raw_litert(path: Path, threads: int):
     set_tensor, invoke, get_tensor = it.set_tensor, it.invoke, it.get_tensor
 
     def call(arrays):
-        for i, a in zip(ins, arrays):
+        for i, a in zip(ins, arrays, strict=True):
             set_tensor(i, a)
         invoke()
         return [get_tensor(o) for o in outs]
@@ -90,7 +90,7 @@ def raw_ort(path: Path, threads: int):
     session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     run = session.run
-    return lambda arrays: run(None, dict(zip(names, arrays)))
+    return lambda arrays: run(None, dict(zip(names, arrays, strict=True)))
 
 
 def raw_openvino(path: Path, threads: int):
@@ -105,7 +105,7 @@ def raw_openvino(path: Path, threads: int):
     n_out = len(compiled.outputs)
 
     def call(arrays):
-        for v, a in zip(views, arrays):
+        for v, a in zip(views, arrays, strict=True):
             v[...] = a
         infer()
         return [out(i).data.copy() for i in range(n_out)]
@@ -227,7 +227,7 @@ def throughput(models: Path, quick: bool) -> None:
         fps_ea.append(edgeaccel_fps(ir, "openvino", "throughput", seconds))
         time.sleep(0.5)
     ratio = statistics.median(fps_ea) / statistics.median(fps_app)
-    pairs = ", ".join(f"{e / a:.2f}" for e, a in zip(fps_ea, fps_app))
+    pairs = ", ".join(f"{e / a:.2f}" for e, a in zip(fps_ea, fps_app, strict=True))
     report("throughput", "openvino async FPS / benchmark_app FPS", ratio, ">= 0.95", ratio >= 0.95,
            f"edgeaccel {statistics.median(fps_ea):.1f}, benchmark_app {statistics.median(fps_app):.1f} FPS "
            f"(f32, {len(fps_app)} alternating runs of {seconds} s; pairs {pairs})")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of power- and thermal-aware scheduling (issue 5). Prints every target, measured.
+"""Benchmark of power- and thermal-aware scheduling. Prints every target, measured.
 
 Simulated part (every figure is simulated): seeded scenarios of a hot, fast accelerator beside a slower CPU
 (ambient 25-45 C, bursty random arrivals, 30 simulated minutes by default), run through the same scheduler

@@ -1,8 +1,8 @@
-"""Issue 4's targets, measured side by side in one run on every model in ../shared/models:
+"""The selector's targets, measured side by side in one run on every model in ../shared/models:
 
   calibrated choice p50 / best eligible candidate's p50   (target <= 1.10 on every model)
   background choice p50 / best eligible candidate's p50   (load() as it is by default, after its background
-                                                           calibration finished; target <= 1.10, issue 16)
+                                                           calibration finished; target <= 1.10)
   rules-only choice p50 / best eligible candidate's p50   (target: median <= 1.5)
   calibration wall time for models below 10 ms             (target < 10 s)
 

@@ -54,7 +54,7 @@ def soak(models: Path, case: str, threads: int, calls: int, distinct: int = 8) -
             except Exception as exc:  # counted, and the first few kept for the report
                 errors.append(f"{type(exc).__name__}: {exc}"[:200])
                 return 0
-            return sum(not np.array_equal(g, e) for g, e in zip(got, expected[k]))
+            return sum(not np.array_equal(g, e) for g, e in zip(got, expected[k], strict=True))
 
         started = time.perf_counter()
         with ThreadPoolExecutor(threads) as pool:

@@ -946,11 +946,11 @@ class RawLiteRT:
     def run(self, arrays):
         shapes = [a.shape for a in arrays]
         if shapes != self.shapes:
-            for d, a in zip(self.ins, arrays):
+            for d, a in zip(self.ins, arrays, strict=True):
                 self.interp.resize_tensor_input(d["index"], list(a.shape))
             self.interp.allocate_tensors()
             self.shapes = shapes
-        for d, a in zip(self.ins, arrays):
+        for d, a in zip(self.ins, arrays, strict=True):
             self.interp.set_tensor(d["index"], a)
         self.interp.invoke()
         return {d["name"]: self.interp.get_tensor(d["index"]) for d in self.interp.get_output_details()}
@@ -974,8 +974,8 @@ class RawORT:
 
     def run(self, arrays):
         names = [i.name for i in self.sess.get_inputs()]
-        outs = self.sess.run(None, dict(zip(names, arrays)))
-        return {o.name: v for o, v in zip(self.sess.get_outputs(), outs)}
+        outs = self.sess.run(None, dict(zip(names, arrays, strict=True)))
+        return {o.name: v for o, v in zip(self.sess.get_outputs(), outs, strict=True)}
 
 
 class RawOV:
@@ -1068,7 +1068,7 @@ def _input_sets(specs, meta, rng):
 
 def _compare(got, expected: dict, names, exact: bool) -> tuple[bool, str]:
     worst = 0.0
-    for i, (name, g) in enumerate(zip(names, got)):
+    for i, (name, g) in enumerate(zip(names, got, strict=True)):
         e = expected.get(name, expected.get(f"#{i}"))
         if e is None:
             e_list = [v for k, v in expected.items() if not k.startswith("#")]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Thermal policies on a simulated closed-loop plant (issue 32). Every figure printed is simulated.
+"""Thermal policies on a simulated closed-loop plant. Every figure printed is simulated.
 
 Each plant is one device (edgeaccel/sim/heat.py: an RC model with the kernel's step_wise throttling above the
 passive trip, unless the plant says the kernel does not throttle) writing a kernel-layout x86_pkg_temp zone in

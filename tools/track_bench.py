@@ -1,5 +1,5 @@
 """How long tracking plus lines and zones take per frame at 20 objects, next to a detector's inference
-(issue 33's target: at most 5% of it). A benchmark that prints figures, not a test.
+(the target: at most 5% of it). A benchmark that prints figures, not a test.
 
     PYTHONPATH=. python tools/track_bench.py [--objects 20] [--runs 30]
 

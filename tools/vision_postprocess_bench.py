@@ -1,4 +1,4 @@
-"""How long a vision task's post-processing takes next to inference (issue 17's target: at most 15% of it
+"""How long a vision task's post-processing takes next to inference (the target: at most 15% of it
 for an SSD or YOLO model on this machine). A benchmark that prints figures, not a test.
 
     PYTHONPATH=. python tools/vision_postprocess_bench.py [--runs 50] [--image ../shared/images/traffic_0001.png]

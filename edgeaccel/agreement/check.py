@@ -11,11 +11,16 @@ beside it."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..vision.errors import TaskError
 from ..vision.preprocess import Frame
-from ..vision.results import Result
+from ..vision.results import Result, SegmentResult
+
+if TYPE_CHECKING:
+    from ..vision.task import Task
 
 # gate name -> (measure, "min" or "max"): the check options --min-precision, --min-recall, --min-miou,
 # --max-keypoint-distance, --min-top1
@@ -38,11 +43,12 @@ class TaskCheck:
 
         self.labels = labels
         self.expected: list[Result] = []
-        self.task = make_task(reference_model, None if task in (None, "auto") else task, labels)
-        if self.task is None:
+        made = make_task(reference_model, None if task in (None, "auto") else task, labels)
+        if made is None:
             from ..vision.task import no_task_error
 
             raise no_task_error(reference_model)
+        self.task: Task = made
 
     def decode(self, task, outputs_per_sample: list[list[np.ndarray]]) -> list[Result]:
         """The samples are already model inputs: results in the input's own pixels."""
@@ -68,6 +74,8 @@ class TaskCheck:
             task = make_task(model, self.task.name, self.labels)
         except TaskError as exc:
             raise TaskError(f"the artifact does not fit task {self.task.name}: {exc.message}") from exc
+        if task is None:  # a named task is checked, not recognized: make_task raises rather than give None
+            raise TaskError(f"the artifact does not fit task {self.task.name}")
         task.letterbox, task.conf, task.iou = self.task.letterbox, self.task.conf, self.task.iou
         got = self.decode(task, outputs_per_sample)
         measured = task_metrics(self.task.name, self.expected, got, conf=getattr(self.task, "conf", None))
@@ -80,10 +88,10 @@ class TaskCheck:
 
 def _major_miou(class_iou: dict, reference: list[Result], got: list[Result]) -> float | None:
     """Mean IoU over the classes covering at least MIN_CLASS_SHARE of all pixels on either side."""
-    total = sum(np.asarray(r.mask).size for r in reference)
+    masks = [[np.asarray(r.mask) for r in results if isinstance(r, SegmentResult)] for results in (reference, got)]
+    total = sum(m.size for m in masks[0])
     major = [iou for c, iou in class_iou.items()
-             if max(sum(int(np.count_nonzero(np.asarray(side.mask) == c)) for side in results)
-                    for results in (reference, got)) >= MIN_CLASS_SHARE * total]
+             if max(sum(int(np.count_nonzero(m == c)) for m in side) for side in masks) >= MIN_CLASS_SHARE * total]
     return float(np.mean(major)) if major else None
 
 

@@ -134,8 +134,7 @@ def judge(reference_outputs: Sequence[Sequence[np.ndarray]], candidate_outputs: 
     metrics = {**summary(compared), "judged_on": "task", "task": task.name,
                "task_metrics": {k: round(v, 6) if isinstance(v, float) else v for k, v in figures.items()},
                "thresholds": {key: bound for key, _, bound in gates}}
-    failures = [_failure(task.name, key, kind, bound, figures) for key, kind, bound in gates]
-    failures = [f for f in failures if f]
+    failures = [f for f in (_failure(task.name, key, kind, bound, figures) for key, kind, bound in gates) if f]
     if failures:
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
         return Agreement(False, failures[0] + more, metrics)

@@ -26,7 +26,7 @@ classify: top-1 agreement over all samples and over the clear-cut ones (the refe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -67,8 +67,10 @@ def task_metrics(task_name: str, references: Sequence[Result], results: Sequence
     ``results[i]`` are the two sides' results on sample i. Floats are None where nothing could be measured.
     ``conf`` (detect): the confidence threshold a box must reach to count, both sides having been decoded
     lower (``lenient``)."""
-    kinds = {"detect": (DetectResult, detection), "segment": (SegmentResult, segmentation),
-             "pose": (PoseResult, pose), "classify": (ClassifyResult, classification)}
+    # the result class each side must hold, and the measure that takes them (checked below, so Callable[...])
+    kinds: dict[str, tuple[type, Callable[..., dict]]] = {
+        "detect": (DetectResult, detection), "segment": (SegmentResult, segmentation),
+        "pose": (PoseResult, pose), "classify": (ClassifyResult, classification)}
     if task_name not in kinds:
         raise InputError(f"no task metrics for {task_name!r}", hint=f"use one of {', '.join(kinds)}")
     if len(references) != len(results):
@@ -80,7 +82,7 @@ def task_metrics(task_name: str, references: Sequence[Result], results: Sequence
             if not isinstance(item, kind):
                 raise InputError(f"{side} result {i + 1} is a {type(item).__name__}, not a {kind.__name__} "
                                  f"({task_name})", hint="compare results of the same task")
-    return detection(references, results, conf=conf) if task_name == "detect" else measure(references, results)
+    return measure(references, results, conf=conf) if task_name == "detect" else measure(references, results)
 
 
 # -- detect ------------------------------------------------------------------------------------------------
@@ -90,7 +92,7 @@ def detection(references: Sequence[DetectResult], results: Sequence[DetectResult
     ious: list[float] = []
     score_errors: list[float] = []
     images = 0
-    for reference, result in zip(references, results):
+    for reference, result in zip(references, results, strict=True):
         strong_got = _counted(result, conf)
         strong_ref = _counted(reference, conf)
         got_total += len(strong_got)
@@ -143,7 +145,7 @@ def _match_boxes(reference: DetectResult, result: DetectResult, iou: float, got_
 # -- segment -----------------------------------------------------------------------------------------------
 def segmentation(references: Sequence[SegmentResult], results: Sequence[SegmentResult]) -> dict:
     ref_parts, got_parts = [], []
-    for i, (reference, result) in enumerate(zip(references, results)):
+    for i, (reference, result) in enumerate(zip(references, results, strict=True)):
         a, b = np.asarray(reference.mask), np.asarray(result.mask)
         if a.shape != b.shape:
             raise InputError(f"sample {i + 1}: the candidate's mask is {list(b.shape)}, the reference's "
@@ -164,7 +166,7 @@ def segmentation(references: Sequence[SegmentResult], results: Sequence[SegmentR
     weights = confusion.sum(axis=1)
     return {"miou": float(np.mean(ious)), "fwiou": float(np.average(ious, weights=weights)),
             "pixel_agreement": float(inter.sum() / confusion.sum()),
-            "class_iou": {int(c): round(float(v), 6) for c, v in zip(classes, ious)},
+            "class_iou": {int(c): round(float(v), 6) for c, v in zip(classes, ious, strict=True)},
             "classes": n, "pixels": int(ref_ids.size), "samples": len(references), "measured": True}
 
 
@@ -173,7 +175,7 @@ def pose(references: Sequence[PoseResult], results: Sequence[PoseResult]) -> dic
     normalized: list[float] = []
     in_image: list[float] = []
     ref_poses = got_poses = matched = 0
-    for reference, result in zip(references, results):
+    for reference, result in zip(references, results, strict=True):
         refs = [p for p in reference.poses if _confident(p)]
         gots = [p for p in result.poses if _confident(p)]
         ref_poses += len(refs)
@@ -209,7 +211,7 @@ def _confident(p) -> bool:
 
 def _pose_distances(r, g, w: int, h: int, floor: float) -> tuple[list[float], list[float]]:
     """Per confident reference keypoint: distance / the reference pose's size, and as a fraction of the image."""
-    kept = [(a, b) for a, b in zip(r.keypoints, g.keypoints) if a.score >= KEYPOINT_MIN_SCORE]
+    kept = [(a, b) for a, b in zip(r.keypoints, g.keypoints, strict=True) if a.score >= KEYPOINT_MIN_SCORE]
     xs = [a.x for a, _ in kept]
     ys = [a.y for a, _ in kept]
     size = max(float(np.sqrt((max(xs) - min(xs)) * (max(ys) - min(ys)))), floor, 1e-9)
@@ -222,7 +224,7 @@ def _pose_distances(r, g, w: int, h: int, floor: float) -> tuple[list[float], li
 def classification(references: Sequence[ClassifyResult], results: Sequence[ClassifyResult]) -> dict:
     top1 = top5 = clear = clear_kept = counted = 0
     diff = 0.0
-    for reference, result in zip(references, results):
+    for reference, result in zip(references, results, strict=True):
         if not reference.classes:
             continue
         counted += 1

@@ -116,11 +116,11 @@ def top_k_agreement(reference: Sequence[np.ndarray], got: Sequence[np.ndarray], 
     output over the samples; None when the output holds no class scores. With ``margin``, only rows whose
     reference winner leads its runner-up by more than it count (a near tie may flip on rounding alone)."""
     kept = total = 0
-    for a, b in zip(reference, got):
+    for a, b in zip(reference, got, strict=True):
         rows_a, rows_b = class_rows(np.asarray(a, np.float64)), class_rows(np.asarray(b, np.float64))
         if rows_a is None or rows_b is None or rows_a.shape != rows_b.shape:
             return None
-        for row_a, row_b in zip(rows_a, rows_b):
+        for row_a, row_b in zip(rows_a, rows_b, strict=True):
             if margin is not None:
                 top = np.sort(row_a)[-2:]
                 if not top[1] - top[0] > margin:
@@ -149,22 +149,22 @@ def output_metrics(want: Sequence[np.ndarray], have: Sequence[np.ndarray], rs: T
                    tolerance: float = DEFAULT_TOLERANCE) -> tuple[dict, str | None]:
     """Every figure of one output over the samples, and what breaks it outright (a changed shape, NaN or
     Inf where the reference is finite) or None. ``tolerance`` only sets the top-1 margin."""
-    for k, (a, b) in enumerate(zip(want, have)):
+    for k, (a, b) in enumerate(zip(want, have, strict=True)):
         if not isinstance(b, np.ndarray) or np.shape(a) != np.shape(b):
             return {}, f"shape {np.shape(b)} where the reference has {np.shape(a)} (sample {k + 1})"
     if want and want[0].dtype.kind in "iub" and rs.quantization is None:  # class ids, masks: exactly
-        agree = min(float(np.mean(a == b)) if a.size else 1.0 for a, b in zip(want, have))
+        agree = min(float(np.mean(a == b)) if a.size else 1.0 for a, b in zip(want, have, strict=True))
         return {"exact_agreement": round(agree, 6)}, None
     real_a = [real_values(a, rs) for a in want]
     real_b = [real_values(b, gs) for b in have]
-    for k, (a, b) in enumerate(zip(real_a, real_b)):
+    for k, (a, b) in enumerate(zip(real_a, real_b, strict=True)):
         if not np.all(np.isfinite(b[np.isfinite(a)])):
             return {"max_error_fraction": None}, f"NaN or Inf where the reference is finite (sample {k + 1})"
     flat = np.concatenate([a.ravel() for a in real_a]) if real_a else np.zeros(0)
     spread = float(flat.max() - flat.min()) if flat.size else 0.0
     sums = ErrorSums()
     errors = []
-    for a, b in zip(real_a, real_b):
+    for a, b in zip(real_a, real_b, strict=True):
         sums.add(a, b)
         errors.append(float(np.max(np.abs(a - b))) if a.size else 0.0)
     worst_k = int(np.argmax(errors)) if errors else 0

@@ -158,7 +158,7 @@ class Flow:
         busy = {device: lane.take_busy() for device, lane in self._lanes.items()}
         with self._lock:
             offered, self._offered = self._offered, 0
-            stage_s = {s.name: st.device_s for s, st in zip(self.cascade.stages, self.stats)}
+            stage_s = {s.name: st.device_s for s, st in zip(self.cascade.stages, self.stats, strict=True)}
         last = self._last_tick
         rate = offered / (now - last) if last is not None and now > last else 0.0
         self._last_tick = now

@@ -195,7 +195,7 @@ class CascadeRun(Flow):
                     row["tracking"] = self.tracking[i].summary()
                 sources.append(row)
             stages = []
-            for stage, st in zip(self.cascade.stages, self.stats):
+            for stage, st in zip(self.cascade.stages, self.stats, strict=True):
                 q = percentiles(st.times, (50, 95)) or {}
                 cpu = percentiles(st.cpu_times, (50,)) or {}
                 stages.append({"name": stage.name, "executor": stage.executor_name, "device": stage.device,

@@ -39,4 +39,4 @@ def _points(points: list[Keypoint], crop: Crop) -> list[Keypoint]:
 
     xy = crop.points_to_frame(np.array([[k.x, k.y] for k in points]))
     # plain floats (tolist), new Keypoints: a face mesh is 468 points on every frame of a live cascade
-    return [Keypoint(k.name, x, y, k.score) for k, (x, y) in zip(points, xy.tolist())]
+    return [Keypoint(k.name, x, y, k.score) for k, (x, y) in zip(points, xy.tolist(), strict=True)]

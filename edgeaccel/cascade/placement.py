@@ -33,7 +33,7 @@ def measure_ms(model) -> float:
 
 def slowest_device_ms(devices: list[str], times: list[float]) -> float:
     per_device: dict[str, float] = {}
-    for device, ms in zip(devices, times):
+    for device, ms in zip(devices, times, strict=True):
         per_device[device] = per_device.get(device, 0.0) + ms
     return max(per_device.values())
 
@@ -44,7 +44,7 @@ def place(stages: list) -> list[str]:
     from ..loader import load
 
     times = [measure_ms(s.model) for s in stages]
-    notes = [f"{s.name}: {s.executor_name} {t:.2f} ms a call" for s, t in zip(stages, times)]
+    notes = [f"{s.name}: {s.executor_name} {t:.2f} ms a call" for s, t in zip(stages, times, strict=True)]
     for i in reversed(range(len(stages))):
         stage = stages[i]
         devices = [s.device for s in stages]

@@ -83,7 +83,7 @@ class Stage:
         """Decode each piece's outputs; a crop's answer goes onto its box, in the frame's pixels. Returns the
         first stage's result (a piece without a box), else None."""
         task = self.model.task
-        for piece, out in zip(pieces, outputs):
+        for piece, out in zip(pieces, outputs, strict=True):
             result = task.postprocess(out, piece.meta)
             if piece.box is None:
                 return result

@@ -150,7 +150,7 @@ def add_availability(selection, report: dict) -> None:
     from ..loader import executor_class
 
     answers: dict[tuple[str, str], dict] = {}
-    for entry, cand in zip(report["ranked"], selection.ranking.candidates):
+    for entry, cand in zip(report["ranked"], selection.ranking.candidates, strict=True):
         if cand.kind == "cpu":
             continue
         key = (cand.runtime, cand.device)

@@ -108,7 +108,7 @@ def prepare_inputs(model, args) -> tuple[list, list[str]]:
     rng = np.random.default_rng(args.seed) if None in sources or "random" in sources else None
     pipeline = pipeline_for(model, args)
     arrays, described = [], []
-    for spec, source in zip(specs, sources):
+    for spec, source in zip(specs, sources, strict=True):
         array, how = _one_input(spec, source, args, rng, np, pipeline)
         arrays.append(array)
         described.append(how)

@@ -151,7 +151,7 @@ def serve_metrics(args: argparse.Namespace, sources: list, tracking: list | None
         import prometheus_client  # noqa: F401
     except ImportError as exc:
         raise InputError("--metrics-port needs prometheus-client", hint="pip install 'edgeaccel[serve]'") from exc
-    server, bound = serve(port, lambda: [(s.name, t) for s, t in zip(sources, tracking)])
+    server, bound = serve(port, lambda: [(s.name, t) for s, t in zip(sources, tracking, strict=True)])
     print(f"metrics   http://0.0.0.0:{bound}/metrics", file=sys.stderr, flush=True)
     return server
 

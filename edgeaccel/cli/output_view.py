@@ -78,7 +78,7 @@ def describe(model, outputs, labels: list[str] | None, top_k: int) -> dict:
     specs = model.outputs
     found = scores_of(outputs, specs, len(labels) if labels is not None else None)
     entries = []
-    for spec, array in zip(specs, outputs):
+    for spec, array in zip(specs, outputs, strict=True):
         array = np.asarray(array)
         values, raw_note = real_values(array, spec)
         entry = {"name": spec.name, "dtype": str(array.dtype), "shape": list(array.shape),

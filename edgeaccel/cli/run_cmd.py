@@ -110,7 +110,7 @@ def main(args: argparse.Namespace) -> int:
             "model": {"path": str(model.info.path), "format": model.info.format.value},
             "executor": _executor_dict(model.executor),
             "fallbacks": [str(f) for f in model.fallbacks],
-            "inputs": [{"name": s.name, "source": d} for s, d in zip(model.inputs, described)],
+            "inputs": [{"name": s.name, "source": d} for s, d in zip(model.inputs, described, strict=True)],
             "kind": shown["kind"],
             "outputs": shown["outputs"],
             "output_executor": outputs.executor,
@@ -154,7 +154,8 @@ def _run_vision(model, args, np) -> int:
 def _save(path: str, model, outputs, np) -> None:
     from ..errors import InputError
 
-    arrays = {(spec.name or f"output_{i}"): np.asarray(a) for i, (spec, a) in enumerate(zip(model.outputs, outputs))}
+    arrays = {(spec.name or f"output_{i}"): np.asarray(a)
+              for i, (spec, a) in enumerate(zip(model.outputs, outputs, strict=True))}
     try:
         np.savez(path, **arrays)
     except OSError as exc:

@@ -46,7 +46,7 @@ class CalibrationSet:
 
     def feeds(self) -> list[dict[str, np.ndarray]]:
         """One {input name: array} per sample, the shape ONNX Runtime's calibration reader wants."""
-        return [{spec.name: array for spec, array in zip(self.specs, sample)} for sample in self.samples]
+        return [{spec.name: array for spec, array in zip(self.specs, sample, strict=True)} for sample in self.samples]
 
     def stacked(self) -> list[np.ndarray]:
         """One array per input with the samples on axis 0 (what ``save`` writes)."""
@@ -61,7 +61,8 @@ class CalibrationSet:
             np.save(path, arrays[0], allow_pickle=False)
         else:
             path = path.with_suffix(".npz")
-            np.savez(path, **{spec.name: a for spec, a in zip(self.specs, arrays)})
+            by_name = {spec.name: a for spec, a in zip(self.specs, arrays, strict=True)}
+            np.savez(path, **by_name)  # type: ignore[arg-type]  # numpy's stub reads **arrays as allow_pickle=
         return path
 
     def nbytes(self) -> int:
@@ -197,11 +198,11 @@ def _from_npz(path: Path, specs: tuple[TensorSpec, ...]) -> list[list[np.ndarray
                 raise ConversionError(f"calibration data {path.name} has no array for input {missing[0]!r} "
                                       f"(it holds {keys})", hint=f"key the arrays by input name: {names}")
             per_input = [archive[n] for n in names]
-    split = [_split(path, a, spec, specs) for a, spec in zip(per_input, specs)]
+    split = [_split(path, a, spec, specs) for a, spec in zip(per_input, specs, strict=True)]
     counts = {len(s) for s in split}
     if len(counts) != 1:
         raise ConversionError(f"calibration data {path.name} holds different sample counts per input: "
-                              + ", ".join(f"{n}={len(s)}" for n, s in zip(names, split)))
+                              + ", ".join(f"{n}={len(s)}" for n, s in zip(names, split, strict=True)))
     return [[s[i][0] for s in split] for i in range(counts.pop())]
 
 
@@ -248,7 +249,7 @@ def _fit_dtype(path: Path, array: np.ndarray, spec: TensorSpec) -> np.ndarray:
 
 
 def _matches(shape: Sequence[int], want: Sequence[int | None]) -> bool:
-    return len(shape) == len(want) and all(w is None or s == w for s, w in zip(shape, want))
+    return len(shape) == len(want) and all(w is None or s == w for s, w in zip(shape, want, strict=True))
 
 
 def _has_batch(spec: TensorSpec) -> bool:

@@ -105,7 +105,7 @@ def readiness(path: str | os.PathLike, out_dir: str | os.PathLike | None = None)
     report.op_count = len(sg.operators)
     consts = _constants(model, buf)
     _check_tensors(report, model, sg, consts)
-    for index, (op, raw_op) in enumerate(zip(sg.operators, raw_ops)):
+    for index, (op, raw_op) in enumerate(zip(sg.operators, raw_ops, strict=True)):
         name = model.opcodes[op.opcode_index] if op.opcode_index < len(model.opcodes) else "?"
         why = _why_not_mapped(name, op, raw_op, sg, consts, model)
         if why is None:
@@ -119,7 +119,7 @@ def readiness(path: str | os.PathLike, out_dir: str | os.PathLike | None = None)
         report.unmapped.append(Issue(why, name, index))
         if report.first_unmapped is None:
             report.first_unmapped = index
-    report.cpu_ops = _downstream_count(sg, {i.index for i in report.unmapped})
+    report.cpu_ops = _downstream_count(sg, {i.index for i in report.unmapped if i.index is not None})
     return report
 
 
@@ -149,8 +149,8 @@ def _constants(model: tflite.TflModel, buf: bytes) -> dict[int, np.ndarray]:
 
 
 def _check_tensors(report: EdgeTpuReport, model, sg, consts: dict[int, np.ndarray]) -> None:
-    inputs_of_quantize = set()
-    outputs_of_dequantize = set()
+    inputs_of_quantize: set[int] = set()  # tensor indices
+    outputs_of_dequantize: set[int] = set()
     for op in sg.operators:
         name = model.opcodes[op.opcode_index] if op.opcode_index < len(model.opcodes) else "?"
         if name == "QUANTIZE":

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DOC_URL = "https://coral.ai/docs/edgetpu/models-intro/#supported-operations"
-REQUIREMENTS_URL = "https://coral.ai/docs/edgetpu/models-intro/#model-requirements"
 COMPILER_URL = "https://coral.ai/docs/edgetpu/compiler/"
 
 
@@ -77,14 +76,5 @@ SUPPORTED: dict[str, SupportedOp] = {
     "TRANSPOSE_CONV": SupportedOp("TransposeConv", checked=False),
 }
 
-# The model requirements from the same page, checked model-wide.
-REQUIREMENTS = (
-    "Tensor parameters are quantized (8-bit fixed-point numbers; int8 or uint8).",
-    "Tensor sizes are constant at compile-time (no dynamic sizes).",
-    "Model parameters (such as bias tensors) are constant at compile-time.",
-    "Tensors are either 1-, 2-, or 3-dimensional. If a tensor has more than 3 dimensions, then only the 3 "
-    "innermost dimensions may have a size greater than 1.",
-    "The model uses only the operations supported by the Edge TPU.",
-)
 PARTITION_NOTE = ("The compiler maps the graph up to the first operation it cannot map; that operation and "
                   "everything after it run on the CPU.")

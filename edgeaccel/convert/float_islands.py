@@ -246,7 +246,8 @@ def measure_ranges(model, feeds: list[dict[str, np.ndarray]]) -> dict[str, Tenso
     squares: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
     for feed in feeds:
-        measured = list(zip(names, session.run(names, feed))) + list(feed.items())  # graph inputs are joined too
+        # graph inputs are joined too
+        measured = list(zip(names, session.run(names, feed), strict=True)) + list(feed.items())
         for name, value in measured:
             value = np.asarray(value)
             if value.dtype.kind != "f" or not value.size:

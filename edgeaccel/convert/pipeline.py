@@ -18,23 +18,22 @@ Paths, made on demand and shared (an int8 ONNX made for ``onnx-int8`` is the sam
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..modelfiles import bundle
 from .. import formats
-from .._version import __version__
 from ..errors import ConversionError, EdgeAccelError, ModelError
 from ..modelinfo import ModelInfo
 from . import calibration as calib_mod
 from . import edgetpu, onnx_dequantize, onnx_quantize, onnx_util, openvino_ir, tensorrt_engine, tf_source, tflite
 from . import tflite_to_onnx
 from .calibration import CalibrationSet
+from .manifest import write_manifest
+from .result import Artifact, ConvertResult, artifact_bytes as _size
 from .sources import Source, SourceKind, identify
 from .targets import INT8_ONNX_TARGETS, TARGETS, TENSORRT_TARGETS, Target, parse
 
@@ -43,60 +42,6 @@ log = logging.getLogger("edgeaccel.convert")
 CALIBRATION_FILE = "calibration"  # .npy or .npz
 HOLDOUT_FILE = "holdout"  # .npy or .npz: samples held back from calibration, for the checks
 MAX_STORED_CALIBRATION_BYTES = 32 << 20  # a bundle is deployed; a few hundred MB of samples would not be
-
-
-@dataclass
-class Artifact:
-    target: str
-    path: Path
-    size_bytes: int
-    note: str
-    kept_float: list[dict] | None = None  # int8 artifacts: [{node, op, why}] left in float; None: not int8
-
-    def as_dict(self) -> dict:
-        found = {"target": self.target, "path": str(self.path), "bytes": self.size_bytes, "note": self.note}
-        if self.kept_float is not None:
-            found["kept_float"] = self.kept_float
-        return found
-
-
-@dataclass
-class ConvertResult:
-    out: Path
-    manifest: Path
-    reference: Path
-    artifacts: list[Artifact] = field(default_factory=list)
-    calibration: Path | None = None
-    calibration_samples: int = 0
-    holdout: Path | None = None
-    holdout_samples: int = 0
-    split: dict | None = None  # the manifest's calibration_split: rule, calibrated, held_out (sample names)
-    reference_note: str = ""
-    edgetpu: list[edgetpu.EdgeTpuReport] = field(default_factory=list)
-    checks: dict[Path, dict] = field(default_factory=dict)  # artifact -> its post-conversion check
-    check_note: str = ""  # why artifacts were not checked, or on what
-    task: str | None = None  # the vision task the check decoded the outputs with
-
-    def check_of(self, path: Path) -> dict | None:
-        """The post-conversion check of the artifact at ``path`` (None: not checked)."""
-        return next((c for p, c in self.checks.items() if p.resolve() == Path(path).resolve()), None)
-
-    def as_dict(self) -> dict:
-        return {
-            "schema": "edgeaccel.convert/1",
-            "out": str(self.out), "manifest": str(self.manifest), "reference": str(self.reference),
-            "reference_note": self.reference_note,
-            "reference_bytes": _size(self.reference),
-            "calibration": str(self.calibration) if self.calibration else None,
-            "calibration_samples": self.calibration_samples,
-            "holdout": str(self.holdout) if self.holdout else None,
-            "holdout_samples": self.holdout_samples,
-            "calibration_split": self.split,
-            "check_note": self.check_note,
-            "task": self.task,
-            "artifacts": [{**a.as_dict(), "check": self.check_of(a.path)} for a in self.artifacts],
-            "edgetpu": [r.as_dict() for r in self.edgetpu],
-        }
 
 
 def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLike, *,
@@ -136,7 +81,7 @@ def convert(model: str | os.PathLike, to: str | list[str], out: str | os.PathLik
     source = identify(model)
     _check_feasible(source, targets, calibration, input_shapes)
     user = {"imgsz": imgsz, "letterbox": letterbox}
-    if input_shapes and source.kind is SourceKind.ONNX:
+    if input_shapes and source.kind is SourceKind.ONNX and source.info is not None:
         from .pipeline_stamp import imgsz_from_shapes
 
         declared = imgsz_from_shapes(input_shapes, source.info.inputs)
@@ -197,14 +142,14 @@ def _convert(source: Source, targets: list[Target], out: Path, name: str, calibr
         result.split = _split_record(calib, holdout, holdout_every, result)
     labels_name = _copy_labels(labels, out) if labels is not None else _write_labels(pipe, out)
     _stamp_onnx_artifacts(result, pipe)
-    _write_manifest(result, name, source, labels_name, job.reference_note, pipe)
+    write_manifest(result, name, source, labels_name, job.reference_note, pipe)
     if not check:
         result.check_note = "not checked (--no-check)"
     elif calib is None:
         result.check_note = "not checked: no calibration data to hold samples back from (edgeaccel check --data)"
     else:
         _check_artifacts(result)
-        _write_manifest(result, name, source, labels_name, job.reference_note, pipe)
+        write_manifest(result, name, source, labels_name, job.reference_note, pipe)
     return result
 
 
@@ -282,8 +227,7 @@ class _Job:
         self.calibration_note = ""
         self.reference_note = ""
         self._static: tf_source.StaticModel | None = None
-        self._reference: Path | None = None
-        self.reference_info: ModelInfo | None = None
+        self._reference: tuple[Path, ModelInfo] | None = None  # the float reference and its description
         self._made: dict[str, Path] = {}  # intermediate kind -> file
         self.keep_float: tuple[str, ...] = ()
         self.sensitivity_s = onnx_quantize.sensitivity_mod.BUDGET_S
@@ -291,14 +235,22 @@ class _Job:
 
     # -- the float reference ----------------------------------------------------------------------------
     def reference(self) -> Path:
+        return self._made_reference()[0]
+
+    @property
+    def reference_info(self) -> ModelInfo:
+        """The float reference's description (the reference is made first if it is not yet)."""
+        return self._made_reference()[1]
+
+    def _made_reference(self) -> tuple[Path, ModelInfo]:
         if self._reference is not None:
             return self._reference
         src = self.source
         if src.kind.is_tensorflow:
-            self._static = tf_source.prepare(src, self.scratch, self.input_shapes)
-            path = tflite.convert(self._static, "float", self.out / TARGETS["tflite-float"].filename(self.name))
+            self._static = static = tf_source.prepare(src, self.scratch, self.input_shapes)
+            path = tflite.convert(static, "float", self.out / TARGETS["tflite-float"].filename(self.name))
             self.reference_note = f"float32 TFLite of {src.path.name}"
-        elif src.kind is SourceKind.ONNX and src.info.quantized:
+        elif src.kind is SourceKind.ONNX and src.info is not None and src.info.quantized:
             # A QDQ model (a published int8 ONNX): its float twin, weights as quantized, is the reference.
             path = onnx_dequantize.dequantize(src.path, self.out / f"{self.name}_float.onnx")
             self.reference_note = f"dequantized from the QDQ model {src.path.name}"
@@ -308,15 +260,15 @@ class _Job:
             _copy_model(src, path)
             self.reference_note = f"a copy of {src.path.name}" + (
                 " (already quantized)" if src.info and src.info.quantized else "")
-        self._reference = path
-        self.reference_info = _describe(path)
-        return path
+        self._reference = (path, _describe(path))
+        return self._reference
 
     # -- artifacts ----------------------------------------------------------------------------------------
     @property
     def reference_tag(self) -> str:
         """'float', or 'original' for a quantized TFLite source kept as it is (its IR is not float either)."""
-        quantized = self.source.kind is SourceKind.TFLITE and self.source.info.quantized
+        info = self.source.info
+        quantized = self.source.kind is SourceKind.TFLITE and info is not None and info.quantized
         return "original" if quantized else "float"
 
     def make(self, target: Target) -> tuple[Path, str]:
@@ -328,8 +280,11 @@ class _Job:
             return self.reference(), f"{target.what}; the reference the others are checked against"
         if kind in ("tflite-dynamic", "tflite-int8"):
             mode = "dynamic" if kind == "tflite-dynamic" else "int8"
-            calib = self._renamed(self._static.inputs) if mode == "int8" else None
-            tflite.convert(self._static, mode, dest, calib, self.io_type)
+            static = self._static
+            if static is None:  # _check_feasible lets these targets through for TensorFlow sources only
+                raise ConversionError(f"{target.name} is made from a TensorFlow model (SavedModel or Keras)")
+            calib = self._renamed(static.inputs) if mode == "int8" else None
+            tflite.convert(static, mode, dest, calib, self.io_type)
             _describe(dest)
             io = f", {self.io_type} I/O; {self.calibration_note}" if mode == "int8" else ""
             return dest, target.what + io + (tflite.FLOAT_ISLANDS_NOTE if mode == "int8" else "")
@@ -417,7 +372,7 @@ class _Job:
         if len(specs) != len(calib.specs):
             raise ConversionError(f"the converted model takes {len(specs)} inputs, the calibration data "
                                   f"{len(calib.specs)}")
-        order = []
+        order: list[int] = []  # order[k]: the calibration input that feeds converted input k
         for spec in specs:
             match = [k for k, c in enumerate(calib.specs) if _same_input(spec.name, c.name)]
             order.append(match[0] if len(match) == 1 else len(order))
@@ -442,7 +397,8 @@ def _check_feasible(source: Source, targets: list[Target], calibration, input_sh
                 f"{t.name} is made from a TensorFlow model (SavedModel or Keras); {source.path.name} is "
                 f"{source.kind.value}",
                 hint="convert the TensorFlow model the file came from; from ONNX choose onnx-int8 or openvino")
-        if t.needs_calibration and source.kind is SourceKind.TFLITE and source.info.quantized:
+        if t.needs_calibration and source.kind is SourceKind.TFLITE and source.info is not None \
+                and source.info.quantized:
             raise ConversionError(f"{source.path.name} is already quantized; {t.name} is made from a float model",
                                   hint="convert the float model it came from (or use openvino to read it as it is)")
         if t.needs_calibration and calibration is None:
@@ -488,13 +444,6 @@ def _describe(path: Path) -> ModelInfo:
                               hint="this is a converter bug; run with --debug and report it") from exc
 
 
-def _size(path: Path) -> int:
-    size = path.stat().st_size
-    if path.suffix == ".xml" and openvino_ir.bin_path(path).is_file():
-        size += openvino_ir.bin_path(path).stat().st_size
-    return size
-
-
 def _store_calibration(calib: CalibrationSet, out: Path, stem: str = CALIBRATION_FILE) -> tuple[Path, int]:
     per_sample = max(1, calib.nbytes() // max(1, len(calib)))
     keep = min(len(calib), max(1, MAX_STORED_CALIBRATION_BYTES // per_sample))
@@ -514,55 +463,3 @@ def _copy_labels(labels, out: Path) -> str | None:
     if src.resolve() != dest.resolve():
         shutil.copyfile(src, dest)
     return dest.name
-
-
-def _write_manifest(result: ConvertResult, name: str, source: Source, labels: str | None,
-                    reference_note: str, pipe=None) -> None:
-    import yaml
-
-    out = result.out
-    doc = {
-        "schema": bundle.SCHEMA_ID,
-        "name": name,
-        "artifacts": [_manifest_entry(a, out, result.check_of(a.path)) for a in result.artifacts],
-        "reference": result.reference.relative_to(out).as_posix(),
-    }
-    if result.calibration:
-        doc["calibration"] = result.calibration.relative_to(out).as_posix()
-    if result.holdout:
-        doc["holdout"] = result.holdout.relative_to(out).as_posix()
-    if result.split:
-        doc["calibration_split"] = result.split
-    if labels:
-        doc["labels"] = labels
-    described = pipe.to_dict(with_labels=False) if pipe is not None else {}
-    if described:
-        doc["pipeline"] = described
-    doc["notes"] = (f"made by edgeaccel {__version__} convert from {source.path.name} ({source.kind.value}); "
-                    f"reference: {reference_note}; tools: {_tool_versions()}")
-    # flow style for the leaf lists and mappings: the sample names and check measures stay one block each
-    result.manifest.write_text(yaml.safe_dump(doc, sort_keys=False, width=120, default_flow_style=None),
-                               encoding="utf-8")
-    written = bundle.read_manifest(result.manifest)  # the reader the loader uses must accept what we wrote
-    if written.invalid:
-        path, exc = written.invalid[0]
-        raise ConversionError(f"the bundle's artifact {path.name} does not load: {exc.message}")
-
-
-def _manifest_entry(artifact: Artifact, out: Path, result_check: dict | None = None) -> dict:
-    entry = {"path": artifact.path.relative_to(out).as_posix(), "note": artifact.note}
-    if artifact.kept_float is not None:
-        entry["kept_float"] = artifact.kept_float
-    if result_check is not None:
-        entry["check"] = result_check
-    return entry
-
-
-def _tool_versions() -> str:
-    found = []
-    for dist in ("tensorflow-cpu", "tensorflow", "tf2onnx", "onnx", "onnxruntime", "openvino"):
-        try:
-            found.append(f"{dist} {importlib.metadata.version(dist)}")
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return ", ".join(found)

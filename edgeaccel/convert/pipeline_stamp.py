@@ -42,7 +42,7 @@ def imgsz_from_shapes(shapes: dict[str, tuple[int, ...]], inputs: tuple[TensorSp
             raise ConversionError(f"--input-shape names {name!r}, but the model's inputs are {names}")
         spec = inputs[names.index(name)]
         if spec.unranked or len(shape) != len(spec.shape) or any(
-                d is not None and d != s for d, s in zip(spec.shape, shape)):
+                d is not None and d != s for d, s in zip(spec.shape, shape, strict=True)):
             raise ConversionError(f"--input-shape {name}={'x'.join(map(str, shape))} does not fit the input's "
                                   f"shape {list(spec.shape)}", hint="keep its fixed dimensions; set the dynamic ones")
         try:

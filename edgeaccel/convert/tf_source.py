@@ -94,7 +94,7 @@ def prepare(source: Source, scratch: Path, input_shapes: dict[str, tuple[int, ..
         raise ConversionError(f"--input-shape names {sorted(input_shapes)}, but the model's inputs are {names}")
     module = tf.Module()
     module.loaded = loaded  # keeps the variables tracked so that they are saved (and then frozen) with it
-    module.serve = tf.function(lambda *xs: signature(**dict(zip(names, xs))), input_signature=specs)
+    module.serve = tf.function(lambda *xs: signature(**dict(zip(names, xs, strict=True))), input_signature=specs)
     static = scratch / "static_savedmodel"
     try:
         tf.saved_model.save(module, str(static), signatures={SIGNATURE: module.serve.get_concrete_function()})
@@ -131,7 +131,7 @@ def _accepts_verbose(fn) -> bool:
 def _static_shape(name: str, shape: list[int | None] | None, override: tuple[int, ...] | None) -> list[int]:
     if override is not None:
         if shape is not None and (len(override) != len(shape) or any(
-                d is not None and d != o for d, o in zip(shape, override))):
+                d is not None and d != o for d, o in zip(shape, override, strict=True))):
             raise ConversionError(f"--input-shape {name}={'x'.join(map(str, override))} does not fit the "
                                   f"model's input {name!r} of shape {_dims(shape)}")
         return list(override)
@@ -142,7 +142,7 @@ def _static_shape(name: str, shape: list[int | None] | None, override: tuple[int
         raise ConversionError(
             f"input {name!r} has dynamic dimensions {_dims(shape)}; TFLite and the Edge TPU need static ones",
             hint=f"pass --input-shape {name}={'x'.join(str(d or 224) for d in fixed)} (the size you deploy)")
-    return fixed
+    return [d for d in fixed if d is not None]  # all of them, checked just above
 
 
 def _dims(shape) -> str:

@@ -66,7 +66,7 @@ def _representative(calibration: CalibrationSet):
     def dataset():
         # A dict keyed by signature input name: unambiguous when the model has several inputs.
         for sample in calibration.samples:
-            yield dict(zip(names, sample))
+            yield dict(zip(names, sample, strict=True))
 
     return dataset
 

@@ -97,10 +97,10 @@ class CheckReport:
                   size_vs_reference(r.size_ratio), _fmt(r.top1_agreement, "{:.1%}") if self.classifier else "",
                   _fmt(r.rel_error, "{:.3g}"), _fmt(r.max_abs_error, "{:.4g}"), _fmt(r.mean_abs_error, "{:.4g}"),
                   _fmt((r.latency_ms or {}).get("p50"), "{:.3f}")] for r in self.rows]
-        widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
-        out = ["  ".join(str(x).ljust(w) for x, w in zip(head, widths)).rstrip()]
-        for r, cells in zip(self.rows, lines):
-            out.append("  ".join(str(x).ljust(w) for x, w in zip(cells, widths)).rstrip())
+        widths = [max(len(str(x)) for x in col) for col in zip(head, *lines, strict=True)]
+        out = ["  ".join(str(x).ljust(w) for x, w in zip(head, widths, strict=True)).rstrip()]
+        for r, cells in zip(self.rows, lines, strict=True):
+            out.append("  ".join(str(x).ljust(w) for x, w in zip(cells, widths, strict=True)).rstrip())
             if r.task_metrics:
                 out.append(f"    {self.task}: " + ", ".join(f"{k} {_fmt(v, '{:.4g}')}"
                                                               for k, v in r.task_metrics.items()))
@@ -252,7 +252,7 @@ def _fit(sample: list[np.ndarray], model) -> list[np.ndarray]:
     """The reference's sample for this artifact: same values; float inputs of a float artifact keep their
     dtype, and float inputs of a quantized artifact are quantized by Model.run(quantize=True)."""
     fitted = []
-    for array, spec in zip(sample, model.inputs):
+    for array, spec in zip(sample, model.inputs, strict=True):
         if array.dtype != spec.dtype and array.dtype.kind == "f" and spec.dtype.kind == "f":
             array = array.astype(spec.dtype)
         fitted.append(array)
@@ -266,10 +266,10 @@ def _compare(row: Row, got: list[list[np.ndarray]], expected: list[list[np.ndarr
     row.samples = len(got)
     sums: dict[int, ErrorSums] = {}
     agree = 0
-    for outs, refs in zip(got, expected):
+    for outs, refs in zip(got, expected, strict=True):
         if len(outs) != len(refs):
             raise ConversionError(f"{row.artifact.name} has {len(outs)} outputs, the reference {len(refs)}")
-        for k, (out, ref) in enumerate(zip(outs, refs)):
+        for k, (out, ref) in enumerate(zip(outs, refs, strict=True)):
             if out.size != ref.size:
                 raise ConversionError(f"{row.artifact.name}: an output has {out.size} values, the reference's "
                                       f"{ref.size}")
@@ -284,7 +284,8 @@ def _compare(row: Row, got: list[list[np.ndarray]], expected: list[list[np.ndarr
 
 # The default gate for every output kind: an artifact whose outputs stray from the float reference's by more
 # than this relative (L2) error fails `edgeaccel check`. An int8 artifact that works stays well below it; a
-# broken one (the int8 detector of issue 15: max error 2.6e4) is orders of magnitude above.
+# broken one (an int8 detector whose box outputs were quantized away: max error 2.6e4) is orders of magnitude
+# above.
 DEFAULT_MAX_REL_ERROR = 0.25
 
 
@@ -347,7 +348,7 @@ def verdicts(report: CheckReport, max_rel_error: float | None = DEFAULT_MAX_REL_
             entry["task"] = report.task
         if not ran:
             entry["reason"] = "not checked here: " + "; ".join(
-                f"{r.executor or 'no executor'}: {r.error.splitlines()[0]}" for r in rows)
+                f"{r.executor or 'no executor'}: {(r.error or 'failed to load').splitlines()[0]}" for r in rows)
             out[artifact] = entry
             continue
         lines = [line for r in ran for line in row_failures(report, r, max_rel_error, None, task_gates)]

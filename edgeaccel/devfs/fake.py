@@ -140,7 +140,7 @@ class DeviceFiles(FileWriter):
         base = f"{THERMAL}/thermal_zone{index}"
         temp = millidegrees(temp_c)  # every value checked before any file is written
         points = [(trip[0], millidegrees(trip[1], "trip temperature"),
-                   millidegrees(trip[2], "hysteresis") if len(trip) > 2 else 0) for trip in trips]  # type: ignore[misc]
+                   millidegrees(trip[2], "hysteresis") if len(trip) > 2 else 0) for trip in trips]
         self.write(f"{base}/type", kind)
         self.write(f"{base}/temp", temp)
         self.write(f"{base}/mode", "enabled")

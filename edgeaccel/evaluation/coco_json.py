@@ -95,5 +95,6 @@ def _annotation(ann, where: str, images: set, names: dict) -> GroundTruth:
     area = ann.get("area")
     if area is not None and (isinstance(area, bool) or not isinstance(area, (int, float))):
         raise InputError(f"{where}.area must be a number, not {area!r}", hint=HINT)
-    return GroundTruth(image_id, class_id, tuple(float(v) for v in box), bool(ann.get("iscrowd", 0)),
+    x, y, w, h = (float(v) for v in box)
+    return GroundTruth(image_id, class_id, (x, y, w, h), bool(ann.get("iscrowd", 0)),
                        None if area is None else float(area))

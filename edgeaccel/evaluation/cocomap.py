@@ -114,7 +114,7 @@ def _match(gts: list[GroundTruth], dts: list[Detection], max_dets: int) -> _Imag
                     break
                 if ious[d, g] < best:
                     continue
-                best, m = ious[d, g], g
+                best, m = float(ious[d, g]), int(g)
             if m == -1:
                 continue
             ignored[t, d] = ignore[m]
@@ -142,7 +142,7 @@ def _precision_curve(evaluated: list[_ImageClass], max_dets: int) -> np.ndarray 
     tp_sum = np.cumsum(matched & ~ignored, axis=1).astype(dtype=float)
     fp_sum = np.cumsum(~matched & ~ignored, axis=1).astype(dtype=float)
     curve = np.zeros((len(IOU_THRESHOLDS), len(RECALL_POINTS)))
-    for t, (tp, fp) in enumerate(zip(tp_sum, fp_sum)):
+    for t, (tp, fp) in enumerate(zip(tp_sum, fp_sum, strict=True)):
         n = len(tp)
         recall = tp / objects
         precision = tp / (fp + tp + np.spacing(1))

@@ -6,6 +6,7 @@ Apart from ``dataset.py`` because it imports the readers, which build ``dataset.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from ..errors import InputError
 from .dataset import Dataset, dataset_kind
@@ -18,11 +19,11 @@ def read_dataset(path: str | os.PathLike, images: str | os.PathLike | None = Non
     if kind == "coco":
         from .coco_json import read_coco
 
-        return read_coco(where, images)
+        return read_coco(Path(where), images)
     if kind == "yolo":
         from .yolo_txt import read_yolo
 
-        return read_yolo(where)
+        return read_yolo(Path(where))
     raise InputError(f"{path} is not a labelled dataset: {where}",
                      hint="give a COCO JSON file (images, annotations, categories), a YOLO data.yaml, or a folder "
                           "with images/ and labels/ (one class cx cy w h line per object, normalized)")

@@ -371,7 +371,7 @@ class LiteRTExecutor(Executor):
             interpreter = slot.interpreter
             if self._dynamic:
                 slot.fit(self._in_index, inputs)
-            for index, array in zip(self._in_index, inputs):
+            for index, array in zip(self._in_index, inputs, strict=True):
                 interpreter.set_tensor(index, array)
             if self._stateful:  # each run starts from the model's initial state, as every other runtime's does
                 interpreter.reset_all_variables()
@@ -489,7 +489,7 @@ class _Slot:
         # Not strict: LiteRT forgets a string input's dynamic dimensions (its shape signature) once the tensor
         # has been set, and a strict resize then refuses the next size (measured: a [-1] string input set at 3
         # cannot take 5). run() checked already that only the model's dynamic dimensions differ.
-        for index, shape in zip(indices, shapes):
+        for index, shape in zip(indices, shapes, strict=True):
             self.interpreter.resize_tensor_input(index, list(shape))
         self.interpreter.allocate_tensors()
         self.shapes = shapes

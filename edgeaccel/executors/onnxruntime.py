@@ -381,7 +381,7 @@ class OnnxRuntimeExecutor(Executor):
             run = self._run
             if self._guard is not None and not self._guard.safe(tuple(a.shape for a in inputs)):
                 run = self._extended_run()
-            return run(self._output_names, dict(zip(self._input_names, inputs)))
+            return run(self._output_names, dict(zip(self._input_names, inputs, strict=True)))
         except Exception as exc:
             if self._session is None:
                 raise InferenceError("ONNX Runtime session is closed", runtime=self.runtime) from exc

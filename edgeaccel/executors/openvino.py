@@ -371,11 +371,11 @@ class OpenVINOExecutor(Executor):
         future: Future = Future()
         try:
             if self._dynamic:
-                queue.start_async({p: a for p, a in zip(self._in_ports, inputs)}, future)
+                queue.start_async({p: a for p, a in zip(self._in_ports, inputs, strict=True)}, future)
                 return future
             with self._submit_lock:  # the idle request copied into is the one start_async takes
                 views = self._queue_views[queue.get_idle_request_id()]
-                for view, array in zip(views, inputs):
+                for view, array in zip(views, inputs, strict=True):
                     np.copyto(view, array, casting="no")
                 self._start_queued(queue, {}, future)  # {}: the inputs are in place already
         except Exception as exc:
@@ -453,10 +453,10 @@ class _Request:
 
     def feed(self, inputs: Sequence[np.ndarray]) -> None:
         if self.views is not None:
-            for view, array in zip(self.views, inputs):
+            for view, array in zip(self.views, inputs, strict=True):
                 np.copyto(view, array, casting="no")
             return
         ov = _ov()
-        for port, array in zip(self.ports, inputs):
+        for port, array in zip(self.ports, inputs, strict=True):
             # not np.ascontiguousarray: it makes a 0-d (scalar) input 1-d, which OpenVINO refuses
             self.request.set_input_tensor(port, ov.Tensor(np.asarray(array, order="C")))

@@ -161,7 +161,7 @@ class TensorFlowExecutor(Executor):
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         tf = _tf()
         try:  # tf.constant refuses what it cannot hold (objects) with a ValueError: translated as well
-            feed = {name: tf.constant(array) for name, array in zip(self._input_names, inputs)}
+            feed = {name: tf.constant(array) for name, array in zip(self._input_names, inputs, strict=True)}
             if self._strategy is not None:
                 result = self._strategy.run(self._fn, kwargs=feed)
                 result = {k: self._strategy.experimental_local_results(v)[0] for k, v in result.items()}

@@ -125,7 +125,7 @@ def make_calibrator(trt, network, samples):
                 sample = next(self._left)
             except StopIteration:
                 return None
-            by_name = dict(zip(names, sample))
+            by_name = dict(zip(names, sample, strict=True))
             return [self._buffers.upload(n, np.ascontiguousarray(by_name[n]), None) for n in wanted]
 
         def read_calibration_cache(self):
@@ -187,7 +187,7 @@ class Slot:
     def run(self, arrays) -> list[np.ndarray]:
         cudart = cuda_runtime()
         check(cudart.cudaSetDevice(self.device_index), f"cudaSetDevice({self.device_index})")
-        for (name, dtype), array in zip(self.inputs, arrays):
+        for (name, dtype), array in zip(self.inputs, arrays, strict=True):
             a = np.ascontiguousarray(array, dtype=dtype)
             if not self.context.set_input_shape(name, a.shape):
                 raise InferenceError(f"TensorRT refused input {name} of shape {a.shape} (outside the engine's "
@@ -206,7 +206,7 @@ class Slot:
         if not self.context.execute_async_v3(int(self.stream)):
             raise InferenceError("TensorRT's execute_async_v3 returned False", runtime="tensorrt")
         kind = cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        for (name, _), out in zip(self.outputs, results):
+        for (name, _), out in zip(self.outputs, results, strict=True):
             pointer = self.buffers.held[name][0]
             check(cudart.cudaMemcpyAsync(out.ctypes.data, pointer, out.nbytes, kind, self.stream), "cudaMemcpyAsync")
         check(cudart.cudaStreamSynchronize(self.stream), "cudaStreamSynchronize")

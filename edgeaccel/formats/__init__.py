@@ -23,7 +23,7 @@ class ModelNotFoundError(UnsupportedFormatError, FileNotFoundError):
 
 
 # The ONNX, OpenVINO IR and TensorRT engine readers (and the XML parser) are imported when a file is not TFLite:
-# `edgeaccel run model.tflite` does not pay for them (peak memory, issue 16).
+# `edgeaccel run model.tflite` does not pay for them in peak memory (tests/test_run_lean.py holds it to that).
 
 __all__ = ["describe", "detect_format", "Format"]
 

@@ -274,7 +274,7 @@ def _qparams(buf, model: OnnxModel, scale_name: str, zp_name: str) -> Quantizati
     return Quantization((float(scales[0]),), (int(zps[0]),))
 
 
-def string_entry(buf: bytes, span) -> tuple[str, str]:
+def string_entry(buf, span) -> tuple[str, str]:
     """An ONNX StringStringEntryProto (key 1, value 2): external-data locations, ``metadata_props``."""
     key = value = ""
     for num, wire, val in pb.fields(buf, *span):

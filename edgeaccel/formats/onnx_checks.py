@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from ..errors import MEMORY_HINT, ModelLoadError, ModelValidationError, looks_out_of_memory
 from .onnx import OnnxModel
@@ -207,7 +208,7 @@ class WindowGuard:
         self._onnx = onnx
         self._path = path
         self._names = list(input_names)
-        self._proto = None
+        self._proto: Any = None  # the onnx.ModelProto, read on first use (onnx is imported lazily)
         self._verdicts: dict[tuple, bool] = {}
         self._lock = threading.Lock()
 
@@ -231,7 +232,7 @@ class WindowGuard:
                 self._proto = self._onnx.load(os.fspath(self._path), load_external_data=False)
             model = self._onnx.ModelProto()
             model.CopyFrom(self._proto)
-            given = dict(zip(self._names, shapes))
+            given = dict(zip(self._names, shapes, strict=True))
             for value in model.graph.input:
                 if value.name in given and value.type.HasField("tensor_type"):
                     shape = value.type.tensor_type.shape

@@ -5,6 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from xml.parsers import expat
 from dataclasses import dataclass
+from typing import NoReturn
 
 import numpy as np
 
@@ -35,7 +36,7 @@ ELEMENT_BITS = {"u1": 1, "i4": 4, "u4": 4, "nf4": 4, "f4e2m1": 4, "bf16": 16, "f
 class IrConst:
     name: str
     element_type: str
-    shape: tuple[int, ...]
+    shape: tuple[int | None, ...]  # None: a dimension the IR leaves dynamic (checked before use)
     offset: int
     size: int
 
@@ -54,7 +55,7 @@ def looks_like_ir(head: bytes) -> bool:
     return text.startswith(b"<") and b"<net" in head
 
 
-def _refuse_dtd(*_args) -> None:
+def _refuse_dtd(*_args) -> NoReturn:
     raise ModelValidationError(
         "the OpenVINO IR XML declares a DTD or entities, which IR files never need",
         hint="the file may be malicious (an XML bomb or external entity); export the IR again",
@@ -95,7 +96,7 @@ def _parse_net(root: ET.Element) -> IrModel:
     for layer in root.iterfind("layers/layer"):
         layers[layer.get("id")] = layer
         order.append(layer)
-    port_names: dict[tuple[str, str], str] = {}
+    port_names: dict[tuple[str | None, str | None], str] = {}  # (layer id, port id): a missing id is None
     for layer in order:
         for port in layer.iterfind("output/port"):
             names = port.get("names") or ""
@@ -118,13 +119,13 @@ def _parse_net(root: ET.Element) -> IrModel:
             inputs.append(TensorSpec(name, () if shape == "..." else _shape(shape), _dtype(etype),
                                      unranked=shape == "..."))
         elif kind == "Result":
-            port = layer.find("input/port")
-            src = sources.get((layer.get("id"), port.get("id") if port is not None else "0"))
+            result_port = layer.find("input/port")
+            src = sources.get((layer.get("id"), result_port.get("id") if result_port is not None else "0"))
             src_layer = layers.get(src[0]) if src else None
             name = port_names.get(src, layer.get("name", "")) if src else layer.get("name", "")
-            dims = tuple(_dim(d.text or "") for d in port.iterfind("dim")) if port is not None else ()
+            dims = tuple(_dim(d.text or "") for d in result_port.iterfind("dim")) if result_port is not None else ()
             etype = ""
-            if src_layer is not None:
+            if src is not None and src_layer is not None:
                 for p in src_layer.iterfind("output/port"):
                     if p.get("id") == src[1]:
                         etype = (p.get("precision") or "").lower()
@@ -183,9 +184,10 @@ def check_weights(model: IrModel, bin_size: int) -> None:
         dtype = ELEMENT_TYPES.get(c.element_type)
         if bits is None and dtype is not None and dtype != np.dtype(object):
             bits = dtype.itemsize * 8
-        if bits is None or any(d is None for d in c.shape):
+        dims = [d for d in c.shape if d is not None]
+        if bits is None or len(dims) != len(c.shape):
             continue
-        need = (int(np.prod(c.shape, dtype=np.int64)) * bits + 7) // 8
+        need = (int(np.prod(dims, dtype=np.int64)) * bits + 7) // 8
         if need != c.size:
             raise ModelValidationError(
                 f"constant {c.name!r} of shape {list(c.shape)} {c.element_type} needs {need} bytes "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from typing import Any
 
 VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5
 
@@ -31,10 +32,11 @@ def read_varint(buf, pos: int, end: int) -> tuple[int, int]:
             raise ProtobufError(f"varint longer than 10 bytes at offset {pos}")
 
 
-def fields(buf, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int, object]]:
+def fields(buf, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int, Any]]:
     """Yield (field number, wire type, value) for each field in buf[start:end].
 
-    value is an int for varint and fixed fields, and a (start, end) span for length-delimited ones.
+    value is an int for varint and fixed fields, and a (start, end) span for length-delimited ones: the wire type
+    says which, so callers test the wire type and the value is typed Any.
     """
     end = len(buf) if end is None else end
     pos = start
@@ -43,6 +45,7 @@ def fields(buf, start: int = 0, end: int | None = None) -> Iterator[tuple[int, i
         number, wire = key >> 3, key & 7
         if number == 0:
             raise ProtobufError(f"field number 0 at offset {pos}")
+        value: int | tuple[int, int]
         if wire == VARINT:
             value, pos = read_varint(buf, pos, end)
         elif wire == FIXED64:

@@ -225,7 +225,7 @@ def _subgraph_refs(op: flatbuf.Table) -> tuple[int, ...]:
     refs: list[int] = []
     fields = SUBGRAPH_FIELDS.get(op.scalar(3, "B", 0))
     options = op.table(4) if fields else None
-    if options is not None:
+    if options is not None and fields:
         refs.extend(options.scalar(f, "i", 0) for f in fields)
     kind2 = op.scalar(11, "B", 0)
     fields2 = SUBGRAPH_FIELDS_2.get(kind2)
@@ -233,7 +233,7 @@ def _subgraph_refs(op: flatbuf.Table) -> tuple[int, ...]:
     if options2 is not None:
         if kind2 == CASE_OPTIONS_2:
             refs.extend(int(v) for v in options2.numbers(0, "<i4"))
-        else:
+        elif fields2:
             refs.extend(options2.scalar(f, "i", 0) for f in fields2)
     return tuple(refs)
 
@@ -246,7 +246,8 @@ def _tensor(t: flatbuf.Table) -> TflTensor:
         utf8 = False
     shape = _ints(t, 0)
     signature = _ints(t, 7) if t.has(7) else shape
-    quant, zps = None, ()
+    quant: Quantization | None = None
+    zps: tuple[int, ...] = ()
     q = t.table(4)
     if q is not None:
         scales = q.numbers(2, "<f4")
@@ -271,9 +272,10 @@ def _tensor(t: flatbuf.Table) -> TflTensor:
 
 def tensor_spec(t: TflTensor) -> TensorSpec:
     _, dtype = TENSOR_TYPES.get(t.type, (f"type{t.type}", None))
-    dims = tuple(None if s < 0 else int(d) for d, s in zip(t.shape, t.shape_signature))
     if len(t.shape_signature) != len(t.shape):  # signature and shape disagree in rank: trust the signature
         dims = tuple(None if s < 0 else int(s) for s in t.shape_signature)
+    else:
+        dims = tuple(None if s < 0 else int(d) for d, s in zip(t.shape, t.shape_signature, strict=True))
     quant = t.quantization
     if quant is not None and all(s == 0 for s in quant.scale):
         quant = None  # LiteRT writes scale 0 for "not quantized"

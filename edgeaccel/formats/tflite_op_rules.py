@@ -221,22 +221,22 @@ def _requantization(sg: TflSubgraph, op: TflOperator, name: str) -> str | None:
     if name == "ADD" and len(op.inputs) == 2 and len(op.outputs) == 1:
         out = sg.tensors[op.outputs[0]]
         shift = ADD_LEFT_SHIFT.get(out.type)
-        scales = [_activation_scale(sg, i) for i in (*op.inputs, op.outputs[0])]
-        if shift is not None and None not in scales:
-            multiplier = 2 * max(scales[:2]) / (2**shift * scales[2])
+        a, b, c = (_activation_scale(sg, i) for i in (*op.inputs, op.outputs[0]))
+        if shift is not None and a is not None and b is not None and c is not None:
+            multiplier = 2 * max(a, b) / (2**shift * c)
             if multiplier >= 1:
-                return (f"has input scales {scales[0]:.3g} and {scales[1]:.3g} for output scale {scales[2]:.3g}: "
+                return (f"has input scales {a:.3g} and {b:.3g} for output scale {c:.3g}: "
                         f"LiteRT's quantized ADD needs an output multiplier below 1 (this one is {multiplier:.3g}) "
                         "and aborts the process otherwise")
     if name in ("CONV_2D", "DEPTHWISE_CONV_2D") and len(op.inputs) >= 2 and op.outputs:
-        x, out = (_activation_scale(sg, i, frozenset({3, 9})) for i in (op.inputs[0], op.outputs[0]))
+        x, y = (_activation_scale(sg, i, frozenset({3, 9})) for i in (op.inputs[0], op.outputs[0]))
         w = sg.tensors[op.inputs[1]] if op.inputs[1] >= 0 else None
-        if x is not None and out is not None and w is not None and w.quantization is not None \
+        if x is not None and y is not None and w is not None and w.quantization is not None \
                 and len(w.quantization.scale):
-            requantization = x * max(w.quantization.scale) / out
+            requantization = x * max(w.quantization.scale) / y
             if requantization >= MAX_CONV_REQUANTIZATION:
                 return (f"has a requantization scale of {requantization:.3g} (input {x:.3g} x filter "
-                        f"{max(w.quantization.scale):.3g} / output {out:.3g}): XNNPACK refuses {name} at "
+                        f"{max(w.quantization.scale):.3g} / output {y:.3g}): XNNPACK refuses {name} at "
                         f"{MAX_CONV_REQUANTIZATION:.0f} or more, and LiteRT has crashed on that path")
     return None
 

@@ -24,7 +24,7 @@ def resize(image: np.ndarray, height: int, width: int) -> np.ndarray:
         out = _horizontal(image, width) if image.shape[1] != width else image
         return np.ascontiguousarray(_vertical(out, height) if image.shape[0] != height else out)
     h, w, c = image.shape
-    resized = Image.fromarray(image[..., 0] if c == 1 else image).resize((width, height), Image.BILINEAR)
+    resized = Image.fromarray(image[..., 0] if c == 1 else image).resize((width, height), Image.Resampling.BILINEAR)
     return np.asarray(resized).reshape(height, width, c)
 
 

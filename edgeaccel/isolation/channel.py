@@ -157,7 +157,7 @@ class Channel:
         if type(plan) is not tuple:
             return plan
         frame, targets, _ = plan
-        for target, a in zip(targets, arrays):
+        for target, a in zip(targets, arrays, strict=True):
             target[...] = a  # same dtype and shape (the key): a plain copy, 3x cheaper than np.copyto
         wire.SEQ.pack_into(frame, 0, self.seq)
         return frame

@@ -28,6 +28,14 @@ class SandboxProbe:
     bad_reply: str = ""
 
     def __post_init__(self) -> None:
+        import importlib.util
+
+        if importlib.util.find_spec(f"{__package__}.probe") is None:
+            from ..errors import ConfigError
+
+            raise ConfigError("SandboxProbe is a test hook, and this install of edgeaccel has no probe module: "
+                              "the wheel leaves it out", hint="run the sandbox tests from a source checkout "
+                                                              "(pip install -e .)")
         if self.bad_reply:
             from .probe import BAD_REPLIES  # only when a test asks: probe.py is the worker's
 

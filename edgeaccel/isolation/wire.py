@@ -221,9 +221,10 @@ def decode_json(header: bytes, buffers: list) -> tuple[dict, list[np.ndarray]]:
     cached = _decoded.get(header)
     if cached is not None and len(cached[1]) == len(buffers):
         message, plain = cached
-        if any(len(b) != n for (_, _, n), b in zip(plain, buffers)):
+        if any(len(b) != n for (_, _, n), b in zip(plain, buffers, strict=True)):
             raise WireError("malformed reply from the worker: an array does not match its buffer")
-        return dict(message), [np.frombuffer(b, dtype).reshape(shape) for (dtype, shape, _), b in zip(plain, buffers)]
+        return dict(message), [np.frombuffer(b, dtype).reshape(shape)
+                               for (dtype, shape, _), b in zip(plain, buffers, strict=True)]
     message, arrays = _parse_json(header, buffers)
     if len(_decoded) < _CACHE_MAX and all(type(v) in _SCALARS for k, v in message.items() if k != "arrays") \
             and all(isinstance(a, np.ndarray) and a.dtype.kind in ARRAY_KINDS for a in arrays):
@@ -240,7 +241,7 @@ def _parse_json(header: bytes, buffers: list) -> tuple[dict, list]:
             raise ValueError("array count differs from buffer count")
         arrays: list = []
         pending = 0  # items still to go into the last sequence
-        for d, b in zip(described, buffers):
+        for d, b in zip(described, buffers, strict=True):
             if d["dtype"] == "sequence":
                 if pending or len(b):
                     raise ValueError("a sequence inside a sequence, or with data of its own")

@@ -94,7 +94,7 @@ def resolve(source: str | os.PathLike | Sequence[str | os.PathLike],
             raise UnsupportedFormatError("an empty list of models was given")
         paths = [Path(p) for p in source]
         return one_model(_describe_all(paths[0].stem, paths, strict=True, memo=memo), "list")
-    path = Path(source)
+    path = Path(source)  # type: ignore[arg-type]  # lists and tuples went above; Path() refuses other sequences
     if path.is_dir():
         if (path / MANIFEST).is_file():
             return read_manifest(path / MANIFEST, memo)
@@ -138,7 +138,7 @@ def read_manifest(path: Path, memo: formats.ValidationMemo | None = None) -> Art
     result_paths = [_inside(folder, entry["path"], path, f"artifacts[{i}].path")
                     for i, entry in enumerate(data["artifacts"])]
     found = _describe_all(data.get("name") or folder.name, result_paths, strict=False, memo=memo)
-    for i, (entry, p) in enumerate(zip(data["artifacts"], result_paths)):
+    for i, (entry, p) in enumerate(zip(data["artifacts"], result_paths, strict=True)):
         if entry.get("note"):
             found.notes[p] = entry["note"]
         if entry.get("check"):
@@ -215,7 +215,7 @@ def _same_signature(a: ModelInfo, b: ModelInfo) -> bool:
         return True
     if len(a.inputs) != len(b.inputs) or len(a.outputs) != len(b.outputs):
         return False
-    if not all(_dims_agree(x.shape, y.shape) for x, y in zip(a.inputs, b.inputs)):
+    if not all(_dims_agree(x.shape, y.shape) for x, y in zip(a.inputs, b.inputs, strict=True)):
         return False
     return sorted(_size(t.shape) for t in a.outputs) == sorted(_size(t.shape) for t in b.outputs)
 
@@ -227,12 +227,13 @@ def _dims_agree(x, y) -> bool:
     known_y = sorted(d for d in y if d is not None)
     if None not in x and None not in y:
         return known_x == known_y  # equal, or the same dimensions in another layout
-    return all(d1 is None or d2 is None or d1 == d2 for d1, d2 in zip(x, y)) or known_x == known_y
+    return all(d1 is None or d2 is None or d1 == d2 for d1, d2 in zip(x, y, strict=True)) or known_x == known_y
 
 
-def _size(shape) -> int | None:
+def _size(shape) -> int:
+    """Elements in a tensor of that shape; -1 for a dynamic one (sortable beside the known sizes)."""
     if any(d is None for d in shape):
-        return None
+        return -1
     n = 1
     for d in shape:
         n *= d

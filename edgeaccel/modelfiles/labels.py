@@ -13,6 +13,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 from ..errors import InputError
 
@@ -58,7 +59,8 @@ def _caller_level() -> int:
     import sys
 
     package = str(Path(__file__).resolve().parents[1])
-    frame, level = sys._getframe(1), 1
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
     while frame is not None and frame.f_code.co_filename.startswith(package):
         frame, level = frame.f_back, level + 1
     return level
@@ -90,7 +92,7 @@ def read_labels(source, model_path: str | Path | None = None, metadata: dict | N
     return Labels()
 
 
-def read_label_file(path: str | Path) -> Labels:
+def read_label_file(path: str | os.PathLike) -> Labels:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -110,8 +112,9 @@ def parse_text(text: str) -> dict[int, str]:
     lines = [line.strip() for line in text.splitlines()]
     while lines and not lines[-1]:
         lines.pop()
-    numbered = [re.match(r"^(\d+)[\s:,]+(\S.*)$", line) for line in lines if line]
-    if lines and all(numbered):  # Coral style: "0  person"
+    matches = [re.match(r"^(\d+)[\s:,]+(\S.*)$", line) for line in lines if line]
+    numbered = [m for m in matches if m is not None]
+    if lines and len(numbered) == len(matches):  # Coral style: "0  person"
         return {int(m.group(1)): m.group(2).strip() for m in numbered}
     return dict(enumerate(lines))
 

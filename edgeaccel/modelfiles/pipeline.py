@@ -24,7 +24,7 @@ manifest's included); ``describe.py`` reads the sources above.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
@@ -209,8 +209,6 @@ def parse_imgsz(value: Any, where: str = "imgsz", key: str = "imgsz") -> tuple[i
                       key=key, hint="e.g. --imgsz 640 or --imgsz 480x640 (height x width)")
 
 
-def field_names() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(ModelPipeline))
 
 
 def overlay(base: ModelPipeline, data: dict, source: str) -> ModelPipeline:
@@ -248,6 +246,6 @@ def declared_shape(spec: Any, pipeline: ModelPipeline | None) -> list[int] | Non
     if None in shape and pipeline is not None and pipeline.imgsz and len(shape) == 4:
         axes = (1, 2) if shape[3] in (1, 3) else (2, 3) if shape[1] in (1, 3) else None
         if axes:
-            for axis, size in zip(axes, pipeline.imgsz):
+            for axis, size in zip(axes, pipeline.imgsz, strict=True):
                 shape[axis] = size if shape[axis] is None else shape[axis]
     return None if spec.unranked or None in shape else shape

@@ -31,7 +31,7 @@ SCHEMA_ID = "edgeaccel.profile/1"
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 FIGURES = ("tops_int8", "tflops_f16", "tflops_bf16", "memory_mb", "typical_power_w")
 SOURCE = Field((str, dict))  # one URL for every figure of the block, or {figure: URL}
-TEMPERATURE = {"minimum": -40, "maximum": 150}  # degrees C: anything outside is a typo (millidegrees?)
+TEMPERATURE: dict[str, Any] = {"minimum": -40, "maximum": 150}  # degrees C: anything outside is a typo (millidegrees?)
 
 MATCH_SCHEMA = {
     "arch": Field([str]),
@@ -124,7 +124,7 @@ def _shipped() -> tuple[Profile, ...]:
 
     found: dict[str, Profile] = {}
     paths = sorted(data_dir("profiles").glob("*.yaml"))
-    for path, data in zip(paths, _parsed(paths)):
+    for path, data in zip(paths, _parsed(paths), strict=True):
         profile = parse_profile(data, str(path))
         if profile.name in found:
             raise ConfigError(f"profile name {profile.name!r} is taken by {found[profile.name].source_file}",

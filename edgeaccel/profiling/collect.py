@@ -20,8 +20,9 @@ import numpy as np
 from ..errors import EdgeAccelError
 from ..executors.base import Executor, ExecutorOptions
 from . import memory
-from .job import Collected, ProfileJob
+from .job import Collected, ProfileJob, UtilizationSampler
 from .schema import ExecutorProfile, OpProfile, aggregate, device_split
+
 
 PAUSE_S = 0.05  # before each executor: runtime facts, ONNX Runtime's threads spin after a run and bill the next one
 
@@ -55,7 +56,8 @@ def collect_whole_model(job: ProfileJob) -> Collected:
 
 
 def profile_candidate(candidate, options: ExecutorOptions, inputs: Sequence[np.ndarray], runs: int, warmup: int,
-                      *, sampler: Callable[[], object] | None = None, pause_s: float = PAUSE_S) -> ExecutorProfile:
+                      *, sampler: Callable[[], UtilizationSampler] | None = None,
+                      pause_s: float = PAUSE_S) -> ExecutorProfile:
     """Load ``candidate`` with its runtime's profiling on, run it ``warmup`` + ``runs`` times, and describe it."""
     from ..loader import executor_class
 

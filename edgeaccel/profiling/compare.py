@@ -96,8 +96,8 @@ class LayerComparison:
                   "exact" if r.sqnr_db is None else f"{r.sqnr_db:.1f}", f"{r.rel_error:.3g}", f"{r.added_error:+.3g}")
                  for i, r in enumerate(self.worst(top))]
         widths = [max(len(c[k]) for c in [head, *cells]) for k in range(len(head))]
-        lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip())
-        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+        lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
+        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
         if self.rows:
             last = self.rows[-1]
             lines.append(f"{len(self.rows)} tensors compared; the last ({_short(last.name)}) ends at relative "
@@ -157,7 +157,7 @@ def compare_layers(model, float_model=None, inputs=None, *, executor: str | None
                 q_values = _run(q_tap, compare_inputs.fit_to(sample, f_info.inputs, q_info.inputs, order, layout))
                 f_values = _run(f_tap, sample)
             sums.add(q_values, f_values)
-            local.add(q_values, f_values, {s.name: a for s, a in zip(f_info.inputs, sample)})
+            local.add(q_values, f_values, {s.name: a for s, a in zip(f_info.inputs, sample, strict=True)})
         local.close()
     if local.note:
         notes.append(local.note)
@@ -289,7 +289,7 @@ def _resolve_pair(model, float_model, executor) -> tuple[ModelInfo, ModelInfo, P
     reference_path = float_candidates[0].path.resolve()
     quantized = [a for a in found.artifacts if a.quantized and a.format is not Format.EDGETPU_TFLITE
                  and a.path.resolve() != reference_path]
-    preferred = _SAME_FORMAT_FIRST
+    preferred: tuple[Format, ...] = _SAME_FORMAT_FIRST
     if executor is not None:
         from .taps import RUNTIME_FORMATS
 

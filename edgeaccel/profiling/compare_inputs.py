@@ -75,7 +75,7 @@ def fit_to(sample: list[np.ndarray], f_specs: Sequence[TensorSpec], q_specs: Seq
         array = sample[order[k]]
         array = _layout(array, spec, cross_layout)
         if not spec.unranked and (array.ndim != len(spec.shape) or
-                                  any(w is not None and a != w for a, w in zip(array.shape, spec.shape))):
+                                  any(w is not None and a != w for a, w in zip(array.shape, spec.shape, strict=True))):
             f_spec = f_specs[order[k]]
             raise ModelError(f"the float model's input {f_spec.name!r} takes {_dims(f_spec.shape)}, the quantized "
                              f"model's {spec.name!r} {_dims(spec.shape)}: they are not one model",
@@ -129,19 +129,19 @@ def _from_arrays(item, specs) -> list[list[np.ndarray]]:
         raise InputError(f"the float model takes {len(specs)} inputs ({', '.join(s.name for s in specs)}); give "
                          f"each sample as a list or dict of {len(specs)} arrays",
                          hint="or pass an .npz keyed by input name")
-    split = [_split(np.asarray(a), s) for a, s in zip(item, specs)]
+    split = [_split(np.asarray(a), s) for a, s in zip(item, specs, strict=True)]
     if len({len(s) for s in split}) != 1:
         raise InputError("the input arrays hold different sample counts per input")
-    return [list(parts) for parts in zip(*split)]
+    return [list(parts) for parts in zip(*split, strict=True)]
 
 
 def _split(array: np.ndarray, spec: TensorSpec) -> list[np.ndarray]:
     want = spec.shape
-    fits = len(array.shape) == len(want) and all(w is None or a == w for a, w in zip(array.shape, want))
+    fits = len(array.shape) == len(want) and all(w is None or a == w for a, w in zip(array.shape, want, strict=True))
     if fits:
         return [array]
     if (len(array.shape) == len(want) and want and want[0] in (1, None)
-            and all(w is None or a == w for a, w in zip(array.shape[1:], want[1:]))):
+            and all(w is None or a == w for a, w in zip(array.shape[1:], want[1:], strict=True))):
         return [array[i:i + 1] for i in range(array.shape[0])]
     dims = "x".join("?" if d is None else str(d) for d in want)
     raise InputShapeError(f"an input array has shape {list(array.shape)}; input {spec.name!r} takes {dims}",
@@ -173,7 +173,7 @@ def _layout(array: np.ndarray, spec: TensorSpec, cross_layout: str | None) -> np
     want = tuple(spec.shape)
     if array.ndim != 4 or not cross_layout or len(want) != 4:
         return array
-    fits = all(w is None or a == w for a, w in zip(array.shape, want))
+    fits = all(w is None or a == w for a, w in zip(array.shape, want, strict=True))
     if fits:
         return array
     moved = array.transpose(0, 2, 3, 1) if cross_layout == "q_nhwc" else array.transpose(0, 3, 1, 2)

@@ -28,7 +28,7 @@ class LocalErrors:
         # per row: the quantized layer's output against the float op's output on the quantized inputs
         self.sums = [ErrorSums() for _ in segments]
         self._segments = segments
-        self._backend = None
+        self._backend: _OnnxSegments | TfliteSegments | None = None
         if f_info.format not in (Format.ONNX, Format.TFLITE):
             self.note = (f"added error = a tensor's relative error minus the worst of its inputs' (the float model "
                          f"is {f_info.format.value}: its layers cannot be run one by one here)")
@@ -89,7 +89,8 @@ class _OnnxSegments:
         producer = {o: n for n in graph.node for o in n.output}
         weights = {t.name for t in graph.initializer}
         graph_inputs = {i.name for i in graph.input} - weights
-        nodes, inputs, outputs, self._feeds, self.ends = [], [], [], [], []
+        nodes, inputs, outputs, self._feeds = [], [], [], []
+        self.ends: list[str | None] = []  # per row, the output that row's local value is read from
         used_inputs: set[str] = set()
         order = {id(n): i for i, n in enumerate(graph.node)}
         for k, (boundary, end) in enumerate(segments):
@@ -137,7 +138,7 @@ class _OnnxSegments:
         feeds = {i.name: f_feeds[i.name] for i in self._graph_inputs}
         for name, m in self._feeds:
             feeds[name] = boundary_value(m, q_values, f_values)
-        got = dict(zip(self._fetch, self._session.run(self._fetch, feeds)))
+        got = dict(zip(self._fetch, self._session.run(self._fetch, feeds), strict=True))
         return {k: got[name] for k, name in enumerate(self.ends) if name is not None}
 
 

@@ -10,7 +10,7 @@ import copy
 
 from ..errors import runtime_message
 from ..modelinfo import ModelInfo
-from .compare_match import MAX_SEGMENT_NODES, boundary_value
+from .compare_match import MAX_SEGMENT_NODES, Match, boundary_value
 
 _SUBGRAPH_OPS = frozenset({"WHILE", "IF", "CALL_ONCE", "STABLEHLO_WHILE", "STABLEHLO_CASE"})
 
@@ -42,7 +42,7 @@ class TfliteSegments:
         graph_inputs = set(sg.inputs)
         tensors, operators = list(sg.tensors), []
         inputs, outputs = [], []
-        self._feeds: list[tuple[int, object]] = []  # (tensor index, boundary match)
+        self._feeds: list[tuple[int, Match]] = []  # (tensor index, boundary match)
         self.ends: list[int | None] = []
         real = {i for i, t in enumerate(sg.tensors) if t.type == schema.TensorType.FLOAT32}
         for boundary, end in segments:
@@ -86,7 +86,10 @@ class TfliteSegments:
         model.signatureDefs = []  # they name the original inputs and outputs
         builder = flatbuffers.Builder(1024)
         builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-        module = interpreter_module()[0]
+        found = interpreter_module()
+        if isinstance(found, str):
+            raise ValueError(f"no LiteRT interpreter to run the cut model: {found}")
+        module = found[0]
         kwargs = {"model_content": bytes(builder.Output()), "num_threads": default_threads()}
         if hasattr(module, "OpResolverType"):  # the builtin kernels, as the float model's tap ran it
             kwargs["experimental_op_resolver_type"] = module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES

@@ -10,14 +10,30 @@ so that the collectors import them without importing the driver that imports the
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..executors.base import Executor, ExecutorOptions
 from .schema import OpEvent, RunRecord
+
+if TYPE_CHECKING:
+    from ..selection.selector import Candidate
+
+
+class UtilizationSampler(Protocol):
+    """What ``sampler()`` makes: a context manager around the timed runs that then describes them."""
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: object) -> Any: ...
+
+    def summary(self) -> dict: ...
+
+    def lines(self) -> Iterable[str]: ...
 
 
 @dataclass
@@ -36,17 +52,17 @@ class Collected:
 class ProfileJob:
     """One candidate to profile and how: the collector's view of the driver."""
 
-    candidate: object  # selector.Candidate: runtime, device, artifact
+    candidate: Candidate  # runtime, device, artifact
     options: ExecutorOptions
     inputs: Sequence[np.ndarray]
     runs: int
     warmup: int
     workdir: Path
-    sampler: Callable[[], object] | None = None  # a context manager factory around the timed runs (utilization)
+    sampler: Callable[[], UtilizationSampler] | None = None  # made around the timed runs (utilization)
     clock: Callable[[], float] = time.perf_counter
     load_s: float = 0.0
     executor: Executor | None = None
-    sampled: object | None = None
+    sampled: UtilizationSampler | None = None
     t0: float = field(default_factory=time.perf_counter)
 
     def open(self, **runtime_options) -> Executor:

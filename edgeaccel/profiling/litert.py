@@ -10,6 +10,8 @@ its outputs to its inputs through the operators that produce them.
 
 from __future__ import annotations
 
+from typing import cast
+
 from .job import Collected, ProfileJob
 from .schema import OpEvent
 
@@ -20,7 +22,9 @@ NOTE = ("LiteRT's Python interpreter exposes no per-operator times (the op profi
 
 
 def collect(job: ProfileJob) -> Collected:
-    executor = job.open()
+    from ..executors.litert import LiteRTExecutor  # loaded already: it is the class being profiled
+
+    executor = cast(LiteRTExecutor, job.open())  # collector_for chose this collector by the executor's class
     records = job.time_runs(lambda: executor.run(job.inputs))
     with executor.borrowed_interpreter() as interpreter:
         ops, partitions = describe(interpreter)

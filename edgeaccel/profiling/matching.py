@@ -49,10 +49,11 @@ def match_ops(profiles: list[ExecutorProfile]) -> Matching:
         per: dict[str, float | None] = {}
         for op in p.ops:
             key = match_key(op.name)
-            if key not in per or per[key] is None:
+            so_far = per.get(key)
+            if so_far is None:
                 per[key] = op.median_ms
             elif op.median_ms is not None:
-                per[key] += op.median_ms
+                per[key] = so_far + op.median_ms
             names.setdefault(p.executor, {}).setdefault(key, []).append(op.name)
             order.setdefault(key)
         keyed[p.executor] = per

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 from .job import Collected, ProfileJob
 from .schema import OpEvent
@@ -19,7 +20,10 @@ KERNEL_SUFFIX = "_kernel_time"
 
 
 def collect(job: ProfileJob) -> Collected:
-    executor = job.open(profile_file_prefix=str(job.workdir / "onnxruntime"))
+    from ..executors.onnxruntime import OnnxRuntimeExecutor  # loaded already: it is the class being profiled
+
+    # collector_for chose this collector by the executor's class
+    executor = cast(OnnxRuntimeExecutor, job.open(profile_file_prefix=str(job.workdir / "onnxruntime")))
     records = job.time_runs(lambda: executor.run(job.inputs))
     trace = Path(executor.session.end_profiling())
     try:
@@ -31,7 +35,7 @@ def collect(job: ProfileJob) -> Collected:
     if len(runs) < len(records):  # a run went to the ORT_ENABLE_EXTENDED twin session (WindowGuard): not traced
         return Collected(records, False, f"ONNX Runtime traced {len(runs)} of {len(records) + job.warmup} runs "
                          "(inputs the window guard sent to its second session are not traced): whole-model time only")
-    for record, (_, _, ops) in zip(records, runs[-len(records):]):
+    for record, (_, _, ops) in zip(records, runs[-len(records):], strict=True):
         record.ops = ops
     model_run = sorted(dur for _, dur, _ in runs[-len(records):])
     graph = {"ort_model_run_median_ms": round(model_run[len(model_run) // 2] / 1e3, 4),

@@ -14,6 +14,8 @@ measured run times more closely (smaller spread of their ratio) is kept and name
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from ..errors import EdgeAccelError
@@ -32,7 +34,9 @@ def collect(job: ProfileJob) -> Collected:
         records = job.time_runs(lambda: executor.run(job.inputs))
         return Collected(records, False, f"OpenVINO on {executor.device} refused PERF_COUNT ({exc.message}): "
                          "whole-model time only")
-    request = executor.new_request()
+    from ..executors.openvino import OpenVINOExecutor  # loaded already: it is the class being profiled
+
+    request = cast(OpenVINOExecutor, executor).new_request()  # collector_for chose this collector by its class
     request.feed(job.inputs)
     devices = executor.info.details.get("execution_devices") or [executor.device]
     device = devices[0] if len(devices) == 1 else "/".join(devices)
@@ -40,7 +44,7 @@ def collect(job: ProfileJob) -> Collected:
     records = job.time_runs(request.request.infer,
                             lambda k, record: snapshots.append(request.request.get_profiling_info()))
     semantics, per_run = read_counters(snapshots, job.warmup, [r.wall_ms for r in records], device)
-    for record, ops in zip(records, per_run):
+    for record, ops in zip(records, per_run, strict=True):
         record.ops = ops
     statuses = [status_name(info.status) for info in snapshots[-1]]
     skipped = {s: statuses.count(s) for s in set(statuses) if s != EXECUTED}
@@ -74,7 +78,8 @@ def read_counters(snapshots: list[list], warmup: int, walls_ms: list[float], dev
 
 def _spread(runs: list[list[OpEvent]], walls_ms: list[float]) -> float:
     """Interquartile range of (operator sum / run time) over the runs, relative to its median."""
-    ratios = [sum(e.dur_us or 0.0 for e in ops) / 1e3 / wall for ops, wall in zip(runs, walls_ms) if wall > 0]
+    ratios = [sum(e.dur_us or 0.0 for e in ops) / 1e3 / wall
+              for ops, wall in zip(runs, walls_ms, strict=True) if wall > 0]
     if len(ratios) < 2:
         return 0.0
     q25, q50, q75 = np.percentile(ratios, [25, 50, 75])

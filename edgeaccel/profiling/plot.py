@@ -31,7 +31,7 @@ def plot_layers(profiles: list[ExecutorProfile], path: str | Path, comparison=No
     fig, axes = plt.subplots(panels, 1, figsize=(11, 2.6 * panels), squeeze=False)
     if comparison is not None:
         _plot_error(axes[-1, 0], comparison)
-    for ax, profile in zip(axes[:, 0], profiles):
+    for ax, profile in zip(axes[:len(profiles), 0], profiles, strict=True):
         title = f"{profile.executor}: whole model {profile.whole_model_ms:.3f} ms (median of {profile.runs} runs)"
         if not profile.per_op_available:
             ax.text(0.5, 0.5, profile.note, ha="center", va="center", wrap=True, fontsize=9)

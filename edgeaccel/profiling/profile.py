@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import EdgeAccelError, InputError
-from .collect import profile_candidate
+from .collect import UtilizationSampler, profile_candidate
 from .matching import match_ops
 from .schema import ModelProfile
 
@@ -18,7 +18,7 @@ Inputs = Sequence[np.ndarray] | Callable[[object], Sequence[np.ndarray]] | None
 def profile_model(model, *, executor: str | None = None, device: str | None = None, every: bool = False,
                   runs: int = 20, warmup: int = 5, inputs: Inputs = None, threads: int | None = None,
                   precision: str | None = None, cache_dir=None, cache: bool = True, seed: int = 0,
-                  sampler: Callable[[], object] | None = None) -> ModelProfile:
+                  sampler: Callable[[], UtilizationSampler] | None = None) -> ModelProfile:
     """Profile ``model`` (a path, several artifacts of one model, a folder or a bundle).
 
     executor/device/precision/threads: as ``edgeaccel.load`` takes them. every: each candidate executor in turn
@@ -37,8 +37,9 @@ def profile_model(model, *, executor: str | None = None, device: str | None = No
                        runtime=RuntimeOptions(threads=threads, cache_dir=cache_dir, cache=cache))
     ranking = selection.ranking
     notes = []
-    if every and selection.measurements:  # side by side means every executor that runs here, also those an
-        # earlier calibration ruled out for load (accuracy, speed): said per executor
+    # side by side means every executor that runs here, also those an earlier calibration ruled out for load
+    # (accuracy, speed): said per executor
+    if every and selection.measurements and selection.rerank is not None:
         ranking = selection.rerank({})
         profiled = {c.name for c in ranking.candidates}
         for rejection in selection.ranking.rejected:

@@ -119,7 +119,7 @@ class ExecutorProfile:
 
     def top(self, n: int) -> list[OpProfile]:
         timed = [op for op in self.ops if op.median_ms is not None]
-        return sorted(timed, key=lambda op: -op.median_ms)[:n] if timed else self.ops[:n]
+        return sorted(timed, key=lambda op: -(op.median_ms or 0.0))[:n] if timed else self.ops[:n]
 
     def to_dict(self) -> dict:
         return {

@@ -74,7 +74,7 @@ class LiteRTTap(Tap):
 
     def run(self, feeds: list[np.ndarray]) -> dict[str, np.ndarray]:
         it = self._interpreter
-        for index, array in zip(self._input_index, feeds):
+        for index, array in zip(self._input_index, feeds, strict=True):
             it.set_tensor(index, array)
         it.invoke()
         values = {}

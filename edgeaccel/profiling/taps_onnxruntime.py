@@ -71,13 +71,13 @@ class OnnxRuntimeTap(Tap):
                                               readable))
 
     def run(self, feeds):
-        arrays = self._session.run(self._fetch, dict(zip(self._input_names, feeds)))
+        arrays = self._session.run(self._fetch, dict(zip(self._input_names, feeds, strict=True)))
         values = {}
-        for name, array in zip(self._input_names, feeds):
+        for name, array in zip(self._input_names, feeds, strict=True):
             value = as_float(array)
             if value is not None:
                 values[name] = value
-        for name, array in zip(self._fetch, arrays):
+        for name, array in zip(self._fetch, arrays, strict=True):
             value = as_float(array)
             if value is not None:
                 values[name] = value

@@ -40,7 +40,7 @@ class OpenVINOTap(Tap):
             self.notes.append(f"OpenVINO: {unnamed} unnamed values inside decomposed ops (bias adds, weight "
                               f"dequantization) were walked through, not compared")
         model.add_outputs([ports[t.id] for t in self.tensors if t.readable and t.op_type != "input"])
-        position = {}
+        position: dict[str, int] = {}  # output port id -> its index among the model's outputs
         for i, out in enumerate(model.outputs):
             source = out.get_node().input(0).get_source_output()
             position.setdefault(_port_id(source), i)
@@ -92,11 +92,11 @@ class OpenVINOTap(Tap):
         return ports
 
     def run(self, feeds):
-        for port, array in zip(self._in_ports, feeds):
+        for port, array in zip(self._in_ports, feeds, strict=True):
             self._request.set_input_tensor(port, _ov_tensor(array))
         self._request.infer()
         values = {}
-        for port, array in zip(self._in_ports, feeds):
+        for port, array in zip(self._in_ports, feeds, strict=True):
             value = as_float(array)
             if value is not None:
                 values[self._param_ids[port]] = value

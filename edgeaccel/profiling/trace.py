@@ -31,7 +31,7 @@ def trace_events(profiles: list[ExecutorProfile]) -> list[dict]:
             offset = 0.0
             for op in record.ops:
                 laid_out = op.start_us is None
-                at = offset if laid_out else op.start_us
+                at = offset if op.start_us is None else op.start_us
                 args = {"run": number, "type": op.op_type, "device": op.device}
                 if op.kernel:
                     args["kernel"] = op.kernel

@@ -32,7 +32,7 @@ def survey_cluster(address: str = "auto", timeout_s: float = NODE_TIMEOUT_S) -> 
             for n in nodes]
     ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
     rows = []
-    for node, ref in zip(nodes, refs):
+    for node, ref in zip(nodes, refs, strict=True):
         base = {"node_id": node["NodeID"], "ip": node.get("NodeManagerAddress", "?"),
                 "declared": _declared(node.get("Resources", {}))}
         if ref not in ready:
@@ -125,7 +125,7 @@ def render(rows: list[dict]) -> str:
             notes.append(f"{node}: {', '.join(row['present_not_usable'])} present but not usable by the Ray user "
                          "(run `edgeaccel probe` there for the fix)")
     widths = [max(len(str(r[i])) for r in [head, *table]) for i in range(len(head))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *table]]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [head, *table]]
     lines.append(f"{len(rows)} node{'s' if len(rows) != 1 else ''}")
     return "\n".join(lines + (["", *notes] if notes else []))
 

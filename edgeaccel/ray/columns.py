@@ -65,11 +65,11 @@ def run_columns(model, batch: dict) -> dict:
     rows = len(batch[used[0]]) if used else 0
     outputs: list[list[np.ndarray]] = [[] for _ in model.outputs]
     for i in range(rows):
-        arrays = [_one_sample(batch[c][i], spec) for c, spec in zip(used, specs)]
+        arrays = [_one_sample(batch[c][i], spec) for c, spec in zip(used, specs, strict=True)]
         for k, array in enumerate(model.run(arrays)):
             outputs[k].append(np.asarray(array)[0] if _has_batch_one(model.outputs[k], array) else np.asarray(array))
     out = {k: v for k, v in batch.items() if k not in used}
-    for spec, values in zip(model.outputs, outputs):
+    for spec, values in zip(model.outputs, outputs, strict=True):
         out[spec.name] = _stack(values)
     out["executor"] = np.array([model.executor.name] * rows, dtype=object)
     return out

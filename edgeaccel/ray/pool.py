@@ -6,7 +6,8 @@
             ...
 
 Ray Data builds its operators, read tasks and a fresh actor pool for every dataset, so each call pays seconds
-of start-up (issue 31: 2.7-15 s before the first answer) and a batch of a few hundred images is dominated by it.
+of start-up (2.7-15 s before the first answer, measured on a 2-core machine) and a batch of a few hundred images
+is dominated by it.
 Here the actors load the model once, when the pool is made, and stay loaded until ``close()``; a call only ships
 its inputs (a path is read on the driver and travels as its encoded bytes, so no node needs the file) and gets the
 answers back, with at most ``in_flight`` batches queued on each actor, in the order the inputs came.
@@ -162,7 +163,7 @@ class Pool:
             index, actor, originals = pending.pop(ready[0])
             answers = self._get(ready[0])
             if originals:
-                for answer, image in zip(answers, originals):
+                for answer, image in zip(answers, originals, strict=True):
                     answer.image = image
             done[index] = answers
             idle.append(actor)

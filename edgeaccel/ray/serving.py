@@ -87,7 +87,7 @@ class ModelServer:
         if isinstance(inputs, dict):
             arrays = {k: _json_array(v, _spec(specs, k)) for k, v in inputs.items()}
         elif isinstance(inputs, list) and len(inputs) == len(specs):
-            arrays = [_json_array(v, s) for v, s in zip(inputs, specs)]
+            arrays = [_json_array(v, s) for v, s in zip(inputs, specs, strict=True)]
         else:
             raise InputError(f"the JSON needs \"inputs\": a dict by input name or a list of {len(specs)} "
                              f"(the model's inputs: {[str(s) for s in specs]})",

@@ -81,11 +81,11 @@ class ScheduledModel(Model):
         self._fallbacks = list(fallbacks)
         self._ranking = ranking if ranking is not None else Ranking([])
         names = _unique_names(self._executors)
-        placed = {name: place(executor) for name, executor in zip(names, self._executors)}
+        placed = {name: place(executor) for name, executor in zip(names, self._executors, strict=True)}
         figures = dict(power) if power is not None else power_figures(
-            {name: (executor, placed[name]) for name, executor in zip(names, self._executors)}, profile, Path(root))
+            {name: (executor, placed[name]) for name, executor in zip(names, self._executors, strict=True)}, profile, Path(root))
         slots = []
-        for name, executor in zip(names, self._executors):
+        for name, executor in zip(names, self._executors, strict=True):
             conc = max_concurrency.get(name) if isinstance(max_concurrency, dict) else max_concurrency
             slot = ExecutorSlot(name, placed[name].domain, int(conc or executor.concurrency),
                                 getattr(executor, "nominal_latency_s", None), executor)

@@ -80,7 +80,7 @@ def open_scheduled(ranking: Ranking, open_candidate: Callable[[Candidate], Execu
     try:
         return ScheduledModel(executors, policy, power_budget_w=power_budget_w, root=telemetry_root,
                               fallbacks=fallbacks, ranking=ranking,
-                              reasons={name: reasons[id(e)] for name, e in zip(_unique_names(executors), executors)},
+                              reasons={name: reasons[id(e)] for name, e in zip(_unique_names(executors), executors, strict=True)},
                               probe_inputs=guard.samples if guard is not None else None,
                               profile=profile or _profile_named(ranking.profile), **options)
     except BaseException:
@@ -94,9 +94,9 @@ def _guarded(guard: ModelGuard, candidates: list[Candidate], executors: list[Exe
     """The executors that passed the guard (each one's verdict appended to its reason); the others closed and
     recorded. When none passed: the first alone where the caller pinned the executor or device (what a load
     without policy= would serve them, the difference said in its reason and the log), else AccuracyGuardError."""
-    opened = {c.key: e for c, e in zip(candidates, executors)}
+    opened = {c.key: e for c, e in zip(candidates, executors, strict=True)}
     kept, refused = [], []
-    for i, (candidate, executor) in enumerate(zip(candidates, executors)):
+    for i, (candidate, executor) in enumerate(zip(candidates, executors, strict=True)):
         verdict = guard.verdict(candidate, executor, opened)
         if not verdict.ok and guard.problem and i == 0:
             # nothing to check against: the first executor serves as a load without policy= would, alone

@@ -91,7 +91,7 @@ class PlantModel:
         start = list(self.cov) if self.cov is not None else [PRIOR_VAR[0], 0, 0, 0, PRIOR_VAR[1], 0, 0, 0, PRIOR_VAR[2]]
         for i in range(3):
             start[4 * i] += DRIFT[i]
-        error = y - sum(p * t for p, t in zip(phi, prior))
+        error = y - sum(p * t for p, t in zip(phi, prior, strict=True))
         if self.identified and self.residual_c <= LOCK_FIT_C:
             # identified and fitting: the time constant and the gain are the device's; only the constant term
             # (the room, the fan) goes on being fitted. Closed-loop data around a hold say little about the

@@ -35,7 +35,7 @@ class CheckedArtifacts:
 
 
 def leave_out_failed(found: bundle.ArtifactSet, executor: str | None = None) -> CheckedArtifacts:
-    failed = {a.path: found.failed_check(a.path) for a in found.artifacts if found.failed_check(a.path)}
+    failed = {a.path: reason for a in found.artifacts if (reason := found.failed_check(a.path))}
     if not failed:
         return CheckedArtifacts(found)
     if found.pinned:

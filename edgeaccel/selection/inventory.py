@@ -13,6 +13,7 @@ import dataclasses
 import time
 
 from ..executors import registry
+from ..executors.base import Executor
 from ..executors.device import base_of
 from ..hardware import runtimes as probe_runtimes
 from ..hardware.common import Problem
@@ -37,7 +38,7 @@ def survey_runtimes() -> tuple[RuntimeInfo, ...]:
     return tuple(items)
 
 
-def _declared_by(device: str) -> list[type]:
+def _declared_by(device: str) -> list[type[Executor]]:
     """Runtimes whose classes declare ``device``, driven ones only."""
     return [cls for cls in registry.runtimes().values() if base_of(device) in cls.device_kinds]
 

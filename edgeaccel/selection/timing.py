@@ -1,13 +1,12 @@
 """Timing several executors side by side so that the figures agree with a separate side-by-side measurement.
 
-What made calibration's figures differ from an independent one (issue 16): a block size sized from the
-first, cold call (a runtime's first inference can take 10x a warm one, so a fast candidate got three calls
-per block, one of them right after a pause); candidates always timed in the same order; and two leaders within
-the noise decided by chance. So each candidate is warmed first and its block sized from warm calls; blocks
-alternate in order (forward, then backward) with a pause before each (runtime facts: ONNX Runtime's threads spin
-after a run and bill whoever runs next) and one untimed call after it; and when the two fastest are within
-the noise they are timed again head to head in adjacent pairs of blocks, the decision resting on the median
-of the pairs' ratios.
+What made calibration's figures differ from an independent one (tools/calibration_fidelity.py): a block size sized
+from the first, cold call (a runtime's first inference can take 10x a warm one, so a fast candidate got three calls
+per block, one of them right after a pause); candidates always timed in the same order; and two leaders within the
+noise decided by chance. So each candidate is warmed first and its block sized from warm calls; blocks alternate in
+order (forward, then backward) with a pause before each (docs/runtime-facts.md: ONNX Runtime's threads spin after a
+run and bill whoever runs next) and one untimed call after it; and when the two fastest are within the noise they
+are timed again head to head in adjacent pairs of blocks, the decision resting on the median of the pairs' ratios.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ class Timing:
 
     def summary_ms(self) -> dict:
         ms = np.asarray(self.calls) * 1e3
-        q25, q75 = (np.percentile(ms, [25, 75]) if ms.size else (None, None))
+        q25, q75 = np.percentile(ms, [25, 75]) if ms.size else (0.0, 0.0)  # read only when ms.size
         return {"p10_ms": _r(np.percentile(ms, 10)) if ms.size else None,
                 "p50_ms": _r(np.median(ms)) if ms.size else None,
                 "p90_ms": _r(np.percentile(ms, 90)) if ms.size else None,
@@ -128,7 +127,7 @@ def within_noise(a: Timing, b: Timing) -> bool:
 
 def _warm(executor: Executor, samples, warmup_s: float, clock) -> float:
     """Untimed calls until ``warmup_s`` has passed (at least two); the median warm call, for block sizes."""
-    calls = []
+    calls: list[float] = []
     end = clock() + warmup_s
     while len(calls) < 2 or (clock() < end and len(calls) < MAX_BLOCK_CALLS):
         x = samples[len(calls) % len(samples)]

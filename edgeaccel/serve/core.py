@@ -318,7 +318,7 @@ class ServeCore:
                     _fail(outer, from_edgeaccel(exc, name))
                 else:
                     result = done.result()
-                    _set(outer, Answer(zip(names, result), getattr(result, "executor", None) or ran_by(first)))
+                    _set(outer, Answer(zip(names, result, strict=True), getattr(result, "executor", None) or ran_by(first)))
             finally:
                 self._done()
 
@@ -340,13 +340,13 @@ class ServeCore:
             arrays = served.binder.bind(inputs)
         except Exception as exc:
             raise from_edgeaccel(exc, served.name) from None
-        for spec, array, fixed in zip(served.model.inputs, arrays, served.fixed):
+        for spec, array, fixed in zip(served.model.inputs, arrays, served.fixed, strict=True):
             _check_fixed(served, spec.name, array.shape, fixed)
         if served.shape_check is not None:
-            why = served.shape_check.problem({s.name: a.shape for s, a in zip(served.model.inputs, arrays)})
+            why = served.shape_check.problem({s.name: a.shape for s, a in zip(served.model.inputs, arrays, strict=True)})
             if why:
                 shapes = ", ".join(f"{spec.name} {'x'.join(map(str, array.shape))}"
-                                   for spec, array in zip(served.model.inputs, arrays))
+                                   for spec, array in zip(served.model.inputs, arrays, strict=True))
                 raise ServeError(400, f"model '{served.name}' cannot take inputs of these shapes ({shapes}): {why} "
                                       f"(GET /v2/models/{served.name} for its inputs)")
         return arrays
@@ -406,7 +406,7 @@ def fixed_dims(model: Any) -> tuple[tuple[int | None, ...] | None, ...]:
             if shapes[i] is None:
                 shapes[i] = list(spec.shape)
             elif len(shapes[i]) == len(spec.shape):
-                shapes[i] = [d if d is not None else o for d, o in zip(shapes[i], spec.shape)]
+                shapes[i] = [d if d is not None else o for d, o in zip(shapes[i], spec.shape, strict=True)]
     return tuple(None if s is None else tuple(s) for s in shapes)
 
 

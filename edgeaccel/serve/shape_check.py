@@ -52,7 +52,7 @@ class OnnxShapeCheck:
             dims = graph_input.type.tensor_type.shape.dim
             if shape is None or len(dims) != len(shape):
                 continue
-            for dim, size in zip(dims, shape):
+            for dim, size in zip(dims, shape, strict=True):
                 dim.Clear()
                 dim.dim_value = int(size)
         try:

@@ -72,7 +72,7 @@ class TaskService:
         except Exception as exc:
             raise from_edgeaccel(exc) from None
         names = [t.name for t in task._inputs]
-        return dict(zip(names, arrays)), frame, time.perf_counter() - start
+        return dict(zip(names, arrays, strict=True)), frame, time.perf_counter() - start
 
     def finish(self, task: Any, answer: Any, frame: Any, masks: str, timing: dict) -> dict:
         """The task's result as JSON-ready data (a worker thread)."""

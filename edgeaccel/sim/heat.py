@@ -92,10 +92,6 @@ class HeatModel:
         self._lock = threading.RLock()
 
     @property
-    def max_level(self) -> int:
-        return 3 if self.p.layout == "apex" else self.p.governor_steps
-
-    @property
     def speed(self) -> float:
         if self.p.layout == "apex":
             return 1.0 / (2 ** self.level)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .pipeline import Pipeline
 
 # Resolved on first use: `edgeaccel run IMAGE` asks only whether an --input is a live source (readers'
-# constants) and must not pay for the pipeline's imports (peak memory of `run`, issue 16).
+# constants) and must not pay for the pipeline's imports in peak memory (tests/test_run_lean.py).
 _LAZY = {"SourceError": "errors", "SourceLostError": "errors", "Frame": "frame", "Pipeline": "pipeline",
          "DROP_POLICIES": "queues", "IterableSource": "readers", "Source": "readers", "open_source": "readers",
          "CallbackSink": "sinks", "ImageSink": "sinks", "JsonLinesSink": "sinks", "Sink": "sinks",

@@ -71,7 +71,7 @@ def _outputs_dict(outputs, limit: int) -> dict:
 
     names = getattr(outputs, "names", None) or [f"output_{i}" for i in range(len(outputs))]
     shown = {}
-    for name, value in zip(names, outputs):
+    for name, value in zip(names, outputs, strict=True):
         array = np.asarray(value)
         if array.size <= limit:
             shown[name] = array.tolist()

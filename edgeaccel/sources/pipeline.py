@@ -150,7 +150,8 @@ class Pipeline(InferStage):
         """Frames in/out, dropped by stage, failed, latency p50/p99, reconnects and events, per source and in all;
         with tracking, each source's "tracking": ids given out, line and zone counts."""
         out = self.stats.as_dict(self.sources)
-        for source, tracking in zip(out["sources"], self.tracking or ()):
+        # strict=False: without tracking there is nothing to pair, and every source keeps its stats
+        for source, tracking in zip(out["sources"], self.tracking or (), strict=False):
             source["tracking"] = tracking.summary()
         return out
 

@@ -79,6 +79,7 @@ def with_state(inputs: list, state: dict, count: int) -> list:
     if len(inputs) == count:
         return [full[i] if full[i] is not None else inputs[i] for i in range(count)]
     free = [i for i in range(count) if full[i] is None]
-    for i, value in zip(free, inputs):
+    # strict=False: a frame with too few inputs leaves a None slot, which the model's input check names
+    for i, value in zip(free, inputs, strict=False):
         full[i] = value
     return full

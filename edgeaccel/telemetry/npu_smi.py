@@ -83,9 +83,11 @@ def parse_info(text: str, source: str = "npu-smi info") -> list[NpuChip]:
         if len(cells) == 3 and cells[0] and cells[0][0].isdigit():
             rows.append(cells)
     chips = []
-    for first, second in zip(rows[0::2], rows[1::2]):
-        a = {**dict(zip(top[0], first[0])), **dict(zip(top[2], first[2]))}
-        b = {**dict(zip(bottom[0], second[0])), **dict(zip(bottom[2], second[2]))}
+    # strict=False: npu-smi's text may end on a chip's first line, or leave a cell empty; the reader takes
+    # what pairs up and leaves the rest unknown rather than refusing the whole table
+    for first, second in zip(rows[0::2], rows[1::2], strict=False):
+        a = {**dict(zip(top[0], first[0], strict=False)), **dict(zip(top[2], first[2], strict=False))}
+        b = {**dict(zip(bottom[0], second[0], strict=False)), **dict(zip(bottom[2], second[2], strict=False))}
         npu = int(first[0][0])
         number = int(second[0][0]) if second[0] and second[0][0].isdigit() else 0
         where = f"{source} NPU {npu} chip {number}"

@@ -50,7 +50,7 @@ class Thresholds:
             return None
         level = ThermalStatus.NONE
         for status, limit in zip(list(ThermalStatus)[1:], (self.light, self.moderate, self.severe, self.critical,
-                                                            self.emergency, self.shutdown)):
+                                                            self.emergency, self.shutdown), strict=True):
             if temp_c >= limit:
                 level = status
         return level

@@ -166,7 +166,7 @@ class ExecutorConformance:
         assert specs, "an executor declares its outputs"
         for outputs in answers[1]:
             assert len(outputs) == len(specs), f"{len(outputs)} outputs, {len(specs)} declared"
-            for array, spec in zip(outputs, specs):
+            for array, spec in zip(outputs, specs, strict=True):
                 _check_output(array, spec)
 
     def test_run_is_safe_from_many_threads(self, executor: Executor, answers):
@@ -197,7 +197,7 @@ class ExecutorConformance:
     def test_submit_gives_the_answer_run_gives(self, executor: Executor, answers):
         inputs, expected = answers
         futures = [executor.submit(x) for x in inputs]
-        for future, want in zip(futures, expected):
+        for future, want in zip(futures, expected, strict=True):
             assert _same(future.result(timeout=120), want)
 
     @pytest.mark.parametrize("garbage", ["wrong dtype", "wrong shape", "objects", "too few inputs",
@@ -238,12 +238,13 @@ def _check_output(array, spec: TensorSpec) -> None:
     if spec.unranked:
         return
     assert array.ndim == len(spec.shape), f"output {spec.name!r} has shape {array.shape}, declared {spec.shape}"
-    for got, want in zip(array.shape, spec.shape):
+    for got, want in zip(array.shape, spec.shape, strict=True):
         assert want is None or got == want, f"output {spec.name!r} has shape {array.shape}, declared {spec.shape}"
 
 
 def _same(got: Sequence, want: Sequence) -> bool:
-    return len(got) == len(want) and all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(got, want))
+    return len(got) == len(want) and all(np.array_equal(np.asarray(a), np.asarray(b))
+                                         for a, b in zip(got, want, strict=True))
 
 
 def _garbage(kind: str, specs: Sequence[TensorSpec], good: list[np.ndarray]) -> list | None:

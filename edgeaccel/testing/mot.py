@@ -26,7 +26,7 @@ def mot_figures(frames: list[tuple[dict, dict]], min_iou: float = 0.5) -> dict:
         if t_ids and h_ids:
             iou = iou_matrix(np.array([truth[i] for i in t_ids], float), np.array([hyp[j] for j in h_ids], float))
             rows, cols = linear_sum_assignment(-iou)
-            pairs = [(t_ids[r], h_ids[c]) for r, c in zip(rows, cols) if iou[r, c] >= min_iou]
+            pairs = [(t_ids[r], h_ids[c]) for r, c in zip(rows, cols, strict=True) if iou[r, c] >= min_iou]
         matched = {o for o, _ in pairs}
         for obj, track in pairs:
             if obj in last and last[obj] != track:

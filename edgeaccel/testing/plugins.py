@@ -23,8 +23,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..executors import registry
+
+if TYPE_CHECKING:
+    from .emulated import EmulatedExecutor
 
 
 @dataclass
@@ -39,8 +43,8 @@ class InstalledPlugin:
         return os.pathsep.join([str(self.folder), *map(str, more), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
 
 
-def install(folder: str | os.PathLike, *emulated: type, distribution: str = "edgeaccel-emulated-accelerators",
-            version: str = "0.0.1", module: str | None = None, source: str | None = None,
+def install(folder: str | os.PathLike, *emulated: type[EmulatedExecutor],
+            distribution: str = "edgeaccel-emulated-accelerators", version: str = "0.0.1", module: str | None = None, source: str | None = None,
             entry_points: dict[str, str] | None = None) -> InstalledPlugin:
     """Write a distribution holding ``emulated`` classes (from ``emulated_accelerator``), or a module's
     ``source`` with its ``entry_points`` ({name: "module:Class"}), into ``folder``; put it on sys.path."""

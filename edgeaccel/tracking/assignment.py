@@ -34,7 +34,7 @@ def assign(similarity: np.ndarray, minimum: float) -> tuple[list[tuple[int, int]
     # for an admissible one; they are dropped after solving
     cost = np.where(similarity >= minimum, 1.0 - similarity, 1e6)
     r, c = solve(cost)
-    pairs = [(int(i), int(j)) for i, j in zip(r, c) if similarity[i, j] >= minimum]
+    pairs = [(int(i), int(j)) for i, j in zip(r, c, strict=True) if similarity[i, j] >= minimum]
     matched_rows = {i for i, _ in pairs}
     matched_cols = {j for _, j in pairs}
     return pairs, [i for i in range(rows) if i not in matched_rows], [j for j in range(cols) if j not in matched_cols]

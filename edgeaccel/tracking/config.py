@@ -71,7 +71,7 @@ def parse_spec(spec: str, kind: str):
     if not sep or not name or not values or len(values) % 2:
         raise InputError(f"--{kind} {spec!r} is not NAME=x1,y1,x2,y2,...",
                          hint=f"e.g. --{kind} door=100,400,540,400 (pixels of the frame)")
-    points = list(zip(values[::2], values[1::2]))
+    points = list(zip(values[::2], values[1::2], strict=True))
     return Line(name, points) if kind == "line" else Zone(name, points)
 
 

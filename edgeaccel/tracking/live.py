@@ -45,7 +45,7 @@ class SourceTracking:
         if boxes is None:
             return
         timestamp = frame.timestamp if frame.timestamp is not None else frame.captured
-        if not self._checked and getattr(frame, "image", None) is not None:
+        if not self._checked and self.zones is not None and getattr(frame, "image", None) is not None:
             self._checked = True
             for warning in self.zones.outside(*frame.image.shape[:2]):
                 log.warning("%s: %s", getattr(frame, "source", "source"), warning)
@@ -61,7 +61,7 @@ class SourceTracking:
                     events += self.zones.ended(before[event.track_id])
             events += self.zones.update(self.tracker.tracks, timestamp)
             for event in events:
-                if event.type == "exit" and event.dwell_s is not None:
+                if event.type == "exit" and event.dwell_s is not None and event.where is not None:
                     self.dwell.observe(event.where, event.label, event.dwell_s)
             frame.zones = self.zones.summary()
             frame.zone_shapes = self.zones

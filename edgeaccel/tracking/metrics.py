@@ -38,7 +38,7 @@ class Dwell:
         out = {}
         for key, counts in self.counts.items():
             running, rows = 0, []
-            for bound, n in zip((*[repr(float(b)) for b in self.buckets], "+Inf"), counts):
+            for bound, n in zip((*[repr(float(b)) for b in self.buckets], "+Inf"), counts, strict=True):
                 running += n
                 rows.append((bound, running))
             out[key] = (rows, self.sums[key])

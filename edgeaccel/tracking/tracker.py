@@ -249,6 +249,7 @@ class Tracker:
 
     @staticmethod
     def _event(kind: str, track: Track, timestamp: float) -> Event:
+        assert track.id is not None, "events are about confirmed tracks, and confirming gives the id"
         return Event(kind, track.id, timestamp, track.class_id, track.label)
 
 

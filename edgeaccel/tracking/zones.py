@@ -11,7 +11,7 @@ jitters on the line is not counted again and again.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,7 +25,7 @@ ANCHORS = ("center", "bottom")
 @dataclass
 class Line:
     name: str
-    points: tuple[tuple[float, float], tuple[float, float]]
+    points: list[tuple[float, float]]  # two
     margin: float = 2.0
     counts: dict = field(default_factory=lambda: {"in": Counter(), "out": Counter()}, repr=False)
 
@@ -67,14 +67,15 @@ class Zone:
     name: str
     points: list[tuple[float, float]]
     counts: dict = field(default_factory=lambda: {"in": Counter(), "out": Counter()}, repr=False)
-    dwell_s: Counter = field(default_factory=Counter, repr=False)  # per class: seconds spent inside by tracks that left
+    # per class: seconds spent inside by tracks that left
+    dwell_s: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float), repr=False)
 
     def __post_init__(self) -> None:
         self.points = _points(self.points, self.name, "zone", 3)
         if len(self.points) < 3:
             raise InputError(f"zone {self.name!r} has {_points_count(self.points)}",
                              hint="a zone is a polygon of at least three points [[x, y], ...]")
-        self._edges = [(*a, *b) for a, b in zip(self.points, self.points[1:] + self.points[:1])]
+        self._edges = [(*a, *b) for a, b in zip(self.points, self.points[1:] + self.points[:1], strict=True)]
 
     def contains(self, point) -> bool:
         """Even-odd rule (ray casting): inside a polygon, convex or not. Plain Python: a zone has a few edges,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 
@@ -68,7 +69,8 @@ class Preset:
 _FACE_POINTS = ("right_eye", "left_eye", "nose_tip", "mouth_center", "right_ear_tragion", "left_ear_tragion")
 _PALM_POINTS = ("wrist", "index_mcp", "middle_mcp", "ring_mcp", "pinky_mcp", "thumb_cmc", "thumb_mcp")
 _POSE_POINTS = ("hip_center", "full_body_size", "shoulder_center", "upper_body_size")
-_BLAZE = {"min_scale": 0.1484375, "max_scale": 0.75, "fixed_anchor_size": True}
+# AnchorOptions keywords the BlazeFace-family presets share
+_BLAZE: dict[str, Any] = {"min_scale": 0.1484375, "max_scale": 0.75, "fixed_anchor_size": True}
 
 # the options of MediaPipe's face_detection_short_range.pbtxt, face_detection_full_range.pbtxt,
 # palm_detection_cpu.pbtxt and pose_detection_cpu.pbtxt
@@ -153,8 +155,8 @@ def generate(o: AnchorOptions) -> np.ndarray:
                     scales.append(math.sqrt(scale * following))
                     ratios.append(o.interpolated_scale_aspect_ratio)
             last += 1
-        heights = [s / math.sqrt(r) for s, r in zip(scales, ratios)]
-        widths = [s * math.sqrt(r) for s, r in zip(scales, ratios)]
+        heights = [s / math.sqrt(r) for s, r in zip(scales, ratios, strict=True)]
+        widths = [s * math.sqrt(r) for s, r in zip(scales, ratios, strict=True)]
         if o.feature_map_height:
             fh, fw = o.feature_map_height[layer], o.feature_map_width[layer]
         else:

@@ -13,7 +13,7 @@ from .errors import TaskError
 from ..modelfiles.labels import Labels
 from .nms import iou_matrix, nms
 from .preprocess import Frame
-from .results import Box, DetectResult, Keypoint
+from .results import Box, DetectResult, Keypoint, xyxy_of
 
 
 def outputs(shapes: list[tuple], anchors: int) -> tuple[int, int] | None:
@@ -77,11 +77,11 @@ def decode(regressors: np.ndarray, logits: np.ndarray, anchors: np.ndarray, o: D
     xyxy = frame.to_image(boxes * np.tile(scale, 2))
     names = list(o.keypoint_names) + [f"keypoint_{i}" for i in range(len(o.keypoint_names), k)]
     found = []
-    for box, s, c, pts in zip(xyxy, score, class_id, points):
-        image_points = frame.points_to_image(pts * scale) if k else []
-        keypoints = [Keypoint(n, float(x), float(y), float(s)) for n, (x, y) in zip(names, image_points)]
+    for box, s, c, pts in zip(xyxy, score, class_id, points, strict=True):
+        image_points = frame.points_to_image(pts * scale) if k else np.empty((0, 2), np.float32)
+        keypoints = [Keypoint(n, float(x), float(y), float(s)) for n, (x, y) in zip(names, image_points, strict=True)]
         name = labels.name(int(c)) if len(labels) else label
-        found.append(Box(tuple(float(v) for v in box), float(s), int(c), name, keypoints))
+        found.append(Box(xyxy_of(box), float(s), int(c), name, keypoints))
     return DetectResult("detect", frame, boxes=found, decoder="ssd-mediapipe")
 
 
@@ -90,7 +90,10 @@ def weighted_nms(boxes, scores, classes, points, threshold: float, max_det: int)
     than ``threshold`` (itself included) are merged into their score-weighted mean (box and keypoints); the
     merged detection keeps the best score. Per class, like the calculator (which sees one class at a time)."""
     order = np.argsort(-scores, kind="stable")
-    kept_boxes, kept_scores, kept_classes, kept_points = [], [], [], []
+    kept_boxes: list[np.ndarray] = []
+    kept_scores: list[float] = []
+    kept_classes: list[int] = []
+    kept_points: list[np.ndarray] = []
     remaining = order
     while remaining.size and len(kept_boxes) < max_det:
         top = remaining[0]

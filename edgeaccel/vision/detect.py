@@ -11,7 +11,7 @@ from ..modelfiles.labels import Labels
 from .nms import nms, xywh_to_xyxy
 from .plausible import check_boxes, check_scores
 from .preprocess import Frame
-from .results import Box, DetectResult
+from .results import Box, DetectResult, xyxy_of
 
 MAX_NMS_CANDIDATES = 30000  # as Ultralytics: the best-scoring candidates that go into NMS
 LAYOUTS = ("ssd-postprocess", "yolov8", "yolov5", "nms-in-graph")
@@ -126,8 +126,8 @@ def _to_input_pixels(xyxy: np.ndarray, frame: Frame) -> np.ndarray:
 
 
 def _result(xyxy, scores, classes, labels: Labels, frame: Frame, decoder: str) -> DetectResult:
-    boxes = [Box(tuple(float(v) for v in b), float(s), int(c), labels.name(c))
-             for b, s, c in zip(xyxy, scores, classes)]
+    boxes = [Box(xyxy_of(b), float(s), int(c), labels.name(c))
+             for b, s, c in zip(xyxy, scores, classes, strict=True)]
     return DetectResult("detect", frame, boxes=boxes, decoder=decoder)
 
 
@@ -167,7 +167,7 @@ def decode_ssd_anchors(encodings: np.ndarray, logits: np.ndarray, anchors: np.nd
     enc = encodings.reshape(-1, 4).astype(np.float32)
     scores = logits.reshape(enc.shape[0], -1).astype(np.float32)
     if scores.min() < 0 or scores.max() > 1:
-        scores = 1 / (1 + np.exp(-scores))
+        scores = (1 / (1 + np.exp(-scores))).astype(np.float32, copy=False)  # float32 in, float32 out
     if background:
         scores = scores[:, 1:]
     labels.check_count(scores.shape[1])

@@ -66,7 +66,7 @@ def find(shapes: list[tuple], explicit: bool) -> tuple[int, Layout] | None:
     output) or a second landmark output (the iris model's eye and iris); a lone flat output of 63 values could
     be class scores."""
     flag = any(all(d == 1 for d in s) and len(s) >= 1 for s in shapes)
-    found = [(i, LAYOUTS[_flat(s)]) for i, s in enumerate(shapes) if _flat(s) in LAYOUTS]
+    found = [(i, LAYOUTS[n]) for i, s in enumerate(shapes) if (n := _flat(s)) is not None and n in LAYOUTS]
     if found and (explicit or flag or len(found) >= 2):
         return found[0]
     return None
@@ -101,7 +101,7 @@ def decode(arrays: list[np.ndarray], which: int, layout: Layout, frame: Frame, m
         scores = np.full(layout.points, 1.0 if presence is None else presence)
     image_xy = frame.points_to_image(xy)
     # plain floats first: a cascade decodes 468 points a face on every frame, and numpy scalars cost 3x more
-    points = [Keypoint(n, x, y, s) for n, (x, y), s in zip(_names(layout), image_xy.tolist(), scores.tolist())]
+    points = [Keypoint(n, x, y, s) for n, (x, y), s in zip(_names(layout), image_xy.tolist(), scores.tolist(), strict=True)]
     score = presence if presence is not None else float(np.mean(scores))
     poses = [Pose(points, float(score))] if presence is None or presence >= min_presence else []
     return PoseResult("pose", frame, poses=poses, edges=list(layout.edges), layout=layout.name)

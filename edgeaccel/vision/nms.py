@@ -37,7 +37,7 @@ def nms(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray | None = None
     x1, y1, x2, y2 = boxes.T
     areas = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
     order = np.argsort(-scores, kind="stable")
-    keep = []
+    keep: list[int] = []
     while order.size and len(keep) < max_det:
         i, rest = order[0], order[1:]
         keep.append(i)

@@ -114,11 +114,11 @@ def draw(result, image: np.ndarray) -> np.ndarray:
     elif kind == "mask" and not result.instances:
         colours = palette(max(result.labels, default=0) + max([c["class_id"] for c in result.classes], default=0) + 2)
         swatch = line - 6
-        for i, c in enumerate(result.classes[:8]):
+        for i, share in enumerate(result.classes[:8]):
             y = 4 + line * i
-            pen.rectangle((4, y, 4 + swatch, y + swatch), fill=tuple(int(v) for v in colours[c["class_id"]]))
-            placed, (left, top, right, bottom) = label_parts(pen, (8 + swatch, y), [c["label"], f"{c['fraction']:.0%}"],
-                                                             font)
+            pen.rectangle((4, y, 4 + swatch, y + swatch), fill=tuple(int(v) for v in colours[share["class_id"]]))
+            placed, (left, top, right, bottom) = label_parts(
+                pen, (8 + swatch, y), [share["label"], f"{share['fraction']:.0%}"], font)
             pen.rectangle((left - 2, top - 2, right + 2, bottom + 2), fill=(0, 0, 0))  # readable on any mask
             for px, text in placed:
                 pen.text((px, y), text, fill=(255, 255, 255), font=font)

@@ -24,7 +24,7 @@ def yolo_counts(height: int | None, width: int | None) -> dict[int, str]:
     (v5's anchors), for each set of strides."""
     if not height or not width:
         return {}
-    out = {}
+    out: dict[int, str] = {}
     for strides in YOLO_STRIDES:
         cells = grid_cells(height, width, strides)
         out.setdefault(cells, "yolov8")

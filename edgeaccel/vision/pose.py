@@ -39,7 +39,7 @@ def _pose(yxs: np.ndarray, frame: Frame) -> Pose:
     xy = np.stack([yxs[:, 1] * frame.input_width, yxs[:, 0] * frame.input_height], axis=1)
     xy = frame.points_to_image(xy)
     names = _names(len(yxs))
-    points = [Keypoint(n, float(x), float(y), float(s)) for n, (x, y), s in zip(names, xy, yxs[:, 2])]
+    points = [Keypoint(n, float(x), float(y), float(s)) for n, (x, y), s in zip(names, xy, yxs[:, 2], strict=True)]
     return Pose(points, float(yxs[:, 2].mean()))
 
 
@@ -93,7 +93,7 @@ def _heatmap_peaks(heat: np.ndarray, frame: Frame) -> PoseResult:
     layout = named.get(k)
     names = list(layout.names)[:k] if layout else _names(k)
     points = [Keypoint(n, float(x), float(y), float(s)) for n, (x, y), s in zip(names, frame.points_to_image(xy),
-                                                                                  score)]
+                                                                                  score, strict=True)]
     edges = COCO_EDGES if k == 17 else list(layout.edges) if layout else []
     return PoseResult("pose", frame, poses=[Pose(points, float(score.mean()))], edges=edges,
                       layout=(layout.name if layout else f"keypoints-{k}") + " heatmaps")

@@ -45,7 +45,7 @@ def fits(task: str, info, inputs, outputs, classes: int | None = None,
     was asked for (recognition keeps to clear cases and refuses ambiguous ones)."""
     shapes = _shapes(outputs)
     names = [t.name for t in outputs]
-    described = ", ".join(f"{n or i} {list(s)}" for i, (n, s) in enumerate(zip(names, shapes)))
+    described = ", ".join(f"{n or i} {list(s)}" for i, (n, s) in enumerate(zip(names, shapes, strict=True)))
     if task == "detect":
         if SSD_OP in (*info.custom_ops, *info.operators) or any(SSD_OP in (n or "") for n in names):
             return Recognized(task, "ssd-postprocess", 0, f"the model ends in {SSD_OP} (an SSD detector)")
@@ -96,12 +96,12 @@ def fits(task: str, info, inputs, outputs, classes: int | None = None,
                     and plausible.yolo_count_layout(shape[2], ih, iw) is not None:
                 return Recognized(task, "yolo-pose", i, f"output {names[i] or i} {list(shape)} is a YOLO pose head "
                                                         "(box, score, 17 keypoints x, y, visibility)")
-        kind = pose.layout(shapes)
-        if kind:
-            return Recognized(task, kind, 0, f"output {list(shapes[0])} holds {kind} (y, x, score)")
+        pose_kind = pose.layout(shapes)
+        if pose_kind:
+            return Recognized(task, pose_kind, 0, f"output {list(shapes[0])} holds {pose_kind} (y, x, score)")
         ih, iw = _image_size(inputs)
         spatial = len(shapes[0]) == 4 and _spatial(shapes[0], outputs[0].dtype)
-        channels = spatial and (shapes[0][3] if spatial == shapes[0][1:3] else shapes[0][1])
+        channels = (shapes[0][3] if spatial == shapes[0][1:3] else shapes[0][1]) if spatial else 0
         # heatmaps: several channels at a fraction of the input's resolution (a full-size one-channel output
         # is a mask, not a keypoint)
         if explicit and spatial and channels >= 2 and (not ih or spatial[0] < ih):
@@ -172,7 +172,7 @@ def _anchor_ssd(shapes: list[tuple], image_size, info, described: str) -> Recogn
     anchors are not in the file: a preset whose anchor count, keypoints and input size match claims the model;
     any other such pair is refused with the hint to give the anchor options (never decoded as YOLO)."""
     pairs = [(blaze.outputs(shapes, s[1]), s) for s in shapes if len(s) == 3 and s[1]]
-    pair = next((p for p in pairs if p[0] is not None), None)
+    pair = next(((found, s) for found, s in pairs if found is not None), None)
     if pair is None:
         return None
     (boxes, scores), _ = pair
@@ -215,7 +215,7 @@ def _yolo_pose_width(shape: tuple) -> bool:
 
 def _yolo_with_prototypes(shapes: list[tuple], outputs) -> bool:
     """YOLOv8-seg: [1, 4+C+32, N] candidates beside [1, 32, h, w] (or TFLite's [1, h, w, 32]) mask prototypes."""
-    has_candidates = any(len(s) == 3 and _candidates(s, o.dtype) for s, o in zip(shapes, outputs))
+    has_candidates = any(len(s) == 3 and _candidates(s, o.dtype) for s, o in zip(shapes, outputs, strict=True))
     has_prototypes = any(len(s) == 4 and 32 in (s[1], s[3]) and s[1] != s[3] for s in shapes)
     return has_candidates and has_prototypes
 
@@ -255,7 +255,7 @@ def recognize(info, inputs, outputs, metadata: dict | None = None, classes: int 
     if not any(is_image_input(s) for s in inputs):
         return None, "no input is an image (N x H x W x C or N x C x H x W)"
     refused = []
-    order = ("detect", "pose", "segment", "classify")
+    order: tuple[str, ...] = ("detect", "pose", "segment", "classify")
     if _yolo_with_prototypes(_shapes(outputs), outputs):
         order = ("segment", *order)  # a -seg export's masks, not only its boxes
     for task in order:

@@ -98,6 +98,12 @@ class Keypoint:
         return {"name": self.name, "x": round(self.x, 2), "y": round(self.y, 2), "score": round(self.score, 6)}
 
 
+def xyxy_of(values) -> tuple[float, float, float, float]:
+    """Four numbers (an array row, a list) as the (x1, y1, x2, y2) floats a Box holds."""
+    x1, y1, x2, y2 = (float(v) for v in values)
+    return x1, y1, x2, y2
+
+
 @dataclass
 class Box:
     xyxy: tuple[float, float, float, float]  # x1, y1, x2, y2 in the original image's pixels

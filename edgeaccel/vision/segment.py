@@ -82,7 +82,7 @@ def _result(mask: np.ndarray, frame: Frame, labels: Labels, **extra) -> SegmentR
     total = mask.size
     present = np.flatnonzero(pixels)
     present = present[np.argsort(-pixels[present], kind="stable")]
-    classes = [{"class_id": int(c), "label": labels.name(c), "pixels": int(pixels[c]),
+    classes = [{"class_id": int(c), "label": labels.name(int(c)), "pixels": int(pixels[c]),
                 "fraction": round(float(pixels[c]) / total, 6)} for c in present]
-    names = {int(c): labels.name(c) for c in present}
+    names = {int(c): labels.name(int(c)) for c in present}
     return SegmentResult("segment", frame, mask=mask, labels=names, classes=classes, **extra)

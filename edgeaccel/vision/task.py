@@ -185,7 +185,7 @@ class Task:
             if i == self.image_index:
                 continue
             stem = spec.name.rsplit("/", 1)[-1].replace("init_", "")
-            for out, array in zip(self._outputs, arrays):
+            for out, array in zip(self._outputs, arrays, strict=True):
                 if out.name.rsplit("/", 1)[-1] == stem and np.shape(array) == tuple(zeros_for(spec).shape) \
                         and np.asarray(array).dtype == spec.dtype:
                     carried[spec.name] = np.asarray(array)
@@ -207,7 +207,7 @@ class Task:
 
     def _floats(self, arrays: list) -> list[np.ndarray]:
         out = []
-        for array, spec in zip(arrays, self._outputs):
+        for array, spec in zip(arrays, self._outputs, strict=True):
             array = np.asarray(array)
             if spec.quantization and array.dtype.kind in "iu" and not (self.name == "segment" and len(spec.shape) == 3):
                 array = dequantize_array(array, spec.quantization)

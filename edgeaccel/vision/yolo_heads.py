@@ -14,7 +14,7 @@ from .nms import nms, xywh_to_xyxy
 from .plausible import check_boxes, check_scores
 from .pose import COCO_EDGES, _names
 from .preprocess import Frame
-from .results import Box, Keypoint, Pose, PoseResult, SegmentResult
+from .results import Box, Keypoint, Pose, PoseResult, SegmentResult, xyxy_of
 from .segment import _result as segment_result
 from .segment import to_image
 
@@ -22,7 +22,7 @@ MASK_THRESHOLD = 0.5
 
 
 def _channel_major(pred: np.ndarray) -> np.ndarray:
-    p = pred.reshape(pred.shape[-2:]).astype(np.float32, copy=False)
+    p = pred.reshape(pred.shape[-2], pred.shape[-1]).astype(np.float32, copy=False)
     return p if p.shape[0] < p.shape[1] else p.T
 
 
@@ -53,7 +53,7 @@ def _nhwc(shape: tuple, aspect: float) -> bool:
 
 def decode_segment(pred: np.ndarray, protos: np.ndarray, frame: Frame, labels: Labels, conf: float, iou: float,
                    max_det: int, classes: int | None = None, threshold: float = MASK_THRESHOLD) -> SegmentResult:
-    pr = protos.reshape(protos.shape[-3:]).astype(np.float32)
+    pr = protos.reshape(protos.shape[-3], protos.shape[-2], protos.shape[-1]).astype(np.float32)
     if _nhwc(pr.shape, frame.input_height / frame.input_width):  # TFLite exports
         pr = np.moveaxis(pr, -1, 0)
     m, ph, pw = pr.shape
@@ -76,8 +76,8 @@ def decode_segment(pred: np.ndarray, protos: np.ndarray, frame: Frame, labels: L
         x1, y1, x2, y2 = image_boxes[k]
         inside = (rows[:, None] >= y1) & (rows[:, None] <= y2) & (cols[None, :] >= x1) & (cols[None, :] <= x2)
         ids[to_image(masks[k], frame) & inside] = class_id[k]
-    instances = [Box(tuple(float(v) for v in b), float(s), int(c), labels.name(c))
-                 for b, s, c in zip(image_boxes, score, class_id)]
+    instances = [Box(xyxy_of(b), float(s), int(c), labels.name(c))
+                 for b, s, c in zip(image_boxes, score, class_id, strict=True)]
     return segment_result(ids, frame, labels, instances=instances, background=-1)
 
 
@@ -95,12 +95,12 @@ def decode_pose(pred: np.ndarray, frame: Frame, conf: float, iou: float, max_det
     scale = np.array([frame.input_width, frame.input_height], np.float32) if normalized else 1.0
     names = _names(k)
     poses = []
-    for box, s, kp in zip(image_boxes, score, points):
+    for box, s, kp in zip(image_boxes, score, points, strict=True):
         xy = frame.points_to_image(kp[:, :2] * scale)
         vis = kp[:, 2] if v == 3 else np.full(k, s)
         if v == 3 and (vis.min() < 0 or vis.max() > 1):
             vis = 1 / (1 + np.exp(-vis.astype(np.float64)))
-        keypoints = [Keypoint(n, float(x), float(y), float(c)) for n, (x, y), c in zip(names, xy, vis)]
-        poses.append(Pose(keypoints, float(s), tuple(float(c) for c in box)))
+        keypoints = [Keypoint(n, float(x), float(y), float(c)) for n, (x, y), c in zip(names, xy, vis, strict=True)]
+        poses.append(Pose(keypoints, float(s), xyxy_of(box)))
     return PoseResult("pose", frame, poses=poses, edges=COCO_EDGES if k == 17 else [],
                       layout="coco-17" if k == 17 else f"keypoints-{k}")

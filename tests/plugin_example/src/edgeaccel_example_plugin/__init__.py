@@ -52,7 +52,7 @@ class ExampleNPUExecutor(Executor):
         if session is None:
             raise ModelClosedError(f"{self.model.path.name} was closed", hint="load it again")
         try:
-            return session.run(None, dict(zip(self._names, inputs)))
+            return session.run(None, dict(zip(self._names, inputs, strict=True)))
         except Exception as exc:
             raise translate(type(self), exc, "run", self.model, self.device) from exc
 
