@@ -73,11 +73,13 @@ class Plant:
 
 PLANTS = (
     Plant("board tau 7 s, no kernel throttling", 7.0, 106.7, 25.0, 70.0, 90.0, 15.0, kernel_throttles=False,
-          cooling_visible=False),
-    Plant("fast tau 3 s, close trips", 3.0, 120.0, 30.0, 60.0, 72.0, 8.0, cooling_visible=False),
-    Plant("slow tau 25 s, hot ambient", 25.0, 140.0, 40.0, 85.0, 105.0, 10.0),
-    Plant("very slow tau 60 s", 60.0, 110.0, 22.0, 75.0, 95.0, 12.0, kernel_throttles=False, cooling_visible=False),
-    Plant("tau 12 s, throttles unseen", 12.0, 150.0, 28.0, 80.0, 100.0, 15.0, cooling_visible=False),
+          cooling_visible=False, outage_ambient_c=6.0),
+    Plant("fast tau 3 s, close trips", 3.0, 120.0, 30.0, 60.0, 72.0, 8.0, cooling_visible=False, outage_ambient_c=4.0),
+    Plant("slow tau 25 s, hot ambient", 25.0, 140.0, 40.0, 85.0, 105.0, 10.0, outage_ambient_c=5.0),
+    Plant("very slow tau 60 s", 60.0, 110.0, 22.0, 75.0, 95.0, 12.0, kernel_throttles=False, cooling_visible=False,
+          outage_ambient_c=3.0),
+    Plant("tau 12 s, throttles unseen", 12.0, 150.0, 28.0, 80.0, 100.0, 15.0, cooling_visible=False,
+          outage_ambient_c=8.0),
 )
 POLICIES = ("thermal", "latency")
 EARLY_OUTAGE = (4.0, 20.0)  # an outage from 4 s after the load starts, before the plant can be identified
