@@ -8,9 +8,10 @@ approached that way does not overshoot, so nothing flips between extremes). Neve
 controller would grant at the same temperature (it runs alongside as a floor). The limit is ``passive -
 latency_passive_margin_c``: a sensor lost while the device is above passive leaves it there, blind, for the
 whole cool-down (seconds to a time constant), which no outage target allows. ``latency_above_passive`` raises it
-to ``critical - latency_margin_c``. A kernel that slows the device above passive (its cooling state above 0, or
-the same requests taking longer near the passive trip) makes heat there cheaper but work slower: there, and until
-the model is identified, the latency policy is the thermal policy, which is safe on any device.
+to ``critical - latency_margin_c``. A kernel that slows the device above passive makes heat there cheaper but work
+slower: where the zone's cooling device shows it, and until the model is identified, the latency policy is the
+thermal policy, which is safe on any device; where only the service time shows it (the same requests taking
+longer near the passive trip), the limit becomes the thermal policy's target (passive - margin).
 
 Sensor lost: the model, run forward from the last reading with the work actually admitted, estimates the
 temperature; the duty is the one that keeps that estimate ``blind_guard_c`` below the thermal policy's target
@@ -130,19 +131,24 @@ def latency(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, dt: float,
     plant, critical, passive = ctl.plant, critical_of(dev, cfg), passive_of(dev, cfg)
     # a cooling device bound to the zone (its state readable, throttling or not) says the kernel slows the device
     # above its passive trip: heat there buys nothing, the target is the thermal policy's, and a second controller
-    # chasing it from the model only made the duty wander after a change of ambient (0.98x thermal)
-    throttles = ctl.kernel_throttles or dev.throttled is not None
+    # chasing it from the model only made the duty wander after a change of ambient (0.98x thermal). Throttling
+    # seen only in the service time comes late, with the thermal controller's state wound down at the hotter
+    # level: the model then holds the thermal target instead (below)
+    visible = dev.throttled is not None
     if (dev.temp_c is None or plant is None or not plant.identified or critical is None or passive is None
-            or throttles):
+            or visible):
         why = "" if dev.temp_c is None or critical is None else f"; {plant.describe()}: serving as the thermal policy"
-        if throttles and why:
-            why = "; the kernel slows the device above its passive trip: serving as the thermal policy"
+        if visible and why:
+            why = "; its cooling device shows the kernel slows it above its passive trip: serving as the thermal policy"
         main = replace(floor.control, plant=ctl.plant, passive_seen_c=ctl.passive_seen_c,
                        critical_seen_c=ctl.critical_seen_c, kernel_throttles=ctl.kernel_throttles, floor=floor.control)
         return ControlStep(main, floor.duty, floor.event, floor.note + why)
     limit = critical - cfg.latency_margin_c
     why = f"critical {critical:.1f} C - {cfg.latency_margin_c:g}"
-    if not cfg.latency_above_passive and passive - cfg.latency_passive_margin_c < limit:
+    if ctl.kernel_throttles and passive - cfg.margin_c < limit:
+        limit, why = passive - cfg.margin_c, (f"passive {passive:.1f} C - {cfg.margin_c:g}: the kernel slows the "
+                                              "device above it")
+    elif not cfg.latency_above_passive and passive - cfg.latency_passive_margin_c < limit:
         limit, why = passive - cfg.latency_passive_margin_c, (
             f"passive {passive:.1f} C - {cfg.latency_passive_margin_c:g}: a lost sensor must not find it above "
             "passive")
