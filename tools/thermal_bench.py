@@ -196,8 +196,8 @@ def report(plant: Plant, r: dict, tag: str) -> list[str]:
                 if not faster:
                     missed.append(f"{plant.name}: latency {s['rate_per_s']:.1f}/s < thermal {thermal:.1f}/s ({phase})")
             print(line)
-    print(f"{tag}  {'policy':8} {'outage':14} {'>pass%':>6} {'max C':>6} {'rate':>5} {'J/inf':>7}  <=5% above passive | "
-          "never critical | rate >= 0.5 of before | fallback")
+    print(f"{tag}  {'policy':8} {'outage':14} {'>pass%':>6} {'max C':>6} {'rate':>5} {'J/inf':>7}  "
+          "<=5% above passive | never critical | rate >= 0.5 of before | fallback")
     for policy, rows in policies.items():
         for length, o in rows["outages"].items():
             judged = o.get("rate_judged", True)
