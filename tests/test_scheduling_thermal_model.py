@@ -15,6 +15,7 @@ import random
 import pytest
 
 from edgeaccel.scheduling import make_policy
+from edgeaccel.scheduling.control import ThermalConfig
 from edgeaccel.sim.closed_loop import duty_reversals, run_closed_loop
 from edgeaccel.sim.heat import DeviceParams
 
@@ -62,14 +63,36 @@ def test_latency_serves_at_least_what_thermal_does_at_every_ambient_and_never_re
     assert not [r for r in runs["latency"].window(settled, step_at) if r.action == "back_off"]
 
 
-def test_latency_goes_flat_out_then_settles_near_critical_less_its_margin(tmp_path):
-    """Where the kernel does not slow the device, the latency policy uses the room up to critical - 6 C: once
-    its plant model is identified (seconds after the load starts; until then it serves as the thermal policy)
-    it serves flat out while the model's forecast stays below that limit, then lowers the duty smoothly (no
-    reversal, no back-off) to the duty that holds it there, at more than the thermal policy's rate."""
+ABOVE_PASSIVE = ThermalConfig(latency_above_passive=True)
+
+
+def test_latency_holds_just_below_passive_by_default_at_more_than_the_thermal_rate(tmp_path):
+    """By default the latency policy's limit is passive - 1 C (a sensor outage must not find the device above
+    passive): flat out until the model forecasts it, then the duty that holds it, without back-and-forth once
+    settled, at no less than the thermal policy's rate and never above passive in steady state."""
     params = drawn(3, throttles=False)
     settled = settle_s(params)
     run = run_closed_loop(params, make_policy("latency"), settled + 40.0, tmp_path, 3, cooling=False)
+    thermal = run_closed_loop(params, make_policy("thermal"), settled + 40.0, tmp_path / "t", 3, cooling=False)
+    limit = params.passive_c - ThermalConfig().latency_passive_margin_c
+    modelled = [r for r in run.records if f"limit {limit:.1f} C" in r.reason]
+    assert modelled and modelled[0].time < 15.0, "the plant model was not identified within 15 s"
+    steady = run.score(settled, settled + 40.0)
+    assert steady["duty_reversals"] <= 2, steady
+    assert steady["above_passive_pct"] <= 5.0 and steady["max_c"] < params.passive_c + 1.0
+    assert steady["rate_per_s"] >= thermal.score(settled, settled + 40.0)["rate_per_s"]
+
+
+def test_latency_above_passive_goes_flat_out_then_settles_near_critical_less_its_margin(tmp_path):
+    """With ``latency_above_passive`` and where the kernel does not slow the device, the latency policy uses the
+    room up to critical - 6 C: once its plant model is identified (seconds after the load starts; until then it
+    serves as the thermal policy) it serves flat out while the model's forecast stays below that limit, then
+    lowers the duty smoothly (no reversal, no back-off) to the duty that holds it there, at more than the
+    thermal policy's rate."""
+    params = drawn(3, throttles=False)
+    settled = settle_s(params)
+    run = run_closed_loop(params, make_policy("latency", config=ABOVE_PASSIVE), settled + 40.0, tmp_path, 3,
+                          cooling=False)
     thermal = run_closed_loop(params, make_policy("thermal"), settled + 40.0, tmp_path / "t", 3, cooling=False)
     limit = params.critical_c - 6.0
     modelled = [r for r in run.records if f"limit {limit:.1f} C" in r.reason]
@@ -102,12 +125,13 @@ def test_a_lost_sensor_is_held_from_the_plant_model(tmp_path, seed, throttles, v
 
 
 def test_latency_policy_under_an_outage_brings_the_estimate_below_passive(tmp_path):
-    """The latency policy holds its device above passive; blind, it cools it below passive by the model (the
-    fastest way down, then the duty that holds it) instead of serving on at a level it can no longer see."""
+    """With ``latency_above_passive`` the latency policy holds its device above passive; blind, it cools it below
+    passive by the model (the fastest way down, then the duty that holds it) instead of serving on at a level it
+    can no longer see (the cool-down is spent above passive: why it is not the default)."""
     params = drawn(0, throttles=False)
     at = settle_s(params) + 10.0
-    run = run_closed_loop(params, make_policy("latency"), at + 40.0, tmp_path, 0, outage=(at, at + 30.0),
-                          cooling=False)
+    run = run_closed_loop(params, make_policy("latency", config=ABOVE_PASSIVE), at + 40.0, tmp_path, 0,
+                          outage=(at, at + 30.0), cooling=False)
     assert run.window(at - 5.0, at)[-1].hidden_c > params.passive_c  # above passive before the outage
     late = run.window(at + 20.0, at + 30.0)
     assert all(r.hidden_c < params.passive_c for r in late) and all(r.fallback == "model" for r in late)
@@ -116,15 +140,16 @@ def test_latency_policy_under_an_outage_brings_the_estimate_below_passive(tmp_pa
     assert after[0].fallback is None and after[-1].hidden_c > params.passive_c  # back to its own level
 
 
-def test_without_an_identified_model_the_last_duty_is_held_and_said(tmp_path):
+def test_without_an_identified_model_a_share_of_the_last_duty_is_held_and_said(tmp_path):
     """A sensor lost before the model is identified (the device never varied its duty: it ran flat out below
-    its trips) falls back on the last duty, and says so."""
+    its trips) falls back on 0.7 of the last duty (``blind_unidentified_share``), and says so."""
     params = DeviceParams("cpu", layout="cpu", ambient_c=25.0, r_c_per_w=3.0, c_j_per_c=2.0, idle_w=1.0,
                           busy_w=10.0, service_s=0.01, passive_c=80.0, critical_c=95.0, sensor_step_c=1.0)
     run = run_closed_loop(params, make_policy("thermal"), 30.0, tmp_path, 0, outage=(20.0, 25.0), cooling=False)
     blind = run.window(20.0, 25.0)
-    assert {r.fallback for r in blind} == {"last duty"} and "no identified plant model" in blind[0].reason
-    assert all(r.duty == 1.0 for r in blind)  # it held 1.0 safely: the trend never neared the trip
+    assert {r.fallback for r in blind} == {"share of last duty"} and "no identified plant model" in blind[0].reason
+    share = ThermalConfig().blind_unidentified_share
+    assert all(r.duty == pytest.approx(share) for r in blind)  # the trend never neared the trip
 
 
 def test_duty_reversals_count_direction_changes_not_noise():
@@ -136,7 +161,7 @@ def test_duty_reversals_count_direction_changes_not_noise():
 
 def test_model_telemetry_says_what_the_policy_falls_back_on(tmp_path):
     """``model.telemetry`` carries the policy's view: the plant model while readings come, and once the sensor
-    stops answering which fallback the device is served on (here "last duty": a second of real time does not
+    stops answering which fallback the device is served on (here "share of last duty": a second of real time does not
     identify a model), and the trace says the same."""
     import time
 
@@ -171,5 +196,5 @@ def test_model_telemetry_says_what_the_policy_falls_back_on(tmp_path):
         time.sleep(0.1)
         model.reselect()
         lost = model.telemetry["cpu"]
-        assert lost.temp_c is None and lost.fallback == "last duty" and lost.estimated_temp_c is None
-        assert "fallback last duty" in model.trace.records[-1].reason
+        assert lost.temp_c is None and lost.fallback == "share of last duty" and lost.estimated_temp_c is None
+        assert "fallback share of last duty" in model.trace.records[-1].reason

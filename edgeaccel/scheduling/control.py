@@ -9,17 +9,18 @@ through at full heat. Near the critical trip the device is backed off hard (duty
 well below the passive trip: two thresholds, never one, so it does not flap.
 
 Returning is gradual: after a back-off, and after a sensor outage, the duty climbs back from a conservative one
-at most ``rise_per_s`` per second. A sensor that stops answering is not taken as a cool device: the duty that
-last held it is kept (the lower of the last duty and the PI integral), cut to ``min_duty`` if the last trend
-would by now have reached the passive trip, until readings return.
+at most ``rise_per_s`` per second. A sensor that stops answering is not taken as a cool device: with an
+identified plant model the model holds it (scheduling/modelled.py); without one, 0.7 of the duty that last
+held it, cut to ``min_duty`` if the last trend would by now have reached the passive trip, until readings return.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .decision import DeviceView
-from .plant import PlantModel
+from .plant import PRIOR_TAU_S, PlantModel
 from .plant import evolve as replace  # cheap: no __post_init__ on these
 
 
@@ -37,8 +38,14 @@ class ThermalConfig:
     default_critical_above_passive_c: float = 15.0  # when only a passive trip is known
     return_duty: float = 0.5  # after a back-off the duty starts here, or at half the duty that led to it...
     rise_per_s: float = 0.1  # ...and, after a back-off or a sensor outage, climbs at most this much per second
-    latency_margin_c: float = 6.0  # latency policy: hold the plant model's forecast this far below critical
+    latency_margin_c: float = 6.0  # latency policy: hold the plant model's forecast this far below critical...
+    latency_passive_margin_c: float = 1.0  # ...or, unless latency_above_passive, this far below passive
+    latency_above_passive: bool = False  # latency may hold a device above passive (a sensor outage then spends
+    # the cool-down, seconds to a time constant, above passive: scheduling/modelled.py)
     blind_guard_c: float = 1.5  # sensor lost: keep the model's estimate this much further below passive - margin
+    blind_ambient_rise_c: float = 8.0  # ...and below by a rise of the room it cannot see, felt over a time constant
+    blind_keep_share: float = 0.6  # ...though that guard alone never cuts below this share of the duty before
+    blind_unidentified_share: float = 0.7  # sensor lost before the model is identified: this share of the last duty
 
 
 @dataclass(frozen=True)
@@ -57,7 +64,8 @@ class DeviceControl:
     ramp: bool = False  # climbing back gradually (after a back-off or an outage)
     plant: PlantModel | None = None  # the device's identified first-order model (scheduling/plant.py)
     estimate_c: float | None = None  # during an outage: the model's estimate of the temperature
-    fallback: str | None = None  # during an outage: "model", "conservative duty" or "last duty"
+    fallback: str | None = None  # during an outage: "model", "conservative duty", "share of last duty"
+    sighted_duty: float | None = None  # during an outage: the duty when the last reading came
     passive_seen_c: float | None = None  # the trips last read, for an outage that takes them with it
     critical_seen_c: float | None = None
     kernel_throttles: bool = False  # the kernel was seen slowing the device (cooling state, or service time)
@@ -126,20 +134,32 @@ def safety_step(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig) -> Cont
 
 
 def blind_step(dev: DeviceView, ctl: DeviceControl, cfg: ThermalConfig, dt: float) -> ControlStep:
-    """A device whose sensor answered before and does not now: hold the duty that last held it."""
+    """A device whose sensor answered before and does not now, and whose plant is not identified: nothing says
+    how much heat the duty that held it makes, so it is cut to ``blind_unidentified_share`` of it (0.7 by
+    default: a device held at its target cools a few degrees, room for the room to warm unseen; one still
+    heating when the readings stopped, at full duty during warm-up, is not let on heating at that duty), and to
+    ``min_duty`` once its last trend would by now have reached its passive trip (``fallback`` "share of last
+    duty"). The trend fades over ``PRIOR_TAU_S`` (30 s)."""
     blind_s = ctl.blind_s + dt
     passive = passive_of(dev, cfg)
-    hold = min(ctl.duty, ctl.integral)
-    why = f"the duty that last held it ({hold:.2f})"
+    sighted = ctl.sighted_duty if ctl.blind_s > 0.0 and ctl.sighted_duty is not None else min(ctl.duty, ctl.integral)
+    hold = max(cfg.min_duty, cfg.blind_unidentified_share * sighted)
+    why = f"duty {hold:.2f}, {cfg.blind_unidentified_share:g} of the duty that last held it ({sighted:.2f})"
     if ctl.last_temp_c is not None and passive is not None:
-        guess = ctl.last_temp_c + max(0.0, ctl.last_slope or 0.0) * blind_s
+        # the last trend, fading over the prior time constant: a first-order device's heating slows as it nears
+        # its steady state, and a held device's small trend (noise on 1 C steps) is not run on for minutes
+        fade = PRIOR_TAU_S * (1.0 - math.exp(-blind_s / PRIOR_TAU_S))
+        guess = ctl.last_temp_c + max(0.0, ctl.last_slope or 0.0) * fade
         if guess >= passive:
             hold = cfg.min_duty
             why = (f"duty {hold:.2f}: its last trend ({ctl.last_temp_c:.1f} C, {ctl.last_slope or 0.0:+.2f} C/s) "
                    f"would have reached its passive trip {passive:.1f} C by now")
-    note = f"{dev.name}: no temperature for {blind_s:.1f} s ({dev.temp_reason}): holding {why} until readings return"
-    control = replace(ctl, duty=hold, blind_s=blind_s, limited=ctl.limited or hold < cfg.limit_below,
-                      clock_s=ctl.clock_s + dt)
+    note = (f"{dev.name}: no temperature for {blind_s:.1f} s ({dev.temp_reason}), no identified plant model: "
+            f"holding {why} until readings return (fallback share of last duty)")
+    control = replace(ctl, duty=hold, integral=min(ctl.integral, hold), blind_s=blind_s, sighted_duty=sighted,
+                      limited=ctl.limited or hold < cfg.limit_below, clock_s=ctl.clock_s + dt,
+                      fallback="share of last duty",
+                      estimate_c=None)
     return ControlStep(control, hold, "no_telemetry" if ctl.blind_s == 0.0 else "", note)
 
 

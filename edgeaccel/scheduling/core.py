@@ -10,11 +10,8 @@ request whose best executor is busy stays queued with that executor's time reser
 work only when waiting for the fast one would take longer. A request that no executor can finish by its
 deadline is shed at once (its future gets DeadlineExceededError) rather than delaying the others.
 
-Executors on one device take turns: while one has requests running there, the others on that device start
-none. Each runtime sizes its threads (or streams) to the whole device, so two side by side (LiteRT and
-OpenVINO on one CPU) only preempt each other: measured on a 2-core CPU with mobilenet_v2, 4 requests in flight
-over both ran at 0.8x the rate of either alone, and each one's latency estimate, taken under the other's load,
-misled the routing. A device's capacity is therefore its largest executor's concurrency, not their sum.
+Executors on one device take turns (scheduling/routing.py says why). What each decision learns is in
+scheduling/accounting.py, the probes that re-measure an idle executor in scheduling/probes.py.
 """
 
 from __future__ import annotations
@@ -29,17 +26,19 @@ from typing import Any
 from collections.abc import Callable
 
 from ..telemetry.sampler import DeviceSample, TelemetrySampler
-from .decision import Decision, DecisionRecord, DeviceView, ExecutorView, Observation
+from .accounting import account, observe
+from .decision import Decision, DecisionRecord, Observation
 from .policies import Policy, PolicyState
+from .probes import due_probe, start_probe
+from .routing import first_per_device, ready_time, turn
 from .slots import DeviceBudget, ExecutorSlot, Request
-from .stats import DeviceCounters, DeviceStats, ExecutorCounters, ExecutorStats, SchedulerStats, percentiles
+from .stats import DeviceCounters, ExecutorCounters, SchedulerStats, scheduler_stats
 from .trace import Trace
 
 SCAN_LIMIT = 64  # requests looked at per routing pass: bounds its cost when the queue is long
 LATENCY_EMA = 0.2
 WARMUP_RUNS = 2  # an executor's first runs (lazy initialisation) are not averaged in: the latest one stands
 REMEASURE_S = 5.0  # an executor not measured for this long is measured again (a probe, or one request)
-SWITCH_MARGIN = 0.1  # another executor on a device takes its work when measured this much faster alone
 
 
 class Scheduler:
@@ -191,7 +190,7 @@ class Scheduler:
         if self.before_sample is not None:
             self.before_sample(now)
         samples = self.sampler.sample(now) if self.sampler is not None else {}
-        self._account(now, samples)
+        account(self, now, samples)
         observation = self.observe(now, samples)
         started = time.perf_counter()
         decision, self.state = self.policy.decide(observation, self.state)
@@ -215,79 +214,8 @@ class Scheduler:
             budget.set_duty(decision.duty.get(device, 1.0), now)
 
     def observe(self, now: float, samples: dict[str, DeviceSample]) -> Observation:
-        dt = (now - self._last_decision) if self._last_decision is not None else 0.0
-        devices = {}
-        for name in self.devices:
-            counters = self.device_counters[name]
-            capacity = self.budgets[name].capacity
-            busy = sum(counters.interval_busy.values())
-            share = min(1.0, busy / (dt * capacity)) if dt > 0 else 0.0
-            s = samples.get(name)
-            if s is None:
-                devices[name] = DeviceView(name, temp_reason="no telemetry for this device", busy=share)
-            else:
-                devices[name] = DeviceView(name, s.temp_c, s.temp_reason, s.passive_c, s.critical_c, s.slope_c_per_s,
-                                           s.power_w, s.power_reason, s.throttled, share,
-                                           str(s.status) if s.status is not None else None, s.headroom,
-                                           s.limits_note)
-        if dt > 0:
-            rate = self._arrivals / dt
-            self._arrival_rate = rate if self._last_decision is None else 0.7 * self._arrival_rate + 0.3 * rate
-        self._arrivals = 0
-        for counters in self.device_counters.values():
-            counters.interval_busy.clear()
-            counters.interval_runs.clear()
-        self._last_decision = now
-        executors = tuple(self._executor_view(s) for s in self.slots)
-        return Observation(now, devices, executors, len(self._queue), self._arrival_rate)
-
-    def _executor_view(self, slot: ExecutorSlot) -> ExecutorView:
-        c = self.exec_counters[slot.name]
-        measurable = self.device_counters[slot.device].energy_j is not None
-        energy = c.energy_j / c.energy_runs if c.energy_runs >= 10 else None
-        power = slot.power
-        return ExecutorView(slot.name, slot.device, slot.latency_s, energy, measurable, slot.max_concurrency,
-                            c.completed, power.watts if power is not None else None,
-                            power.source if power is not None else None)
-
-    def _account(self, now: float, samples: dict[str, DeviceSample]) -> None:
-        """Time limited / throttled / above passive since the last decision, and energy attributed to executors."""
-        dt = (now - self._last_decision) if self._last_decision is not None else 0.0
-        for name in self.devices:
-            counters = self.device_counters[name]
-            if dt > 0 and (self.decision.duty.get(name, 1.0) < 1.0 or
-                           any(not self.decision.enabled.get(s.name, True) for s in self.slots if s.device == name)):
-                counters.limited_s += dt
-            s = samples.get(name)
-            if s is None:
-                continue
-            if s.temp_c is not None:
-                counters.samples += 1
-                counters.last_temp_c = s.temp_c
-                counters.max_temp_c = s.temp_c if counters.max_temp_c is None else max(counters.max_temp_c, s.temp_c)
-                if s.passive_c is not None and s.temp_c > s.passive_c:
-                    counters.above_passive_s += dt
-                if s.critical_c is not None and s.temp_c >= s.critical_c:
-                    counters.samples_at_critical += 1
-            counters.temp_reason = s.temp_reason
-            counters.limits_note = s.limits_note
-            if s.throttled:
-                counters.hw_throttled_s += dt
-            counters.energy_reason = s.energy_reason
-            if s.energy_j is not None:
-                if counters.last_energy_j is not None:
-                    spent = s.energy_j - counters.last_energy_j
-                    busy = sum(counters.interval_busy.values())
-                    if busy > 0:
-                        for executor, seconds in counters.interval_busy.items():
-                            c = self.exec_counters[executor]
-                            c.energy_j += spent * seconds / busy
-                            c.energy_runs += counters.interval_runs.get(executor, 0)
-                    else:
-                        counters.idle_energy_j += spent
-                counters.last_energy_j = s.energy_j
-                counters.energy_j = s.energy_j
-        self.samples = samples
+        """The Observation the policy decides from (scheduling/accounting.py); starts the next interval."""
+        return observe(self, now, samples)
 
     # -- routing ---------------------------------------------------------------------------------------------
     def _guess_latency(self) -> float:
@@ -310,9 +238,9 @@ class Scheduler:
             budget = self.budgets[slot.device]
             budget.refill(now)
             limit[slot] = conc
-            ready[slot] = self._ready_time(slot, conc, budget, now)
+            ready[slot] = ready_time(slot, conc, budget, now)
         for slot in ready:
-            ready[slot] = max(ready[slot], self._turn(slot, now))
+            ready[slot] = max(ready[slot], turn(slot, self.by_device[slot.device], now))
         if not any(t <= now and s.running < limit[s] for s, t in ready.items()):
             shed = self._shed_late(now)  # nothing can start now: only requests already past their deadline go
             self.dispatch_cost_s.append(time.perf_counter() - started)
@@ -327,7 +255,7 @@ class Scheduler:
             scanned += 1
             every = [(slot, t, t + (slot.latency_s or guess)) for slot, t in ready.items()
                      if slot.name not in request.tried]
-            candidates = self._first_per_device(every, order) if decision.route == "earliest" else every
+            candidates = first_per_device(every, order, self._index) if decision.route == "earliest" else every
             if not candidates:
                 if request.deadline is not None and now > request.deadline:
                     shed.append(request)
@@ -369,10 +297,10 @@ class Scheduler:
                 slot.running += 1
                 slot.ends.append(now + latency)
                 self.budgets[slot.device].charge(latency)
-                ready[slot] = self._ready_time(slot, limit[slot], self.budgets[slot.device], now)
+                ready[slot] = ready_time(slot, limit[slot], self.budgets[slot.device], now)
                 for other in self.by_device[slot.device]:
                     if other is not slot and other in ready:
-                        ready[other] = max(ready[other], self._turn(other, now))
+                        ready[other] = max(ready[other], turn(other, self.by_device[other.device], now))
                 assigned.append((request, slot))
             else:
                 ready[slot] = max(t, now) + (slot.latency_s or guess)  # reserved for this request
@@ -394,47 +322,6 @@ class Scheduler:
         self.shed += len(shed)
         return shed
 
-    def _first_per_device(self, candidates: list, order: dict[str, int]) -> list:
-        """Routing for time: one executor per device, the first there in the policy's order (the ranking's where
-        it gives none), unless another there was measured faster alone (``alone_s``, both measured, by more than
-        ``SWITCH_MARGIN``). The others are its fallbacks, not its rivals: they share its cores, and comparing a
-        latency measured alone with one measured under load (an executor running two at once) handed the device
-        back and forth (on a 2-core CPU, OpenVINO took turns with LiteRT's two streams at 0.7x their rate). A
-        stale estimate is still measured again (``dispatch``), so a faster executor is found."""
-        by_device: dict[str, list] = {}
-        for c in candidates:
-            by_device.setdefault(c[0].device, []).append(c)
-        chosen = []
-        for group in by_device.values():
-            group.sort(key=lambda c: order.get(c[0].name, len(order) + self._index[c[0].name]))
-            best = group[0]
-            for c in group[1:]:
-                mine, theirs = c[0].alone_s, best[0].alone_s
-                if mine is not None and theirs is not None and mine < theirs * (1 - SWITCH_MARGIN):
-                    best = c
-            chosen.append(best)
-        return chosen
-
-    def _turn(self, slot: ExecutorSlot, now: float) -> float:
-        """When ``slot``'s turn on its device comes: now, or once the other executors there have finished
-        what they run (just after now if one runs past its expected end: it still holds the device)."""
-        t = now
-        for other in self.by_device[slot.device]:
-            if other is not slot and other.running:
-                t = max(t, max(other.ends, default=now), math.nextafter(now, math.inf))
-        return t
-
-    @staticmethod
-    def _ready_time(slot: ExecutorSlot, conc: int, budget: DeviceBudget, now: float) -> float:
-        if slot.running < conc and (budget.duty >= 1.0 or budget.tokens > 0):
-            return now
-        t = now
-        if slot.running >= conc:
-            ends = sorted(slot.ends)
-            index = slot.running - conc
-            t = max(now, ends[index]) if index < len(ends) else now
-        return max(t, budget.ready_at(now))
-
     def next_wakeup(self, now: float) -> float | None:
         """The next time something can change without an arrival or a completion: a decision is due or a
         duty budget refills enough to start a queued request."""
@@ -452,42 +339,12 @@ class Scheduler:
                         times.append(t)
         return min(times) if times else None
 
-    # -- probes ------------------------------------------------------------------------------------------------
+    # -- probes (scheduling/probes.py) ------------------------------------------------------------------------
     def due_probe(self, now: float) -> ExecutorSlot | None:
-        """An executor whose estimate is older than ``remeasure_s``, to measure on the host's own inputs now:
-        only while no request is queued and nothing runs on its device (a probe never delays a caller's request
-        that is already waiting, and is measured alone), only one in rotation with duty budget, and only while
-        the model is in use (a request arrived within twice ``remeasure_s``, at least 1 s): an idle model is not
-        woken every few seconds to measure executors nobody asks for."""
-        if self.remeasure_with_requests or self._queue or self.last_arrival is None:
-            return None
-        if now - self.last_arrival > max(2 * self.remeasure_s, 1.0):
-            return None
-        for slot in self.slots:
-            if slot.measured_at is None or now - slot.measured_at <= self.remeasure_s:
-                continue
-            if slot.failed_permanently or not self.decision.enabled.get(slot.name, True):
-                continue
-            if self.decision.concurrency.get(slot.name, slot.max_concurrency) <= 0 or self._running_on[slot.device]:
-                continue
-            budget = self.budgets[slot.device]
-            budget.refill(now)
-            if budget.duty < 1.0 and budget.tokens <= 0:
-                continue
-            return slot
-        return None
+        return due_probe(self, now)
 
     def start_probe(self, slot: ExecutorSlot, now: float, payload: Any = None) -> Request:
-        """Book a probe on ``slot`` as dispatch books a request (it holds the device while it runs)."""
-        request = Request(-1, now, None, payload, None, probe=True)
-        latency = slot.latency_s or self._guess_latency()
-        request.alone, request.expected_s, request.started, request.attempts = True, latency, now, 1
-        self._running_on[slot.device].add(request)
-        slot.running += 1
-        slot.ends.append(now + latency)
-        slot.measured_at = now
-        self.budgets[slot.device].charge(latency)
-        return request
+        return start_probe(self, slot, now, payload)
 
     # -- completions ------------------------------------------------------------------------------------------
     def finished(self, request: Request, slot: ExecutorSlot, end: float, ok: bool = True) -> None:
@@ -531,37 +388,4 @@ class Scheduler:
 
     # -- reporting ---------------------------------------------------------------------------------------
     def stats(self, now: float) -> SchedulerStats:
-        start = self._started_at if self._started_at is not None else now
-        elapsed = max(0.0, now - start)
-        executors = {}
-        for slot in self.slots:
-            c = self.exec_counters[slot.name]
-            device = self.device_counters[slot.device]
-            energy = c.energy_j / c.energy_runs if c.energy_runs else None
-            reason = None
-            if energy is None:
-                reason = device.energy_reason or ("no runs in a measured interval yet" if device.energy_j is not None
-                                                  else "not sampled yet")
-            estimate = slot.power.energy_j(slot.latency_s) if slot.power is not None and energy is None else None
-            executors[slot.name] = ExecutorStats(
-                slot.device, c.completed, c.failed, c.deadline_met, c.deadline_missed,
-                _ms(percentiles(c.service_s)), _ms(percentiles(c.latency_s)), c.busy_s, energy, reason, estimate,
-                slot.power.source if estimate is not None else None, c.probes)
-        devices = {name: DeviceStats(d.last_temp_c, d.max_temp_c, d.temp_reason, d.limited_s, d.hw_throttled_s,
-                                     d.above_passive_s, d.samples_at_critical, d.energy_j, d.energy_reason,
-                                     d.idle_energy_j, d.limits_note)
-                   for name, d in self.device_counters.items()}
-        completed = sum(c.completed for c in self.exec_counters.values())
-        return SchedulerStats(
-            str(self.policy), self.simulated, elapsed, completed, self.shed, completed / elapsed if elapsed > 0 else 0.0,
-            executors, devices, _us(percentiles(self.dispatch_cost_s, (50, 99, 100))),
-            _us(percentiles(self.decision_cost_s, (50, 99, 100))), _us(percentiles(self.tick_cost_s, (50, 99, 100))),
-            self.sampler.samples if self.sampler else 0, self.sampler.cpu_s if self.sampler else 0.0, self.decisions)
-
-
-def _ms(p: dict | None) -> dict | None:
-    return None if p is None else {k: v * 1000.0 for k, v in p.items()}
-
-
-def _us(p: dict | None) -> dict | None:
-    return None if p is None else {k: v * 1e6 for k, v in p.items()}
+        return scheduler_stats(self, now)

@@ -29,9 +29,9 @@ from ..telemetry.sampler import DeviceLimits, DeviceSample, TelemetrySampler
 from ..telemetry.sensors import SensorSpec
 from ..tensors import Outputs
 from .clock import Clock, MonotonicClock
+from .assembly import build_slots, check_same_inputs, sensor_specs
 from .core import ExecutorSlot, Request, Scheduler
-from .devices import place, sensors_for
-from .energy import PowerFigure, power_figures
+from .energy import PowerFigure
 from .policies import Policy, make_policy
 from .stats import SchedulerStats
 from .trace import Trace
@@ -74,28 +74,15 @@ class ScheduledModel(Model):
         if not executors:
             raise ValueError("a ScheduledModel needs at least one executor")
         self._executors = list(executors)
-        _check_same_inputs(self._executors)
+        check_same_inputs(self._executors)
         self._policy = policy if isinstance(policy, Policy) else make_policy(policy, power_budget_w)
         self._clock = clock or MonotonicClock()
         self._reasons = dict(reasons or {})
         self._fallbacks = list(fallbacks)
         self._ranking = ranking if ranking is not None else Ranking([])
-        names = _unique_names(self._executors)
-        placed = {name: place(executor) for name, executor in zip(names, self._executors, strict=True)}
-        figures = dict(power) if power is not None else power_figures(
-            {name: (executor, placed[name]) for name, executor in zip(names, self._executors, strict=True)}, profile, Path(root))
-        slots = []
-        for name, executor in zip(names, self._executors, strict=True):
-            conc = max_concurrency.get(name) if isinstance(max_concurrency, dict) else max_concurrency
-            slot = ExecutorSlot(name, placed[name].domain, int(conc or executor.concurrency),
-                                getattr(executor, "nominal_latency_s", None), executor)
-            slot.power = figures.get(name)
-            slots.append(slot)
+        slots, placed = build_slots(self._executors, max_concurrency, power, profile, Path(root))
         devices = list(dict.fromkeys(s.device for s in slots))
-        specs = dict(sensors) if sensors is not None else sensors_for(devices, Path(root), nvml,
-                                                                       list(placed.values()))
-        for device in devices:
-            specs.setdefault(device, SensorSpec(notes=(f"no sensors named for {device}",)))
+        specs = sensor_specs(devices, sensors, Path(root), nvml, placed)
         self._sampler = TelemetrySampler({d: specs[d] for d in devices}, Path(root), nvml,
                                          min_interval_s=sample_interval_s, limits=limits)
         self._scheduler = Scheduler(slots, self._policy, self._sampler, interval_s=sample_interval_s,
@@ -394,24 +381,3 @@ class ScheduledModel(Model):
         names = ", ".join(s.name for s in self._scheduler.slots)
         return f"<edgeaccel.ScheduledModel {self.info.path.name} on {names} policy={self._policy}>"
 
-
-def _unique_names(executors: Sequence[Executor]) -> list[str]:
-    names: list[str] = []
-    for executor in executors:
-        base = getattr(executor, "name", None) or executor.info.name
-        name, n = base, 2
-        while name in names:
-            name, n = f"{base}#{n}", n + 1
-        names.append(name)
-    return names
-
-
-def _check_same_inputs(executors: Sequence[Executor]) -> None:
-    first = executors[0]
-    want = [(t.dtype, tuple(t.shape)) for t in first.inputs]
-    for other in executors[1:]:
-        got = [(t.dtype, tuple(t.shape)) for t in other.inputs]
-        if got != want:
-            raise ValueError(
-                f"{other.info.name} takes inputs {got}, {first.info.name} takes {want}: one scheduled model needs "
-                "executors of the same model (same input dtypes and shapes); pass artifacts of one model")

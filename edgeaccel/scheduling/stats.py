@@ -7,7 +7,10 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import asdict, dataclass, field
 
-from ..quantiles import percentiles  # noqa: F401 - used here and imported from here by core.py
+from ..quantiles import percentiles
+
+# ``sched`` below is the scheduling.core.Scheduler these functions were cut from; it is not imported (core
+# imports this module), so it goes unannotated.
 
 
 @dataclass
@@ -138,3 +141,41 @@ class SchedulerStats:
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
+
+
+def scheduler_stats(sched, now: float) -> SchedulerStats:
+    """The scheduler's figures so far (``Scheduler.stats``)."""
+    start = sched._started_at if sched._started_at is not None else now
+    elapsed = max(0.0, now - start)
+    executors = {}
+    for slot in sched.slots:
+        c = sched.exec_counters[slot.name]
+        device = sched.device_counters[slot.device]
+        energy = c.energy_j / c.energy_runs if c.energy_runs else None
+        reason = None
+        if energy is None:
+            reason = device.energy_reason or ("no runs in a measured interval yet" if device.energy_j is not None
+                                              else "not sampled yet")
+        estimate = slot.power.energy_j(slot.latency_s) if slot.power is not None and energy is None else None
+        executors[slot.name] = ExecutorStats(
+            slot.device, c.completed, c.failed, c.deadline_met, c.deadline_missed,
+            _ms(percentiles(c.service_s)), _ms(percentiles(c.latency_s)), c.busy_s, energy, reason, estimate,
+            slot.power.source if estimate is not None else None, c.probes)
+    devices = {name: DeviceStats(d.last_temp_c, d.max_temp_c, d.temp_reason, d.limited_s, d.hw_throttled_s,
+                                 d.above_passive_s, d.samples_at_critical, d.energy_j, d.energy_reason,
+                                 d.idle_energy_j, d.limits_note)
+               for name, d in sched.device_counters.items()}
+    completed = sum(c.completed for c in sched.exec_counters.values())
+    return SchedulerStats(
+        str(sched.policy), sched.simulated, elapsed, completed, sched.shed, completed / elapsed if elapsed > 0 else 0.0,
+        executors, devices, _us(percentiles(sched.dispatch_cost_s, (50, 99, 100))),
+        _us(percentiles(sched.decision_cost_s, (50, 99, 100))), _us(percentiles(sched.tick_cost_s, (50, 99, 100))),
+        sched.sampler.samples if sched.sampler else 0, sched.sampler.cpu_s if sched.sampler else 0.0, sched.decisions)
+
+
+def _ms(p: dict | None) -> dict | None:
+    return None if p is None else {k: v * 1000.0 for k, v in p.items()}
+
+
+def _us(p: dict | None) -> dict | None:
+    return None if p is None else {k: v * 1e6 for k, v in p.items()}

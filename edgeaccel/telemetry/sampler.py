@@ -52,7 +52,7 @@ class DeviceSample:
     seconds_to_passive: float | None = None
     limits_note: str | None = None  # trip points the sensor gave that were ignored, and why
     # what the scheduler's policy adds (ScheduledModel.telemetry; None from the sampler itself):
-    fallback: str | None = None  # temperature lost: "model" (its estimate), "conservative duty", "last duty"
+    fallback: str | None = None  # temperature lost: "model" (its estimate), "conservative duty", "share of last duty"
     estimated_temp_c: float | None = None  # temperature lost: the plant model's estimate
     plant: dict | None = None  # the identified plant model: identified, tau_s, gain_c, steady_full_c, ...
 
