@@ -29,16 +29,16 @@ from ..telemetry.sampler import DeviceLimits, DeviceSample, TelemetrySampler
 from ..telemetry.sensors import SensorSpec
 from ..tensors import Outputs
 from .clock import Clock, MonotonicClock
+from .assembly import check_same_inputs, executor_slots, sensor_specs
 from .core import ExecutorSlot, Request, Scheduler
-from .devices import place, sensors_for
-from .energy import PowerFigure, power_figures
+from .energy import PowerFigure
+from .failover import FailureLedger
 from .policies import Policy, make_policy
 from .stats import SchedulerStats
 from .trace import Trace
 
 log = logging.getLogger("edgeaccel")
 
-FAILURES_BEFORE_RETIRING = 3  # consecutive failures that take an executor out of rotation
 DEFAULT_MAX_WAIT_S = 60.0  # a request without a deadline that no executor starts within this fails, saying why
 
 
@@ -74,30 +74,16 @@ class ScheduledModel(Model):
         if not executors:
             raise ValueError("a ScheduledModel needs at least one executor")
         self._executors = list(executors)
-        _check_same_inputs(self._executors)
+        check_same_inputs(self._executors)
         self._policy = policy if isinstance(policy, Policy) else make_policy(policy, power_budget_w)
         self._clock = clock or MonotonicClock()
         self._reasons = dict(reasons or {})
         self._fallbacks = list(fallbacks)
         self._ranking = ranking if ranking is not None else Ranking([])
-        names = _unique_names(self._executors)
-        placed = {name: place(executor) for name, executor in zip(names, self._executors)}
-        figures = dict(power) if power is not None else power_figures(
-            {name: (executor, placed[name]) for name, executor in zip(names, self._executors)}, profile, Path(root))
-        slots = []
-        for name, executor in zip(names, self._executors):
-            conc = max_concurrency.get(name) if isinstance(max_concurrency, dict) else max_concurrency
-            slot = ExecutorSlot(name, placed[name].domain, int(conc or executor.concurrency),
-                                getattr(executor, "nominal_latency_s", None), executor)
-            slot.power = figures.get(name)
-            slots.append(slot)
+        slots, placed = executor_slots(self._executors, max_concurrency, power, profile, Path(root))
         devices = list(dict.fromkeys(s.device for s in slots))
-        specs = dict(sensors) if sensors is not None else sensors_for(devices, Path(root), nvml,
-                                                                       list(placed.values()))
-        for device in devices:
-            specs.setdefault(device, SensorSpec(notes=(f"no sensors named for {device}",)))
-        self._sampler = TelemetrySampler({d: specs[d] for d in devices}, Path(root), nvml,
-                                         min_interval_s=sample_interval_s, limits=limits)
+        self._sampler = TelemetrySampler(sensor_specs(devices, sensors, Path(root), nvml, list(placed.values())),
+                                         Path(root), nvml, min_interval_s=sample_interval_s, limits=limits)
         self._scheduler = Scheduler(slots, self._policy, self._sampler, interval_s=sample_interval_s,
                                     simulated=bool(getattr(self._clock, "simulated", False)),
                                     before_sample=before_sample, max_queue=max_queue, max_wait_s=max_wait_s,
@@ -110,8 +96,7 @@ class ScheduledModel(Model):
         self._cond = threading.Condition()
         self._dirty = False
         self._closed = False
-        self._failures = {s.name: 0 for s in slots}
-        self._last_error: dict[str, BaseException] = {}
+        self._ledger = FailureLedger(slots)
         self._pools = {s.name: ThreadPoolExecutor(s.max_concurrency, thread_name_prefix=f"edgeaccel-{s.name}")
                        for s in slots}
         with self._cond:
@@ -198,7 +183,7 @@ class ScheduledModel(Model):
                 if slot.failed_permanently:
                     log.info("reselect: %s back in rotation (was %s)", slot.name, slot.failed_permanently)
                 slot.failed_permanently = None
-                self._failures[slot.name] = 0
+                self._ledger.reset(slot.name)
             self._scheduler.maybe_decide(self._clock.now(), force=True)  # the policy sees them at once
             self._dirty = True
             self._cond.notify_all()
@@ -218,6 +203,17 @@ class ScheduledModel(Model):
         self._start(arrays, future, dequantize, check_finite, deadline)
         return future
 
+    def submit_bound(self, arrays: list, deadline: float | None = None, here: bool = False) -> Future:
+        """``submit`` for a host that bound and checked the inputs itself (``edgeaccel serve``). ``here``: the
+        calling thread waits for the answer anyway (a gRPC handler), so when an executor can start the request
+        at once it runs in this thread, through the same scheduler (place, duty budget, stats, fail-over),
+        instead of being handed to a worker thread and waited for; one that must wait is queued as usual."""
+        if deadline is not None and deadline <= 0:
+            raise ValueError(f"deadline must be a positive number of seconds from now, not {deadline!r}")
+        future: Future = Future()
+        self._start(list(arrays), future, False, False, deadline, here)
+        return future
+
     def run(self, inputs: Any, *, deadline: float | None = None, quantize: bool = False, dequantize: bool = False,
             check_finite: bool = False, timeout: float | None = None) -> Outputs:
         """Run once, on whichever executor the policy picks; blocks until done."""
@@ -231,7 +227,7 @@ class ScheduledModel(Model):
         return list(outputs), outputs.executor
 
     def _start(self, arrays: list, outer: Future, dequantize: bool, check_finite: bool,
-               deadline: float | None = None) -> None:
+               deadline: float | None = None, here: bool = False) -> None:
         with self._cond:
             if self._closed:
                 raise ModelClosedError(f"{self.info.path.name} was closed", hint="load it again with edgeaccel.load")
@@ -242,8 +238,34 @@ class ScheduledModel(Model):
                 raise OverloadedError(
                     f"{self._scheduler.queued} requests are already queued (max_queue={self._scheduler.max_queue})",
                     hint="submit more slowly, wait for futures, or raise max_queue")
-            self._dirty = True
-            self._cond.notify_all()
+            # Dispatched from the caller's thread unless a decision is due (telemetry to sample: the dispatcher's
+            # work): waking the dispatcher thread for each request cost a thread switch (~80 us on a busy 2-core
+            # CPU, the GIL handed back and forth) before the request reached its executor.
+            assigned, shed = ([], []) if self._scheduler.decision_due(now) else self._scheduler.dispatch(now)
+            if self._scheduler.queued or not assigned:  # something waits: the dispatcher times it (max_wait_s,
+                self._dirty = True  # the duty budget's refill, the next decision)
+                self._cond.notify_all()
+        self._hand_out(assigned, shed, request if here else None)
+
+    def _hand_out(self, assigned: list, shed: list, here: Request | None = None) -> None:
+        """Fail the shed requests, send the assigned ones to their executors' worker threads (``here`` runs in
+        this thread instead, after the others are on their way)."""
+        for request in shed:
+            _fail(request.future, DeadlineExceededError(
+                "no executor could finish this request by its deadline",
+                hint="give it a later deadline, or lower the request rate (see model.stats)"))
+        inline = None
+        for i, (request, slot) in enumerate(assigned):
+            if request is here:
+                inline = slot
+                continue
+            try:
+                self._pools[slot.name].submit(self._run_probe if request.probe else self._run_one, request, slot)
+            except RuntimeError:  # the interpreter is exiting with requests in flight: nothing runs any more
+                self._exiting([r for r, _ in assigned[i:]])
+                return
+        if inline is not None:
+            self._run_one(here, inline)
 
     def _dispatch_loop(self) -> None:
         while True:
@@ -258,19 +280,12 @@ class ScheduledModel(Model):
                 if probe is not None:
                     assigned = [(self._scheduler.start_probe(probe, now), probe)]
                 wake = self._scheduler.next_wakeup(now)
-            for request in shed:
-                _fail(request.future, DeadlineExceededError(
-                    "no executor could finish this request by its deadline",
-                    hint="give it a later deadline, or lower the request rate (see model.stats)"))
             for request, why in expired:
                 _fail(request.future, InferenceTimeoutError(
                     why, hint="see model.trace for what the policy is doing; pass a deadline, or raise max_wait_s"))
-            for i, (request, slot) in enumerate(assigned):
-                try:
-                    self._pools[slot.name].submit(self._run_probe if request.probe else self._run_one, request, slot)
-                except RuntimeError:  # the interpreter is exiting with requests in flight: nothing runs any more
-                    self._exiting([r for r, _ in assigned[i:]])
-                    return
+            self._hand_out(assigned, shed)
+            if self._closed:  # the interpreter is exiting (_hand_out could not start a worker)
+                return
             with self._cond:
                 if not self._dirty and not self._closed:
                     timeout = 0.5 if wake is None else min(0.5, max(0.0, wake - self._clock.now()))
@@ -302,11 +317,11 @@ class ScheduledModel(Model):
             retry = False
             if error is not None:
                 retry = fails_over(error) and self._after_failure(request, slot, error)
-            else:
-                self._failures[slot.name] = 0
-                self._confirm_failures(request)
-            self._dirty = True
-            self._cond.notify_all()
+            elif self._ledger.answered(request, slot, self._scheduler.slots):
+                self._scheduler.apply(self._scheduler.decision, end)
+            if self._scheduler.queued or self._scheduler.decision_due(end):  # a place freed for a waiting
+                self._dirty = True  # request, or a decision due: the dispatcher's. Otherwise it sleeps on: waking
+                self._cond.notify_all()  # it here delayed this answer (the thread switch, the GIL)
         if error is not None:
             if not retry:
                 _fail(request.future, error)
@@ -340,35 +355,14 @@ class ScheduledModel(Model):
             self._cond.notify_all()
 
     def _after_failure(self, request: Request, slot: ExecutorSlot, error: BaseException) -> bool:
-        """Record the failure; requeue the request elsewhere if any executor has not failed it yet. Called with
-        the lock held. The failure counts against the executor only once another executor answers the same
-        request (``_confirm_failures``): a request every executor fails is what they all refuse (inputs that
-        disagree with each other, a size the graph cannot take), not a broken runtime, and three such requests
-        from one client must not take the executors out of rotation for every other (``edgeaccel serve``)."""
-        others = [s for s in self._scheduler.slots if s is not slot and not s.failed_permanently
-                  and s.name not in request.tried]
+        """Record the failure (failover.py says when it counts); requeue the request elsewhere if any executor
+        has not failed it yet. Called with the lock held."""
+        others = self._ledger.failed(request, slot, error, self._scheduler.slots)
         self._record("run", slot.name, error, others[0].name if others else None)
-        self._last_error[slot.name] = error
-        request.tried.add(slot.name)
         if others:
             self._scheduler.requeue(request)
             return True
         return False
-
-    def _confirm_failures(self, request: Request) -> None:
-        """``request`` was answered after failing on the executors in ``request.tried``: those failures were the
-        executors' own; after repeated ones an executor is taken out of rotation. Called with the lock held."""
-        if not request.tried:  # the common case: it ran where it was first sent
-            return
-        for slot in self._scheduler.slots:
-            if slot.name not in request.tried:
-                continue
-            self._failures[slot.name] += 1
-            if self._failures[slot.name] >= FAILURES_BEFORE_RETIRING and not slot.failed_permanently:
-                last = str(self._last_error.get(slot.name, "")).splitlines()[:1]
-                slot.failed_permanently = (f"{self._failures[slot.name]} consecutive failures, last: "
-                                           f"{''.join(last)} (model.reselect() offers it again)")
-                self._scheduler.apply(self._scheduler.decision, self._clock.now())
 
     # -- lifetime --------------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -394,24 +388,3 @@ class ScheduledModel(Model):
         names = ", ".join(s.name for s in self._scheduler.slots)
         return f"<edgeaccel.ScheduledModel {self.info.path.name} on {names} policy={self._policy}>"
 
-
-def _unique_names(executors: Sequence[Executor]) -> list[str]:
-    names: list[str] = []
-    for executor in executors:
-        base = getattr(executor, "name", None) or executor.info.name
-        name, n = base, 2
-        while name in names:
-            name, n = f"{base}#{n}", n + 1
-        names.append(name)
-    return names
-
-
-def _check_same_inputs(executors: Sequence[Executor]) -> None:
-    first = executors[0]
-    want = [(t.dtype, tuple(t.shape)) for t in first.inputs]
-    for other in executors[1:]:
-        got = [(t.dtype, tuple(t.shape)) for t in other.inputs]
-        if got != want:
-            raise ValueError(
-                f"{other.info.name} takes inputs {got}, {first.info.name} takes {want}: one scheduled model needs "
-                "executors of the same model (same input dtypes and shapes); pass artifacts of one model")

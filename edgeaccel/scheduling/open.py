@@ -24,7 +24,8 @@ from ..executors.base import Executor, ExecutorOptions
 from ..model import FallbackEvent
 from ..profiles import Profile, get_profile
 from ..selector import Candidate, Ranking
-from .model import ScheduledModel, _unique_names
+from .assembly import unique_names
+from .model import ScheduledModel
 from .policies import Policy, make_policy
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def open_scheduled(ranking: Ranking, open_candidate: Callable[[Candidate], Execu
     try:
         return ScheduledModel(executors, policy, power_budget_w=power_budget_w, root=telemetry_root,
                               fallbacks=fallbacks, ranking=ranking,
-                              reasons={name: reasons[id(e)] for name, e in zip(_unique_names(executors), executors)},
+                              reasons={name: reasons[id(e)] for name, e in zip(unique_names(executors), executors)},
                               probe_inputs=guard.samples if guard is not None else None,
                               profile=profile or _profile_named(ranking.profile), **options)
     except BaseException:
