@@ -26,11 +26,12 @@ import numpy as np
 from .. import __version__
 from .core import ServeCore
 from .errors import ServeError
+from .http_answer import answer, respond
 from .repository import refuse_overrides
 from . import predict_http
 from .security import authorized
 from .tasks import TaskService
-from .tensors import datatype_of, from_bytes, from_json, refuse_unserved, to_bytes, to_json
+from .tensors import datatype_of, from_bytes, from_json, refuse_unserved, to_json, to_view
 
 log = logging.getLogger("edgeaccel.serve")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "metrics"]
@@ -169,8 +170,8 @@ class RestApp:
             future = self.core.infer(name, inputs, version, timeout)
             wait = (timeout or self.core.options.timeout_s) + GRACE_S
             try:
-                outputs = await asyncio.wait_for(asyncio.wrap_future(future), wait)
-            except asyncio.TimeoutError:
+                outputs = await answer(future, wait)
+            except TimeoutError:
                 raise ServeError(504, f"model '{name}' did not answer within {wait:g} s") from None
             if sum(np.size(o) for o in outputs.values()) > RESPOND_INLINE_VALUES:  # JSON of 1M floats: 0.5 s,
                 payload, extra = await asyncio.get_running_loop().run_in_executor(  # every client waiting on it
@@ -345,7 +346,7 @@ def _response(name: str, request: dict, outputs: dict) -> tuple[bytes, list]:
         array = outputs[out_name]
         tensor = {"name": out_name, "datatype": datatype_of(array.dtype), "shape": list(array.shape)}
         if binary:
-            blob = to_bytes(array)
+            blob = to_view(array)  # joined once into the body below, not copied to bytes first
             tensor["parameters"] = {"binary_data_size": len(blob)}
             blobs.append(blob)
         else:
@@ -376,8 +377,7 @@ async def _send_json(send, status: int, value: Any, extra: list | None = None) -
 
 async def _send(send, status: int, body: bytes, content_type: bytes, extra: list | None = None) -> None:
     headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *(extra or [])]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await respond(send, status, body, headers)
 
 
 async def _lifespan(receive, send) -> None:
