@@ -2,8 +2,11 @@
 OpenVINO on one CPU), with a scheduler choosing, request by request, which executor runs it and how fast
 requests are admitted, from telemetry sampled at a bounded rate under the caller's policy.
 
-A dispatcher thread samples telemetry when due, asks the policy for a decision, and routes queued requests
-(deadline first) to executors, each of which runs its requests on its own worker threads. Every decision is
+A request is routed (deadline first) by the thread that submits it, to an executor that can start it now,
+which runs it on its own worker threads (or in the submitting thread: ``submit_bound``); the telemetry is
+sampled and the policy decides when due, before routing. A dispatcher thread does the rest: it routes what had
+to wait (a full executor, a duty budget) once it can start, fails what waited too long, and re-measures idle
+executors. Every decision is
 recorded in ``trace``; ``stats`` has per-executor counts, latency percentiles, energy per inference where the
 device measures energy, and time spent limited or throttled. A failing executor is retried elsewhere and, after
 repeated failures that another executor then answered, taken out of rotation: visible in ``fallbacks``, never
@@ -14,6 +17,7 @@ silent, and back only when the caller asks (``reselect()``). A request without a
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -203,15 +207,16 @@ class ScheduledModel(Model):
         self._start(arrays, future, dequantize, check_finite, deadline)
         return future
 
-    def submit_bound(self, arrays: list, deadline: float | None = None, here: bool = False) -> Future:
-        """``submit`` for a host that bound and checked the inputs itself (``edgeaccel serve``). ``here``: the
-        calling thread waits for the answer anyway (a gRPC handler), so when an executor can start the request
-        at once it runs in this thread, through the same scheduler (place, duty budget, stats, fail-over),
-        instead of being handed to a worker thread and waited for; one that must wait is queued as usual."""
+    def submit_bound(self, arrays: list, deadline: float | None = None, here_up_to_s: float = 0.0) -> Future:
+        """``submit`` for a host that bound and checked the inputs itself (``edgeaccel serve``). A host thread
+        that waits for the answer anyway (a gRPC handler: ``math.inf``) may run the request itself: when an
+        executor can start it at once and was measured at most ``here_up_to_s`` a run, it runs in this thread,
+        through the same scheduler (place, duty budget, stats, fail-over), instead of being handed to a worker
+        thread and waited for; otherwise it goes to the worker as ``submit`` sends it."""
         if deadline is not None and deadline <= 0:
             raise ValueError(f"deadline must be a positive number of seconds from now, not {deadline!r}")
         future: Future = Future()
-        self._start(list(arrays), future, False, False, deadline, here)
+        self._start(list(arrays), future, False, False, deadline, here_up_to_s)
         return future
 
     def run(self, inputs: Any, *, deadline: float | None = None, quantize: bool = False, dequantize: bool = False,
@@ -227,7 +232,7 @@ class ScheduledModel(Model):
         return list(outputs), outputs.executor
 
     def _start(self, arrays: list, outer: Future, dequantize: bool, check_finite: bool,
-               deadline: float | None = None, here: bool = False) -> None:
+               deadline: float | None = None, here_up_to_s: float = 0.0) -> None:
         with self._cond:
             if self._closed:
                 raise ModelClosedError(f"{self.info.path.name} was closed", hint="load it again with edgeaccel.load")
@@ -238,25 +243,27 @@ class ScheduledModel(Model):
                 raise OverloadedError(
                     f"{self._scheduler.queued} requests are already queued (max_queue={self._scheduler.max_queue})",
                     hint="submit more slowly, wait for futures, or raise max_queue")
-            # Dispatched from the caller's thread unless a decision is due (telemetry to sample: the dispatcher's
-            # work): waking the dispatcher thread for each request cost a thread switch (~80 us on a busy 2-core
-            # CPU, the GIL handed back and forth) before the request reached its executor.
-            assigned, shed = ([], []) if self._scheduler.decision_due(now) else self._scheduler.dispatch(now)
+            # Dispatched from the caller's thread (after the decision, where one is due, as the dispatcher would
+            # make it first): waking the dispatcher thread for each request cost a thread switch (~80 us on a
+            # busy 2-core CPU, the GIL handed back and forth) before the request reached its executor.
+            self._scheduler.maybe_decide(now)
+            assigned, shed = self._scheduler.dispatch(now)
             if self._scheduler.queued or not assigned:  # something waits: the dispatcher times it (max_wait_s,
                 self._dirty = True  # the duty budget's refill, the next decision)
                 self._cond.notify_all()
-        self._hand_out(assigned, shed, request if here else None)
+        self._hand_out(assigned, shed, request if here_up_to_s > 0 else None, here_up_to_s)
 
-    def _hand_out(self, assigned: list, shed: list, here: Request | None = None) -> None:
+    def _hand_out(self, assigned: list, shed: list, here: Request | None = None, up_to_s: float = 0.0) -> None:
         """Fail the shed requests, send the assigned ones to their executors' worker threads (``here`` runs in
-        this thread instead, after the others are on their way)."""
+        this thread instead, after the others are on their way, where its executor's measured run takes at
+        most ``up_to_s``)."""
         for request in shed:
             _fail(request.future, DeadlineExceededError(
                 "no executor could finish this request by its deadline",
                 hint="give it a later deadline, or lower the request rate (see model.stats)"))
         inline = None
         for i, (request, slot) in enumerate(assigned):
-            if request is here:
+            if request is here and (up_to_s == math.inf or (slot.latency_s or math.inf) <= up_to_s):
                 inline = slot
                 continue
             try:

@@ -39,6 +39,7 @@ from .shape_check import onnx_check_for
 
 log = logging.getLogger("edgeaccel.serve")
 _NATIVE_LOG_LOCK = threading.Lock()
+INLINE_MAX_S = 0.003  # the longest measured run that HTTP's event loop may make itself (ServeCore.quick)
 
 
 @dataclass
@@ -214,6 +215,18 @@ class ServeCore:
                                                                  f"; POST /v2/repository/models/{name}/load"))
         return served
 
+    def quick(self, name: str) -> float:
+        """How long a run of ``name`` may take and still run in the thread that takes the request even where
+        that thread serves others (HTTP's event loop): ``INLINE_MAX_S`` while nothing else is in flight in the
+        server, the model is not batched and its devices are free and not duty-cycled; else 0 (never). Two
+        thread hand-offs (to a worker and back) cost more than such a run: for mobilenet_v1 (0.3-0.7 ms a run)
+        they were most of what HTTP added over an in-process call. Longer runs, and any concurrent load, take
+        the queued path: the loop must stay free to read and answer the other clients."""
+        served = self._models.get(name)
+        if served is None or served.batcher is not None or self._pending or self._draining:
+            return 0.0
+        return INLINE_MAX_S if all(self.gate.idle(device) for device in served.devices) else 0.0
+
     def is_loaded(self, name: str) -> bool:
         return name in self._models  # one dict lookup (atomic under the GIL): per request, no lock, no copy
 
@@ -264,11 +277,12 @@ class ServeCore:
         self._done()
 
     def infer(self, name: str, inputs: dict[str, np.ndarray], version: str = "",
-              timeout_s: float | None = None, admitted: bool = False, here: bool = False) -> Future:
+              timeout_s: float | None = None, admitted: bool = False, here: float = 0.0) -> Future:
         """Take one request: its Future gives the model's outputs as a dict by name (an Answer, whose
         ``executor`` names the executor that ran it where known) or a ServeError. ``here``: the caller's
-        thread waits for the answer anyway (gRPC's handlers): an unbatched request that an executor can start
-        at once runs in it, and the Future comes back done (no hand-off to a worker thread and back)."""
+        thread may run the request itself (gRPC's handlers wait for the answer anyway: ``math.inf``; HTTP's
+        loop: ``quick``): an unbatched request that an executor measured at most ``here`` seconds a run can
+        start at once runs in it, and the Future comes back done (no hand-off to a worker thread and back)."""
         try:
             served = self.get(name, version)
             arrays = bind(served, inputs)

@@ -15,6 +15,7 @@ smaller of its gRPC deadline and its 'timeout' parameter (microseconds, as Trito
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from typing import Any
@@ -143,7 +144,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             timeout = _timeout_s(request, context)
             # here=True: this handler thread waits for the answer anyway, so a request an executor can start at
             # once runs in it (the future comes back done): no hand-off to a worker thread and back
-            future = self.core.infer(name, inputs, request.model_version, timeout, here=True)
+            future = self.core.infer(name, inputs, request.model_version, timeout, here=math.inf)
             limit = self.core.options.timeout_s
             wait = (limit if timeout is None else min(timeout, limit)) + GRACE_S
             if not future.done():  # queued behind others: wait for the answer or the call's end, whichever first

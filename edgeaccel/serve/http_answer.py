@@ -1,4 +1,4 @@
-"""The HTTP side's two per-request hand-offs, made cheap: waiting on the event loop for the core's answer, and
+"""The HTTP side's two per-request hand-offs, made cheap: waiting on the event loop for the core's answer (Waiter), and
 writing the response to the socket.
 
 Measured with py-spy on `edgeaccel serve` under sequential tritonclient requests (tools/bench_serve.py): uvicorn
@@ -62,34 +62,46 @@ class _Gather:
         return getattr(self._transport, name)
 
 
-async def answer(future: Future, wait_s: float) -> Any:
-    """The result of the core's ``future`` (its error raised), awaited on the event loop for at most ``wait_s``
-    (TimeoutError after). One loop future woken once from the worker thread, where ``wait_for(wrap_future())``
-    chains two futures and a task's worth of callbacks per request. A cancelled wait (the shutdown) cancels
-    ``future`` too, as ``wrap_future`` did."""
-    if future.done():
-        return future.result()
-    loop = asyncio.get_running_loop()
-    waiter = loop.create_future()
+class Waiter:
+    """Where the event loop waits for the core's answer to one request, made *before* the request is submitted:
+    once it is, the loop goes straight back to its poll and lets go of the GIL, which the worker thread that
+    runs the request needs to start it (every microsecond of Python on the loop after the submit was a
+    microsecond the request waited; py-spy showed the woken worker waiting there).
 
-    def done(_: Future) -> None:
+    One loop future woken once from the worker thread, where ``wait_for(wrap_future())`` chained two futures
+    and a task's worth of callbacks per request. ``result(future)`` gives the answer (its error raised), or
+    TimeoutError after ``wait_s``; a cancelled wait (the shutdown) cancels ``future`` too, as ``wrap_future``
+    did. ``close()`` drops the timer of a request that was never submitted."""
+
+    def __init__(self, wait_s: float) -> None:
+        self.wait_s = wait_s
+        self._loop = asyncio.get_running_loop()
+        self._waiter = self._loop.create_future()
+        self._timer = self._loop.call_later(wait_s, _wake, self._waiter)
+
+    def _done(self, _: Future) -> None:  # in the worker thread
         try:
-            loop.call_soon_threadsafe(_wake, waiter)
+            self._loop.call_soon_threadsafe(_wake, self._waiter)
         except RuntimeError:  # the loop is closed (the server is gone): nobody waits any more
             pass
 
-    future.add_done_callback(done)
-    timer = loop.call_later(wait_s, _wake, waiter)
-    try:
-        await waiter
-    except asyncio.CancelledError:
-        future.cancel()
-        raise
-    finally:
-        timer.cancel()
-    if not future.done():
-        raise TimeoutError(f"no answer within {wait_s:g} s")
-    return future.result()
+    async def result(self, future: Future) -> Any:
+        try:
+            if not future.done():
+                future.add_done_callback(self._done)
+                try:
+                    await self._waiter
+                except asyncio.CancelledError:
+                    future.cancel()
+                    raise
+        finally:
+            self._timer.cancel()
+        if not future.done():
+            raise TimeoutError(f"no answer within {self.wait_s:g} s")
+        return future.result()
+
+    def close(self) -> None:
+        self._timer.cancel()
 
 
 def _wake(waiter: asyncio.Future) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 from .. import __version__
 from .core import ServeCore
 from .errors import ServeError
-from .http_answer import answer, respond
+from .http_answer import Waiter, respond
 from .repository import refuse_overrides
 from . import predict_http
 from .security import authorized
@@ -167,12 +167,16 @@ class RestApp:
                 request, inputs = _parse(body, headers.get(HEADER_LENGTH))
             request_id = str(request.get("id", ""))
             timeout = _timeout_s(request.get("parameters"))
-            future = self.core.infer(name, inputs, version, timeout)
-            wait = (timeout or self.core.options.timeout_s) + GRACE_S
+            waiter = Waiter((timeout or self.core.options.timeout_s) + GRACE_S)  # before the submit (why: there)
             try:
-                outputs = await answer(future, wait)
+                future = self.core.infer(name, inputs, version, timeout, here=self.core.quick(name))
+            except BaseException:
+                waiter.close()
+                raise
+            try:
+                outputs = await waiter.result(future)
             except TimeoutError:
-                raise ServeError(504, f"model '{name}' did not answer within {wait:g} s") from None
+                raise ServeError(504, f"model '{name}' did not answer within {waiter.wait_s:g} s") from None
             if sum(np.size(o) for o in outputs.values()) > RESPOND_INLINE_VALUES:  # JSON of 1M floats: 0.5 s,
                 payload, extra = await asyncio.get_running_loop().run_in_executor(  # every client waiting on it
                     None, _response, name, request, outputs)
