@@ -60,15 +60,7 @@ def main() -> int:
     models = args.model or [SHARED / "models" / name for name in DEFAULT_MODELS]
 
     os.environ.setdefault("EDGEACCEL_CALIBRATE", "off")
-    floor = subprocess.Popen([sys.executable, str(ROOT / "tools" / "serve_floor.py")], stdout=subprocess.PIPE,
-                             text=True)
-    try:
-        floor_ports = floor.stdout.readline().split()
-        if len(floor_ports) != 2:
-            raise SystemExit("tools/serve_floor.py did not start: see its error above")
-        results = [_one_model(args, path, floor_ports) for path in models]
-    finally:
-        floor.kill()
+    results = [_one_model(args, path) for path in models]
     if args.json:
         print(json.dumps(results, indent=2))
     else:
@@ -76,7 +68,26 @@ def main() -> int:
     return 0
 
 
-def _one_model(args, path: Path, floor_ports) -> dict:
+def _one_model(args, path: Path) -> dict:
+    import numpy as np
+
+    import edgeaccel
+
+    info = edgeaccel.describe(path)
+    answer_bytes = sum(int(np.prod([d or 1 for d in t.shape])) * np.dtype(t.dtype).itemsize for t in info.outputs)
+    # the floor answers as many bytes as the model does: a large answer's transfer is the transport's cost
+    floor = subprocess.Popen([sys.executable, str(ROOT / "tools" / "serve_floor.py"), "--answer-bytes",
+                              str(answer_bytes)], stdout=subprocess.PIPE, text=True)
+    try:
+        floor_ports = floor.stdout.readline().split()
+        if len(floor_ports) != 2:
+            raise SystemExit("tools/serve_floor.py did not start: see its error above")
+        return _served_beside(args, path, floor_ports)
+    finally:
+        floor.kill()
+
+
+def _served_beside(args, path: Path, floor_ports) -> dict:
     import numpy as np
 
     import edgeaccel
