@@ -269,7 +269,7 @@ class ScheduledModel(Model):
             try:
                 self._pools[slot.name].submit(self._run_probe if request.probe else self._run_one, request, slot)
             except RuntimeError:  # the interpreter is exiting with requests in flight: nothing runs any more
-                self._exiting([r for r, _ in assigned[i:]])
+                self._exiting([r for r, _ in assigned[i:]] + ([here] if inline is not None else []))
                 return
         if inline is not None:
             self._run_one(here, inline)
