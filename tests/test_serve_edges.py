@@ -82,7 +82,7 @@ def test_onnx_runtime_refusing_a_shape_at_run_is_the_callers_error_not_a_fallbac
 
 def test_dimensions_any_executor_fixes_are_checked_before_a_model_runs():
     from edgeaccel.modelinfo import TensorSpec
-    from edgeaccel.serve.core import _check_fixed, fixed_dims
+    from edgeaccel.serve.binding import check_fixed, fixed_dims
     from edgeaccel.serve.errors import ServeError
 
     dynamic = TensorSpec("x", (1, 3, None, None), np.dtype(np.float32))
@@ -91,9 +91,9 @@ def test_dimensions_any_executor_fixes_are_checked_before_a_model_runs():
                                                      SimpleNamespace(executor=SimpleNamespace(inputs=[fixed]))])
     assert fixed_dims(model) == ((1, 3, 224, 224),)
     served = SimpleNamespace(name="m", batcher=None)
-    _check_fixed(served, "x", (1, 3, 224, 224), fixed_dims(model)[0])
+    check_fixed(served, "x", (1, 3, 224, 224), fixed_dims(model)[0])
     with pytest.raises(ServeError) as err:
-        _check_fixed(served, "x", (1, 3, 200, 224), fixed_dims(model)[0])
+        check_fixed(served, "x", (1, 3, 200, 224), fixed_dims(model)[0])
     assert err.value.status == 400 and "the model takes 1x3x224x224 (dimension 2 must be 224" in err.value.message
 
 

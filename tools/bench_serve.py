@@ -4,21 +4,23 @@
     latency: HTTP (binary tensors) and gRPC p50 minus the in-process p50       target <= 1 ms each
     throughput: 4 concurrent clients over gRPC and HTTP / in-process async     target >= 0.8
 
-The server is a real `edgeaccel serve` subprocess on 127.0.0.1 with its defaults (performance hint
-"adaptive"). In-process, the model is loaded twice with the same policy: as `edgeaccel.load` loads it by default
-(hint "latency") and with the server's hint; the latency figure compares with the default (the faster lone
-request), the throughput figure with the faster of the two (the best an app gets in-process). Modes are
-measured in alternating blocks (in-process, HTTP, gRPC, in-process, ...) so that drift on a shared machine hits
-them alike; each figure is the median over blocks. Clients are tritonclient (HTTP binary, gRPC raw) for
-latency; for throughput, 4 client threads, each with its own connection (http.client for HTTP,
-tritonclient.grpc for gRPC), against the in-process models with 4 requests kept in flight through submit.
+For each model (several by default: a small and a larger classifier, the same one as ONNX, a segmenter), the
+server is a real `edgeaccel serve` subprocess on 127.0.0.1 with its defaults (performance hint "adaptive"). In-process,
+the model is loaded twice with the same policy: as `edgeaccel.load` loads it by default (hint "latency") and with
+the server's hint; the latency figure compares with the default (the faster lone request), the throughput
+figure with the faster of the two (the best an app gets in-process). Modes are measured in alternating blocks
+(in-process, HTTP, gRPC, in-process, ...) so that drift on a shared machine hits them alike; each figure is the
+median over blocks. Clients are tritonclient (HTTP binary, gRPC raw) for latency; for throughput, 4 client
+threads, each with its own connection (http.client for HTTP, tritonclient.grpc for gRPC), against the
+in-process models with 4 requests kept in flight through submit.
 
 Beside them, the same clients call tools/serve_floor.py (the same server stacks answering a fixed tensor and
 running nothing): its p50 is the floor the transport and the client library set on this machine, and the
-server's own share of the added latency is what lies above it.
+server's own share of the added latency is what lies above it. The table prints, per model and protocol:
+in-process p50, served p50, added p50, the floor, and 4 clients' throughput as a share of in-process.
 
-    python tools/bench_serve.py                         # mobilenet_v2 from ../shared/models ($EDGEACCEL_SHARED)
-    python tools/bench_serve.py --blocks 7 --calls 60 --seconds 3
+    python tools/bench_serve.py                         # the default models from ../shared/models ($EDGEACCEL_SHARED)
+    python tools/bench_serve.py --model a.tflite --model b.onnx --blocks 7 --calls 60 --seconds 3
 """
 
 from __future__ import annotations
@@ -40,12 +42,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SHARED = Path(os.environ.get("EDGEACCEL_SHARED", ROOT.parent / "shared"))
-DEFAULT_MODEL = SHARED / "models" / "mobilenet_v2_1.0_224_quant.tflite"
+DEFAULT_MODELS = ["mobilenet_v1_0.25_128_quant.tflite", "mobilenet_v2_1.0_224_quant.tflite",
+                  "mobilenet_v2_1.0_224_quant.onnx", "deeplabv3_mnv2_dm05_pascal_quant.tflite"]
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", type=Path, default=DEFAULT_MODEL)
+    p.add_argument("--model", type=Path, action="append",
+                   help="a model to serve (repeat for several; default: " + ", ".join(DEFAULT_MODELS) + ")")
     p.add_argument("--policy", default="thermal")
     p.add_argument("--blocks", type=int, default=5, help="alternating blocks per mode (default 5)")
     p.add_argument("--calls", type=int, default=40, help="timed calls per latency block (default 40)")
@@ -53,41 +57,59 @@ def main() -> int:
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
+    models = args.model or [SHARED / "models" / name for name in DEFAULT_MODELS]
 
+    os.environ.setdefault("EDGEACCEL_CALIBRATE", "off")
+    results = [_one_model(args, path) for path in models]
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        _print(results, args)
+    return 0
+
+
+def _one_model(args, path: Path) -> dict:
+    import numpy as np
+
+    import edgeaccel
+
+    info = edgeaccel.describe(path)
+    answer_bytes = sum(int(np.prod([d or 1 for d in t.shape])) * np.dtype(t.dtype).itemsize for t in info.outputs)
+    # the floor answers as many bytes as the model does: a large answer's transfer is the transport's cost
+    floor = subprocess.Popen([sys.executable, str(ROOT / "tools" / "serve_floor.py"), "--answer-bytes",
+                              str(answer_bytes)], stdout=subprocess.PIPE, text=True)
+    try:
+        floor_ports = floor.stdout.readline().split()
+        if len(floor_ports) != 2:
+            raise SystemExit("tools/serve_floor.py did not start: see its error above")
+        return _served_beside(args, path, floor_ports)
+    finally:
+        floor.kill()
+
+
+def _served_beside(args, path: Path, floor_ports) -> dict:
     import numpy as np
 
     import edgeaccel
     from edgeaccel.serve.process import ServerProcess
 
-    os.environ.setdefault("EDGEACCEL_CALIBRATE", "off")
     folder = Path(tempfile.mkdtemp(prefix="bench-serve-"))
-    shutil.copy(args.model, folder / f"m{args.model.suffix}")
-    model = edgeaccel.schedule(args.model, args.policy)
-    adaptive = edgeaccel.schedule(args.model, args.policy,
-                                  runtime=edgeaccel.RuntimeOptions(performance_hint="adaptive"))
-    x = np.random.default_rng(0).integers(0, 255, model.inputs[0].shape, dtype=np.uint8) \
-        if model.inputs[0].dtype == np.uint8 else np.zeros(model.inputs[0].shape, model.inputs[0].dtype)
+    shutil.copy(path, folder / f"m{path.suffix}")
+    model = edgeaccel.schedule(path, args.policy)
+    adaptive = edgeaccel.schedule(path, args.policy, runtime=edgeaccel.RuntimeOptions(performance_hint="adaptive"))
+    spec = model.inputs[0]
+    x = np.random.default_rng(0).integers(0, 255, spec.shape, dtype=np.uint8) \
+        if spec.dtype == np.uint8 else np.zeros(spec.shape, spec.dtype)
     server = ServerProcess([str(folder), "--port", "0", "--grpc-port", "0", "--policy", args.policy,
                             "--max-queue", "256"])
-    server.start()
-    floor = subprocess.Popen([sys.executable, str(ROOT / "tools" / "serve_floor.py")], stdout=subprocess.PIPE,
-                             text=True)
     try:
-        floor_ports = floor.stdout.readline().split()
-        if len(floor_ports) != 2:
-            raise SystemExit("tools/serve_floor.py did not start: see its error above")
-        result = _measure(args, model, adaptive, x, server, floor_ports)
+        server.start()
+        return {"model": path.name, **_measure(args, model, adaptive, x, server, floor_ports)}
     finally:
-        floor.kill()
         server.terminate()
         model.close()
         adaptive.close()
         shutil.rmtree(folder, ignore_errors=True)
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        _print(result)
-    return 0
 
 
 def _measure(args, model, adaptive, x, server, floor_ports) -> dict:
@@ -146,7 +168,7 @@ def _measure(args, model, adaptive, x, server, floor_ports) -> dict:
     med_p50 = {mode: statistics.median(v) for mode, v in p50.items()}
     med_rate = {mode: statistics.median(v) for mode, v in rates.items()}
     best_local = max(med_rate["in-process-async"], med_rate["in-process-async-adaptive"])
-    return {"model": str(args.model.name), "policy": args.policy, "blocks": args.blocks, "calls": args.calls,
+    return {"policy": args.policy, "blocks": args.blocks, "calls": args.calls,
             "p50_ms": med_p50, "p50_ms_blocks": p50, "throughput_per_s": med_rate, "throughput_blocks": rates,
             "added_ms": {m: med_p50[m] - med_p50["in-process"] for m in ("http-binary", "grpc")},
             "floor_ms": {"http-binary": med_p50["http-floor"], "grpc": med_p50["grpc-floor"]},
@@ -221,21 +243,19 @@ def _http_throughput(server, name, in_name, x, datatype, clients, seconds) -> fl
     return _threads(worker, clients, seconds)
 
 
-def _print(r: dict) -> None:
-    print(f"model {r['model']}, policy {r['policy']}, {r['blocks']} alternating blocks (medians over blocks)")
-    print(f"  p50 in-process {r['p50_ms']['in-process']:.3f} ms, HTTP binary {r['p50_ms']['http-binary']:.3f} ms, "
-          f"gRPC {r['p50_ms']['grpc']:.3f} ms")
-    for mode, added in r["added_ms"].items():
-        floor = r["floor_ms"][mode]
-        print(f"  {mode:12s} adds {added:+.3f} ms to the in-process p50    target <= 1 ms   "
-              f"{'met' if added <= 1.0 else 'NOT met'}   (floor {floor:.3f} ms, server's own {added - floor:+.3f} ms)")
-    t = r["throughput_per_s"]
-    print(f"  throughput in-process async {t['in-process-async']:.1f}/s (hint latency), "
-          f"{t['in-process-async-adaptive']:.1f}/s (hint adaptive); 4 gRPC clients {t['grpc-4-clients']:.1f}/s, "
-          f"4 HTTP clients {t['http-4-clients']:.1f}/s")
-    for mode, ratio in r["throughput_ratio"].items():
-        verdict = "met" if ratio >= 0.8 else "NOT met"
-        print(f"  {mode:15s} / best in-process async = {ratio:.2f}    target >= 0.8   {verdict}")
+def _print(results: list[dict], args) -> None:
+    print(f"{args.blocks} alternating blocks of {args.calls} calls (latency) and {args.seconds:g} s with "
+          f"{args.clients} clients (throughput); medians over blocks; policy {args.policy}")
+    print(f"{'model':42s} {'protocol':8s} {'in-proc':>8s} {'served':>8s} {'added':>7s} {'floor':>7s} "
+          f"{'own':>7s} {'<=1ms':>5s} {'4 clients':>9s} {'>=0.8':>5s}")
+    for r in results:
+        for protocol, mode, clients in (("HTTP", "http-binary", "http-4-clients"), ("gRPC", "grpc", "grpc-4-clients")):
+            added, floor, ratio = r["added_ms"][mode], r["floor_ms"][mode], r["throughput_ratio"][clients]
+            print(f"{r['model'][:42]:42s} {protocol:8s} {r['p50_ms']['in-process']:8.3f} {r['p50_ms'][mode]:8.3f} "
+                  f"{added:+7.3f} {floor:7.3f} {added - floor:+7.3f} {'met' if added <= 1.0 else 'NO':>5s} "
+                  f"{ratio:9.2f} {'met' if ratio >= 0.8 else 'NO':>5s}")
+    print("(ms; added = served - in-process p50; floor = the same client against tools/serve_floor.py; own = added "
+          "- floor; 4 clients = served / best in-process async throughput)")
 
 
 if __name__ == "__main__":

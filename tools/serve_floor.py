@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """The protocol floor for tools/bench_serve.py: the same server stacks as `edgeaccel serve` (uvicorn on uvloop
 with TCP_NODELAY for HTTP, grpcio's thread-pool server with Triton's proto for gRPC) answering every infer with a
-fixed 1001-byte UINT8 tensor, running nothing. What a client measures against it is what the transport and the
+fixed UINT8 tensor (1001 bytes, or ``--answer-bytes``: a model's output size, so that a large answer's transfer
+counts in the floor too), running nothing. What a client measures against it is what the transport and the
 client library cost on this machine, which no server can go below. Prints "HTTP_PORT GRPC_PORT" and serves
 until killed.
 
-    python tools/serve_floor.py
+    python tools/serve_floor.py [--answer-bytes N]
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-ANSWER = bytes(1001)
+ANSWER = bytes(int(sys.argv[sys.argv.index("--answer-bytes") + 1]) if "--answer-bytes" in sys.argv else 1001)
 HEADER = json.dumps({"model_name": "m", "model_version": "1", "outputs": [
-    {"name": "y", "datatype": "UINT8", "shape": [1, 1001], "parameters": {"binary_data_size": len(ANSWER)}}]}).encode()
+    {"name": "y", "datatype": "UINT8", "shape": [1, len(ANSWER)], "parameters": {"binary_data_size": len(ANSWER)}}]}
+    ).encode()
 
 
 async def http_app(scope, receive, send):
@@ -32,6 +34,7 @@ async def http_app(scope, receive, send):
         more = message.get("more_body", False)
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/octet-stream"),
+                            (b"content-length", str(len(HEADER) + len(ANSWER)).encode()),
                             (b"inference-header-content-length", str(len(HEADER)).encode())]})
     await send({"type": "http.response.body", "body": HEADER + ANSWER})
 

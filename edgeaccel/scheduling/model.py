@@ -2,8 +2,11 @@
 OpenVINO on one CPU), with a scheduler choosing, request by request, which executor runs it and how fast
 requests are admitted, from telemetry sampled at a bounded rate under the caller's policy.
 
-A dispatcher thread samples telemetry when due, asks the policy for a decision, and routes queued requests
-(deadline first) to executors, each of which runs its requests on its own worker threads. Every decision is
+A request is routed (deadline first) by the thread that submits it, to an executor that can start it now,
+which runs it on its own worker threads (or in the submitting thread: ``submit_bound``); the telemetry is
+sampled and the policy decides when due, before routing. A dispatcher thread does the rest: it routes what had
+to wait (a full executor, a duty budget) once it can start, fails what waited too long, and re-measures idle
+executors. Every decision is
 recorded in ``trace``; ``stats`` has per-executor counts, latency percentiles, energy per inference where the
 device measures energy, and time spent limited or throttled. A failing executor is retried elsewhere and, after
 repeated failures that another executor then answered, taken out of rotation: visible in ``fallbacks``, never
@@ -14,6 +17,7 @@ silent, and back only when the caller asks (``reselect()``). A request without a
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,13 +36,13 @@ from .clock import Clock, MonotonicClock
 from .assembly import build_slots, check_same_inputs, sensor_specs
 from .core import ExecutorSlot, Request, Scheduler
 from .energy import PowerFigure
+from .failover import FailureLedger
 from .policies import Policy, make_policy
 from .stats import SchedulerStats
 from .trace import Trace
 
 log = logging.getLogger("edgeaccel")
 
-FAILURES_BEFORE_RETIRING = 3  # consecutive failures that take an executor out of rotation
 DEFAULT_MAX_WAIT_S = 60.0  # a request without a deadline that no executor starts within this fails, saying why
 
 
@@ -97,8 +101,7 @@ class ScheduledModel(Model):
         self._cond = threading.Condition()
         self._dirty = False
         self._closed = False
-        self._failures = {s.name: 0 for s in slots}
-        self._last_error: dict[str, BaseException] = {}
+        self._ledger = FailureLedger(slots)
         self._pools = {s.name: ThreadPoolExecutor(s.max_concurrency, thread_name_prefix=f"edgeaccel-{s.name}")
                        for s in slots}
         with self._cond:
@@ -185,7 +188,7 @@ class ScheduledModel(Model):
                 if slot.failed_permanently:
                     log.info("reselect: %s back in rotation (was %s)", slot.name, slot.failed_permanently)
                 slot.failed_permanently = None
-                self._failures[slot.name] = 0
+                self._ledger.reset(slot.name)
             self._scheduler.maybe_decide(self._clock.now(), force=True)  # the policy sees them at once
             self._dirty = True
             self._cond.notify_all()
@@ -205,6 +208,18 @@ class ScheduledModel(Model):
         self._start(arrays, future, dequantize, check_finite, deadline)
         return future
 
+    def submit_bound(self, arrays: list, deadline: float | None = None, here_up_to_s: float = 0.0) -> Future:
+        """``submit`` for a host that bound and checked the inputs itself (``edgeaccel serve``). A host thread
+        that waits for the answer anyway (a gRPC handler: ``math.inf``) may run the request itself: when an
+        executor can start it at once and was measured at most ``here_up_to_s`` a run, it runs in this thread,
+        through the same scheduler (place, duty budget, stats, fail-over), instead of being handed to a worker
+        thread and waited for; otherwise it goes to the worker as ``submit`` sends it."""
+        if deadline is not None and deadline <= 0:
+            raise ValueError(f"deadline must be a positive number of seconds from now, not {deadline!r}")
+        future: Future = Future()
+        self._start(list(arrays), future, False, False, deadline, here_up_to_s)
+        return future
+
     def run(self, inputs: Any, *, deadline: float | None = None, quantize: bool = False, dequantize: bool = False,
             check_finite: bool = False, timeout: float | None = None) -> Outputs:
         """Run once, on whichever executor the policy picks; blocks until done."""
@@ -218,7 +233,7 @@ class ScheduledModel(Model):
         return list(outputs), outputs.executor
 
     def _start(self, arrays: list, outer: Future, dequantize: bool, check_finite: bool,
-               deadline: float | None = None) -> None:
+               deadline: float | None = None, here_up_to_s: float = 0.0) -> None:
         with self._cond:
             if self._closed:
                 raise ModelClosedError(f"{self.info.path.name} was closed", hint="load it again with edgeaccel.load")
@@ -229,8 +244,36 @@ class ScheduledModel(Model):
                 raise OverloadedError(
                     f"{self._scheduler.queued} requests are already queued (max_queue={self._scheduler.max_queue})",
                     hint="submit more slowly, wait for futures, or raise max_queue")
-            self._dirty = True
-            self._cond.notify_all()
+            # Dispatched from the caller's thread (after the decision, where one is due, as the dispatcher would
+            # make it first): waking the dispatcher thread for each request cost a thread switch (~80 us on a
+            # busy 2-core CPU, the GIL handed back and forth) before the request reached its executor.
+            self._scheduler.maybe_decide(now)
+            assigned, shed = self._scheduler.dispatch(now)
+            if self._scheduler.queued or not assigned:  # something waits: the dispatcher times it (max_wait_s,
+                self._dirty = True  # the duty budget's refill, the next decision)
+                self._cond.notify_all()
+        self._hand_out(assigned, shed, request if here_up_to_s > 0 else None, here_up_to_s)
+
+    def _hand_out(self, assigned: list, shed: list, here: Request | None = None, up_to_s: float = 0.0) -> None:
+        """Fail the shed requests, send the assigned ones to their executors' worker threads (``here`` runs in
+        this thread instead, after the others are on their way, where its executor's measured run takes at
+        most ``up_to_s``)."""
+        for request in shed:
+            _fail(request.future, DeadlineExceededError(
+                "no executor could finish this request by its deadline",
+                hint="give it a later deadline, or lower the request rate (see model.stats)"))
+        inline = None
+        for i, (request, slot) in enumerate(assigned):
+            if request is here and (up_to_s == math.inf or (slot.latency_s or math.inf) <= up_to_s):
+                inline = slot
+                continue
+            try:
+                self._pools[slot.name].submit(self._run_probe if request.probe else self._run_one, request, slot)
+            except RuntimeError:  # the interpreter is exiting with requests in flight: nothing runs any more
+                self._exiting([r for r, _ in assigned[i:]] + ([here] if inline is not None else []))
+                return
+        if inline is not None:
+            self._run_one(here, inline)
 
     def _dispatch_loop(self) -> None:
         while True:
@@ -245,19 +288,12 @@ class ScheduledModel(Model):
                 if probe is not None:
                     assigned = [(self._scheduler.start_probe(probe, now), probe)]
                 wake = self._scheduler.next_wakeup(now)
-            for request in shed:
-                _fail(request.future, DeadlineExceededError(
-                    "no executor could finish this request by its deadline",
-                    hint="give it a later deadline, or lower the request rate (see model.stats)"))
             for request, why in expired:
                 _fail(request.future, InferenceTimeoutError(
                     why, hint="see model.trace for what the policy is doing; pass a deadline, or raise max_wait_s"))
-            for i, (request, slot) in enumerate(assigned):
-                try:
-                    self._pools[slot.name].submit(self._run_probe if request.probe else self._run_one, request, slot)
-                except RuntimeError:  # the interpreter is exiting with requests in flight: nothing runs any more
-                    self._exiting([r for r, _ in assigned[i:]])
-                    return
+            self._hand_out(assigned, shed)
+            if self._closed:  # the interpreter is exiting (_hand_out could not start a worker)
+                return
             with self._cond:
                 if not self._dirty and not self._closed:
                     timeout = 0.5 if wake is None else min(0.5, max(0.0, wake - self._clock.now()))
@@ -289,11 +325,11 @@ class ScheduledModel(Model):
             retry = False
             if error is not None:
                 retry = fails_over(error) and self._after_failure(request, slot, error)
-            else:
-                self._failures[slot.name] = 0
-                self._confirm_failures(request)
-            self._dirty = True
-            self._cond.notify_all()
+            elif self._ledger.answered(request, slot, self._scheduler.slots):
+                self._scheduler.apply(self._scheduler.decision, end)
+            if self._scheduler.queued or self._scheduler.decision_due(end):  # a place freed for a waiting
+                self._dirty = True  # request, or a decision due: the dispatcher's. Otherwise it sleeps on: waking
+                self._cond.notify_all()  # it here delayed this answer (the thread switch, the GIL)
         if error is not None:
             if not retry:
                 _fail(request.future, error)
@@ -327,35 +363,14 @@ class ScheduledModel(Model):
             self._cond.notify_all()
 
     def _after_failure(self, request: Request, slot: ExecutorSlot, error: BaseException) -> bool:
-        """Record the failure; requeue the request elsewhere if any executor has not failed it yet. Called with
-        the lock held. The failure counts against the executor only once another executor answers the same
-        request (``_confirm_failures``): a request every executor fails is what they all refuse (inputs that
-        disagree with each other, a size the graph cannot take), not a broken runtime, and three such requests
-        from one client must not take the executors out of rotation for every other (``edgeaccel serve``)."""
-        others = [s for s in self._scheduler.slots if s is not slot and not s.failed_permanently
-                  and s.name not in request.tried]
+        """Record the failure (failover.py says when it counts); requeue the request elsewhere if any executor
+        has not failed it yet. Called with the lock held."""
+        others = self._ledger.failed(request, slot, error, self._scheduler.slots)
         self._record("run", slot.name, error, others[0].name if others else None)
-        self._last_error[slot.name] = error
-        request.tried.add(slot.name)
         if others:
             self._scheduler.requeue(request)
             return True
         return False
-
-    def _confirm_failures(self, request: Request) -> None:
-        """``request`` was answered after failing on the executors in ``request.tried``: those failures were the
-        executors' own; after repeated ones an executor is taken out of rotation. Called with the lock held."""
-        if not request.tried:  # the common case: it ran where it was first sent
-            return
-        for slot in self._scheduler.slots:
-            if slot.name not in request.tried:
-                continue
-            self._failures[slot.name] += 1
-            if self._failures[slot.name] >= FAILURES_BEFORE_RETIRING and not slot.failed_permanently:
-                last = str(self._last_error.get(slot.name, "")).splitlines()[:1]
-                slot.failed_permanently = (f"{self._failures[slot.name]} consecutive failures, last: "
-                                           f"{''.join(last)} (model.reselect() offers it again)")
-                self._scheduler.apply(self._scheduler.decision, self._clock.now())
 
     # -- lifetime --------------------------------------------------------------------------------------------
     def close(self) -> None:

@@ -28,17 +28,19 @@ import numpy as np
 
 from ..model import _fail, _set
 from ..tensors import InputBinder
+from . import describe
+from .describe import VERSION
 from .batching import Batcher, batchable
+from .binding import bind, fixed_dims
 from .errors import ServeError, from_edgeaccel
 from .gate import DeviceGate, gate_model, ran_by
 from .opening import open_model
 from .repository import Entry, ModelRepository, layout_hint
 from .shape_check import onnx_check_for
-from .tensors import datatype_of
 
 log = logging.getLogger("edgeaccel.serve")
-VERSION = "1"  # one version per model: the repository holds one artifact set per name
 _NATIVE_LOG_LOCK = threading.Lock()
+INLINE_MAX_S = 0.003  # the longest measured run that HTTP's event loop may make itself (ServeCore.quick)
 
 
 @dataclass
@@ -209,6 +211,21 @@ class ServeCore:
                                                                  f"; POST /v2/repository/models/{name}/load"))
         return served
 
+    def quick(self, name: str) -> float:
+        """How long a run of ``name`` may take and still run in the thread that takes the request even where
+        that thread serves others (HTTP's event loop): ``INLINE_MAX_S`` while nothing else is in flight in the
+        server, the model is not batched and its devices are free and not duty-cycled; else 0 (never). Two
+        thread hand-offs (to a worker and back) cost more than such a run: for mobilenet_v1 (0.3-0.7 ms a run)
+        they were most of what HTTP added over an in-process call. Longer runs, and any concurrent load, take
+        the queued path: the loop must stay free to read and answer the other clients."""
+        served = self._models.get(name)
+        if served is None or served.batcher is not None or self._pending or self._draining:
+            return 0.0
+        return INLINE_MAX_S if all(self.gate.idle(device) for device in served.devices) else 0.0
+
+    def is_loaded(self, name: str) -> bool:
+        return name in self._models  # one dict lookup (atomic under the GIL): per request, no lock, no copy
+
     def loaded(self) -> dict[str, ServedModel]:
         with self._lock:
             return dict(self._models)
@@ -233,41 +250,13 @@ class ServeCore:
             raise ServeError(503, f"{self._pending} requests are already waiting (--max-queue "
                                   f"{self.options.max_queue}); retry later", retry_after=1)
 
-    # -- metadata ------------------------------------------------------------------------------------------
+    # -- metadata (describe.py) ------------------------------------------------------------------------------
     def metadata(self, name: str, version: str = "") -> dict:
-        served = self.get(name, version)
-
-        def tensor(t) -> dict:
-            shape = [-1] * 1 if t.unranked else [-1 if d is None else int(d) for d in t.shape]
-            return {"name": t.name, "datatype": datatype_of(t.dtype), "shape": shape}
-
-        model = served.model
-        return {"name": name, "versions": [VERSION], "platform": served.platform,
-                "inputs": [tensor(t) for t in model.inputs], "outputs": [tensor(t) for t in model.outputs],
-                "parameters": {"executors": ", ".join(model.executors), "policy": str(model.policy),
-                               "priority": served.priority, "devices": ", ".join(dict.fromkeys(served.devices)),
-                               "isolated": any("isolated" in (info.details or {}) for info in model.executors.values()),
-                               "performance_hint": self.options.performance_hint,
-                               "batching": served.batching, **_refused(model)}}
+        return describe.metadata(self.get(name, version), self.options)
 
     def config(self, name: str, version: str = "") -> dict:
-        """The model as Triton's model configuration describes it (what tritonclient's get_model_config reads):
-        ``max_batch_size`` > 0 only for a batched model, whose ``dims`` then leave out the batch dimension."""
-        meta = self.metadata(name, version)
-        served = self.get(name, version)
-        batched = served.batcher is not None
-
-        def tensor(t: dict) -> dict:
-            return {"name": t["name"], "data_type": f"TYPE_{'STRING' if t['datatype'] == 'BYTES' else t['datatype']}",
-                    "dims": t["shape"][1:] if batched else t["shape"]}
-
-        config = {"name": name, "platform": meta["platform"],
-                  "max_batch_size": self.options.max_batch if batched else 0,
-                  "input": [tensor(t) for t in meta["inputs"]], "output": [tensor(t) for t in meta["outputs"]]}
-        described = _pipeline_json(served.model)
-        if described:  # Triton's ModelConfig.parameters: how a client turns an image into the input tensor
-            config["parameters"] = {"edgeaccel.pipeline": {"string_value": described}}
-        return config
+        """The model as Triton's model configuration describes it (what tritonclient's get_model_config reads)."""
+        return describe.config(self.get(name, version), self.options)
 
     # -- inference ----------------------------------------------------------------------------------------
     def admit(self) -> None:
@@ -284,12 +273,15 @@ class ServeCore:
         self._done()
 
     def infer(self, name: str, inputs: dict[str, np.ndarray], version: str = "",
-              timeout_s: float | None = None, admitted: bool = False) -> Future:
+              timeout_s: float | None = None, admitted: bool = False, here: float = 0.0) -> Future:
         """Take one request: its Future gives the model's outputs as a dict by name (an Answer, whose
-        ``executor`` names the executor that ran it where known) or a ServeError."""
+        ``executor`` names the executor that ran it where known) or a ServeError. ``here``: the caller's
+        thread may run the request itself (gRPC's handlers wait for the answer anyway: ``math.inf``; HTTP's
+        loop: ``quick``): an unbatched request that an executor measured at most ``here`` seconds a run can
+        start at once runs in it, and the Future comes back done (no hand-off to a worker thread and back)."""
         try:
             served = self.get(name, version)
-            arrays = self._bind(served, inputs)
+            arrays = bind(served, inputs)
             timeout = self.options.timeout_s if timeout_s is None else min(float(timeout_s), self.options.timeout_s)
             if timeout <= 0:
                 raise ServeError(400, f"timeout must be a positive number of seconds, not {timeout_s!r}")
@@ -302,6 +294,8 @@ class ServeCore:
         try:
             if served.batcher is not None:
                 inner = served.batcher.submit(arrays, time.monotonic() + timeout)
+            elif hasattr(served.model, "submit_bound"):  # bound above; in this thread if it can start now
+                inner = served.model.submit_bound(arrays, timeout, here)
             else:
                 inner = served.model.submit(arrays, deadline=timeout)
         except BaseException as exc:
@@ -324,32 +318,6 @@ class ServeCore:
 
         inner.add_done_callback(finish)
         return outer
-
-    def _bind(self, served: ServedModel, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-        specs = {t.name: t for t in served.model.inputs}
-        unknown = [k for k in inputs if k not in specs]
-        if unknown:
-            raise ServeError(400, f"model '{served.name}' has no input '{unknown[0]}'; its inputs are "
-                                  f"{list(specs)} (GET /v2/models/{served.name} for their shapes)")
-        for key, array in inputs.items():
-            want = specs[key].dtype
-            if array.dtype != want:
-                raise ServeError(400, f"input '{key}' of model '{served.name}' is {datatype_of(want)}, the request "
-                                      f"sent {datatype_of(array.dtype)}")
-        try:
-            arrays = served.binder.bind(inputs)
-        except Exception as exc:
-            raise from_edgeaccel(exc, served.name) from None
-        for spec, array, fixed in zip(served.model.inputs, arrays, served.fixed, strict=True):
-            _check_fixed(served, spec.name, array.shape, fixed)
-        if served.shape_check is not None:
-            why = served.shape_check.problem({s.name: a.shape for s, a in zip(served.model.inputs, arrays, strict=True)})
-            if why:
-                shapes = ", ".join(f"{spec.name} {'x'.join(map(str, array.shape))}"
-                                   for spec, array in zip(served.model.inputs, arrays, strict=True))
-                raise ServeError(400, f"model '{served.name}' cannot take inputs of these shapes ({shapes}): {why} "
-                                      f"(GET /v2/models/{served.name} for its inputs)")
-        return arrays
 
     def _done(self) -> None:
         with self._lock:
@@ -379,12 +347,6 @@ class ServeCore:
             self._close_model(served)
 
 
-def _refused(model: Any) -> dict:
-    """The executors the accuracy guard kept out of this model, and why (absent when none was)."""
-    refused = [str(event) for event in getattr(model, "fallbacks", ()) if event.stage == "guard"]
-    return {"refused": "; ".join(refused)} if refused else {}
-
-
 class Answer(dict):
     """A request's outputs by name, and ``executor``: the name of the executor that produced them (both
     protocols return it in the response's parameters)."""
@@ -392,34 +354,6 @@ class Answer(dict):
     def __init__(self, items=(), executor: str | None = None) -> None:
         super().__init__(items)
         self.executor = executor
-
-
-def fixed_dims(model: Any) -> tuple[tuple[int | None, ...] | None, ...]:
-    """Per input, the dimensions any executor of the model fixes. The model's own inputs are its first
-    executor's: an ONNX twin may leave H and W dynamic where the .tflite fixes them, and a request of the wrong
-    size would then pass the binder and fail inside a runtime (a 500, or fallbacks) instead of a 400 here."""
-    shapes: list[list[int | None] | None] = [None if t.unranked else list(t.shape) for t in model.inputs]
-    for slot in getattr(model, "slots", ()):
-        for i, spec in enumerate(getattr(slot.executor, "inputs", ())[:len(shapes)]):
-            if spec.unranked:
-                continue
-            if shapes[i] is None:
-                shapes[i] = list(spec.shape)
-            elif len(shapes[i]) == len(spec.shape):
-                shapes[i] = [d if d is not None else o for d, o in zip(shapes[i], spec.shape, strict=True)]
-    return tuple(None if s is None else tuple(s) for s in shapes)
-
-
-def _check_fixed(served: ServedModel, name: str, shape: tuple, fixed: tuple | None) -> None:
-    if fixed is None or len(fixed) != len(shape):
-        return  # the binder checked the rank against the model's inputs
-    first = 1 if served.batcher is not None else 0  # rows of a batched model: the batcher's to count
-    for axis in range(first, len(shape)):
-        if fixed[axis] is not None and shape[axis] != fixed[axis]:
-            want = "x".join("?" if d is None else str(d) for d in fixed)
-            raise ServeError(400, f"input '{name}' of model '{served.name}' has shape "
-                                  f"{'x'.join(map(str, shape))}; the model takes {want} (dimension {axis} must be "
-                                  f"{fixed[axis]}: GET /v2/models/{served.name} for its inputs)")
 
 
 def _left(at: float | None) -> float | None:
@@ -431,15 +365,3 @@ def _service_s(model: Any) -> float:
     """The model's measured service time (for the batcher not to wait past a deadline); 0 before any run."""
     known = [s.latency_s for s in model.slots if s.latency_s]
     return min(known) if known else 0.0
-
-
-def _pipeline_json(model) -> str | None:
-    """The model's pipeline (size, layout, normalization, letterbox, labels...) as JSON, or None."""
-    import json
-
-    try:
-        described = model.pipeline.to_dict()
-    except Exception as exc:  # a broken sidecar must not take the config endpoint down: say it in the log
-        log.warning("no pipeline description for %s: %s", getattr(model.info, "path", "?"), exc)
-        return None
-    return json.dumps(described, sort_keys=True) if described else None

@@ -59,6 +59,14 @@ class DeviceGate:
             if duty is not None:
                 self._duties[device].append(duty)
 
+    def idle(self, device: str) -> bool:
+        """Nothing runs or waits on ``device`` and no policy duty-cycles it: a run would take its place at once.
+        Read without the lock (a stale answer costs one run's wait, never a wrong answer): for the HTTP side to
+        decide whether a short request may run on the event loop's thread, which must not wait here."""
+        budget = self._budgets.get(device)
+        return not self._running.get(device) and not self._waiting.get(device) and \
+            (budget is None or budget.duty >= 1.0)
+
     def limit(self, device: str) -> int:
         return self._limits.get(device, 1)
 

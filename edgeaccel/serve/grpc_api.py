@@ -15,6 +15,7 @@ smaller of its gRPC deadline and its 'timeout' parameter (microseconds, as Trito
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from typing import Any
@@ -141,13 +142,16 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                 return self._images(request, context)
             inputs = _inputs(request)
             timeout = _timeout_s(request, context)
-            future = self.core.infer(name, inputs, request.model_version, timeout)
+            # here=True: this handler thread waits for the answer anyway, so a request an executor can start at
+            # once runs in it (the future comes back done): no hand-off to a worker thread and back
+            future = self.core.infer(name, inputs, request.model_version, timeout, here=math.inf)
             limit = self.core.options.timeout_s
             wait = (limit if timeout is None else min(timeout, limit)) + GRACE_S
-            ended = threading.Event()  # the answer, or the call's end (a client that cancels), whichever first
-            context.add_callback(ended.set)
-            future.add_done_callback(lambda _: ended.set())
-            ended.wait(wait)
+            if not future.done():  # queued behind others: wait for the answer or the call's end, whichever first
+                ended = threading.Event()
+                context.add_callback(ended.set)
+                future.add_done_callback(lambda _: ended.set())
+                ended.wait(wait)
             if not context.is_active():  # the client cancelled the call: counted as HTTP's gone client, not a 200
                 status, error = 499, "the client cancelled the call"
                 return None

@@ -33,6 +33,7 @@ class Metrics:
         self.batches = Histogram("edgeaccel_serve_batch_size", "Rows per run of a dynamically batched model",
                                  ["model"], buckets=BATCH_BUCKETS, registry=self.registry)
         self.core: Any = None
+        self._series: dict[tuple, tuple] = {}  # (model, protocol, status) -> its counter and histogram children
 
     def attach(self, core: Any) -> None:
         """Read the core's live state (queue, gate, models' telemetry) at every scrape."""
@@ -45,10 +46,15 @@ class Metrics:
     def request(self, model: str, protocol: str, status: int, seconds: float, request_id: str = "",
                 error: str | None = None) -> None:
         # a name no model has is one label value for all: clients must not grow the series without bound
-        label = model if self.core is None or model in self.core.loaded() else UNKNOWN
-        self.requests.labels(label, protocol, str(status)).inc()
+        label = model if self.core is None or self.core.is_loaded(model) else UNKNOWN
+        key = (label, protocol, status)
+        series = self._series.get(key)
+        if series is None:  # prometheus-client's labels() takes a lock and builds the key on every call: once
+            series = self._series[key] = (self.requests.labels(label, protocol, str(status)),
+                                          self.latency.labels(label, protocol))
+        series[0].inc()
         if status < 400:
-            self.latency.labels(label, protocol).observe(seconds)
+            series[1].observe(seconds)
         if self.log_json and access_log.isEnabledFor(logging.INFO):
             line = {"ts": round(time.time(), 6), "model": model, "protocol": protocol, "status": status,
                     "ms": round(seconds * 1000.0, 3)}

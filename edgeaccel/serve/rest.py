@@ -26,11 +26,12 @@ import numpy as np
 from .. import __version__
 from .core import ServeCore
 from .errors import ServeError
+from .http_answer import Waiter, respond
 from .repository import refuse_overrides
 from . import predict_http
 from .security import authorized
 from .tasks import TaskService
-from .tensors import datatype_of, from_bytes, from_json, refuse_unserved, to_bytes, to_json
+from .tensors import datatype_of, from_bytes, from_json, refuse_unserved, to_json, to_view
 
 log = logging.getLogger("edgeaccel.serve")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "metrics"]
@@ -166,12 +167,16 @@ class RestApp:
                 request, inputs = _parse(body, headers.get(HEADER_LENGTH))
             request_id = str(request.get("id", ""))
             timeout = _timeout_s(request.get("parameters"))
-            future = self.core.infer(name, inputs, version, timeout)
-            wait = (timeout or self.core.options.timeout_s) + GRACE_S
+            waiter = Waiter((timeout or self.core.options.timeout_s) + GRACE_S)  # before the submit (why: there)
             try:
-                outputs = await asyncio.wait_for(asyncio.wrap_future(future), wait)
-            except asyncio.TimeoutError:
-                raise ServeError(504, f"model '{name}' did not answer within {wait:g} s") from None
+                future = self.core.infer(name, inputs, version, timeout, here=self.core.quick(name))
+            except BaseException:
+                waiter.close()
+                raise
+            try:
+                outputs = await waiter.result(future)
+            except TimeoutError:
+                raise ServeError(504, f"model '{name}' did not answer within {waiter.wait_s:g} s") from None
             if sum(np.size(o) for o in outputs.values()) > RESPOND_INLINE_VALUES:  # JSON of 1M floats: 0.5 s,
                 payload, extra = await asyncio.get_running_loop().run_in_executor(  # every client waiting on it
                     None, _response, name, request, outputs)
@@ -345,7 +350,7 @@ def _response(name: str, request: dict, outputs: dict) -> tuple[bytes, list]:
         array = outputs[out_name]
         tensor = {"name": out_name, "datatype": datatype_of(array.dtype), "shape": list(array.shape)}
         if binary:
-            blob = to_bytes(array)
+            blob = to_view(array)  # joined once into the body below, not copied to bytes first
             tensor["parameters"] = {"binary_data_size": len(blob)}
             blobs.append(blob)
         else:
@@ -376,8 +381,7 @@ async def _send_json(send, status: int, value: Any, extra: list | None = None) -
 
 async def _send(send, status: int, body: bytes, content_type: bytes, extra: list | None = None) -> None:
     headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *(extra or [])]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await respond(send, status, body, headers)
 
 
 async def _lifespan(receive, send) -> None:
