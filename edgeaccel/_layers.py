@@ -14,7 +14,7 @@ from __future__ import annotations
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({
         "errors", "wording", "_version", "_data", "_layers", "digest", "quantiles", "packages", "native_log",
-        "runtimeinfo", "schema", "bench", "tracking",
+        "runtimeinfo", "schema", "bench", "tracking", "clock",
     })),
     ("model facts", frozenset({"modelinfo", "tensors", "formats"})),
     ("hardware survey", frozenset({"probe", "telemetry"})),
