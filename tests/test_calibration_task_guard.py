@@ -16,6 +16,7 @@ from edgeaccel.agreement.guard import Thresholds, judge
 from edgeaccel.calibration import CalibrationPlan, TaskRequest, calibrate
 from edgeaccel.errors import ConfigError
 from edgeaccel.loader import select
+from conftest import run_cli
 from edgeaccel.selector import Ranking
 from test_calibration_guard import QUICK, accel, cpu, opener
 from vision_models import candidates, constant_output, detector_trap
@@ -168,14 +169,11 @@ def test_every_label_wrong_is_refused(detector):
 
 def test_tune_judges_the_declared_task_and_task_none_judges_raw_outputs(tmp_path):
     import json
-    import subprocess
-    import sys
 
     path = detector_trap(tmp_path / "trap.onnx", signal=0.0)
 
     def tune(*extra: str) -> dict:
-        out = subprocess.run([sys.executable, "-m", "edgeaccel", "tune", str(path), "--cache-dir", str(tmp_path),
-                              "--json", *extra], capture_output=True, text=True, timeout=300)
+        out = run_cli("tune", path, "--cache-dir", tmp_path, "--json", *extra)
         assert out.returncode == 0, out.stderr
         report = json.loads(out.stdout)
         entries = [e for e in (*report["ranked"], *report["rejected"]) if e["candidate"] == "openvino:CPU"]

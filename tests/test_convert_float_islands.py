@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -180,23 +178,19 @@ def test_keep_float_needs_an_int8_onnx_target(detector, tmp_path):
         convert(detector, "onnx-float", tmp_path / "out", keep_float=["backbone.smooth"])
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgeaccel", "convert", *args], capture_output=True, text=True,
-                          timeout=300)
-
-
-def test_cli_keep_float_json_text_and_unknown_name(detector, calibration, tmp_path):
-    done = _cli(str(detector), "--to", "onnx-int8", "--out", str(tmp_path / "out"), "--calibration", str(calibration),
-                "--keep-float", "backbone.smooth", "--json")
+def test_cli_keep_float_json_text_and_unknown_name(cli, detector, calibration, tmp_path):
+    done = cli("convert", str(detector), "--to", "onnx-int8", "--out", str(tmp_path / "out"), "--calibration",
+               str(calibration), "--keep-float", "backbone.smooth", "--json")
     assert done.returncode == 0, done.stderr
     kept = json.loads(done.stdout)["artifacts"][0]["kept_float"]
     assert {"node": "backbone.smooth", "op": "Conv", "why": "--keep-float"} in kept
-    done = _cli(str(detector), "--to", "onnx-int8", "--out", str(tmp_path / "text"), "--calibration", str(calibration))
+    done = cli("convert", str(detector), "--to", "onnx-int8", "--out", str(tmp_path / "text"), "--calibration",
+               str(calibration))
     assert done.returncode == 0, done.stderr
     assert "kept float:" in done.stdout and "head: decode after the last compute layers" in done.stdout
     assert "head8.box (Conv): sensitivity:" in done.stdout
-    done = _cli(str(detector), "--to", "onnx-int8", "--out", str(tmp_path / "bad"), "--calibration", str(calibration),
-                "--keep-float", "backbone.smoth")
+    done = cli("convert", str(detector), "--to", "onnx-int8", "--out", str(tmp_path / "bad"), "--calibration",
+               str(calibration), "--keep-float", "backbone.smoth")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "'backbone.smoth'" in done.stderr and "backbone.smooth" in done.stderr
 

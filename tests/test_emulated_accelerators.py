@@ -10,9 +10,6 @@ the caller, whatever order the rules put them in. No test asserts a speed: the e
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -22,7 +19,7 @@ import pytest
 import edgeaccel
 from edgeaccel.calibration import CalibrationPlan
 from edgeaccel.timing import MAX_BLOCK_CALLS
-from conftest import ROOT, SAMPLES, image_input
+from conftest import ROOT, SAMPLES, image_input, run_cli
 from edgeaccel.errors import DeviceUnavailableError
 from edgeaccel.loader import open_ranked, select
 from edgeaccel.profiles import get_profile, load_profiles
@@ -313,9 +310,7 @@ def test_partial_offload_is_reported(tmp_path):
 
 # -- the plug-in in the CLI --------------------------------------------------------------------------------------
 def cli(plugin, *args: str) -> str:
-    env = {**os.environ, "PYTHONPATH": plugin.pythonpath(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", *args], capture_output=True, text=True, env=env,
-                          timeout=180, cwd=ROOT)
+    done = run_cli(*args, env={"PYTHONPATH": plugin.pythonpath(ROOT)}, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 

@@ -238,9 +238,8 @@ def test_a_cached_reply_header_still_checks_every_buffer():
             wire.recv_json(b, 1 << 20)
 
 
-def test_cli_isolate():
-    out = subprocess.run([sys.executable, "-m", "edgeaccel", "run", str(SMALL), "--isolate", "--runs", "2", "--json"],
-                         capture_output=True, text=True, timeout=120)
+def test_cli_isolate(cli):
+    out = cli("run", str(SMALL), "--isolate", "--runs", "2", "--json", timeout=120)
     assert out.returncode == 0, out.stderr
     import json
 
