@@ -23,6 +23,7 @@ def quick(monkeypatch):
     monkeypatch.setattr(background, "BUDGET_S", 1.0)
 
 
+@pytest.mark.slow
 def test_it_serves_at_once_then_measures_and_keeps_what_it_measured(quick, tmp_path):
     x = np.random.default_rng(0).integers(0, 255, (1, 224, 224, 3), dtype=np.uint8)
     with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.onnx", calibrate="background",
@@ -65,6 +66,7 @@ def test_one_candidate_has_nothing_to_measure(quick, tmp_path):
         assert model.calibration is None
 
 
+@pytest.mark.slow
 def test_an_accelerator_the_rules_chose_that_answers_wrong_is_abandoned(quick, tmp_path):
     """The rules put an accelerator first without measuring it; background calibration checks it against the
     CPU reference, finds its answers stray, and moves the model to a candidate that answers right."""
@@ -141,6 +143,7 @@ def until(condition, what: str, timeout: float = 120.0) -> None:
         time.sleep(0.01)
 
 
+@pytest.mark.slow
 def test_it_waits_while_the_model_serves_and_leaves_the_wait_out_of_its_budget(monkeypatch, tmp_path):
     """Measuring beside a saturated model takes from its requests: the thread holds back while requests run
     (up to YIELD_S in all, on its clock), then measures once the model idles; the wait is reported and is not

@@ -101,6 +101,7 @@ def test_whole_graph_int8_destroys_the_detector(detector, calibration, tmp_path)
         assert precision < 0.5 and distinct < 10, (precision, recall, distinct)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target,executor", [("onnx-int8", "onnxruntime"), ("openvino-int8", "openvino")])
 def test_int8_scores_are_continuous_and_boxes_match_float_on_held_out_images(bundle, detector, target, executor):
     artifact = next(a for a in bundle.artifacts if a.target == target)
@@ -266,6 +267,7 @@ def test_metadata_copy_fills_what_a_quantizer_dropped_and_keeps_what_it_wrote():
     assert props["task"] == "segment" and props["names"] == yolo_like.metadata()["names"]
 
 
+@pytest.mark.slow
 def test_yolov8_export_topology_keeps_exactly_the_detect_decode_float(tmp_path):
     """Ultralytics' graph shape (C2f, SPPF, PAN neck, Detect with DFL): the last convolutions are the six
     cv2.i.2 / cv3.i.2; everything after them, the DFL Softmax and Conv included, is decode; no body node is."""

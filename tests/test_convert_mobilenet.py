@@ -15,7 +15,7 @@ from conftest import IMAGES, MODELS, image_input  # noqa: E402
 from edgeaccel.convert import check, convert  # noqa: E402
 from edgeaccel.convert.onnx_dequantize import dequantize  # noqa: E402
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: quantizes MobileNetV2 (minutes)
 QDQ_MODEL = MODELS / "mobilenet_v2_1.0_224_quant.onnx"
 IMAGES_AND_LABELS = {"bird": "chickadee", "cat": "Egyptian cat", "grace_hopper": "military uniform"}
 

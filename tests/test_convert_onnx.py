@@ -44,12 +44,14 @@ def _scores(model_path, images, **load) -> np.ndarray:
         return np.concatenate([model.run(img[None], quantize=True, dequantize=True)[0] for img in images])
 
 
+@pytest.mark.slow
 def test_float_onnx_matches_the_numpy_model(mlp):
     path, held, scores, _, _ = mlp
     got = _scores(path, held)
     np.testing.assert_allclose(got, scores, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["onnx-int8", "openvino-int8"])
 def test_int8_artifacts_agree_and_are_smaller(mlp, bundle, target):
     path, held, scores, _, _ = mlp
@@ -69,6 +71,7 @@ def test_float_ir_keeps_f32_weights(mlp, bundle):
     assert ir.size_bytes > 0.9 * path.stat().st_size
 
 
+@pytest.mark.slow
 def test_quantized_onnx_loads_in_the_installed_onnxruntime(tmp_path, mlp):
     """The writer's IR version is lowered to what ORT reads (runtime facts: onnx writes 14, ORT 1.31 reads 13)."""
     from edgeaccel.convert.onnx_util import max_ir_version
@@ -103,6 +106,7 @@ def test_bundle_loads_and_names_its_reference(mlp, bundle):
         assert model.run(mlp[1][:1], quantize=True)[0].shape == (1, 10)
 
 
+@pytest.mark.slow
 def test_check_reports_agreement_size_and_latency(mlp, bundle):
     _, held, scores, _, held_npy = mlp
     report = check(bundle.out, data=held_npy, runs=3)
@@ -201,6 +205,7 @@ def test_failed_conversion_leaves_no_half_written_bundle(mlp, tmp_path):
     assert out.is_dir() and not any(out.iterdir())  # a folder the caller made stays, emptied of what we wrote
 
 
+@pytest.mark.slow
 @pytest.mark.shared
 def test_a_quantized_tflite_is_not_quantized_again(tmp_path):
     from conftest import IMAGES, MODELS

@@ -22,7 +22,8 @@ from edgeaccel.convert import check, convert  # noqa: E402
 from edgeaccel.convert.edgetpu import readiness  # noqa: E402
 
 # Keras 3 passes copy=False to numpy 2 inside its own predict(); not ours to fix
-pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation doesn't accept a copy:DeprecationWarning")
+pytestmark = [pytest.mark.slow,  # slow tier: TensorFlow conversions
+              pytest.mark.filterwarnings("ignore:__array__ implementation doesn't accept a copy:DeprecationWarning")]
 
 ALL_TARGETS = "tflite-float,tflite-dynamic,tflite-int8,onnx-int8,openvino-int8,openvino"
 

@@ -23,6 +23,7 @@ def pillow():
                                "with it are skipped")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_png_decoder_matches_pillow(pillow, name):
     data = (IMAGES / f"{name}.png").read_bytes()

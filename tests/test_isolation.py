@@ -25,7 +25,7 @@ from edgeaccel import IsolationLimits
 from edgeaccel.errors import InferenceTimeoutError, ModelClosedError, WorkerCrashedError, WorkerMemoryError
 from edgeaccel.testing import FakeTree
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: worker processes
 
 CASES = {
     "litert": ("mobilenet_v1_0.25_128_quant.tflite", {}),

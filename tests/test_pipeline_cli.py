@@ -118,6 +118,7 @@ def test_convert_with_calibration_images_then_check_with_data(cli, yolo, images,
     assert [b["label"] for b in report["vision"]["boxes"]][:1] == ["person"]
 
 
+@pytest.mark.slow
 def test_serve_answers_a_tensor_of_the_declared_size_and_says_the_pipeline(yolo, tmp_path):
     from edgeaccel.serve.process import ServerProcess
 

@@ -32,7 +32,8 @@ MOBILENET = MODELS / "mobilenet_v2_1.0_224_quant.tflite"
 LABELS = MODELS / "imagenet_labels.txt"
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = [pytest.mark.shared, needs("models/mobilenet_v2_1.0_224_quant.tflite"),
+pytestmark = [pytest.mark.slow,  # slow tier: Ray clusters
+              pytest.mark.shared, needs("models/mobilenet_v2_1.0_224_quant.tflite"),
               # Ray's own deprecations (Serve's Pydantic models on import, DataContext's old fields when Ray Data
               # copies the context): not ours to fix
               pytest.mark.filterwarnings("ignore:Using extra keyword arguments on `Field`"),

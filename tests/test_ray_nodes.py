@@ -15,7 +15,8 @@ from conftest import IMAGES, MODELS, needs  # noqa: E402
 MOBILENET = MODELS / "mobilenet_v2_1.0_224_quant.tflite"
 LABELS = MODELS / "imagenet_labels.txt"
 
-pytestmark = [pytest.mark.shared, needs("models/mobilenet_v2_1.0_224_quant.tflite"),
+pytestmark = [pytest.mark.slow,  # slow tier: Ray clusters
+              pytest.mark.shared, needs("models/mobilenet_v2_1.0_224_quant.tflite"),
               pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 

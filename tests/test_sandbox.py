@@ -29,7 +29,7 @@ from edgeaccel.errors import WorkerCrashedError
 from edgeaccel.isolation import SandboxProbe
 from edgeaccel.isolation.sandbox import LAYERS, landlock_abi
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: sandboxed worker processes
 
 CASES = {
     "litert": "mobilenet_v1_0.25_128_quant.tflite",

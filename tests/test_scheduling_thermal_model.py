@@ -41,6 +41,7 @@ def settle_s(p: DeviceParams) -> float:
     return max(30.0, 3.0 * p.tau_s)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed, throttles, visible", CASES)
 def test_latency_serves_at_least_what_thermal_does_at_every_ambient_and_never_reaches_critical(
         tmp_path, seed, throttles, visible):
@@ -62,6 +63,7 @@ def test_latency_serves_at_least_what_thermal_does_at_every_ambient_and_never_re
     assert not [r for r in runs["latency"].window(settled, step_at) if r.action == "back_off"]
 
 
+@pytest.mark.slow
 def test_latency_goes_flat_out_then_settles_near_critical_less_its_margin(tmp_path):
     """Where the kernel does not slow the device, the latency policy uses the room up to critical - 6 C: once
     its plant model is identified (seconds after the load starts; until then it serves as the thermal policy)

@@ -27,6 +27,8 @@ import pytest
 
 from conftest import MODELS
 
+pytestmark = pytest.mark.slow  # slow tier: servers
+
 tritonclient_http = pytest.importorskip("tritonclient.http")
 tritonclient_grpc = pytest.importorskip("tritonclient.grpc")
 pytest.importorskip("uvicorn")

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import IMAGES, MODELS, ROOT
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: servers
 tritonclient_http = pytest.importorskip("tritonclient.http")
 tritonclient_grpc = pytest.importorskip("tritonclient.grpc")
 pytest.importorskip("uvicorn")

@@ -16,7 +16,7 @@ pytest.importorskip("av")
 
 from stream_servers import moving_frames, write_video  # noqa: E402
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: video through the CLI
 ROOT = Path(__file__).resolve().parents[1]
 
 

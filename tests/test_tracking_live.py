@@ -21,6 +21,8 @@ from edgeaccel.errors import InputError  # noqa: E402
 from edgeaccel.tracking import Line, Zone  # noqa: E402
 from stream_servers import write_video  # noqa: E402
 
+pytestmark = pytest.mark.slow  # slow tier: video pipelines
+
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ["red", "green", "blue", "yellow", "magenta", "cyan"]
 PATHS = [((-10, 60), (90, 0)), ((330, 66), (-90, 0)),  # red and green meet head-on (green drawn over red)
