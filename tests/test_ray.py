@@ -167,6 +167,24 @@ def test_model_files_ship_as_bytes_and_unpack_once_per_node(tmp_path):
     assert Path(labels).read_text() == LABELS.read_text()
 
 
+def test_a_folder_of_symlinks_ships_as_the_folder_its_names_make(tmp_path):
+    """A Hugging Face snapshot names its files by symlinks into blobs/: the payload keeps the names (the .bin
+    beside the .xml it belongs to), not the blobs' hashes."""
+    from edgeaccel.ray.shipping import pack, unpack
+
+    blobs, snapshot = tmp_path / "blobs", tmp_path / "snapshot"
+    blobs.mkdir()
+    snapshot.mkdir()
+    for suffix, blob in ((".xml", "3f1a"), (".bin", "9c2e")):
+        (blobs / blob).write_bytes((MODELS / "openvino" / f"mobilenet_v2_1.0_224_quant{suffix}").read_bytes())
+        (snapshot / f"model{suffix}").symlink_to(blobs / blob)
+    payload = pack(snapshot)
+    assert sorted(payload.files) == ["model.bin", "model.xml"]
+    source, _ = unpack(payload, tmp_path / "node")
+    with edgeaccel.load(Path(source), executor="openvino", calibrate=False) as model:
+        assert model.executor.runtime == "openvino"
+
+
 def test_ship_path_on_a_node_without_the_file_says_what_to_do(tmp_path):
     from edgeaccel.ray.shipping import ModelPayload, unpack
 
