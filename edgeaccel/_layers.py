@@ -13,7 +13,7 @@ from __future__ import annotations
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({
         "errors", "wording", "_version", "_data", "_layers", "digest", "quantiles", "packages", "native_log",
-        "runtimeinfo", "schema", "bench", "tracking", "cachedir", "upcalls",
+        "runtimeinfo", "schema", "bench", "tracking", "cachedir", "upcalls", "clock",
     })),
     # Reading (and faking) a device's files below a root: under everything that surveys hardware.
     ("device files", frozenset({"devfs"})),

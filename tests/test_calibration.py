@@ -36,6 +36,7 @@ def test_compare(ref, got, spec, ok):
     assert result is ok, why
 
 
+@pytest.mark.slow
 @pytest.mark.shared
 def test_calibration_measures_caches_and_chooses_from_measurements(tmp_path):
     model = MODELS / "mobilenet_v1_0.25_128_quant.tflite"

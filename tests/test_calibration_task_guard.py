@@ -16,6 +16,7 @@ from edgeaccel.agreement.guard import Thresholds, judge
 from edgeaccel.selection.calibration import CalibrationPlan, TaskRequest, calibrate
 from edgeaccel.errors import ConfigError
 from edgeaccel.loader import select
+from conftest import run_cli
 from edgeaccel.selection.selector import Ranking
 from test_calibration_guard import QUICK, accel, cpu, opener
 from vision_models import candidates, constant_output, detector_trap
@@ -30,6 +31,7 @@ def measured(sel, name):
     return found[0]
 
 
+@pytest.mark.slow
 def test_bf16_that_changes_detections_is_refused_though_its_raw_error_is_a_small_share_of_the_range(tmp_path):
     path = detector_trap(tmp_path / "trap.onnx")
     sel = select(path, calibrate=True, cache_dir=tmp_path, calibration_budget_s=0.5)
@@ -47,6 +49,7 @@ def test_bf16_that_changes_detections_is_refused_though_its_raw_error_is_a_small
     assert BF16 not in [c.name for c in sel.ranking.candidates]
 
 
+@pytest.mark.slow
 def test_bf16_that_keeps_detections_is_admitted(tmp_path):
     path = detector_trap(tmp_path / "kept.onnx", signal=0.0)
     sel = select(path, calibrate=True, cache_dir=tmp_path, calibration_budget_s=0.5)
@@ -55,6 +58,7 @@ def test_bf16_that_keeps_detections_is_admitted(tmp_path):
     assert "detect precision 1.000, recall 1.000" in bf16.reason
 
 
+@pytest.mark.slow
 def test_task_none_judges_raw_outputs_as_before(tmp_path):
     """The opt-out (`tune --task none`): the tensor verdict alone admits the bf16 that changes detections,
     which is exactly what the task guard is for."""
@@ -168,16 +172,14 @@ def test_every_label_wrong_is_refused(detector):
     assert not verdict.ok and "detect precision 0 " in verdict.why
 
 
+@pytest.mark.slow
 def test_tune_judges_the_declared_task_and_task_none_judges_raw_outputs(tmp_path):
     import json
-    import subprocess
-    import sys
 
     path = detector_trap(tmp_path / "trap.onnx", signal=0.0)
 
     def tune(*extra: str) -> dict:
-        out = subprocess.run([sys.executable, "-m", "edgeaccel", "tune", str(path), "--cache-dir", str(tmp_path),
-                              "--json", *extra], capture_output=True, text=True, timeout=300)
+        out = run_cli("tune", path, "--cache-dir", tmp_path, "--json", *extra)
         assert out.returncode == 0, out.stderr
         report = json.loads(out.stdout)
         entries = [e for e in (*report["ranked"], *report["rejected"]) if e["candidate"] == "openvino:CPU"]
@@ -190,6 +192,7 @@ def test_tune_judges_the_declared_task_and_task_none_judges_raw_outputs(tmp_path
         assert model.executor.reason.startswith("measured")
 
 
+@pytest.mark.slow
 def test_a_plan_made_elsewhere_judges_with_the_loads_task_and_tolerance(tmp_path):
     """Background calibration builds its own plan (budget, pauses) and measures through selection.measure:
     the load's task and accuracy_tolerance still apply (before, its plan fell back to the default tolerance)."""

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -213,16 +211,14 @@ def _pipeline_file(tmp_path, stages, **more) -> str:
     return str(path)
 
 
-def test_run_cascade_prints_each_box_with_its_later_stages(tmp_path):
+def test_run_cascade_prints_each_box_with_its_later_stages(cli, tmp_path):
     (tmp_path / "models").mkdir()
     for model in (FACE, MESH):  # relative paths are the file's folder's
         (tmp_path / "models" / model.name).write_bytes(model.read_bytes())
     stages = [{"name": "face", "model": f"models/{FACE.name}"},
               {"name": "mesh", "model": f"models/{MESH.name}", "crop": {"scale": 1.5, "rotate": [0, 1, 0]}}]
     path = _pipeline_file(tmp_path, stages, placement="as-loaded")
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "run", "--cascade", path, "-i", str(HOPPER), "--json",
-                           "--save", str(tmp_path / "out.png")], capture_output=True, text=True, env=env, timeout=300, check=False)
+    done = cli("run", "--cascade", path, "-i", str(HOPPER), "--json", "--save", str(tmp_path / "out.png"), timeout=300)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert [s["name"] for s in document["stages"]] == ["face", "mesh"]
@@ -243,14 +239,12 @@ def test_a_wrong_pipeline_file_is_a_clear_error(tmp_path):
         load_cascade(tmp_path / "missing.yaml")
 
 
-def test_run_cascade_on_a_video_writes_a_line_a_frame_and_the_report(tmp_path):
+def test_run_cascade_on_a_video_writes_a_line_a_frame_and_the_report(cli, tmp_path):
     stages = [{"name": "vehicle", "model": str(TRAFFIC), "min_score": 0.3},
               {"name": "kind", "model": str(SHARED / "models" / "mobilenet_v1_0.25_128_quant.tflite")}]
     path = _pipeline_file(tmp_path, stages, placement="as-loaded", live={"queue_size": 2})
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "run", "--cascade", path, "-i", str(VIDEO), "--json",
-                           "--jsonl", str(tmp_path / "frames.jsonl")], capture_output=True, text=True, env=env,
-                          timeout=300, check=False)
+    done = cli("run", "--cascade", path, "-i", str(VIDEO), "--json", "--jsonl", str(tmp_path / "frames.jsonl"),
+               timeout=300)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["schema"] == "edgeaccel.cascade-run/2" and report["queue_size"] == 2
@@ -259,10 +253,8 @@ def test_run_cascade_on_a_video_writes_a_line_a_frame_and_the_report(tmp_path):
     assert [json.loads(line)["index"] for line in lines] == list(range(20))
 
 
-def test_run_without_a_model_or_a_cascade_says_what_to_give():
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "run", "-i", str(HOPPER)], capture_output=True,
-                          text=True, env=env, timeout=120, check=False)
+def test_run_without_a_model_or_a_cascade_says_what_to_give(cli):
+    done = cli("run", "-i", str(HOPPER), timeout=120)
     assert done.returncode != 0 and "--cascade" in done.stderr and "Traceback" not in done.stderr
 
 

@@ -206,10 +206,8 @@ def test_a_power_budget_sheds_in_the_same_order_and_holds_the_budget(tmp_path):
     assert "power" in plans[-1].reason
 
 
-def test_run_cascade_takes_several_inputs_a_policy_and_counts_lines(tmp_path):
+def test_run_cascade_takes_several_inputs_a_policy_and_counts_lines(tmp_path, cli):
     import json
-    import subprocess
-    import sys
 
     import yaml
 
@@ -218,10 +216,8 @@ def test_run_cascade_takes_several_inputs_a_policy_and_counts_lines(tmp_path):
         "placement": "as-loaded", "live": {"queue_size": 2, "policy": "thermal", "policy_interval_s": 0.1},
         "stages": [{"name": "vehicle", "model": str(TRAFFIC), "min_score": 0.3},
                    {"name": "kind", "model": str(SHARED / "models" / "mobilenet_v1_0.25_128_quant.tflite")}]}))
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "run", "--cascade", str(path), "-i", str(VIDEO), "-i",
-                           str(VIDEO), "--line", "mid=0,300,960,300", "--json", "--jsonl", str(tmp_path / "f.jsonl")],
-                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    done = cli("run", "--cascade", path, "-i", VIDEO, "-i", VIDEO, "--line", "mid=0,300,960,300", "--json",
+               "--jsonl", tmp_path / "f.jsonl")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert [s["delivered"] for s in report["sources"]] == [20, 20]

@@ -6,8 +6,6 @@ detectors whose outputs the tests set (vision_models.py), one with every class l
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,11 +17,6 @@ import edgeaccel  # noqa: E402
 from convert_helpers import dataset, mlp_onnx, train_mlp  # noqa: E402
 from edgeaccel.convert import convert  # noqa: E402
 from vision_models import INPUT, candidates, constant_output  # noqa: E402
-
-
-def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgeaccel", *map(str, args)], capture_output=True, text=True,
-                          timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +44,7 @@ def _variant(params: dict, path, change) -> object:
 
 # -- the default gates, through the CLI --------------------------------------------------------------------
 
-def test_a_working_int8_artifact_passes_with_default_flags(good_bundle):
+def test_a_working_int8_artifact_passes_with_default_flags(cli, good_bundle):
     done = cli("check", good_bundle.out, "--runs", "1", "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -60,7 +53,7 @@ def test_a_working_int8_artifact_passes_with_default_flags(good_bundle):
     assert row["task_metrics"]["top1"] >= 0.9 and row["rel_error"] < 0.25 and not report["failures"]
 
 
-def test_scrambled_weights_fail_with_default_flags(mlp, tmp_path):
+def test_scrambled_weights_fail_with_default_flags(cli, mlp, tmp_path):
     folder, path, params, _, held = mlp
     rng = np.random.default_rng(7)
     scrambled = _variant(params, tmp_path / "scrambled.onnx",
@@ -71,7 +64,7 @@ def test_scrambled_weights_fail_with_default_flags(mlp, tmp_path):
     assert "top-1 agreement over" in done.stderr and "hint:" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_permuted_class_ids_fail_with_default_flags(mlp, tmp_path):
+def test_permuted_class_ids_fail_with_default_flags(cli, mlp, tmp_path):
     """Every label wrong: the class columns of the last layer rotated by one."""
     folder, path, params, _, held = mlp
     shifted = _variant(params, tmp_path / "shifted.onnx",
@@ -95,7 +88,7 @@ def _detector(path, rows):
     return constant_output(path, values, metadata={"names": NAMES, "imgsz": f"[{INPUT}, {INPUT}]"})
 
 
-def test_a_detector_with_every_label_wrong_fails_though_its_tensors_are_close(tmp_path):
+def test_a_detector_with_every_label_wrong_fails_though_its_tensors_are_close(cli, tmp_path):
     reference = _detector(tmp_path / "ref.onnx", ROWS)
     wrong = _detector(tmp_path / "wrong.onnx", [(*r[:4], (r[4] + 1) % 3, r[5]) for r in ROWS])
     close = _detector(tmp_path / "close.onnx", [(*r[:5], r[5] - 0.03) for r in ROWS])  # int8-like score noise
@@ -130,7 +123,7 @@ def test_convert_holds_samples_back_and_check_uses_them(mlp, good_bundle):
     assert entry["task"] == "classify" and entry["top1"] >= 0.9
 
 
-def test_a_bundle_without_held_out_samples_says_so(good_bundle, tmp_path):
+def test_a_bundle_without_held_out_samples_says_so(cli, good_bundle, tmp_path):
     import shutil
 
     import yaml
@@ -189,7 +182,7 @@ def test_convert_marks_the_failing_artifact_failed(failing_bundle):
     assert found.failed_check(int8.path) == bad["reason"] and found.failed_check(ir.path) is None
 
 
-def test_load_leaves_a_failed_artifact_out_with_the_reason(failing_bundle):
+def test_load_leaves_a_failed_artifact_out_with_the_reason(cli, failing_bundle):
     with edgeaccel.load(failing_bundle.out) as model:
         assert model.info.path.name == "mlp_float.xml"
         left_out = [f for f in model.fallbacks if f.failed == "[mlp_int8.onnx]"]
@@ -244,7 +237,7 @@ def test_when_every_artifact_failed_the_float_reference_runs_or_loading_says_wha
 
 # -- the issue's detector: a YOLOv8-style float model (yolo_like.py) through convert and check ---------------
 
-def test_yolo_like_int8_passes_and_its_whole_graph_int8_fails_with_default_flags(tmp_path):
+def test_yolo_like_int8_passes_and_its_whole_graph_int8_fails_with_default_flags(cli, tmp_path):
     """convert keeps the detection head in float: its int8 artifact passes the check convert runs and
     `check` with default flags. The same graph quantized whole (box pixels and class scores under one scale,
     what convert did before) has a small relative error, which passed check then, and now fails it."""

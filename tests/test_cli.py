@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -13,11 +11,7 @@ from conftest import IMAGES, MODELS, SAMPLES
 pytestmark = pytest.mark.shared
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgeaccel", *args], capture_output=True, text=True, timeout=120)
-
-
-def test_bundled_sample_finds_the_chickadee():
+def test_bundled_sample_finds_the_chickadee(cli):
     out = cli("run", str(SAMPLES / "mobilenet_v1_0.25_128_quant.tflite"), "--input", str(SAMPLES / "bird.png"),
               "--labels", str(SAMPLES / "imagenet_labels.txt"), "--top-k", "3")
     assert out.returncode == 0, out.stderr
@@ -26,7 +20,7 @@ def test_bundled_sample_finds_the_chickadee():
     assert "litert" in out.stdout and "p50" in out.stdout and "p99" in out.stdout
 
 
-def test_json_report_for_scripts():
+def test_json_report_for_scripts(cli):
     out = cli("run", str(MODELS / "mobilenet_v2_1.0_224_quant.onnx"), "--input", str(IMAGES / "cat.png"),
               "--labels", str(MODELS / "imagenet_labels.txt"), "--top-k", "3", "--runs", "5", "--json")
     assert out.returncode == 0, out.stderr
@@ -41,7 +35,7 @@ def test_json_report_for_scripts():
     assert report["answered_by"] == {report["output_executor"]: 5}
 
 
-def test_random_input_and_pinned_executor():
+def test_random_input_and_pinned_executor(cli):
     out = cli("run", str(MODELS / "split_concat.tflite"), "--executor", "openvino", "--runs", "2", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
@@ -49,7 +43,7 @@ def test_random_input_and_pinned_executor():
     assert len(report["outputs"]) == 5 and report["top_k"] == []
 
 
-def test_npy_input(tmp_path):
+def test_npy_input(cli, tmp_path):
     import numpy as np
 
     np.save(tmp_path / "x.npy", np.full((1, 28, 28), 3, np.uint8))
@@ -71,7 +65,7 @@ def test_npy_input(tmp_path):
         (["run", "{models}/split_concat.tflite", "--executor", "onnxruntime"], 6, "does not read tflite"),
     ],
 )
-def test_errors_are_one_clear_line_and_an_exit_code(tmp_path, args, code, message):
+def test_errors_are_one_clear_line_and_an_exit_code(cli, tmp_path, args, code, message):
     import numpy as np
 
     (tmp_path / "empty.tflite").write_bytes(b"")
@@ -85,13 +79,13 @@ def test_errors_are_one_clear_line_and_an_exit_code(tmp_path, args, code, messag
     assert message in out.stderr
 
 
-def test_debug_shows_the_traceback(tmp_path):
+def test_debug_shows_the_traceback(cli, tmp_path):
     (tmp_path / "m.tflite").write_bytes(b"")
     out = cli("--debug", "run", str(tmp_path / "m.tflite"))
     assert out.returncode != 0 and "Traceback" in out.stderr
 
 
-def test_explain_the_edgetpu_twin_set_chooses_the_cpu_twin_and_says_why():
+def test_explain_the_edgetpu_twin_set_chooses_the_cpu_twin_and_says_why(cli):
     out = cli("explain", str(MODELS / "mobilenet_v1_0.25_128_quant_edgetpu.tflite"),
               str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--json")
     assert out.returncode == 0, out.stderr
@@ -102,7 +96,7 @@ def test_explain_the_edgetpu_twin_set_chooses_the_cpu_twin_and_says_why():
     assert any("edgetpu-custom-op" in r for r in edgetpu_reasons)
 
 
-def test_tune_then_explain_reads_the_cache(tmp_path):
+def test_tune_then_explain_reads_the_cache(cli, tmp_path):
     model = str(MODELS / "split_concat.tflite")
     tuned = cli("tune", model, "--cache-dir", str(tmp_path), "--json")
     assert tuned.returncode == 0, tuned.stderr
@@ -112,7 +106,7 @@ def test_tune_then_explain_reads_the_cache(tmp_path):
     assert explained["ranked"][0]["measurement"]["p50_ms"] > 0
 
 
-def test_bench_side_by_side_json_and_plot(tmp_path):
+def test_bench_side_by_side_json_and_plot(cli, tmp_path):
     plot = tmp_path / "lat.png"
     out = cli("bench", str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--all", "--runs", "20",
               "--requests", "30", "--warmup", "2", "--json", "--plot", str(plot))
@@ -127,7 +121,7 @@ def test_bench_side_by_side_json_and_plot(tmp_path):
     assert plot.read_bytes().startswith(b"\x89PNG")
 
 
-def test_bench_min_seconds_extends_both_modes_past_the_counts():
+def test_bench_min_seconds_extends_both_modes_past_the_counts(cli):
     out = cli("bench", str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--runs", "1", "--requests", "1", "--warmup", "1",
               "--min-seconds", "0.3", "--json")
     assert out.returncode == 0, out.stderr

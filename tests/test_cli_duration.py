@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 
 from conftest import SAMPLES
 
 MODEL = str(SAMPLES / "mobilenet_v1_0.25_128_quant.tflite")
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgeaccel", *args], capture_output=True, text=True, timeout=180)
 
-
-def test_sustained_run_on_this_machine_shows_live_lines_summary_and_trace(tmp_path):
+def test_sustained_run_on_this_machine_shows_live_lines_summary_and_trace(cli, tmp_path):
     trace = tmp_path / "trace.csv"
     out = cli("run", MODEL, "--duration", "2.5", "--policy", "thermal", "--trace", str(trace))
     assert out.returncode == 0, out.stderr
@@ -31,7 +26,7 @@ def test_sustained_run_on_this_machine_shows_live_lines_summary_and_trace(tmp_pa
     assert rows and rows[0]["action"] == "no_telemetry" and "serving unthrottled" in rows[0]["reason"]
 
 
-def test_simulated_run_labels_every_figure(tmp_path):
+def test_simulated_run_labels_every_figure(cli, tmp_path):
     trace = tmp_path / "sim.csv"
     out = cli("run", MODEL, "--simulate", "--duration", "300", "--policy", "thermal", "--ambient", "40",
               "--trace", str(trace))
@@ -43,19 +38,19 @@ def test_simulated_run_labels_every_figure(tmp_path):
     assert header.startswith("simulated_time_s,") and "simulated_accel_temp_c" in header
 
 
-def test_simulated_json_keeps_figures_under_a_simulated_key():
+def test_simulated_json_keeps_figures_under_a_simulated_key(cli):
     out = cli("run", MODEL, "--simulate", "--duration", "60", "--policy", "latency", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["schema"] == "edgeaccel.run.sustained/1" and report["simulated"]["completed"] > 0
 
 
-def test_power_policy_needs_a_budget():
+def test_power_policy_needs_a_budget(cli):
     out = cli("run", MODEL, "--duration", "1", "--policy", "power")
     assert out.returncode == 4 and "--power-budget" in out.stderr
 
 
-def test_sustained_json_on_this_machine():
+def test_sustained_json_on_this_machine(cli):
     out = cli("run", MODEL, "--duration", "1.5", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)

@@ -19,11 +19,6 @@ pytestmark = pytest.mark.shared
 pytest.importorskip("onnx", reason="the tests build ONNX models")
 
 
-def cli(*args, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgeaccel", *map(str, args)], capture_output=True, text=True,
-                          timeout=180, env=env)
-
-
 def _onnx(path: Path, nodes, inputs, outputs, initializers=None) -> Path:
     from onnx_models import save
 
@@ -68,13 +63,13 @@ def _assert_clear_error(out: subprocess.CompletedProcess, code: int, *needles: s
 # -- item 9: executor names -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("typed, runtime", [("LiteRT", "litert"), ("tflite", "litert"), ("OV", "openvino")])
-def test_executor_names_are_case_insensitive_with_aliases(typed, runtime):
+def test_executor_names_are_case_insensitive_with_aliases(cli, typed, runtime):
     out = cli("run", MODELS / "split_concat.tflite", "--executor", typed, "--runs", "1", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["executor"]["runtime"] == runtime
 
 
-def test_unknown_executor_is_a_usage_error_listing_the_valid_ones():
+def test_unknown_executor_is_a_usage_error_listing_the_valid_ones(cli):
     out = cli("run", MODELS / "split_concat.tflite", "--executor", "tensorrtx")
     _assert_clear_error(out, 2, "unknown executor 'tensorrtx'", "litert, onnxruntime, openvino", max_lines=2)
 
@@ -93,19 +88,19 @@ def test_load_names_a_wrong_executor_clearly():
 
 # -- item 11: --version; item 10: errors name the cause first with the documented code ----------------------
 
-def test_version():
+def test_version(cli):
     import edgeaccel
 
     out = cli("--version")
     assert out.returncode == 0 and out.stdout.strip() == f"edgeaccel {edgeaccel.__version__}"
 
 
-def test_wrong_input_name_says_so(built):
+def test_wrong_input_name_says_so(cli, built):
     out = cli("run", built["conv"], "--input", f"foo={IMAGES / 'bird.png'}")
     _assert_clear_error(out, 4, "no input named 'foo'", "['x']")
 
 
-def test_truncated_onnx_says_truncated(tmp_path):
+def test_truncated_onnx_says_truncated(cli, tmp_path):
     data = (MODELS / "mobilenet_v2_1.0_224_quant.onnx").read_bytes()
     (tmp_path / "cut.onnx").write_bytes(data[: len(data) // 2])
     _assert_clear_error(cli("run", tmp_path / "cut.onnx"), 3, "truncated ONNX model")
@@ -119,13 +114,13 @@ def test_missing_model_file_is_a_file_not_found_error(tmp_path):
 
 
 @without("CUDA")
-def test_absent_device_names_the_device_in_a_few_lines():
+def test_absent_device_names_the_device_in_a_few_lines(cli):
     out = cli("run", MODELS / "mobilenet_v2_1.0_224_quant.onnx", "--device", "CUDA")
     _assert_clear_error(out, 6, "onnxruntime:CUDA", "no CUDA device", "--device CUDA", max_lines=5)
     assert "not the device asked for" not in out.stderr
 
 
-def test_a_custom_op_model_exits_6_from_run_and_bench_and_explain_warns():
+def test_a_custom_op_model_exits_6_from_run_and_bench_and_explain_warns(cli):
     model = MODELS / "model_invoking_error.tflite"
     _assert_clear_error(cli("run", model), 6, "fake-op-double")
     _assert_clear_error(cli("bench", model, "--runs", "1", "--requests", "1"), 6, "fake-op-double")
@@ -153,7 +148,7 @@ def test_long_log_lines_are_cut_to_one_line():
 
 # -- item 8: --normalize as people type it ------------------------------------------------------------------
 
-def test_normalize_minus_one_one_as_typed(built):
+def test_normalize_minus_one_one_as_typed(cli, built):
     out = cli("run", built["conv"], "--input", IMAGES / "bird.png", "--normalize", "-1,1", "--runs", "1", "--json")
     assert out.returncode == 0, out.stderr
     assert "scaled to -1,1" in json.loads(out.stdout)["inputs"][0]["source"]
@@ -161,7 +156,7 @@ def test_normalize_minus_one_one_as_typed(built):
 
 # -- item 4: what run shows per kind of output ----------------------------------------------------------------
 
-def test_landmarks_are_not_shown_as_class_scores(built, tmp_path):
+def test_landmarks_are_not_shown_as_class_scores(cli, built, tmp_path):
     saved = tmp_path / "out.npz"
     out = cli("run", built["landmarks"], "--runs", "1", "--json", "--save-outputs", saved)
     assert out.returncode == 0, out.stderr
@@ -174,7 +169,7 @@ def test_landmarks_are_not_shown_as_class_scores(built, tmp_path):
     assert "top-" not in text.stdout and "class 1" not in text.stdout and "values" in text.stdout
 
 
-def test_a_1x10x1x1_classifier_gets_a_top_k_of_probabilities(built):
+def test_a_1x10x1x1_classifier_gets_a_top_k_of_probabilities(cli, built):
     out = cli("run", built["classifier"], "--input", IMAGES / "bird.png", "--labels", built["labels"], "--runs", "1",
               "--top-k", "3", "--json")
     assert out.returncode == 0, out.stderr
@@ -185,7 +180,7 @@ def test_a_1x10x1x1_classifier_gets_a_top_k_of_probabilities(built):
     assert report["top_k"][0]["label"] == f"thing {report['top_k'][0]['index']}"
 
 
-def test_pose_model_output_is_keypoints_with_values():
+def test_pose_model_output_is_keypoints_with_values(cli):
     out = cli("run", MODELS / "movenet_single_pose_lightning_ptq.tflite", "--input", IMAGES / "squat.png",
               "--runs", "1", "--json")
     report = json.loads(out.stdout)
@@ -193,7 +188,7 @@ def test_pose_model_output_is_keypoints_with_values():
     assert np.asarray(report["outputs"][0]["values"]).shape == (1, 1, 17, 3)
 
 
-def test_openvino_ir_scores_are_labelled_raw_and_the_tflite_ones_probabilities():
+def test_openvino_ir_scores_are_labelled_raw_and_the_tflite_ones_probabilities(cli):
     args = ("--input", IMAGES / "bird.png", "--labels", MODELS / "imagenet_labels.txt", "--runs", "1", "--json")
     ir = json.loads(cli("run", MODELS / "openvino" / "mobilenet_v2_1.0_224_quant.xml", *args).stdout)
     tfl = json.loads(cli("run", MODELS / "mobilenet_v2_1.0_224_quant.tflite", *args).stdout)
@@ -204,7 +199,7 @@ def test_openvino_ir_scores_are_labelled_raw_and_the_tflite_ones_probabilities()
 
 # -- item 6: a folder or list is one model -------------------------------------------------------------------
 
-def test_a_folder_of_unrelated_models_is_refused_with_their_signatures(tmp_path):
+def test_a_folder_of_unrelated_models_is_refused_with_their_signatures(cli, tmp_path):
     for name in ("movenet_single_pose_lightning_ptq.tflite", "mobilenet_v1_0.25_128_quant.tflite"):
         shutil.copy(MODELS / name, tmp_path / name)
     _assert_clear_error(cli("run", tmp_path), 3, "2 different models", "movenet_single_pose_lightning_ptq.tflite",
@@ -213,7 +208,7 @@ def test_a_folder_of_unrelated_models_is_refused_with_their_signatures(tmp_path)
                             tmp_path / "mobilenet_v1_0.25_128_quant.tflite"), 3, "2 different models")
 
 
-def test_a_folder_holding_one_model_and_its_twin_runs(tmp_path):
+def test_a_folder_holding_one_model_and_its_twin_runs(cli, tmp_path):
     for name in ("mobilenet_v1_0.25_128_quant.tflite", "mobilenet_v1_0.25_128_quant_edgetpu.tflite"):
         shutil.copy(MODELS / name, tmp_path / name)
     out = cli("run", tmp_path, "--runs", "1", "--json")
@@ -223,7 +218,7 @@ def test_a_folder_holding_one_model_and_its_twin_runs(tmp_path):
 
 # -- item 5: check gates every output kind --------------------------------------------------------------------
 
-def test_check_fails_an_artifact_that_strays_from_the_reference(built, tmp_path):
+def test_check_fails_an_artifact_that_strays_from_the_reference(cli, built, tmp_path):
     data = tmp_path / "x.npy"
     np.save(data, np.random.default_rng(1).random((4, 1, 3, 16, 16), np.float32))
     same = cli("check", built["conv"], "--reference", built["conv"], "--data", data, "--runs", "1",
@@ -247,7 +242,7 @@ def test_size_column_says_larger_for_a_larger_file():
 
 # -- item 2: tune, the cache, --no-cache ------------------------------------------------------------------------
 
-def test_tune_that_runs_nothing_fails_and_keeps_nothing(built, tmp_path):
+def test_tune_that_runs_nothing_fails_and_keeps_nothing(cli, built, tmp_path):
     cache = tmp_path / "cache"
     tuned = cli("tune", MODELS / "model_invoking_error.tflite", "--cache-dir", cache)
     assert tuned.returncode == 6 and "Traceback" not in tuned.stderr
@@ -263,7 +258,7 @@ def test_tune_that_runs_nothing_fails_and_keeps_nothing(built, tmp_path):
     assert ran.returncode == 0, ran.stderr
 
 
-def test_tune_on_real_inputs_then_inspect_bypass_and_clear_the_cache(built, tmp_path):
+def test_tune_on_real_inputs_then_inspect_bypass_and_clear_the_cache(cli, built, tmp_path):
     cache = tmp_path / "cache"
     sample = tmp_path / "x.npy"
     np.save(sample, np.random.default_rng(0).random((1, 3, 24, 24), np.float32))
@@ -285,7 +280,7 @@ def test_tune_on_real_inputs_then_inspect_bypass_and_clear_the_cache(built, tmp_
 
 # -- the README's Python example: a public path -> input helper --------------------------------------------------
 
-def test_image_input_is_what_run_feeds_the_model(labels):
+def test_image_input_is_what_run_feeds_the_model(cli, labels):
     import edgeaccel
 
     with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.tflite") as model:

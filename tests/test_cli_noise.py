@@ -65,11 +65,9 @@ def test_a_missing_runtime_for_the_cpu_is_still_a_problem_everywhere(tmp_path, r
     assert got["onnxruntime"] == "import failed: a broken wheel"
 
 
-def test_explain_prints_one_fix_line_per_cause():
-    text = subprocess.run([sys.executable, "-m", "edgeaccel", "explain", SAMPLE], capture_output=True, text=True,
-                          timeout=300)
-    report = subprocess.run([sys.executable, "-m", "edgeaccel", "explain", SAMPLE, "--json"], capture_output=True,
-                            text=True, timeout=300)
+def test_explain_prints_one_fix_line_per_cause(cli):
+    text = cli("explain", SAMPLE)
+    report = cli("explain", SAMPLE, "--json")
     assert text.returncode == 0 and report.returncode == 0, text.stderr + report.stderr
     fixes = [r["fix"] for r in json.loads(report.stdout)["rejected"] if r["fix"]]
     lines = text.stdout.splitlines()
@@ -150,8 +148,8 @@ def test_bench_stays_quiet_under_json_and_no_progress(extra):
     assert code == 0 and "bench:" not in err, err
 
 
-def test_no_status_line_when_stderr_is_not_a_terminal():
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", *BENCH], capture_output=True, text=True, timeout=300)
+def test_no_status_line_when_stderr_is_not_a_terminal(cli):
+    done = cli(*BENCH)
     assert done.returncode == 0 and "bench:" not in done.stderr and "\x1b[K" not in done.stderr, done.stderr
 
 

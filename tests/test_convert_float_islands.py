@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -103,6 +101,7 @@ def test_whole_graph_int8_destroys_the_detector(detector, calibration, tmp_path)
         assert precision < 0.5 and distinct < 10, (precision, recall, distinct)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target,executor", [("onnx-int8", "onnxruntime"), ("openvino-int8", "openvino")])
 def test_int8_scores_are_continuous_and_boxes_match_float_on_held_out_images(bundle, detector, target, executor):
     artifact = next(a for a in bundle.artifacts if a.target == target)
@@ -180,23 +179,19 @@ def test_keep_float_needs_an_int8_onnx_target(detector, tmp_path):
         convert(detector, "onnx-float", tmp_path / "out", keep_float=["backbone.smooth"])
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgeaccel", "convert", *args], capture_output=True, text=True,
-                          timeout=300)
-
-
-def test_cli_keep_float_json_text_and_unknown_name(detector, calibration, tmp_path):
-    done = _cli(str(detector), "--to", "onnx-int8", "--out", str(tmp_path / "out"), "--calibration", str(calibration),
-                "--keep-float", "backbone.smooth", "--json")
+def test_cli_keep_float_json_text_and_unknown_name(cli, detector, calibration, tmp_path):
+    done = cli("convert", str(detector), "--to", "onnx-int8", "--out", str(tmp_path / "out"), "--calibration",
+               str(calibration), "--keep-float", "backbone.smooth", "--json")
     assert done.returncode == 0, done.stderr
     kept = json.loads(done.stdout)["artifacts"][0]["kept_float"]
     assert {"node": "backbone.smooth", "op": "Conv", "why": "--keep-float"} in kept
-    done = _cli(str(detector), "--to", "onnx-int8", "--out", str(tmp_path / "text"), "--calibration", str(calibration))
+    done = cli("convert", str(detector), "--to", "onnx-int8", "--out", str(tmp_path / "text"), "--calibration",
+               str(calibration))
     assert done.returncode == 0, done.stderr
     assert "kept float:" in done.stdout and "head: decode after the last compute layers" in done.stdout
     assert "head8.box (Conv): sensitivity:" in done.stdout
-    done = _cli(str(detector), "--to", "onnx-int8", "--out", str(tmp_path / "bad"), "--calibration", str(calibration),
-                "--keep-float", "backbone.smoth")
+    done = cli("convert", str(detector), "--to", "onnx-int8", "--out", str(tmp_path / "bad"), "--calibration",
+               str(calibration), "--keep-float", "backbone.smoth")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "'backbone.smoth'" in done.stderr and "backbone.smooth" in done.stderr
 
@@ -272,6 +267,7 @@ def test_metadata_copy_fills_what_a_quantizer_dropped_and_keeps_what_it_wrote():
     assert props["task"] == "segment" and props["names"] == yolo_like.metadata()["names"]
 
 
+@pytest.mark.slow
 def test_yolov8_export_topology_keeps_exactly_the_detect_decode_float(tmp_path):
     """Ultralytics' graph shape (C2f, SPPF, PAN neck, Detect with DFL): the last convolutions are the six
     cv2.i.2 / cv3.i.2; everything after them, the DFL Softmax and Conv included, is decode; no body node is."""

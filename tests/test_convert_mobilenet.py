@@ -15,7 +15,7 @@ from conftest import IMAGES, MODELS, image_input  # noqa: E402
 from edgeaccel.convert import check, convert  # noqa: E402
 from edgeaccel.convert.onnx_dequantize import dequantize  # noqa: E402
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: quantizes MobileNetV2 (minutes)
 QDQ_MODEL = MODELS / "mobilenet_v2_1.0_224_quant.onnx"
 IMAGES_AND_LABELS = {"bird": "chickadee", "cat": "Egyptian cat", "grace_hopper": "military uniform"}
 
@@ -86,12 +86,9 @@ def test_check_on_the_held_out_images(requantized):
     assert report.row("mobilenet_v2_1.0_224_quant_int8.onnx", "onnxruntime").top1_agreement >= 4 / 6
 
 
-def test_selector_explains_its_choice_among_the_bundle_artifacts(requantized):
-    import subprocess
-    import sys
+def test_selector_explains_its_choice_among_the_bundle_artifacts(cli, requantized):
 
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "explain", str(requantized.out)],
-                          capture_output=True, text=True, timeout=120)
+    done = cli("explain", str(requantized.out), timeout=120)
     assert done.returncode == 0, done.stderr
     ranked, rejected = done.stdout.split("rejected")
     for artifact in requantized.artifacts:

@@ -5,8 +5,6 @@ errors for what cannot be converted."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -46,12 +44,14 @@ def _scores(model_path, images, **load) -> np.ndarray:
         return np.concatenate([model.run(img[None], quantize=True, dequantize=True)[0] for img in images])
 
 
+@pytest.mark.slow
 def test_float_onnx_matches_the_numpy_model(mlp):
     path, held, scores, _, _ = mlp
     got = _scores(path, held)
     np.testing.assert_allclose(got, scores, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["onnx-int8", "openvino-int8"])
 def test_int8_artifacts_agree_and_are_smaller(mlp, bundle, target):
     path, held, scores, _, _ = mlp
@@ -71,6 +71,7 @@ def test_float_ir_keeps_f32_weights(mlp, bundle):
     assert ir.size_bytes > 0.9 * path.stat().st_size
 
 
+@pytest.mark.slow
 def test_quantized_onnx_loads_in_the_installed_onnxruntime(tmp_path, mlp):
     """The writer's IR version is lowered to what ORT reads (runtime facts: onnx writes 14, ORT 1.31 reads 13)."""
     from edgeaccel.convert.onnx_util import max_ir_version
@@ -105,6 +106,7 @@ def test_bundle_loads_and_names_its_reference(mlp, bundle):
         assert model.run(mlp[1][:1], quantize=True)[0].shape == (1, 10)
 
 
+@pytest.mark.slow
 def test_check_reports_agreement_size_and_latency(mlp, bundle):
     _, held, scores, _, held_npy = mlp
     report = check(bundle.out, data=held_npy, runs=3)
@@ -123,12 +125,11 @@ def test_check_reports_agreement_size_and_latency(mlp, bundle):
     assert "mlp_int8.xml" in report.table()
 
 
-def test_cli_convert_then_check_json(mlp, tmp_path):
+def test_cli_convert_then_check_json(cli, mlp, tmp_path):
     path, _, _, calib, held_npy = mlp
     out = tmp_path / "cli"
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "convert", str(path), "--to", "onnx-int8",
-                           "--calibration", str(calib), "--out", str(out), "--json"],
-                          capture_output=True, text=True, timeout=300)
+    done = cli("convert", str(path), "--to", "onnx-int8", "--calibration", str(calib), "--out", str(out), "--json",
+               timeout=300)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["schema"] == "edgeaccel.convert/1" and result["artifacts"][0]["target"] == "onnx-int8"
@@ -136,24 +137,21 @@ def test_cli_convert_then_check_json(mlp, tmp_path):
     assert (result["calibration_samples"], result["holdout_samples"]) == (160, 40)
     verdict = result["artifacts"][0]["check"]
     assert verdict["passed"] is True and verdict["data"] == "held-out" and verdict["samples"] == 40
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "check", str(out), "--data", str(held_npy),
-                           "--runs", "2", "--executor", "onnxruntime", "--json"],
-                          capture_output=True, text=True, timeout=300)
+    done = cli("check", str(out), "--data", str(held_npy), "--runs", "2", "--executor", "onnxruntime", "--json",
+               timeout=300)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     row = next(r for r in report["rows"] if r["artifact"].endswith("mlp_int8.onnx"))
     assert row["top1_agreement"] >= 0.98 and row["executor"] == "onnxruntime:CPU"
     # --min-top1 gates a pipeline: an impossible bar fails with a line naming the artifact
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "check", str(out), "--data", str(held_npy),
-                           "--runs", "1", "--executor", "onnxruntime", "--min-top1", "1.01"],
-                          capture_output=True, text=True, timeout=300)
+    done = cli("check", str(out), "--data", str(held_npy), "--runs", "1", "--executor", "onnxruntime", "--min-top1",
+               "1.01", timeout=300)
     assert done.returncode == 1 and "mlp_int8.onnx on onnxruntime:CPU: top-1 agreement" in done.stderr
 
 
-def test_cli_errors_are_one_line_with_an_exit_code(mlp, tmp_path):
+def test_cli_errors_are_one_line_with_an_exit_code(cli, mlp, tmp_path):
     path = mlp[0]
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "convert", str(path), "--to", "onnx-int8",
-                           "--out", str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
+    done = cli("convert", str(path), "--to", "onnx-int8", "--out", str(tmp_path / "x"), timeout=120)
     assert done.returncode == 1
     assert "onnx-int8 needs calibration data" in done.stderr and "hint:" in done.stderr
     assert "Traceback" not in done.stderr
@@ -207,6 +205,7 @@ def test_failed_conversion_leaves_no_half_written_bundle(mlp, tmp_path):
     assert out.is_dir() and not any(out.iterdir())  # a folder the caller made stays, emptied of what we wrote
 
 
+@pytest.mark.slow
 @pytest.mark.shared
 def test_a_quantized_tflite_is_not_quantized_again(tmp_path):
     from conftest import IMAGES, MODELS

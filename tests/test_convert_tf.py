@@ -9,8 +9,6 @@ pytest's -ra summary; CI installs `dev`, so there they run.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -24,7 +22,8 @@ from edgeaccel.convert import check, convert  # noqa: E402
 from edgeaccel.convert.edgetpu import readiness  # noqa: E402
 
 # Keras 3 passes copy=False to numpy 2 inside its own predict(); not ours to fix
-pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation doesn't accept a copy:DeprecationWarning")
+pytestmark = [pytest.mark.slow,  # slow tier: TensorFlow conversions
+              pytest.mark.filterwarnings("ignore:__array__ implementation doesn't accept a copy:DeprecationWarning")]
 
 ALL_TARGETS = "tflite-float,tflite-dynamic,tflite-int8,onnx-int8,openvino-int8,openvino"
 
@@ -117,11 +116,10 @@ def test_uint8_io_and_a_savedmodel_source(keras_model, tmp_path):
     assert agreement >= 0.98
 
 
-def test_cli_convert_prints_edgetpu_readiness(keras_model, tmp_path):
+def test_cli_convert_prints_edgetpu_readiness(cli, keras_model, tmp_path):
     path, _, _, _, calib = keras_model
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "convert", str(path), "--to", "tflite-int8",
-                           "--calibration", str(calib), "--max-samples", "50", "--out", str(tmp_path / "b")],
-                          capture_output=True, text=True, timeout=600)
+    done = cli("convert", str(path), "--to", "tflite-int8", "--calibration", str(calib), "--max-samples", "50",
+               "--out", str(tmp_path / "b"), timeout=600)
     assert done.returncode == 0, done.stderr
     assert "Edge TPU readiness of cnn_int8.tflite" in done.stdout and "edgetpu_compiler -s -o" in done.stdout
     assert "calibrated on 40 samples from calib.npy (10 more held out for checking)" in done.stdout  # every 5th
@@ -129,8 +127,7 @@ def test_cli_convert_prints_edgetpu_readiness(keras_model, tmp_path):
     assert "I0000" not in done.stderr and "deprecated" not in done.stderr  # TensorFlow's chatter is filtered
     manifest = (tmp_path / "b" / "edgeaccel-bundle.yaml").read_text()
     assert "reference: cnn_float.tflite" in manifest
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "check", str(tmp_path / "b"), "--json", "--runs", "2",
-                           "--executor", "litert"], capture_output=True, text=True, timeout=300)
+    done = cli("check", str(tmp_path / "b"), "--json", "--runs", "2", "--executor", "litert", timeout=300)
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)["rows"]
     assert {r["artifact"].split("/")[-1] for r in rows} == {"cnn_float.tflite", "cnn_int8.tflite"}

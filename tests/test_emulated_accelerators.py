@@ -10,9 +10,6 @@ the caller, whatever order the rules put them in. No test asserts a speed: the e
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -22,7 +19,7 @@ import pytest
 import edgeaccel
 from edgeaccel.selection.calibration import CalibrationPlan
 from edgeaccel.selection.timing import MAX_BLOCK_CALLS
-from conftest import ROOT, SAMPLES, image_input
+from conftest import ROOT, SAMPLES, image_input, run_cli
 from edgeaccel.errors import DeviceUnavailableError
 from edgeaccel.loader import open_ranked, select
 from edgeaccel.profiles import get_profile, load_profiles
@@ -128,6 +125,7 @@ def hammer(model, x, threads: int, calls: int) -> tuple[list, list]:
 
 
 # -- every profile ---------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("name", PROFILES)
 def test_every_profile_selects_calibrates_and_runs_its_accelerators(name, tmp_path, bird, cpu_answer, labels):
     profile = get_profile(name)
@@ -171,6 +169,7 @@ def test_every_profile_fails_over_when_its_accelerator_is_unplugged(name, tmp_pa
         np.testing.assert_array_equal(out, cpu_answer)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", PROFILES)
 def test_every_profile_schedules_over_its_accelerator_and_the_cpu(name, tmp_path, bird, cpu_answers):
     profile = get_profile(name)
@@ -193,6 +192,7 @@ def test_every_profile_schedules_over_its_accelerator_and_the_cpu(name, tmp_path
 
 
 # -- chosen, refused or abandoned as a user expects ---------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("goal", ["latency", "efficiency"])
 def test_a_correct_fast_accelerator_is_chosen(goal, tmp_path, bird, cpu_answer):
     with installed_plugins(tmp_path, fast(), distribution="emulated-fast"):
@@ -203,6 +203,7 @@ def test_a_correct_fast_accelerator_is_chosen(goal, tmp_path, bird, cpu_answer):
             assert_guarded(model.run(bird)[0], cpu_answer)
 
 
+@pytest.mark.slow
 def test_every_accelerator_is_checked_against_the_cpu_reference(tmp_path):
     with installed_plugins(tmp_path, fast(), distribution="emulated-fast"):
         with edgeaccel.load(MODEL, calibrate=True) as model:
@@ -210,6 +211,7 @@ def test_every_accelerator_is_checked_against_the_cpu_reference(tmp_path):
     assert "not checked" not in reason and "against" in reason, reason
 
 
+@pytest.mark.slow
 def test_a_correct_far_more_efficient_accelerator_is_chosen_for_efficiency(tmp_path, bird, cpu_answer):
     """8 ms at 0.05 W (0.4 mJ) against the CPU's ~0.5 ms at 2.5 W a core: slower, far cheaper."""
     efficient = emulated_accelerator("effnpu", "EffNPU", "npu", fixed_latency_ms=8, power_w=0.05)
@@ -235,6 +237,7 @@ def lab(order: str):
     return (every if order == "wrong first" else every[::-1]), power
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", ["wrong first", "wrong last"])
 @pytest.mark.parametrize("goal, expected", [("latency", "fastnpu"), ("efficiency", "effnpu")])
 def test_fast_and_wrong_is_refused_whatever_the_order(order, goal, expected, tmp_path, bird, cpu_answer):
@@ -249,6 +252,7 @@ def test_fast_and_wrong_is_refused_whatever_the_order(order, goal, expected, tmp
     np.testing.assert_array_equal(answer, cpu_answer)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("goal", ["latency", "efficiency"])
 def test_an_accelerator_unplugged_after_some_calls_is_abandoned_without_an_error(goal, tmp_path, bird, cpu_answer):
     """It survives calibration (more calls than calibration makes), is chosen, then unplugs under 8 threads."""
@@ -267,6 +271,7 @@ def test_an_accelerator_unplugged_after_some_calls_is_abandoned_without_an_error
         assert_guarded(answer, cpu_answer)
 
 
+@pytest.mark.slow
 def test_an_accelerator_unplugged_during_calibration_is_rejected_not_fatal(tmp_path, bird, cpu_answer):
     flaky = emulated_accelerator("earlynpu", "EarlyNPU", "npu", speedup=20, faults=Faults(fail_after=10))
     with installed_plugins(tmp_path, flaky, distribution="emulated-early"):
@@ -313,13 +318,12 @@ def test_partial_offload_is_reported(tmp_path):
 
 # -- the plug-in in the CLI --------------------------------------------------------------------------------------
 def cli(plugin, *args: str) -> str:
-    env = {**os.environ, "PYTHONPATH": plugin.pythonpath(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", *args], capture_output=True, text=True, env=env,
-                          timeout=180, cwd=ROOT)
+    done = run_cli(*args, env={"PYTHONPATH": plugin.pythonpath(ROOT)}, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
 
+@pytest.mark.slow
 def test_the_plugin_shows_in_probe_and_explain(tmp_path):
     with installed_plugins(tmp_path, fast(power_w=2.0), distribution="emulated-fast") as plugin:
         probe = cli(plugin, "probe")
@@ -330,6 +334,7 @@ def test_the_plugin_shows_in_probe_and_explain(tmp_path):
         assert "fastnpu:FastNPU" in first, explain  # ranked first: an accelerator before the CPU
 
 
+@pytest.mark.slow
 def test_unplugged_accelerator_is_said_absent_in_explain(tmp_path):
     absent = fast("gonenpu", "GoneNPU", available="the emulated board has no GoneNPU fitted")
     with installed_plugins(tmp_path, absent, distribution="emulated-absent") as plugin:

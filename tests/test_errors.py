@@ -107,6 +107,7 @@ except BaseException as e:
     # model within the headroom, so it has no case here)
     ("mobilenet_v2_1.0_224_quant.onnx", "openvino", "could not get memory"),
 ])
+@pytest.mark.slow
 def test_running_out_of_memory_at_load_is_an_edgeaccel_error(name, executor, says):
     out = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY, str(MODELS / name), executor],
                          capture_output=True, text=True, timeout=120)

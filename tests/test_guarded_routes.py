@@ -28,6 +28,8 @@ from edgeaccel.selection.selector import Ranking
 from conftest import MODELS
 from test_failover import Unplugged
 
+pytestmark = pytest.mark.slow  # slow tier: calibrations over emulated accelerators (~20 s each)
+
 MOBILENET = MODELS / "mobilenet_v2_1.0_224_quant.tflite"
 LOOSE = 0.5  # both LiteRT and OpenVINO pass
 

@@ -47,6 +47,7 @@ with edgeaccel.load(sys.argv[1]) as model:
 """
 
 
+@pytest.mark.slow
 def test_small_dynamic_dim_that_kills_ort_is_safe_through_edgeaccel(zoo):
     """runtime facts: ORT_ENABLE_ALL + a dynamic spatial dim smaller than the kernel -> SIGFPE. Both halves run in
     child processes: the raw runtime dies, edgeaccel's default path answers every size (ORT_ENABLE_ALL, as a
@@ -81,6 +82,7 @@ def _float_models(zoo, tmp_path):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
 @pytest.mark.parametrize("case", ["litert", "onnxruntime", "openvino", "openvino-tflite"])
 def test_check_finite_on_every_executor(case, isolate, zoo, tmp_path):
@@ -150,6 +152,7 @@ request.infer([np.zeros(compiled.inputs[0].shape, np.uint8)])
 """
 
 
+@pytest.mark.slow
 def test_an_index_computed_out_of_range_is_not_handed_to_a_fallback(tmp_path):
     """Fuzz seeds 92/93: a constant that movenet packs into its GATHER_ND indices, set to INT32_MAX. Validation
     cannot see the computed index. LiteRT fails cleanly at run(); OpenVINO, the run-time fallback, segfaults on

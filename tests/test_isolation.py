@@ -25,7 +25,7 @@ from edgeaccel import IsolationLimits
 from edgeaccel.errors import InferenceTimeoutError, ModelClosedError, WorkerCrashedError, WorkerMemoryError
 from edgeaccel.testing import FakeTree
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: worker processes
 
 CASES = {
     "litert": ("mobilenet_v1_0.25_128_quant.tflite", {}),
@@ -238,9 +238,8 @@ def test_a_cached_reply_header_still_checks_every_buffer():
             wire.recv_json(b, 1 << 20)
 
 
-def test_cli_isolate():
-    out = subprocess.run([sys.executable, "-m", "edgeaccel", "run", str(SMALL), "--isolate", "--runs", "2", "--json"],
-                         capture_output=True, text=True, timeout=120)
+def test_cli_isolate(cli):
+    out = cli("run", str(SMALL), "--isolate", "--runs", "2", "--json", timeout=120)
     assert out.returncode == 0, out.stderr
     import json
 

@@ -28,7 +28,7 @@ from edgeaccel.isolation import SandboxProbe
 from edgeaccel.isolation import channel as channels
 from edgeaccel.isolation.probe import BAD_REPLIES
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: worker processes
 
 TINY = MODELS / "split_concat.tflite"
 

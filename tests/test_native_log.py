@@ -13,6 +13,7 @@ from conftest import MODELS
 pytestmark = pytest.mark.shared
 
 
+@pytest.mark.slow
 def test_loading_and_running_prints_no_runtime_log(tmp_path):
     code = f"""
 import sys

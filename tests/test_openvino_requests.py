@@ -30,6 +30,7 @@ def test_requests_held_and_answers_with_all_of_them_in_flight(hint, per_stream):
             np.testing.assert_array_equal(future.result(timeout=60)[0], want)
 
 
+@pytest.mark.slow
 def test_requests_in_flight_at_exit_finish_before_the_interpreter_goes(tmp_path):
     """A model never closed, with requests still queued when the script ends: the process exits 0. Without the
     exit hook OpenVINO's completion thread called into the finalizing interpreter and the process aborted

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -23,12 +22,6 @@ SAMPLE = Path(edgeaccel.__path__[0]) / "samples"
 BIRD = str(SAMPLE / "bird.png")  # 512 x 343: letterboxed into 48 x 80 with bars top and bottom
 ROWS = [(40, 24, 20, 20, 0, 0.9), (10, 40, 8, 8, 2, 0.6)]
 META = {"names": "{0: 'person', 1: 'car', 2: 'dog'}", "imgsz": "[48, 80]", "task": "detect", "stride": "32"}
-
-
-def cli(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess:
-    extra = ["--cache-dir", str(cache)] if cache is not None else []
-    return subprocess.run([sys.executable, "-m", "edgeaccel", *args, *extra], capture_output=True, text=True,
-                          timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +47,7 @@ def ok(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     return done
 
 
-def test_plain_run_feeds_the_image_at_the_declared_size_letterboxed(yolo):
+def test_plain_run_feeds_the_image_at_the_declared_size_letterboxed(cli, yolo):
     report = json.loads(ok(cli("run", str(yolo), "--input", BIRD, "--runs", "1", "--json")).stdout)
     assert report["inputs"][0]["source"].startswith("bird.png: 512x343 -> NCHW 48x80x3")
     assert "letterboxed" in report["inputs"][0]["source"]
@@ -65,7 +58,7 @@ def test_plain_run_feeds_the_image_at_the_declared_size_letterboxed(yolo):
     assert "NCHW 64x64x3" in override["inputs"][0]["source"] and "letterboxed" not in override["inputs"][0]["source"]
 
 
-def test_run_task_detect_uses_names_and_maps_boxes_to_the_image(yolo):
+def test_run_task_detect_uses_names_and_maps_boxes_to_the_image(cli, yolo):
     report = json.loads(ok(cli("run", str(yolo), "--input", BIRD, "--task", "detect", "--runs", "1",
                                "--json")).stdout)
     boxes = report["vision"]["boxes"]
@@ -78,7 +71,7 @@ def test_run_task_detect_uses_names_and_maps_boxes_to_the_image(yolo):
     assert boxes[0]["xyxy"][0] == pytest.approx(x1, abs=0.5) and pad_y >= 0
 
 
-def test_bench_with_an_image_and_bench_all(yolo):
+def test_bench_with_an_image_and_bench_all(cli, yolo):
     report = json.loads(ok(cli("bench", str(yolo), "--task", "detect", "--input", BIRD, "--mode", "latency",
                                "--runs", "3", "--warmup", "1", "--json")).stdout)
     assert any(r["mode"] == "stages" for r in report["results"])
@@ -87,16 +80,16 @@ def test_bench_with_an_image_and_bench_all(yolo):
     assert {r["mode"] for r in every["results"]} == {"latency", "throughput"}
 
 
-def test_profile_with_an_image(yolo):
+def test_profile_with_an_image(cli, yolo):
     report = json.loads(ok(cli("profile", str(yolo), "--input", BIRD, "--runs", "2", "--warmup", "1",
                                "--json")).stdout)
     assert report["executors"]
 
 
-def test_tune_and_explain(yolo, tmp_path):
-    ok(cli("tune", str(yolo), "--input", BIRD, cache=tmp_path))
-    ok(cli("tune", str(yolo), cache=tmp_path / "declared"))  # measured at the declared size, on a sample photo
-    explained = json.loads(ok(cli("explain", str(yolo), "--json", cache=tmp_path)).stdout)["pipeline"]
+def test_tune_and_explain(cli, yolo, tmp_path):
+    ok(cli("tune", str(yolo), "--input", BIRD, "--cache-dir", tmp_path))
+    ok(cli("tune", str(yolo), "--cache-dir", tmp_path / "declared"))  # measured at the declared size, on a sample photo
+    explained = json.loads(ok(cli("explain", str(yolo), "--json", "--cache-dir", tmp_path)).stdout)["pipeline"]
     assert explained["imgsz"] == [48, 80] and explained["sources"]["imgsz"] == "metadata_props (Ultralytics)"
 
 
@@ -111,7 +104,7 @@ def test_tune_measures_at_the_declared_size(yolo):
     assert given[0][0].shape == (1, 3, 32, 32)
 
 
-def test_convert_with_calibration_images_then_check_with_data(yolo, images, tmp_path):
+def test_convert_with_calibration_images_then_check_with_data(cli, yolo, images, tmp_path):
     out = tmp_path / "bundle"
     ok(cli("convert", str(yolo), "--to", "onnx-int8", "--calibration", str(images), "--out", str(out)))
     # two images: one calibrates, the last is held back for the check
@@ -125,6 +118,7 @@ def test_convert_with_calibration_images_then_check_with_data(yolo, images, tmp_
     assert [b["label"] for b in report["vision"]["boxes"]][:1] == ["person"]
 
 
+@pytest.mark.slow
 def test_serve_answers_a_tensor_of_the_declared_size_and_says_the_pipeline(yolo, tmp_path):
     from edgeaccel.serve.process import ServerProcess
 
@@ -149,7 +143,7 @@ def test_serve_answers_a_tensor_of_the_declared_size_and_says_the_pipeline(yolo,
         server.kill()
 
 
-def test_a_dynamic_model_declaring_nothing_says_how_to_declare_it(tmp_path, images):
+def test_a_dynamic_model_declaring_nothing_says_how_to_declare_it(cli, tmp_path, images):
     bare = constant_output(tmp_path / "bare.onnx", candidates(ROWS, classes=3).T[None])
     done = cli("run", str(bare), "--input", BIRD, "--runs", "1")
     assert done.returncode != 0 and "--imgsz" in done.stderr and "letterbox" in done.stderr
@@ -167,7 +161,7 @@ def test_a_dynamic_model_declaring_nothing_says_how_to_declare_it(tmp_path, imag
     assert "NCHW 32x48x3" in report["inputs"][0]["source"]
 
 
-def test_a_label_file_beside_a_classifier_names_plain_run_top_k(tmp_path):
+def test_a_label_file_beside_a_classifier_names_plain_run_top_k(cli, tmp_path):
     import onnx
     from onnx import TensorProto, helper
 
@@ -186,7 +180,7 @@ def test_a_label_file_beside_a_classifier_names_plain_run_top_k(tmp_path):
 
 
 @pytest.mark.shared
-def test_labels_reach_a_video_without_task(tmp_path):
+def test_labels_reach_a_video_without_task(cli, tmp_path):
     from conftest import MODELS, SHARED
 
     video = SHARED / "video" / "traffic_frames.mp4"

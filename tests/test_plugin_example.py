@@ -17,7 +17,7 @@ from edgeaccel.testing.plugins import activate, uninstall
 
 EXAMPLE = ROOT / "tests" / "plugin_example"
 MODEL = MODELS / "mobilenet_v2_1.0_224_quant.onnx"
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: installs a plug-in and runs its suite
 
 
 @pytest.fixture(scope="module")

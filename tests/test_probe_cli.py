@@ -13,11 +13,7 @@ from edgeaccel.hardware.schema import validate
 from edgeaccel.testing import rpi5_with_coral_usb
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgeaccel", *args], capture_output=True, text=True, timeout=60)
-
-
-def test_json_of_this_machine():
+def test_json_of_this_machine(cli):
     out = cli("probe", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
@@ -30,7 +26,7 @@ def test_json_of_this_machine():
     assert not tensorflow["installed"] or "CPU" in tensorflow["reaches"]
 
 
-def test_readable_survey_of_a_fake_board(tmp_path):
+def test_readable_survey_of_a_fake_board(cli, tmp_path):
     rpi5_with_coral_usb(tmp_path)
     out = cli("probe", "--root", str(tmp_path))
     assert out.returncode == 0, out.stderr
@@ -41,7 +37,7 @@ def test_readable_survey_of_a_fake_board(tmp_path):
     assert "Raspberry Pi 5 Model B Rev 1.0" in out.stdout and "not surveyed" in out.stdout
 
 
-def test_a_root_that_is_not_a_directory_is_one_clear_error(tmp_path):
+def test_a_root_that_is_not_a_directory_is_one_clear_error(cli, tmp_path):
     out = cli("probe", "--root", str(tmp_path / "missing"))
     assert out.returncode == 4 and out.stderr.startswith("error: --root") and "Traceback" not in out.stderr
 

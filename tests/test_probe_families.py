@@ -5,8 +5,6 @@ of `edgeaccel probe`, and with the plug-ins the registry hands in."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -140,10 +138,9 @@ def test_text_output_lists_every_family_when_nothing_is_found(tmp_path):
     assert "  [--] Coral Edge TPU (USB)" in text and "looked at: USB devices in /sys/bus/usb/devices" in text
 
 
-def test_json_of_a_fake_root_from_the_command_line(tmp_path):
+def test_json_of_a_fake_root_from_the_command_line(cli, tmp_path):
     rpi5_with_coral_usb(tmp_path)
-    out = subprocess.run([sys.executable, "-m", "edgeaccel", "probe", "--json", "--root", str(tmp_path)],
-                         capture_output=True, text=True, timeout=60)
+    out = cli("probe", "--json", "--root", str(tmp_path), timeout=60)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert validate(report) == []

@@ -35,6 +35,7 @@ def test_table_shows_top_operators_coverage_devices_and_load(capsys):
     assert times == sorted(times, reverse=True)
 
 
+@pytest.mark.slow
 def test_json_all_side_by_side(capsys):
     code, out, err = profile(capsys, ONNX_MODEL, "--all", "--runs", "3", "--warmup", "1", "--json", "--no-cache")
     assert code == 0, err

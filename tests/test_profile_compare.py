@@ -89,6 +89,7 @@ def _layer(result: LayerComparison, name: str):
     return next(r for r in result.rows if r.name == name)
 
 
+@pytest.mark.slow
 def test_bundle_compares_every_layer_on_its_calibration_samples(onnx_bundle):
     result = compare_layers(onnx_bundle.out)
     assert result.runtimes == {"quantized": "onnxruntime", "float": "onnxruntime"}
@@ -115,6 +116,7 @@ def test_bundle_compares_every_layer_on_its_calibration_samples(onnx_bundle):
     assert "SQNR dB" in lines[1] and len([x for x in lines if x[:2] in ("1 ", "2 ", "3 ")]) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", ["onnxruntime", "openvino"])
 def test_a_corrupted_conv_moves_to_the_top(onnx_bundle, tmp_path, executor):
     int8 = _artifact(onnx_bundle, "onnx-int8")
@@ -232,6 +234,7 @@ def test_models_no_tensor_can_be_read_from_are_refused(onnx_bundle, tmp_path):
         compare_layers(onnx_bundle.out, executor="tensorrt")
 
 
+@pytest.mark.slow
 @pytest.mark.shared
 def test_int8_tflite_against_a_float_onnx_across_formats(tmp_path):
     """The shared int8 MobileNetV2 .tflite on LiteRT against a float ONNX of it (tf2onnx kept the TFLite names;
@@ -294,6 +297,7 @@ def _corrupt_tflite_weights(src: Path, dest: Path, tensor_name: str) -> Path:
     return dest
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:__array__ implementation doesn't accept a copy:DeprecationWarning")
 def test_tflite_int8_corrupted_conv_moves_to_the_top(tflite_bundle, tmp_path):
     intact = compare_layers(tflite_bundle.out)
@@ -313,6 +317,7 @@ def test_tflite_int8_corrupted_conv_moves_to_the_top(tflite_bundle, tmp_path):
         assert top.name == out and top.added_error > 4 * second.added_error, "\n".join(result.table_lines())
 
 
+@pytest.mark.slow
 def test_cli_profile_compare_on_a_bundle_table_json_and_plot(onnx_bundle, tmp_path, capsys):
     """`edgeaccel profile BUNDLE --compare` (no value: the bundle's own float reference), as a user types it."""
     from edgeaccel.cli import main

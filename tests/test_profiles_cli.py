@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from edgeaccel.cli import EXIT_CONFIG, main
 from edgeaccel.profiles import load_profiles, match_profile
@@ -76,10 +74,9 @@ def test_validate_ok_and_one_line_per_broken_file(tmp_path, capsys):
     assert "']'" in errors[1]
 
 
-def test_the_command_line_entry_point(tmp_path):
+def test_the_command_line_entry_point(cli, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(BROKEN_TYPE.replace("title: Broken\n", ""))
-    out = subprocess.run([sys.executable, "-m", "edgeaccel", "profiles", "validate", str(bad)],
-                         capture_output=True, text=True, timeout=60)
+    out = cli("profiles", "validate", str(bad), timeout=60)
     assert out.returncode == 7, out.stderr
     assert out.stderr.strip() == f"error: {bad}:title: is required"

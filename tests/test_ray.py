@@ -26,13 +26,14 @@ from edgeaccel.testing import BOARDS, rpi5_with_coral_usb
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'edgeaccel[ray]')")
 pytest.importorskip("ray.data", reason="Ray without its data extra (pip install 'edgeaccel[ray]')")
 
-from conftest import IMAGES, MODELS, SHARED  # noqa: E402
+from conftest import IMAGES, MODELS, needs  # noqa: E402
 
 MOBILENET = MODELS / "mobilenet_v2_1.0_224_quant.tflite"
 LABELS = MODELS / "imagenet_labels.txt"
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = [pytest.mark.shared, pytest.mark.skipif(not MOBILENET.is_file(), reason=f"needs {SHARED}"),
+pytestmark = [pytest.mark.slow,  # slow tier: Ray clusters
+              pytest.mark.shared, needs("models/mobilenet_v2_1.0_224_quant.tflite"),
               # Ray's own deprecations (Serve's Pydantic models on import, DataContext's old fields when Ray Data
               # copies the context): not ours to fix
               pytest.mark.filterwarnings("ignore:Using extra keyword arguments on `Field`"),
@@ -71,11 +72,6 @@ def _actors_released():
 
 def in_process(model, **options):
     return edgeaccel.load(model, threads=1, **options)
-
-
-def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "edgeaccel", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, cwd=ROOT)
 
 
 # -- without a cluster ------------------------------------------------------------------------------------------
@@ -123,14 +119,14 @@ def test_a_device_this_user_cannot_open_is_not_declared(tmp_path):
     assert node_resources(edgeaccel.probe(tmp_path, runtimes=False, telemetry=False, identity=STRANGER)) == {}
 
 
-def test_probe_ray_resources_prints_ray_start_arguments_for_a_fake_board(tmp_path):
+def test_probe_ray_resources_prints_ray_start_arguments_for_a_fake_board(cli, tmp_path):
     rpi5_with_coral_usb(tmp_path)
     out = cli("probe", "--ray-resources", "--root", str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ['--resources={"EdgeTPU":1}']
 
 
-def test_probe_ray_without_a_cluster_is_an_error_with_a_hint_and_starts_none():
+def test_probe_ray_without_a_cluster_is_an_error_with_a_hint_and_starts_none(cli):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -169,6 +165,24 @@ def test_model_files_ship_as_bytes_and_unpack_once_per_node(tmp_path):
     assert (Path(source) / "mobilenet_v2_1.0_224_quant.bin").read_bytes() == \
         (MODELS / "openvino" / "mobilenet_v2_1.0_224_quant.bin").read_bytes()
     assert Path(labels).read_text() == LABELS.read_text()
+
+
+def test_a_folder_of_symlinks_ships_as_the_folder_its_names_make(tmp_path):
+    """A Hugging Face snapshot names its files by symlinks into blobs/: the payload keeps the names (the .bin
+    beside the .xml it belongs to), not the blobs' hashes."""
+    from edgeaccel.ray.shipping import pack, unpack
+
+    blobs, snapshot = tmp_path / "blobs", tmp_path / "snapshot"
+    blobs.mkdir()
+    snapshot.mkdir()
+    for suffix, blob in ((".xml", "3f1a"), (".bin", "9c2e")):
+        (blobs / blob).write_bytes((MODELS / "openvino" / f"mobilenet_v2_1.0_224_quant{suffix}").read_bytes())
+        (snapshot / f"model{suffix}").symlink_to(blobs / blob)
+    payload = pack(snapshot)
+    assert sorted(payload.files) == ["model.bin", "model.xml"]
+    source, _ = unpack(payload, tmp_path / "node")
+    with edgeaccel.load(Path(source), executor="openvino", calibrate=False) as model:
+        assert model.executor.runtime == "openvino"
 
 
 def test_ship_path_on_a_node_without_the_file_says_what_to_do(tmp_path):
@@ -341,7 +355,7 @@ def post(url: str, body: bytes, content_type: str) -> tuple[int, dict]:
         return exc.code, json.loads(exc.read())
 
 
-def test_probe_ray_surveys_every_node_of_the_running_cluster(local_ray):
+def test_probe_ray_surveys_every_node_of_the_running_cluster(cli, local_ray):
     from edgeaccel.ray import survey_cluster
     from edgeaccel.ray.cluster import render
 

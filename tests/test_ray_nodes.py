@@ -10,12 +10,13 @@ import edgeaccel
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'edgeaccel[ray]')")
 
-from conftest import IMAGES, MODELS, SHARED  # noqa: E402
+from conftest import IMAGES, MODELS, needs  # noqa: E402
 
 MOBILENET = MODELS / "mobilenet_v2_1.0_224_quant.tflite"
 LABELS = MODELS / "imagenet_labels.txt"
 
-pytestmark = [pytest.mark.shared, pytest.mark.skipif(not MOBILENET.is_file(), reason=f"needs {SHARED}"),
+pytestmark = [pytest.mark.slow,  # slow tier: Ray clusters
+              pytest.mark.shared, needs("models/mobilenet_v2_1.0_224_quant.tflite"),
               pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 

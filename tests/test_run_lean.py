@@ -36,6 +36,7 @@ def run_and_list_modules(cache, *args: str) -> tuple[dict, set[str]]:
     return result["report"], set(result["modules"])
 
 
+@pytest.mark.slow
 def test_run_imports_only_what_its_path_needs(tmp_path):
     cache = tmp_path / "cache"
     first, _ = run_and_list_modules(cache, str(MODEL))  # parses the profiles' YAML once and keeps it

@@ -29,7 +29,7 @@ from edgeaccel.errors import WorkerCrashedError
 from edgeaccel.isolation import SandboxProbe
 from edgeaccel.isolation.sandbox import LAYERS, landlock_abi
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: sandboxed worker processes
 
 CASES = {
     "litert": "mobilenet_v1_0.25_128_quant.tflite",
@@ -75,17 +75,30 @@ def probed(model) -> dict[str, dict]:
     return {p["action"]: p for p in model.executor.details["isolated"]["sandbox"]["probe"]}
 
 
+def _copy_model(path: Path, folder: Path) -> Path:
+    """``path`` (with an IR's weights) copied into ``folder``; the copy's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for companion in (path.with_suffix(".bin"),) if path.suffix == ".xml" else ():
+        shutil.copy(companion, folder)
+    return Path(shutil.copy(path, folder))
+
+
 @full_sandbox
 @pytest.mark.parametrize("runtime", sorted(CASES))
 def test_every_forbidden_action_is_refused_while_answers_stay_right(runtime, tmp_path, listener, labels):
     port, unix_socket, accepted = listener
     secret = tmp_path / "app.key"
     secret.write_text("the app's private key\n")
-    beside_model = MODELS / "imagenet_labels.txt"  # readable: the model's own files, not its folder
+    # readable: the model's own files, not its folder. The model is copied into a folder of this test's own, so
+    # that the file beside it is beside it wherever the test data lives (the bundled sample's folder, inside
+    # the package the worker imports, is readable on purpose)
+    model_path = _copy_model(MODELS / CASES[runtime], tmp_path / "model")
+    beside_model = model_path.parent / "labels.txt"
+    beside_model.write_text("beside the model, not of it\n")
     limits = IsolationLimits(sandbox="require", open_files=64, probe=SandboxProbe(
         files=(str(secret), str(beside_model)), tcp_port=port, unix_socket=unix_socket))
-    with edgeaccel.load(MODELS / CASES[runtime], strict=True) as direct, \
-            edgeaccel.load(MODELS / CASES[runtime], strict=True, isolate=limits) as isolated:
+    with edgeaccel.load(model_path, strict=True) as direct, \
+            edgeaccel.load(model_path, strict=True, isolate=limits) as isolated:
         assert isolated.executor.name == f"{runtime}:CPU"
         report = isolated.executor.details["isolated"]["sandbox"]
         assert report["mode"] == "require" and report["missing"] == {} and sorted(report["active"]) == sorted(LAYERS)

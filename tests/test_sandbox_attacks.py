@@ -26,7 +26,8 @@ import pytest
 from conftest import MODELS
 from unprivileged import NOBODY, world_traversable
 
-pytestmark = [pytest.mark.shared,
+pytestmark = [pytest.mark.slow,  # slow tier: sandboxed worker processes
+              pytest.mark.shared,
               pytest.mark.skipif(platform.machine() != "x86_64" or sys.platform != "linux",
                                  reason="the payloads call x86_64 Linux system calls by number")]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -12,6 +12,8 @@ from edgeaccel.sim.suite import PASSIVE_CAP_PCT, run_scenario
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.slow  # slow tier: scheduling benchmarks
+
 
 @pytest.mark.parametrize("seed", [0, 4])
 def test_scenario_meets_the_targets(seed):

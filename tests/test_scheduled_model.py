@@ -262,6 +262,7 @@ def test_requests_overlap_up_to_the_executors_concurrency(world):
     assert 2 <= wide.most <= 4
 
 
+@pytest.mark.slow
 def test_a_program_that_exits_with_requests_in_flight_ends_without_a_traceback():
     """Leaving requests unawaited at exit is a user's everyday mistake: the queued ones fail with
     ModelClosedError as the interpreter shuts down, and no scheduler thread prints a traceback."""

@@ -84,6 +84,7 @@ def test_simulated_coral_beside_a_rapl_cpu_takes_the_work_under_efficiency(tmp_p
     assert line.startswith("[simulated]") and "~40.0 mJ/inference estimated: 2 W typical" in line
 
 
+@pytest.mark.slow
 def test_without_any_figure_the_accelerator_is_not_starved(tmp_path):
     """Still ranked after the measured CPU, but measured again now and then rather than never run."""
     result = simulate(PAIR, make_policy("efficiency"), Arrivals(rate=10.0), 120.0, seed=1, root=tmp_path)

@@ -36,6 +36,7 @@ def test_a_start_from_idle_stays_below_the_passive_trip(tmp_path, seed):
     assert cut and all(r.action in ("duty_cycle", "back_off", "return", "shift") for r in cut)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_sensor_outage_holds_the_last_safe_duty_and_returns_gradually(tmp_path, seed):
     params = device(seed, **FAST)

@@ -42,6 +42,7 @@ def settle_s(p: DeviceParams) -> float:
     return max(30.0, 3.0 * p.tau_s)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed, throttles, visible", CASES)
 def test_latency_serves_at_least_what_thermal_does_at_every_ambient_and_never_reaches_critical(
         tmp_path, seed, throttles, visible):
@@ -66,6 +67,7 @@ def test_latency_serves_at_least_what_thermal_does_at_every_ambient_and_never_re
 ABOVE_PASSIVE = ThermalConfig(latency_above_passive=True)
 
 
+@pytest.mark.slow
 def test_latency_holds_just_below_passive_by_default_at_more_than_the_thermal_rate(tmp_path):
     """By default the latency policy's limit is passive - 1 C (a sensor outage must not find the device above
     passive): flat out until the model forecasts it, then the duty that holds it, without back-and-forth once

@@ -19,7 +19,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 import time
 
@@ -27,6 +26,8 @@ import numpy as np
 import pytest
 
 from conftest import MODELS
+
+pytestmark = pytest.mark.slow  # slow tier: servers
 
 tritonclient_http = pytest.importorskip("tritonclient.http")
 tritonclient_grpc = pytest.importorskip("tritonclient.grpc")
@@ -669,16 +670,14 @@ def test_a_grpc_call_the_client_cancels_is_counted_as_cancelled_not_200(repo):
 
 # -- a taken port --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("option", ["--port", "--grpc-port"])
-def test_a_taken_port_is_refused_before_any_model_loads(repo, option):
-    from conftest import ROOT
+def test_a_taken_port_is_refused_before_any_model_loads(cli, repo, option):
 
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
         taken = str(held.getsockname()[1])
         ports = {"--port": "0", "--grpc-port": "0", option: taken}
-        done = subprocess.run([sys.executable, "-m", "edgeaccel", "serve", str(repo), *itertools.chain(*ports.items())],
-                              capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        done = cli("serve", str(repo), *itertools.chain(*ports.items()), timeout=60)
     assert done.returncode == 7 and f"127.0.0.1:{taken} ({option}): Address already in use" in done.stderr
     assert f"hint: choose another {option}" in done.stderr and "loaded" not in done.stderr, done.stderr
 

@@ -156,17 +156,11 @@ def test_masks_encode_past_255_classes_and_instances_without_loss():
     (["--labels", "conv=no-such-labels.txt"], "--labels conv=no-such-labels.txt: no such file"),
     (["--task", "cnv=classify"], "--task names 'cnv', which the repository"),
 ], ids=["unknown-task", "no-model", "missing-labels", "unknown-model"])
-def test_task_flags_are_checked_before_anything_loads(tmp_path, flags, words):
-    import os
-    import subprocess
-    import sys
+def test_task_flags_are_checked_before_anything_loads(cli, tmp_path, flags, words):
 
     from onnx_models import small_conv
 
-    from conftest import ROOT
 
     small_conv(tmp_path / "conv.onnx")
-    run = subprocess.run([sys.executable, "-m", "edgeaccel", "serve", str(tmp_path), "--port", "0", "--grpc-port",
-                          "off", *flags], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    run = cli("serve", str(tmp_path), "--port", "0", "--grpc-port", "off", *flags, timeout=120)
     assert run.returncode != 0 and words in run.stderr, run.stderr

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import IMAGES, MODELS, ROOT
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: servers
 tritonclient_http = pytest.importorskip("tritonclient.http")
 tritonclient_grpc = pytest.importorskip("tritonclient.grpc")
 pytest.importorskip("uvicorn")
@@ -254,11 +254,8 @@ def test_token_required_401_touches_no_model(start, repo, bird):
 
 
 @pytest.mark.parametrize("extra,words", [([], "without authentication"), (["--token", "short"], "too short")])
-def test_non_loopback_bind_without_a_good_token_is_refused_before_binding(repo, extra, words):
-    env = {k: v for k, v in os.environ.items() if k != "EDGEACCEL_SERVE_TOKEN"}
-    env["PYTHONPATH"] = str(ROOT)
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "serve", str(repo), "--host", "0.0.0.0", "--port", "0",
-                           *extra], capture_output=True, text=True, timeout=60, env=env)
+def test_non_loopback_bind_without_a_good_token_is_refused_before_binding(cli, repo, extra, words):
+    done = cli("serve", str(repo), "--host", "0.0.0.0", "--port", "0", *extra, timeout=60, env={"EDGEACCEL_SERVE_TOKEN": None})
     assert done.returncode == 7, done.stderr  # EXIT_CONFIG
     assert words in done.stderr and "hint:" in done.stderr
     assert "ready" not in done.stdout and "loaded" not in done.stderr  # refused before loading or binding

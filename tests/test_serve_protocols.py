@@ -18,7 +18,7 @@ import pytest
 
 from conftest import IMAGES, MODELS
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: servers
 tritonclient_http = pytest.importorskip("tritonclient.http")
 tritonclient_grpc = pytest.importorskip("tritonclient.grpc")
 pytest.importorskip("uvicorn")

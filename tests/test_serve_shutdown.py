@@ -15,6 +15,8 @@ import time
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # slow tier: servers
+
 pytest.importorskip("onnx")
 pytest.importorskip("uvicorn")
 tritonclient_grpc = pytest.importorskip("tritonclient.grpc")

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import IMAGES, MODELS
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: servers
 pytest.importorskip("uvicorn")
 pytest.importorskip("PIL")
 tritonclient_http = pytest.importorskip("tritonclient.http")

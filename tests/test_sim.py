@@ -147,6 +147,7 @@ COOL_PAIR = [
 ]
 
 
+@pytest.mark.slow
 def test_power_budget_is_held_near_the_best_split(tmp_path):
     from edgeaccel.sim.optimum import power_optimum
 
@@ -161,6 +162,7 @@ def test_power_budget_is_held_near_the_best_split(tmp_path):
     assert result.throughput(150.0, 300.0) >= 0.9 * best
 
 
+@pytest.mark.slow
 def test_efficiency_policy_uses_the_cheaper_executor(tmp_path):
     result = simulate(COOL_PAIR, make_policy("efficiency"), Arrivals(rate=20.0), 200.0, seed=2, root=tmp_path)
     by = {name: e.completed for name, e in result.stats.executors.items()}

@@ -16,20 +16,14 @@ pytest.importorskip("av")
 
 from stream_servers import moving_frames, write_video  # noqa: E402
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: video through the CLI
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "edgeaccel", "run", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
-
-
-def test_run_on_a_video_file_writes_every_frame_and_a_summary(tmp_path):
+def test_run_on_a_video_file_writes_every_frame_and_a_summary(cli, tmp_path):
     video = tmp_path / "in.mp4"
     write_video(video, moving_frames(30))
-    done = _run(str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--input", str(video), "--executor", "litert",
+    done = cli("run", str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--input", str(video), "--executor", "litert",
                 "--json", "--jsonl", str(tmp_path / "f.jsonl"), "--save", str(tmp_path / "out.mp4"))
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -44,10 +38,10 @@ def test_run_on_a_video_file_writes_every_frame_and_a_summary(tmp_path):
     assert len((tmp_path / "f.jsonl").read_text().splitlines()) == 30 and (tmp_path / "out.mp4").stat().st_size
 
 
-def test_text_summary_says_where_the_latency_went(tmp_path):
+def test_text_summary_says_where_the_latency_went(cli, tmp_path):
     video = tmp_path / "in.mp4"
     write_video(video, moving_frames(1))
-    done = _run(str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--input", str(video), "--executor", "litert")
+    done = cli("run", str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--input", str(video), "--executor", "litert")
     assert done.returncode == 0, done.stderr
     assert "summary   1 frame out of 1 " in done.stdout  # not "1 frames"
     assert "from a frame's arrival to its result" in done.stdout
@@ -56,13 +50,13 @@ def test_text_summary_says_where_the_latency_went(tmp_path):
         assert f"{stage} " in by_stage
 
 
-def test_run_on_a_refused_stream_says_so(tmp_path):
+def test_run_on_a_refused_stream_says_so(cli, tmp_path):
     import socket
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    done = _run(str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--input", f"rtsp://127.0.0.1:{port}/cam",
+    done = cli("run", str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--input", f"rtsp://127.0.0.1:{port}/cam",
                 "--executor", "litert", "--duration", "3")
     # the default reconnect timeout is 30 s: --duration ends it first, with a summary and no traceback
     assert done.returncode == 0 and "Traceback" not in done.stderr

@@ -20,7 +20,7 @@ from edgeaccel.sources import SourceError, watch  # noqa: E402
 from edgeaccel.sources.queues import Closed, DropQueue  # noqa: E402
 from stream_servers import moving_frames, pipeline_threads_gone, write_video  # noqa: E402
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: video pipelines
 # detections raw LiteRT finds per frame of traffic_frames.mp4 scoring above 0.3 (256x256 bilinear, LSTM state carried)
 TRAFFIC_COUNTS = [3, 3, 2, 3, 3, 3, 4, 4, 4, 4, 4, 3, 2, 3, 2, 3, 2, 2, 2, 2]
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 
 from edgeaccel.scheduling.clock import MonotonicClock
 from edgeaccel.scheduling.model import ScheduledModel
 from edgeaccel.sim.executor import SimulatedExecutor
 from edgeaccel.sim.heat import DeviceParams
 from edgeaccel.sim.world import SimWorld
+
+pytestmark = pytest.mark.slow  # slow tier: a live source for seconds
 
 X = np.zeros((1, 8), np.uint8)
 

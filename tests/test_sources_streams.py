@@ -20,7 +20,7 @@ from edgeaccel.sources import SourceLostError  # noqa: E402
 from edgeaccel.sources.network import Backoff  # noqa: E402
 from stream_servers import MjpegServer, RtspServer, moving_frames, pipeline_threads_gone, write_video  # noqa: E402
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: live streams from local servers
 
 
 @pytest.fixture(scope="module")

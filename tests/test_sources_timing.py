@@ -73,6 +73,7 @@ def test_annotated_video_keeps_the_source_rate_and_duration(model, tmp_path, fps
     assert duration_out == pytest.approx(duration_in, abs=1e-3) and duration_in == pytest.approx(frames / fps)
 
 
+@pytest.mark.slow
 def test_real_30_fps_video_stays_30_fps(model, tmp_path):
     source = SHARED / "video" / "traffic_frames.mp4"
     out = tmp_path / "traffic.mp4"

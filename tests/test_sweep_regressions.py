@@ -30,6 +30,7 @@ def _scalar_model(path):
 
 @pytest.mark.parametrize("kwargs", [{"executor": "openvino"}, {"executor": "onnxruntime", "isolate": True},
                                     {"executor": "openvino", "isolate": True}])
+@pytest.mark.slow
 def test_scalar_inputs_and_outputs_stay_scalars(tmp_path, kwargs):
     """np.ascontiguousarray makes a 0-d array 1-d: a scalar output came back from the isolated worker with
     shape (1,), and OpenVINO refused a scalar input of a model with dynamic inputs."""
@@ -331,6 +332,7 @@ def test_flex_model_says_it_needs_the_flex_delegate(tmp_path):
     assert "SELECT_TF_OPS" in caught.value.hint
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["onnx", "ir"])
 def test_openvino_cache_follows_a_model_rewritten_at_the_same_path(tmp_path, fmt):
     """OpenVINO keys a blob compiled from a path by the path and the second of its modification time: a model

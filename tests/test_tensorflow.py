@@ -55,6 +55,7 @@ def test_tpu_and_gpu_say_why_they_cannot_run_here():
         assert not available and available.reason and available.fix
 
 
+@pytest.mark.slow
 def test_savedmodel_runs_isolated_under_the_sandbox(saved_model):
     """TensorFlow in a sandboxed worker: the filter's pid rules, dropped capabilities and minimal environment leave
     it the same answers (it starts its thread pools and sets their affinity on itself). Through the raw executor:

@@ -32,6 +32,7 @@ def cpu_answer(bird):
         return model.run(bird)[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device, kind, profile", SHAPES)
 def test_ranked_by_its_profile_and_admitted_by_calibration(device, kind, profile, tmp_path, bird, cpu_answer):
     shaped = emulated_accelerator(f"emu-{device.lower()}", device, kind, speedup=20, numerics="f16")
@@ -47,6 +48,7 @@ def test_ranked_by_its_profile_and_admitted_by_calibration(device, kind, profile
             assert_guarded(model.run(bird)[0], cpu_answer)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device, kind, profile", SHAPES)
 def test_wrong_answers_are_refused_by_calibration(device, kind, profile, tmp_path, bird, cpu_answer):
     wrong = emulated_accelerator(f"wrong-{device.lower()}", device, kind, speedup=20, numerics="corrupt")

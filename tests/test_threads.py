@@ -14,7 +14,7 @@ import pytest
 import edgeaccel
 from conftest import MODELS
 
-pytestmark = pytest.mark.shared
+pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: soak: many threads for seconds
 
 THREADS, CALLS = 8, 200
 CASES = {

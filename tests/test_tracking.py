@@ -59,6 +59,7 @@ def switches(ids: dict[int, list[int]]) -> int:
     return sum(sum(1 for a, b in itertools.pairwise(seq) if a != b) for seq in ids.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("drop", [0.0, 0.2, 0.4])
 def test_ids_follow_known_paths_with_dropped_frames(drop):
     worst = []

@@ -6,14 +6,11 @@ in frames, JSON lines, the overlay and the run command's summary. And a real det
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import MODELS, SHARED
+from conftest import MODELS, SHARED, run_cli
 
 pytest.importorskip("av")
 pytest.importorskip("scipy")
@@ -23,6 +20,8 @@ from colour_detector import COLOURS, colour_detector, draw_squares  # noqa: E402
 from edgeaccel.errors import InputError  # noqa: E402
 from edgeaccel.tracking import Line, Zone  # noqa: E402
 from stream_servers import write_video  # noqa: E402
+
+pytestmark = pytest.mark.slow  # slow tier: video pipelines
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ["red", "green", "blue", "yellow", "magenta", "cyan"]
@@ -114,26 +113,22 @@ def test_overlay_draws_ids_lines_and_zones(detector):
     assert not np.array_equal(plain, drawn)
 
 
-def test_run_command_tracks_and_counts(detector, tmp_path):
+def test_run_command_tracks_and_counts(cli, detector, tmp_path):
     model_path, video, labels = detector
     zones = tmp_path / "zones.yaml"
     zones.write_text("zones:\n  - name: box\n    points: [[120, 80], [220, 80], [220, 180], [120, 180]]\n"
                      "tracker:\n  max_lost_s: 0.5\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "run", str(model_path), "--input", str(video),
-                           "--task", "detect", "--labels", str(labels), "--executor", "onnxruntime", "--zones",
-                           str(zones), "--line", "mid=0,120,320,120", "--json"], capture_output=True, text=True,
-                          env=env, timeout=300)
+    done = cli("run", str(model_path), "--input", str(video), "--task", "detect", "--labels", str(labels),
+               "--executor", "onnxruntime", "--zones", str(zones), "--line", "mid=0,120,320,120", "--json",
+               timeout=300)
     assert done.returncode == 0, done.stderr
     tracking = json.loads(done.stdout)["sources"][0]["tracking"]
     assert tracking["lines"] == LINES and tracking["zones"]["box"]["in"] == {"blue": 1, "magenta": 1}
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "run", str(model_path), "--input", str(video),
-                           "--task", "detect", "--executor", "onnxruntime", "--line", "mid=0,120"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = cli("run", str(model_path), "--input", str(video), "--task", "detect", "--executor", "onnxruntime",
+               "--line", "mid=0,120", timeout=300)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "line 'mid' has 1 point" in done.stderr and "a line has two" in done.stderr
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "run", str(model_path), "--track"],
-                          capture_output=True, text=True, env=env, timeout=300)  # no live input: nothing to track
+    done = cli("run", str(model_path), "--track", timeout=300)  # no live input: nothing to track
     assert done.returncode != 0 and "need a live --input" in done.stderr and "Traceback" not in done.stderr
 
 
@@ -201,8 +196,6 @@ def test_lines_and_zones_are_served_as_prometheus_metrics(detector, tmp_path):
         assert value("edgeaccel_zone_dwell_seconds_bucket", zone="box", le="1.0", **{"class": label}) == 0
     assert value("edgeaccel_zone_occupancy", zone="box") == summary["zones"]["box"]["inside"] == 0
     assert value("edgeaccel_tracks_total") == summary["tracks"] == len(PATHS)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "run", str(model_path), "--input", str(video),
-                           "--task", "detect", "--executor", "onnxruntime", "--metrics-port", "0"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = run_cli("run", model_path, "--input", video, "--task", "detect", "--executor", "onnxruntime",
+                   "--metrics-port", "0")
     assert done.returncode != 0 and "--metrics-port" in done.stderr and "Traceback" not in done.stderr

@@ -86,6 +86,7 @@ def test_line_and_zone_counts_equal_the_truth(drop, seed):
     assert all(abs(a - b) < 0.1 for a, b in zip(sorted(e.timestamp for e in crossings), expected, strict=True))
 
 
+@pytest.mark.slow
 def test_counts_equal_the_truth_on_nine_draws_in_ten():
     # where they differ, an id switched where one object hides another next to a false box (test_tracking.py)
     lines, visits = truth_counts(6.0)

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -437,11 +435,8 @@ def test_a_bad_limit_is_a_clear_error(bad):
 
 
 # -- the CLI ---------------------------------------------------------------------------------------------------
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgeaccel", *args], capture_output=True, text=True, timeout=180)
 
-
-def test_bench_reports_utilization_in_json_and_as_lines():
+def test_bench_reports_utilization_in_json_and_as_lines(cli):
     out = cli("bench", TFLITE, "--runs", "20", "--requests", "20", "--warmup", "1", "--json")
     assert out.returncode == 0, out.stderr
     used = json.loads(out.stdout)["utilization"]
@@ -458,7 +453,7 @@ def test_bench_reports_utilization_in_json_and_as_lines():
     assert any(line.startswith("  absent     NVML:") for line in lines)  # no pynvml here: said, not hidden
 
 
-def test_run_duration_reports_utilization():
+def test_run_duration_reports_utilization(cli):
     out = cli("run", TFLITE, "--duration", "1", "--json")
     assert out.returncode == 0, out.stderr
     used = json.loads(out.stdout)["utilization"]

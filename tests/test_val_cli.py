@@ -9,8 +9,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -83,13 +81,7 @@ def drawn(tmp_path_factory):
             "wrong": wrong}
 
 
-def cli(*args, timeout=300):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "edgeaccel", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=ROOT)
-
-
-def test_val_cli_yolo_labels_json(drawn):
+def test_val_cli_yolo_labels_json(cli, drawn):
     done = cli("val", drawn["model"], "--data", drawn["dataset"], "--executor", "onnxruntime", "--json",
                "--evaluator", "pycocotools")
     assert done.returncode == 0, done.stderr
@@ -105,7 +97,7 @@ def test_val_cli_yolo_labels_json(drawn):
     assert row["ms_per_image"] > 0 and "drop_points" not in row  # a single model has no reference
 
 
-def test_val_cli_coco_json_table(drawn):
+def test_val_cli_coco_json_table(cli, drawn):
     done = cli("val", drawn["model"], "--data", drawn["coco"], "--executor", "onnxruntime", "--per-class")
     assert done.returncode == 0, done.stderr
     assert "(coco): 3 images, 3 objects" in done.stdout and "by name" in done.stdout
@@ -114,7 +106,7 @@ def test_val_cli_coco_json_table(drawn):
     assert "\x1b" not in done.stderr and "[####" not in done.stderr  # no progress bar off a terminal
 
 
-def test_val_cli_bundle_side_by_side_with_drop(drawn):
+def test_val_cli_bundle_side_by_side_with_drop(cli, drawn):
     from edgeaccel.loader import executor_class
 
     executors = ["--executor", "onnxruntime"] + (["--executor", "openvino"]
@@ -133,7 +125,7 @@ def test_val_cli_bundle_side_by_side_with_drop(drawn):
         assert wrong["dropped_predictions"] == 0 and wrong["per_class"]["dog"]["detections"] > 0
 
 
-def test_check_max_map_drop_gate(drawn, tmp_path):
+def test_check_max_map_drop_gate(cli, drawn, tmp_path):
     done = cli("check", drawn["bundle"], "--data", drawn["dataset"], "--max-map-drop", "5", "--executor",
                "onnxruntime", "--runs", "1")
     assert done.returncode == 1
@@ -172,7 +164,7 @@ def test_evaluate_api_path_and_loaded_model(drawn):
     assert crossed.map50_95 == 0.0 and crossed.dropped > 0  # the model's cats stand for no dataset class now
 
 
-def test_val_refuses_what_it_cannot_measure(drawn, tmp_path):
+def test_val_refuses_what_it_cannot_measure(cli, drawn, tmp_path):
     not_a_dataset = cli("val", drawn["model"], "--data", tmp_path)
     assert not_a_dataset.returncode == 4 and "is not a labelled dataset" in not_a_dataset.stderr
     assert "Traceback" not in not_a_dataset.stderr
@@ -199,7 +191,7 @@ def test_progress_bar_only_on_a_terminal():
 
 
 @pytest.mark.shared
-def test_real_ssd_detector_on_hand_labelled_traffic_frames():
+def test_real_ssd_detector_on_hand_labelled_traffic_frames(cli):
     """traffic_model.tflite (LiteRT) on four frames of the shared video labelled by hand: its sedans and pickups
     found where they are (mAP50 0.49, mAP50-95 0.22 when measured), the same figure as pycocotools', and the same
     from the YOLO labels and the COCO JSON of those boxes."""
@@ -217,13 +209,12 @@ def test_real_ssd_detector_on_hand_labelled_traffic_frames():
     assert row["classes"].startswith("by name: 3 of 3")
 
 
-def test_missing_pycocotools_is_said_once_before_any_model_runs(drawn, tmp_path):
+def test_missing_pycocotools_is_said_once_before_any_model_runs(cli, drawn, tmp_path):
     blocker = tmp_path / "blocked" / "pycocotools"  # shadows the installed package, as on a machine without it
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('No module named pycocotools')\n")
     env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'blocked'}{os.pathsep}{ROOT}"}
-    done = subprocess.run([sys.executable, "-m", "edgeaccel", "val", str(drawn["model"]), "--data",
-                           str(drawn["dataset"]), "--evaluator", "pycocotools"], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=ROOT)
+    done = cli("val", str(drawn["model"]), "--data", str(drawn["dataset"]), "--evaluator", "pycocotools", timeout=300,
+               env=env)
     assert done.returncode == 8 and done.stderr.count("pycocotools evaluator is not installed") == 1
     assert "edgeaccel[val]" in done.stderr and done.stdout == ""

@@ -71,6 +71,7 @@ def _inputs(details, batch, rng):
     return arrays
 
 
+@pytest.mark.slow
 def test_tflite_models_equal_raw_litert(tflite_models):
     from ai_edge_litert.interpreter import Interpreter
 

@@ -4,8 +4,6 @@ one clear error line with exit code 4 for an image that cannot be decoded or a t
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -14,11 +12,7 @@ from conftest import IMAGES, MODELS
 pytestmark = pytest.mark.shared
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgeaccel", *args], capture_output=True, text=True, timeout=120)
-
-
-def test_detect_with_save_and_pbtxt_labels(tmp_path):
+def test_detect_with_save_and_pbtxt_labels(cli, tmp_path):
     pytest.importorskip("PIL")
     out_png = tmp_path / "annotated.png"
     out = cli("run", str(MODELS / "traffic_model.tflite"), "--input", str(IMAGES / "traffic_0001.png"),
@@ -34,7 +28,7 @@ def test_detect_with_save_and_pbtxt_labels(tmp_path):
     assert Image.open(out_png).size == (960, 540)
 
 
-def test_auto_task_json_for_segmentation():
+def test_auto_task_json_for_segmentation(cli):
     out = cli("run", str(MODELS / "deeplabv3_mnv2_dm05_pascal_quant.tflite"), "--input",
               str(IMAGES / "dog_segmentation.png"), "--task", "auto", "--labels",
               str(MODELS / "pascal_voc_segmentation_labels.txt"), "--runs", "1", "--json")
@@ -46,7 +40,7 @@ def test_auto_task_json_for_segmentation():
     assert set(vision["timing_ms"]) == {"preprocess", "inference", "postprocess"}
 
 
-def test_detect_on_a_classifier_exits_4_with_what_fits():
+def test_detect_on_a_classifier_exits_4_with_what_fits(cli):
     out = cli("run", str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--input", str(IMAGES / "bird.png"),
               "--task", "detect")
     assert out.returncode == 4
@@ -54,14 +48,14 @@ def test_detect_on_a_classifier_exits_4_with_what_fits():
     assert "Traceback" not in out.stderr
 
 
-def test_an_undecodable_image_exits_4(tmp_path):
+def test_an_undecodable_image_exits_4(cli, tmp_path):
     bad = tmp_path / "photo.png"
     bad.write_bytes(b"this is not an image")
     out = cli("run", str(MODELS / "movenet_single_pose_lightning_ptq.tflite"), "--input", str(bad), "--task", "pose")
     assert out.returncode == 4 and "photo.png" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_short_label_file_is_a_visible_warning(tmp_path):
+def test_short_label_file_is_a_visible_warning(cli, tmp_path):
     short = tmp_path / "short.txt"
     short.write_text("\n".join(f"class{i}" for i in range(10)))
     out = cli("run", str(MODELS / "mobilenet_v1_0.25_128_quant.tflite"), "--input", str(IMAGES / "bird.png"),
@@ -70,7 +64,7 @@ def test_short_label_file_is_a_visible_warning(tmp_path):
     assert "warning   labels from short.txt name 10 of the 1001 classes" in out.stdout
 
 
-def test_bench_times_the_stages_of_a_task_separately():
+def test_bench_times_the_stages_of_a_task_separately(cli):
     out = cli("bench", str(MODELS / "traffic_model.tflite"), "--mode", "latency", "--runs", "3", "--warmup", "1",
               "--input", str(IMAGES / "traffic_0001.png"), "--task", "detect", "--json")
     assert out.returncode == 0, out.stderr
@@ -81,7 +75,7 @@ def test_bench_times_the_stages_of_a_task_separately():
     assert staged[0]["postprocess_share_of_inference"] > 0
 
 
-def test_check_compares_decoded_results_and_gates_on_them(tmp_path):
+def test_check_compares_decoded_results_and_gates_on_them(cli, tmp_path):
     import shutil
 
     data = tmp_path / "images"
@@ -103,7 +97,7 @@ def test_check_compares_decoded_results_and_gates_on_them(tmp_path):
     assert strict.returncode == 1 and "miou 1 against the reference is below 1.01" in strict.stderr
 
 
-def test_task_gates_need_a_task():
+def test_task_gates_need_a_task(cli):
     """The task is on by default (--task auto); a task gate with the task turned off is refused."""
     model = str(MODELS / "mobilenet_v1_0.25_128_quant.tflite")
     out = cli("check", model, "--reference", model, "--data", str(IMAGES), "--min-precision", "0.9",
@@ -111,7 +105,7 @@ def test_task_gates_need_a_task():
     assert out.returncode == 4 and "--task none turns it off" in out.stderr
 
 
-def test_default_segment_gate_ignores_specks(tmp_path):
+def test_default_segment_gate_ignores_specks(cli, tmp_path):
     """The same quantized DeepLab on LiteRT and OpenVINO agrees on 99% of the pixels; a class covering 0.07% of
     them (IoU 0.4) drags the plain mIoU under 0.9. The default gate reads mIoU over the classes covering at
     least 0.5% of the pixels on one side, and passes it; a class id map that differs everywhere still fails."""

@@ -198,18 +198,10 @@ def test_blazeface_shapes_at_another_input_size_are_not_claimed_by_the_preset(tm
         edgeaccel.load(path, executor="onnxruntime", task="detect")
 
 
-def _cli(*args: str):
-    import subprocess
-    import sys
-
-    return subprocess.run([sys.executable, "-m", "edgeaccel", *args], capture_output=True, text=True, timeout=120,
-                          check=False)
-
-
-def test_cli_prints_the_faces_keypoints_and_refuses_an_unknown_anchor_layout_with_exit_4(tmp_path):
+def test_cli_prints_the_faces_keypoints_and_refuses_an_unknown_anchor_layout_with_exit_4(cli, tmp_path):
     import json
 
-    out = _cli("run", str(FACE), "--input", str(IMAGES / "grace_hopper.png"), "--task", "auto", "--runs", "1",
+    out = cli("run", str(FACE), "--input", str(IMAGES / "grace_hopper.png"), "--task", "auto", "--runs", "1",
                "--json")
     assert out.returncode == 0, out.stderr
     vision = json.loads(out.stdout)["vision"]
@@ -222,12 +214,12 @@ def test_cli_prints_the_faces_keypoints_and_refuses_an_unknown_anchor_layout_wit
     from PIL import Image
 
     Image.new("RGB", (64, 64), (90, 90, 90)).save(image)
-    out = _cli("run", str(path), "--input", str(image), "--task", "detect", "--runs", "1")
+    out = cli("run", str(path), "--input", str(image), "--task", "detect", "--runs", "1")
     assert out.returncode == 4
     assert "anchor-based SSD detector" in out.stderr and "--task-option" not in out.stdout
     options = json.dumps({"input_size_height": 64, "input_size_width": 64, "min_scale": 0.2, "max_scale": 0.8,
                           "strides": [8, 16], "fixed_anchor_size": True, "interpolated_scale_aspect_ratio": 0})
-    out = _cli("run", str(path), "--input", str(image), "--task", "detect", "--runs", "1",
+    out = cli("run", str(path), "--input", str(image), "--task", "detect", "--runs", "1",
                "--task-option", f"anchors={options}", "--task-option", 'ssd={"num_keypoints": 6}')
     assert out.returncode == 4 and "make 80 anchors" in out.stderr  # 8x8 + 4x4: the options are checked
 

@@ -71,9 +71,11 @@ def pack(model, ship: str = "bytes", labels=None, task: str | None = None) -> Mo
     manifests = [s for s in sources if s.is_file() and s.suffix in (".yaml", ".yml")]
     manifests += [s / bundle.MANIFEST for s in sources if s.is_dir() and (s / bundle.MANIFEST).is_file()]
     paths.update(manifests)
-    base = _common_folder([p.resolve() for p in paths] + [s.resolve() for s in sources])
-    files = {str(p.resolve().relative_to(base)): _read(p) for p in sorted(paths)}
-    rel = [str(s.resolve().relative_to(base)) or "." for s in sources]
+    # the layout is the one the files are named by, not where symlinks lead: a folder whose files link
+    # elsewhere (a Hugging Face snapshot into its blobs/) unpacks as the folder, with each file beside its twin
+    base = _common_folder([_absolute(p) for p in paths] + [_absolute(s) for s in sources])
+    files = {str(_absolute(p).relative_to(base)): _read(p) for p in sorted(paths)}
+    rel = [str(_absolute(s).relative_to(base)) or "." for s in sources]
     label_rel = None
     if _is_label_file(labels):
         label_rel = f"{LABELS_DIR}/{Path(labels).name}"
@@ -123,6 +125,11 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read {path} to ship it to the Ray cluster: {exc.strerror or exc}") from exc
+
+
+def _absolute(path: Path) -> Path:
+    """Absolute and normalized (no ``..``), symlinks kept as named."""
+    return Path(os.path.abspath(path))
 
 
 def _common_folder(paths: list[Path]) -> Path:

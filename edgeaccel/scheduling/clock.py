@@ -1,27 +1,6 @@
-"""Clocks the scheduler runs on. Everything that needs time takes a clock, so a simulated clock can drive a
-half hour of scheduling in seconds and tests never depend on the wall clock."""
+"""The clocks the scheduler runs on: ``edgeaccel.clock``, below both the scheduler and background calibration,
+which take the same clock. Re-exported here, where the scheduler's users import them."""
 
-from __future__ import annotations
+from ..clock import Clock, MonotonicClock
 
-import time
-from typing import Protocol
-
-
-class Clock(Protocol):
-    simulated: bool
-
-    def now(self) -> float:
-        """Seconds, monotonic."""
-
-    def sleep(self, seconds: float) -> None: ...
-
-
-class MonotonicClock:
-    simulated = False
-
-    def now(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            time.sleep(seconds)
+__all__ = ["Clock", "MonotonicClock"]

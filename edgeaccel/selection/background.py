@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from typing import TYPE_CHECKING
 
+from ..clock import Clock, MonotonicClock
 from ..errors import EdgeAccelError
 
 if TYPE_CHECKING:  # the measuring imports wait for the thread: a load that never measures does not pay for them
@@ -49,6 +50,10 @@ BUDGET_S = 6.0
 # (a model that never idles still gets its measurement). The waits are left out of the budget.
 YIELD_S = 30.0
 YIELD_POLL_S = 0.05
+# What the thread's waits run on: the start delay, the polls while the model serves and the seconds it leaves
+# out of the budget (the scheduler takes the same clock). A test sets a simulated one here to drive the waits
+# step by step; timed runs stay on the performance counter, since they measure the runtimes themselves.
+CLOCK: Clock = MonotonicClock()
 
 
 def enabled(calibrate) -> bool:
@@ -89,7 +94,7 @@ class BackgroundCalibration:
                  rerank: Callable[[dict[str, Measurement]], Ranking], store: Callable[[dict], None] | None,
                  open_candidate: Callable[[Candidate], object], delay_s: float | None = None,
                  budget_s: float | None = None, cpu_share: float | None = None, yield_s: float | None = None,
-                 guard=None) -> None:
+                 guard=None, clock: Clock | None = None) -> None:
         self._model = weakref.ref(model)
         self._measure, self._rerank, self._store, self._open = measure, rerank, store, open_candidate
         self._guard = guard  # edgeaccel.selection.guard.ModelGuard: what the candidate switched to must pass
@@ -99,6 +104,7 @@ class BackgroundCalibration:
         self._cpu_share = CPU_SHARE if cpu_share is None else cpu_share
         self._stop = threading.Event()
         self._yield_s = YIELD_S if yield_s is None else yield_s
+        self._clock = CLOCK if clock is None else clock
         self._waited = 0.0  # seconds spent waiting for the model to idle (left out of the budget's clock)
         self.status = BackgroundStatus()
         self._thread = threading.Thread(target=self._run, name="edgeaccel-calibration", daemon=True)
@@ -120,7 +126,7 @@ class BackgroundCalibration:
         return self.status
 
     def _run(self) -> None:
-        if self._stop.wait(self._delay_s):
+        if self._pause(self._delay_s):
             self._finish("stopped", "the model was closed before measuring began")
             return
         from .calibration import CalibrationPlan
@@ -157,10 +163,18 @@ class BackgroundCalibration:
             if model is None or not model.busy():
                 return
             del model  # the wait must not keep a model the app dropped alive
-            start = time.perf_counter()
-            self._stop.wait(YIELD_POLL_S)
-            self._waited += time.perf_counter() - start
+            start = self._clock.now()
+            self._pause(YIELD_POLL_S)
+            self._waited += self._clock.now() - start
             self.status.waited_s = round(self._waited, 2)
+
+    def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds`` on the clock; True when ``stop()`` was called. On the real clock ``stop()`` ends the
+        wait at once; a simulated clock's ``sleep`` is its own (it returns when the clock has moved)."""
+        if getattr(self._clock, "simulated", False):
+            self._clock.sleep(seconds)
+            return self._stop.is_set()
+        return self._stop.wait(seconds)
 
     def _decide(self, model, ranking: Ranking) -> None:
         current = model._candidate
