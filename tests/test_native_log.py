@@ -18,9 +18,9 @@ def test_loading_and_running_prints_no_runtime_log(tmp_path):
     code = f"""
 import sys
 import numpy as np, edgeaccel
-m = edgeaccel.load({str(MODELS / 'mobilenet_v1_0.25_128_quant.tflite')!r}, calibrate=False, cache=False)
+m = edgeaccel.load({str(MODELS / 'mobilenet_v1_0.25_128_quant.tflite')!r}, selection=edgeaccel.SelectionOptions(calibrate=False), runtime=edgeaccel.RuntimeOptions(cache=False))
 m.run(np.zeros((1, 128, 128, 3), np.uint8))
-m = edgeaccel.load({str(MODELS / 'mobilenet_v2_1.0_224_quant.onnx')!r}, calibrate=False, cache=False)
+m = edgeaccel.load({str(MODELS / 'mobilenet_v2_1.0_224_quant.onnx')!r}, selection=edgeaccel.SelectionOptions(calibrate=False), runtime=edgeaccel.RuntimeOptions(cache=False))
 m.run(np.zeros((1, 224, 224, 3), np.uint8))
 print("still here", file=sys.stderr)
 """

@@ -29,7 +29,7 @@ from ..telemetry.sampler import DeviceSample, TelemetrySampler
 from .accounting import account, observe
 from .decision import Decision, DecisionRecord, Observation
 from .policies import Policy, PolicyState
-from .probes import due_probe, start_probe
+from .probes import due_probe, probe_due_at, start_probe
 from .routing import first_per_device, ready_time, turn
 from .slots import DeviceBudget, ExecutorSlot, Request
 from .stats import DeviceCounters, ExecutorCounters, SchedulerStats, scheduler_stats
@@ -324,8 +324,11 @@ class Scheduler:
 
     def next_wakeup(self, now: float) -> float | None:
         """The next time something can change without an arrival or a completion: a decision is due or a
-        duty budget refills enough to start a queued request."""
+        duty budget refills enough to start a queued request, or an idle executor's estimate goes stale."""
         times = []
+        probe_at = probe_due_at(self, now)
+        if probe_at is not None and probe_at > now:
+            times.append(probe_at)
         if self._next_decision is not None:
             times.append(self._next_decision)
         if self.max_wait_s is not None and self._queue:

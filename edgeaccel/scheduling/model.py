@@ -327,9 +327,12 @@ class ScheduledModel(Model):
                 retry = fails_over(error) and self._after_failure(request, slot, error)
             elif self._ledger.answered(request, slot, self._scheduler.slots):
                 self._scheduler.apply(self._scheduler.decision, end)
-            if self._scheduler.queued or self._scheduler.decision_due(end):  # a place freed for a waiting
-                self._dirty = True  # request, or a decision due: the dispatcher's. Otherwise it sleeps on: waking
-                self._cond.notify_all()  # it here delayed this answer (the thread switch, the GIL)
+            # a place freed for a waiting request, a decision due, or a stale executor to probe now that its
+            # device is idle: the dispatcher's. Otherwise it sleeps on: waking it here delays this answer (the
+            # thread switch, the GIL)
+            if self._scheduler.queued or self._scheduler.decision_due(end) or self._scheduler.due_probe(end):
+                self._dirty = True
+                self._cond.notify_all()
         if error is not None:
             if not retry:
                 _fail(request.future, error)

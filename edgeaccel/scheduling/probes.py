@@ -37,6 +37,17 @@ def due_probe(sched, now: float) -> ExecutorSlot | None:
     return None
 
 
+def probe_due_at(sched, now: float) -> float | None:
+    """When an executor's estimate goes stale while the model is in use (the dispatcher wakes then to probe
+    it, since no arrival or completion may come to wake it), or None."""
+    if sched.remeasure_with_requests or sched.last_arrival is None:
+        return None
+    in_use_until = sched.last_arrival + max(2 * sched.remeasure_s, 1.0)
+    stale = [slot.measured_at + sched.remeasure_s for slot in sched.slots if slot.measured_at is not None]
+    due = max(min(stale), now) if stale else None
+    return due if due is not None and due <= in_use_until else None
+
+
 def start_probe(sched, slot: ExecutorSlot, now: float, payload: Any = None) -> Request:
     """Book a probe on ``slot`` as dispatch books a request (it holds the device while it runs)."""
     request = Request(-1, now, None, payload, None, probe=True)
