@@ -167,6 +167,20 @@ def test_model_files_ship_as_bytes_and_unpack_once_per_node(tmp_path):
     assert Path(labels).read_text() == LABELS.read_text()
 
 
+def test_labels_given_in_task_options_travel_like_the_older_keyword(tmp_path):
+    """A label file given as task_options=TaskOptions(labels=...) (the current spelling) ships with the model,
+    as labels= did: a node without the caller's path still reads it."""
+    from edgeaccel.ray.shipping import labels_given, pack, unpack
+
+    for i, options in enumerate(({"task_options": edgeaccel.TaskOptions(labels=str(LABELS))},
+                                 {"task_options": {"labels": str(LABELS)}}, {"labels": str(LABELS)})):
+        assert labels_given(options) == str(LABELS)
+        _, labels = unpack(pack(MODELS / "mobilenet_v2_1.0_224_quant.tflite", labels=labels_given(options)),
+                           tmp_path / str(i))
+        assert Path(labels).read_text() == LABELS.read_text()
+    assert labels_given({"task_options": edgeaccel.TaskOptions()}) is None
+
+
 def test_a_folder_of_symlinks_ships_as_the_folder_its_names_make(tmp_path):
     """A Hugging Face snapshot names its files by symlinks into blobs/: the payload keeps the names (the .bin
     beside the .xml it belongs to), not the blobs' hashes."""

@@ -11,7 +11,7 @@ import inspect
 from ..errors import ConfigError
 from ._import import import_ray, import_ray_part
 from .resources import actor_request, check_offered
-from .shipping import ModelPayload, pack
+from .shipping import ModelPayload, labels_given, pack
 
 RESERVED = {"threads": "threads_per_actor", "model": "model", "task": "task", "device": "device"}
 
@@ -64,7 +64,7 @@ def map_batches(ds, model, *, task: str | None = None, actors: int = 2, batch_si
         raise InputError(f"ds is a {type(ds).__name__}, not a Ray Dataset",
                          hint="pass a ray.data.Dataset, e.g. ray.data.read_images(folder, mode='RGB')")
     check_options(load_options, num_cpus, actors=actors, batch_size=batch_size, threads_per_actor=threads_per_actor)
-    payload = pack(model, ship, load_options.get("labels"), task)
+    payload = pack(model, ship, labels_given(load_options), task)
     if not ray.is_initialized():
         ray.init()  # what Ray Data itself does on first use: connect to RAY_ADDRESS, or start a local Ray
     check_offered(ray, device)

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import ConfigError, EdgeAccelError, InputError, ModelClosedError, WorkerCrashedError
 from ._import import import_ray
 from .resources import actor_request, check_offered
-from .shipping import ModelPayload, pack
+from .shipping import ModelPayload, labels_given, pack
 
 log = logging.getLogger("edgeaccel.ray")
 
@@ -108,7 +108,7 @@ class Pool:
         ray = import_ray()
         check_options(load_options, num_cpus, actors=actors, batch_size=batch_size, in_flight=in_flight,
                       threads_per_actor=threads_per_actor)
-        payload = pack(model, ship, load_options.get("labels"), task)
+        payload = pack(model, ship, labels_given(load_options), task)
         if not ray.is_initialized():
             ray.init()  # connect to RAY_ADDRESS, or start a local Ray, as Ray Data does
         check_offered(ray, device)

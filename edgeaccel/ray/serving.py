@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import EdgeAccelError, InputError
 from ._import import import_ray_part
 from .resources import actor_request
-from .shipping import ModelPayload, pack
+from .shipping import ModelPayload, labels_given, pack
 
 JSON_TYPES = ("application/json", "text/json")
 
@@ -135,7 +135,7 @@ def deployment(model, *, task: str | None = None, name: str | None = None, num_r
     from .batches import check_options
 
     check_options(load_options, num_cpus, num_replicas=num_replicas, threads=threads)
-    payload = pack(model, ship, load_options.get("labels"), task)
+    payload = pack(model, ship, labels_given(load_options), task)
     options = {k: v for k, v in load_options.items() if not (k == "labels" and payload.labels)}
     request = actor_request(device, num_cpus if num_cpus is not None else (threads or 1))
     served = serve.deployment(ModelServer, name=name or _name(model), num_replicas=num_replicas,

@@ -37,6 +37,14 @@ class ModelPayload:
         return sum(len(b) for b in self.files.values())
 
 
+def labels_given(load_options: dict):
+    """The label file or names ``load_options`` carry: ``task_options=TaskOptions(labels=...)`` (or a dict), or
+    the older ``labels=`` keyword; it travels with the model so that a node without the caller's path has it."""
+    task_options = load_options.get("task_options")
+    given = task_options.get("labels") if isinstance(task_options, dict) else getattr(task_options, "labels", None)
+    return given if given is not None else load_options.get("labels")
+
+
 def pack(model, ship: str = "bytes", labels=None, task: str | None = None) -> ModelPayload:
     """The payload for ``model`` (what ``edgeaccel.load`` takes: a file, a folder, a manifest, a list of files),
     validated here on the driver, with the task checked against its outputs, so that a bad model or a task that

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..executors.base import Availability, Executor, ExecutorInfo, ExecutorOptions
+from ..executors.facts import DeviceSpec
 from ..options import RuntimeOptions
 from ..modelinfo import Format, ModelInfo, TensorSpec
 from .heat import HeatModel
@@ -28,7 +29,7 @@ def placeholder_model() -> ModelInfo:
 class SimulatedExecutor(Executor):
     runtime = "simulated"
     formats = frozenset(Format)
-    devices = ("CPU", "EdgeTPU", "SimAccel")
+    device_specs = (DeviceSpec("CPU", "cpu"), DeviceSpec("EdgeTPU", "edgetpu"), DeviceSpec("SimAccel", "npu"))
 
     def __init__(self, heat: HeatModel, clock, model: ModelInfo | None = None, name: str | None = None) -> None:
         super().__init__(model or placeholder_model(), DEVICE_KIND[heat.p.layout], ExecutorOptions(RuntimeOptions(threads=1)))
