@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What load()'s background calibration costs a model that is busy from the start: throughput with 4 requests
-in flight over the first seconds after load(cache=False), with the default (measure in the background, holding
-back while the model serves) against calibrate=False, in alternating pairs. A ratio near 1.0 means the
+in flight over the first seconds after load(runtime=RuntimeOptions(cache=False)), with the default (measure in the
+background, holding back while the model serves) against SelectionOptions(calibrate=False), in alternating pairs. A ratio near 1.0 means the
 calibration waited for the load to pause rather than measuring beside it.
 
     python tools/bench_background_calibration.py                    # mobilenet_v2 ONNX from ../shared/models
@@ -28,7 +28,8 @@ def saturated_rate(model_path: Path, calibrate, seconds: float, in_flight: int =
     import edgeaccel
     from bench_serve import saturated_throughput  # this folder is on sys.path when a tool runs
 
-    with edgeaccel.load(model_path, cache=False, calibrate=calibrate) as model:
+    with edgeaccel.load(model_path, selection=edgeaccel.SelectionOptions(calibrate=calibrate),
+                        runtime=edgeaccel.RuntimeOptions(cache=False)) as model:
         spec = model.inputs[0]
         rng = np.random.default_rng(0)
         x = rng.integers(0, 255, spec.shape, dtype=spec.dtype) if np.issubdtype(spec.dtype, np.integer) \

@@ -82,7 +82,8 @@ def bench(path: Path, blocks: int, calls: int, pause: float, socket_mode: bool =
     for mode, isolate in modes.items():
         t0 = time.perf_counter()
         with _own_session() if mode == "own-session" else contextlib.nullcontext():
-            models[mode] = edgeaccel.load(path, isolate=isolate, strict=True)
+            models[mode] = edgeaccel.load(path, selection=edgeaccel.SelectionOptions(strict=True),
+                                          runtime=edgeaccel.RuntimeOptions(isolate=isolate))
         load_s[mode] = round(time.perf_counter() - t0, 3)
     direct = models["direct"]
     rng = np.random.default_rng(0)

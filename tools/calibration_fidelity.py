@@ -22,6 +22,7 @@ import numpy as np
 
 from edgeaccel.selection.calibration import sample_inputs
 from edgeaccel.loader import open_candidate, select
+from edgeaccel.options import RuntimeOptions, SelectionOptions
 
 SHARED = Path(os.environ.get("EDGEACCEL_SHARED", Path(__file__).resolve().parents[1].parent / "shared")) / "models"
 DEFAULT_MODELS = ["mobilenet_v2_1.0_224_quant.tflite", "movenet_single_pose_lightning_ptq.tflite",
@@ -60,7 +61,9 @@ def main() -> int:
     random.seed(0)
     worst = 1.0
     for path in args.models or [SHARED / m for m in DEFAULT_MODELS]:
-        sel = select(path, calibrate=True, cache=False, accuracy_tolerance=1.0, calibration_budget_s=args.budget)
+        sel = select(path, selection=SelectionOptions(calibrate=True, accuracy_tolerance=1.0,
+                                                      calibration_budget_s=args.budget),
+                     runtime=RuntimeOptions(cache=False))
         timed = [c for c in sel.ranking.candidates if sel.measurements.get(c.key) and sel.measurements[c.key].p50_ms]
         if len(timed) < 2:
             print(f"{path.name}: fewer than two timed candidates")

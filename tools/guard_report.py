@@ -13,6 +13,7 @@ import argparse
 import tempfile
 
 from edgeaccel.loader import select
+from edgeaccel.options import RuntimeOptions, SelectionOptions
 
 SHOWN = ("precision", "recall", "mean_score_error", "miou", "keypoint_distance", "keypoint_distance_image",
          "pose_recall", "top1_clear_cut", "clear_cut_samples", "reference_boxes")
@@ -26,7 +27,9 @@ def main() -> None:
     args = parser.parse_args()
     for path in args.models:
         with tempfile.TemporaryDirectory() as cache:
-            sel = select(path, calibrate=True, cache_dir=cache, calibration_budget_s=args.budget, task=args.task)
+            sel = select(path, task=args.task,
+                         selection=SelectionOptions(calibrate=True, calibration_budget_s=args.budget),
+                         runtime=RuntimeOptions(cache_dir=cache))
         print(f"== {path}")
         for key, m in sel.measurements.items():
             acc = m.accuracy

@@ -6,7 +6,7 @@
 SingleStream: LoadGen issues one query at a time; the SUT answers it with ``model.run``. Its 90th percentile
 latency is compared with `edgeaccel bench --mode latency`'s p90.
 Offline: LoadGen issues every sample at once; the SUT hands each to ``model.submit`` on a model loaded with
-``performance_hint="throughput"`` (what the README says to do for throughput) and completes it from the
+``runtime=RuntimeOptions(performance_hint="throughput")`` (what the README says to do for throughput) and completes it from the
 future's callback. Its samples per second are compared with `edgeaccel bench --mode throughput`'s FPS.
 
 The SUT here is written the way the README's API is documented, not through any private path, so that a
@@ -40,10 +40,8 @@ def loadgen_run(model_path: str, scenario: str, seconds: float, executor: str | 
     import edgeaccel
     from edgeaccel.tensors import random_array
 
-    options = {"executor": executor} if executor else {}
-    if scenario == "Offline":
-        options["performance_hint"] = "throughput"
-    model = edgeaccel.load(model_path, **options)
+    hint = "throughput" if scenario == "Offline" else "latency"  # latency: RuntimeOptions' default
+    model = edgeaccel.load(model_path, executor=executor, runtime=edgeaccel.RuntimeOptions(performance_hint=hint))
     rng = np.random.default_rng(0)
     data = [[random_array(spec, rng) for spec in model.inputs] for _ in range(SAMPLES)]
 

@@ -35,14 +35,24 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 BIN = Path(PY).parent
 RESULTS: list[dict] = []
-# Every model measured against a raw runtime is loaded with calibrate=False: load()'s default measures other
-# candidates in a background thread for a few seconds (half a core), which took 15-20% from edgeaccel's side
-# of a throughput comparison (0.80-0.83 of benchmark_app alone, 1.0 without it), and could switch precision.
+# Every model measured against a raw runtime is loaded with SelectionOptions(calibrate=False): load()'s default
+# measures other candidates in a background thread for a few seconds (half a core), which took 15-20% from
+# edgeaccel's side of a throughput comparison (0.80-0.83 of benchmark_app alone, 1.0 without it), and could
+# switch precision.
 
 
 def report(group: str, name: str, value: float, target: str, ok: bool, detail: str = "") -> None:
     RESULTS.append({"group": group, "name": name, "value": value, "target": target, "pass": ok, "detail": detail})
     print(f"{group:<11} {name:<52} {value:>10.3f}  target {target:<10} {'PASS' if ok else 'FAIL'}  {detail}", flush=True)
+
+
+def _uncached_uncalibrated(**runtime) -> dict:
+    """load()'s options for a model measured against a raw runtime: no calibration (see above), nothing cached,
+    and ``runtime`` (RuntimeOptions fields) on top."""
+    import edgeaccel
+
+    return {"selection": edgeaccel.SelectionOptions(calibrate=False),
+            "runtime": edgeaccel.RuntimeOptions(cache=False, **runtime)}
 
 
 def interleaved(fns: dict, block: int, rounds: int) -> dict[str, list[float]]:
@@ -118,14 +128,14 @@ def overhead(models: Path, quick: bool) -> None:
 
     threads = default_threads()
     cases = [
-        ("litert", models / "mobilenet_v2_1.0_224_quant.tflite", raw_litert, {}),
-        ("onnxruntime", models / "mobilenet_v2_1.0_224_quant.onnx", raw_ort, {}),
-        ("openvino", models / "openvino" / "mobilenet_v2_1.0_224_quant.xml", raw_openvino, {}),
+        ("litert", models / "mobilenet_v2_1.0_224_quant.tflite", raw_litert),
+        ("onnxruntime", models / "mobilenet_v2_1.0_224_quant.onnx", raw_ort),
+        ("openvino", models / "openvino" / "mobilenet_v2_1.0_224_quant.xml", raw_openvino),
     ]
     rounds = 6 if quick else 30
-    for runtime, path, raw_factory, kwargs in cases:
+    for runtime, path, raw_factory in cases:
         raw = raw_factory(path, threads)
-        with edgeaccel.load(path, executor=runtime, cache=False, calibrate=False, **kwargs) as model:
+        with edgeaccel.load(path, executor=runtime, **_uncached_uncalibrated()) as model:
             x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
             t = interleaved({"raw": lambda raw=raw, x=x: raw(x), "edgeaccel": lambda x=x: model.run(x)}, block=10, rounds=rounds)
         raw_p50, ea_p50 = statistics.median(t["raw"]), statistics.median(t["edgeaccel"])
@@ -138,7 +148,7 @@ def overhead(models: Path, quick: bool) -> None:
             ("onnxruntime", tiny_onnx(), raw_ort)]
     for runtime, path, raw_factory in tiny:
         raw = raw_factory(path, threads)
-        with edgeaccel.load(path, executor=runtime, cache=False, calibrate=False) as model:
+        with edgeaccel.load(path, executor=runtime, **_uncached_uncalibrated()) as model:
             x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
             t = interleaved({"raw": lambda raw=raw, x=x: raw(x), "edgeaccel": lambda x=x: model.run(x)}, block=200,
                             rounds=10 if quick else 30)
@@ -178,7 +188,7 @@ def edgeaccel_fps(path: Path, runtime: str, hint: str, seconds: float) -> float:
 
     sync = hint in ("latency", "throughput-sync")
     hint = "throughput" if hint == "throughput-sync" else hint
-    with edgeaccel.load(path, executor=runtime, performance_hint=hint, cache=False, calibrate=False) as model:
+    with edgeaccel.load(path, executor=runtime, **_uncached_uncalibrated(performance_hint=hint)) as model:
         x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
         if sync:  # the synchronous loop
             result = bench.latency([("sync", model, x)], runs=max(20, int(seconds * 200)), warmup=10)[0]
@@ -199,8 +209,7 @@ def side_by_side_fps(path: Path, seconds: int) -> tuple[float, float]:
     from edgeaccel import bench
 
     app = shutil.which("benchmark_app", path=str(BIN)) or shutil.which("benchmark_app")
-    with edgeaccel.load(path, executor="openvino", performance_hint="throughput", cache=False,
-                        calibrate=False) as model:
+    with edgeaccel.load(path, executor="openvino", **_uncached_uncalibrated(performance_hint="throughput")) as model:
         x = [np.random.default_rng(0).integers(0, 256, s.shape, dtype=np.uint8) for s in model.inputs]
         bench.throughput("warm-up", model, x, 20, warmup=10)
         proc = subprocess.Popen([app, "-m", str(path), "-d", "CPU", "-hint", "throughput", "-infer_precision", "f32",
@@ -287,13 +296,15 @@ def startup(models: Path, quick: bool) -> None:
         # In one process whose runtime is already imported (an app's second model): only the cache differs.
         script = textwrap.dedent(f"""
             import tempfile, time, edgeaccel
-            edgeaccel.load({str(path)!r}, executor={runtime!r}, cache=False).close()  # imports the runtime
+            edgeaccel.load({str(path)!r}, executor={runtime!r},
+                           runtime=edgeaccel.RuntimeOptions(cache=False)).close()  # imports the runtime
             cold, warm = [], []
             for _ in range({3 if quick else 7}):
                 with tempfile.TemporaryDirectory() as cache:
                     for sink in (cold, warm):
                         t = time.perf_counter()
-                        edgeaccel.load({str(path)!r}, executor={runtime!r}, cache_dir=cache).close()
+                        edgeaccel.load({str(path)!r}, executor={runtime!r},
+                                       runtime=edgeaccel.RuntimeOptions(cache_dir=cache)).close()
                         sink.append(time.perf_counter() - t)
             print(sorted(cold)[len(cold) // 2], sorted(warm)[len(warm) // 2])
         """)

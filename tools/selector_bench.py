@@ -27,6 +27,7 @@ import numpy as np
 import edgeaccel
 from edgeaccel.selection.calibration import CalibrationPlan, sample_inputs, time_interleaved
 from edgeaccel.loader import open_candidate, select
+from edgeaccel.options import RuntimeOptions, SelectionOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,12 +45,13 @@ def model_sets(folder: Path) -> list[list[Path]]:
 
 def measure(paths: list[Path], budget: float, cache: Path) -> dict:
     source = paths if len(paths) > 1 else paths[0]
-    rules = select(source, cache_dir=cache / "none")  # an empty cache: rules only
-    with edgeaccel.load(source, calibrate="background", cache_dir=cache / "background") as model:
+    rules = select(source, runtime=RuntimeOptions(cache_dir=cache / "none"))  # an empty cache: rules only
+    with edgeaccel.load(source, selection=SelectionOptions(calibrate="background"),
+                        runtime=RuntimeOptions(cache_dir=cache / "background")) as model:
         status = model.wait_calibration(120)
         background = model._candidate
     start = time.perf_counter()
-    tuned = select(source, calibrate=True, cache_dir=cache / "tuned")
+    tuned = select(source, selection=SelectionOptions(calibrate=True), runtime=RuntimeOptions(cache_dir=cache / "tuned"))
     calibration_s = time.perf_counter() - start
     eligible = tuned.ranking.candidates
     runners, opened = [], []

@@ -33,16 +33,16 @@ CASES = {
     "openvino-onnx": ("mobilenet_v2_1.0_224_quant.onnx", {"executor": "openvino"}),
     "openvino-ir": ("openvino/mobilenet_v2_1.0_224_quant.xml", {}),
     "onnxruntime": ("mobilenet_v2_1.0_224_quant.onnx", {}),
-    "isolated-litert": ("mobilenet_v1_0.25_128_quant.tflite", {"isolate": True}),
-    "isolated-onnxruntime": ("mobilenet_v2_1.0_224_quant.onnx", {"isolate": True}),
-    "isolated-openvino": ("openvino/mobilenet_v2_1.0_224_quant.xml", {"isolate": True}),
+    "isolated-litert": ("mobilenet_v1_0.25_128_quant.tflite", {"runtime": edgeaccel.RuntimeOptions(isolate=True)}),
+    "isolated-onnxruntime": ("mobilenet_v2_1.0_224_quant.onnx", {"runtime": edgeaccel.RuntimeOptions(isolate=True)}),
+    "isolated-openvino": ("openvino/mobilenet_v2_1.0_224_quant.xml", {"runtime": edgeaccel.RuntimeOptions(isolate=True)}),
 }
 
 
 def soak(models: Path, case: str, threads: int, calls: int, distinct: int = 8) -> dict:
     name, kwargs = CASES[case]
     rng = np.random.default_rng(7)
-    with edgeaccel.load(models / name, strict=True, **kwargs) as model:
+    with edgeaccel.load(models / name, selection=edgeaccel.SelectionOptions(strict=True), **kwargs) as model:
         inputs = [[rng.integers(0, 256, size=s.shape, dtype=np.uint8) for s in model.inputs] for _ in range(distinct)]
         expected = [list(model.run(x)) for x in inputs]
         errors: list[str] = []

@@ -114,12 +114,13 @@ def main() -> int:
     from edgeaccel.vision.preprocess import as_rgb
 
     image = as_rgb(args.image)
-    with edgeaccel.load(SHARED / "models" / "traffic_model.tflite", task="detect", calibrate=False) as model:
+    uncalibrated = edgeaccel.SelectionOptions(calibrate=False)
+    with edgeaccel.load(SHARED / "models" / "traffic_model.tflite", task="detect", selection=uncalibrated) as model:
         report("SSD traffic_model.tflite (litert)", bench.stages("ssd", model, model.task, image, args.runs))
     with tempfile.TemporaryDirectory() as folder:
         for worst in (False, True):
             path = build(Path(folder) / f"yolo_{'worst' if worst else 'typical'}.onnx", worst)
-            with edgeaccel.load(path, task="detect", executor="onnxruntime", calibrate=False) as model:
+            with edgeaccel.load(path, task="detect", executor="onnxruntime", selection=uncalibrated) as model:
                 staged = bench.stages("yolo", model, model.task, image, args.runs)
                 boxes = len(model.predict(image).boxes)
             label = "every anchor above 0.25" if worst else "10 objects x 30 anchors"

@@ -1,5 +1,6 @@
-"""Vision tasks over any model: classify, detect, segment, pose. ``edgeaccel.load(path, task=..., labels=...)``
-binds one (or recognizes it), ``model.predict(image)`` returns a Result in the original image's pixels.
+"""Vision tasks over any model: classify, detect, segment, pose. ``edgeaccel.load(path, task=...,
+task_options=TaskOptions(labels=...))`` binds one (or recognizes it), ``model.predict(image)`` returns a Result in
+the original image's pixels.
 Only numpy is imported here; Pillow when a result is drawn."""
 
 from .errors import LayoutRefused, TaskError
