@@ -86,7 +86,7 @@ EARLY_OUTAGE = (4.0, 20.0)  # an outage from 4 s after the load starts, before t
 
 
 def random_plants(count: int, seed: int) -> list[Plant]:
-    """Plants drawn from the ranges issue 32's check names: time constant 2-30 s, flat out 75-140 C, trips that
+    """Plants drawn from the ranges an independent check of the policies would use: time constant 2-30 s, flat out 75-140 C, trips that
     may or may not be reached, ambient steps (and an unseen one during each outage), the kernel's throttling
     seen, unseen or absent. The same seed gives the same plants."""
     rng = random.Random(seed)

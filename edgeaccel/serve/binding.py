@@ -1,6 +1,6 @@
 """A request's inputs checked against the model it is for, before any executor runs: names, dtypes, and every
 dimension that any of the model's executors fixes (a 400 saying what the model takes, never a runtime's error
-after fallbacks: issue 31)."""
+after fallbacks)."""
 
 from __future__ import annotations
 
