@@ -3,6 +3,7 @@ guard, switches when conclusive, and keeps the measurements for the next load.""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -135,6 +136,24 @@ class TicketClock:
         self._now += seconds
 
 
+@contextlib.contextmanager
+def serving(model, x):
+    """The model run back to back in a thread (a busy server) until the block ends."""
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            model.run(x)
+
+    server = threading.Thread(target=serve)
+    server.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        server.join(30)
+
+
 def until(condition, what: str, timeout: float = 120.0) -> None:
     """Wait (real time, bounded) for a state the test brings about; the bound only ends a broken run."""
     deadline = time.monotonic() + timeout
@@ -154,25 +173,17 @@ def test_it_waits_while_the_model_serves_and_leaves_the_wait_out_of_its_budget(m
     monkeypatch.setattr(background, "YIELD_S", 60.0)
     poll = background.YIELD_POLL_S
     x = np.random.default_rng(0).integers(0, 255, (1, 224, 224, 3), dtype=np.uint8)
-    stop = threading.Event()
     with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.onnx", calibrate="background",
                         cache_dir=tmp_path) as model:
-        def serve() -> None:
-            while not stop.is_set():
-                model.run(x)
-
-        server = threading.Thread(target=serve)
-        server.start()
         try:
-            until(model.busy, "the model to serve")
-            clock.allow(1 + 10)  # the start delay, then ten polls while the model serves
-            until(lambda: model.calibration.waited_s >= 10 * poll - 1e-9, "ten polls")
-            status = model.calibration  # held at its eleventh poll: nothing measured yet
-            assert status.state == "measuring" and not status.measurements, status
-            assert "while the model served" in str(status)
+            with serving(model, x):
+                until(model.busy, "the model to serve")
+                clock.allow(1 + 10)  # the start delay, then ten polls while the model serves
+                until(lambda: model.calibration.waited_s >= 10 * poll - 1e-9, "ten polls")
+                status = model.calibration  # held at its eleventh poll: nothing measured yet
+                assert status.state == "measuring" and not status.measurements, status
+                assert "while the model served" in str(status)
         finally:
-            stop.set()
-            server.join(30)
             until(lambda: not model.busy(), "the model to idle")
             clock.allow_all()
         status = model.wait_calibration(120)  # idle now: the eleventh poll ends and it measures
@@ -187,23 +198,13 @@ def test_a_model_that_never_idles_is_measured_after_the_longest_wait(monkeypatch
     monkeypatch.setattr(background, "BUDGET_S", 1.0)
     monkeypatch.setattr(background, "YIELD_S", 20 * background.YIELD_POLL_S)
     x = np.random.default_rng(0).integers(0, 255, (1, 224, 224, 3), dtype=np.uint8)
-    stop = threading.Event()
     with edgeaccel.load(MODELS / "mobilenet_v2_1.0_224_quant.onnx", calibrate="background",
                         cache_dir=tmp_path) as model:
-        def serve() -> None:
-            while not stop.is_set():
-                model.run(x)
-
-        server = threading.Thread(target=serve)
-        server.start()
-        try:
+        with serving(model, x):
             until(model.busy, "the model to serve")
             clock.allow_all()
             until(lambda: model.calibration.state not in ("waiting", "measuring"), "the measurement")
             status = model.calibration
-        finally:
-            stop.set()
-            server.join(30)
         assert status.state in ("kept", "switched") and status.measurements, status
         # YIELD_S to within one poll (the last poll may pass it: the clock's sums round)
         assert background.YIELD_S - 1e-6 <= status.waited_s <= background.YIELD_S + background.YIELD_POLL_S + 1e-6

@@ -101,13 +101,11 @@ class TaskService:
         except BaseException:
             self.core.release()
             raise
-        future = self.core.infer(name, inputs, version, timeout_s, admitted=True)
-        ran = time.perf_counter()
-        wait = (timeout_s or self.core.options.timeout_s) + 5.0
+        future, ran, wait = self._infer(name, version, inputs, timeout_s)
         try:
             answer = future.result(wait)
         except (TimeoutError, concurrent.futures.TimeoutError):  # one class from Python 3.11 on, two before
-            raise ServeError(504, f"model '{name}' did not answer within {wait:g} s") from None
+            raise _late(name, wait) from None
         timing = {"preprocess": took * 1e3, "inference": (time.perf_counter() - ran) * 1e3}
         return self.finish(task, answer, frame, masks, timing)
 
@@ -125,15 +123,18 @@ class TaskService:
         except BaseException:
             self.core.release()
             raise
-        future = self.core.infer(name, inputs, version, timeout_s, admitted=True)
-        ran = time.perf_counter()
-        wait = (timeout_s or self.core.options.timeout_s) + 5.0
+        future, ran, wait = self._infer(name, version, inputs, timeout_s)
         try:
             answer = await asyncio.wait_for(asyncio.wrap_future(future), wait)
         except asyncio.TimeoutError:
-            raise ServeError(504, f"model '{name}' did not answer within {wait:g} s") from None
+            raise _late(name, wait) from None
         timing = {"preprocess": took * 1e3, "inference": (time.perf_counter() - ran) * 1e3}
         return await loop.run_in_executor(self.pool, self.finish, task, answer, frame, masks, timing)
+
+    def _infer(self, name: str, version: str, inputs, timeout_s: float | None):
+        """The admitted request sent to the model: (its future, when it was sent, how long to wait for it)."""
+        future = self.core.infer(name, inputs, version, timeout_s, admitted=True)
+        return future, time.perf_counter(), (timeout_s or self.core.options.timeout_s) + 5.0
 
     def close(self) -> None:
         if self._pool is not None:
@@ -180,3 +181,7 @@ def rle_counts(binary: np.ndarray) -> list[int]:
     edges = np.flatnonzero(flat[1:] != flat[:-1]) + 1
     runs = np.diff(np.concatenate(([0], edges, [flat.size]))).tolist()
     return [0, *runs] if flat[0] else runs
+
+
+def _late(name: str, wait: float) -> ServeError:
+    return ServeError(504, f"model '{name}' did not answer within {wait:g} s")
