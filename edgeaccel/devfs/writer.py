@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 
 
@@ -70,7 +71,8 @@ class FileWriter:
             return
         local.parent.mkdir(parents=True, exist_ok=True)
         if self.atomic:
-            staged = local.with_name(f".{local.name}.tmp{os.getpid()}")
+            # one staging file per writing thread: an emulated device's worker threads update the same counter
+            staged = local.with_name(f".{local.name}.tmp{os.getpid()}.{threading.get_ident()}")
             staged.write_bytes(data)
             if mode is not None:
                 os.chmod(staged, mode)
