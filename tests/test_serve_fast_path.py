@@ -155,21 +155,24 @@ def test_metrics_count_every_request_under_its_model_and_unknown_names_under_one
         core.close()
 
 
-def test_http_answers_whole_over_one_keep_alive_connection_the_bytes_grpc_and_in_process_give(tmp_path):
-    """The one-write path: head and body parse as one HTTP response, again and again on one connection, with
-    the output bytes gRPC returns and the model gives in-process."""
+@pytest.mark.parametrize("model", ["mobilenet_v1_0.25_128_quant.tflite",  # 1 KB: one write
+                                   "deeplabv3_mnv2_dm05_pascal_quant.tflite"])  # 2 MB: header, then the array
+def test_http_answers_whole_over_one_keep_alive_connection_the_bytes_grpc_and_in_process_give(tmp_path, model):
+    """The one-write path (a small answer) and the parts path (a large one, its output array written as the
+    runtime gave it): head and body parse as one HTTP response, again and again on one connection, with the
+    output bytes gRPC returns and the model gives in-process."""
     tritonclient_grpc = pytest.importorskip("tritonclient.grpc")
     import json
 
     import edgeaccel
     from edgeaccel.serve.process import ServerProcess
 
-    shutil.copy(MODELS / "mobilenet_v1_0.25_128_quant.tflite", tmp_path / "m.tflite")
-    x = np.random.default_rng(1).integers(0, 256, (1, 128, 128, 3), dtype=np.uint8)
-    with edgeaccel.schedule(tmp_path / "m.tflite", "latency") as model:
-        name = model.inputs[0].name
-        local = model.run(x)[0].tobytes()
-    header = json.dumps({"inputs": [{"name": name, "shape": [1, 128, 128, 3], "datatype": "UINT8",
+    shutil.copy(MODELS / model, tmp_path / "m.tflite")
+    with edgeaccel.schedule(tmp_path / "m.tflite", "latency") as loaded:
+        name, shape = loaded.inputs[0].name, list(loaded.inputs[0].shape)
+        x = np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)
+        local = loaded.run(x)[0].tobytes()
+    header = json.dumps({"inputs": [{"name": name, "shape": shape, "datatype": "UINT8",
                                      "parameters": {"binary_data_size": x.nbytes}}],
                          "parameters": {"binary_data_output": True}}).encode()
     request = (f"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nInference-Header-Content-Length: {len(header)}\r\n"
@@ -184,7 +187,7 @@ def test_http_answers_whole_over_one_keep_alive_connection_the_bytes_grpc_and_in
                 json_length = int(_header(head, b"inference-header-content-length"))
                 assert body[json_length:] == local
         client = tritonclient_grpc.InferenceServerClient(server.grpc)
-        tensor = tritonclient_grpc.InferInput(name, [1, 128, 128, 3], "UINT8")
+        tensor = tritonclient_grpc.InferInput(name, shape, "UINT8")
         tensor.set_data_from_numpy(x)
         reply = client.infer("m", [tensor], client_timeout=30).get_response()
         assert reply.raw_output_contents[0] == local

@@ -4,8 +4,9 @@ writing the response to the socket.
 Measured with py-spy on `edgeaccel serve` under sequential tritonclient requests (tools/bench_serve.py): uvicorn
 writes a response's head and body with one ``transport.write`` each, two send(2) calls and two TCP segments
 that the client reads apart; the head's write alone took 6% of the server's samples. A response up to
-``ONE_WRITE_MAX`` bytes is gathered and written once. Larger ones keep two writes: joining would copy the body
-again for less than one system call's saving."""
+``ONE_WRITE_MAX`` bytes is gathered and written once. A larger one is written part by part (its JSON header,
+then each output tensor's bytes as the runtime gave them): joining them would copy megabytes (a segmenter's
+class map) for less than one system call's saving."""
 
 from __future__ import annotations
 
@@ -16,15 +17,31 @@ from typing import Any
 ONE_WRITE_MAX = 64 << 10
 
 
-async def respond(send, status: int, body: bytes, headers: list) -> None:
+Body = bytes | list  # one bytes object, or parts (bytes or memoryviews) written in order
+
+
+def body_length(body: Body) -> int:
+    return len(body) if isinstance(body, bytes) else sum(len(part) for part in body)
+
+
+async def respond(send, status: int, body: Body, headers: list) -> None:
     """An ASGI response (start and body) that reaches the socket in one write where the server lets us: uvicorn's
     ``send`` is a bound method of the request's cycle, whose ``transport`` is swapped for a gatherer during the
-    two messages. Any other ASGI server (or a wrapped ``send``) gets the two messages as usual."""
+    two messages. Any other ASGI server (or a wrapped ``send``) gets the messages as usual. A body given in
+    parts larger than ``ONE_WRITE_MAX`` goes out as one body message per part, not joined."""
     start = {"type": "http.response.start", "status": status, "headers": headers}
-    end = {"type": "http.response.body", "body": body}
     cycle = getattr(send, "__self__", None)
     transport = getattr(cycle, "transport", None)
-    if transport is None or len(body) > ONE_WRITE_MAX or not hasattr(transport, "write"):
+    if not isinstance(body, bytes) and body_length(body) > ONE_WRITE_MAX:
+        await send(start)
+        # uvicorn's cycles write a body message's bytes as given, a memoryview too; the ASGI spec says bytes
+        as_given = transport is not None
+        for i, part in enumerate(body):
+            await send({"type": "http.response.body", "body": part if as_given else bytes(part),
+                        "more_body": i < len(body) - 1})
+        return
+    end = {"type": "http.response.body", "body": body if isinstance(body, bytes) else b"".join(body)}
+    if transport is None or len(end["body"]) > ONE_WRITE_MAX or not hasattr(transport, "write"):
         await send(start)
         await send(end)
         return

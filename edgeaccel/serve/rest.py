@@ -26,7 +26,7 @@ import numpy as np
 from .. import __version__
 from .core import ServeCore
 from .errors import ServeError
-from .http_answer import Waiter, respond
+from .http_answer import Body, Waiter, body_length, respond
 from .repository import refuse_overrides
 from . import predict_http
 from .security import authorized
@@ -177,11 +177,12 @@ class RestApp:
                 outputs = await waiter.result(future)
             except TimeoutError:
                 raise ServeError(504, f"model '{name}' did not answer within {waiter.wait_s:g} s") from None
-            if sum(np.size(o) for o in outputs.values()) > RESPOND_INLINE_VALUES:  # JSON of 1M floats: 0.5 s,
-                payload, extra = await asyncio.get_running_loop().run_in_executor(  # every client waiting on it
-                    None, _response, name, request, outputs)
-            else:
-                payload, extra = _response(name, request, outputs)
+            chosen = _chosen(name, request, outputs)
+            if sum(np.size(outputs[n]) for n, binary in chosen if not binary) > RESPOND_INLINE_VALUES:
+                payload, extra = await asyncio.get_running_loop().run_in_executor(  # JSON of 1M floats: 0.5 s,
+                    None, _response, name, request, outputs, chosen)  # every client waiting on it
+            else:  # binary outputs are views of the arrays: nothing to take off the loop
+                payload, extra = _response(name, request, outputs, chosen)
             await _send(send, 200, payload, *extra)
         except ServeError as exc:
             status, error = exc.status, exc.message
@@ -329,28 +330,32 @@ def _timeout_s(parameters: Any) -> float | None:
     return value / 1e6
 
 
-def _response(name: str, request: dict, outputs: dict) -> tuple[bytes, list]:
+def _chosen(name: str, request: dict, outputs: dict) -> list[tuple[str, bool]]:
+    """The outputs the request asks for, in order, each with whether it goes as binary data."""
     parameters = request.get("parameters") if isinstance(request.get("parameters"), dict) else {}
     binary_default = bool(parameters.get("binary_data_output", False))
     wanted = request.get("outputs")
     if wanted is None:
-        chosen = [(n, binary_default) for n in outputs]
-    else:
-        if not isinstance(wanted, list):
-            raise ServeError(400, "'outputs' must be a list of {name, parameters}")
-        chosen = []
-        for item in wanted:
-            out_name = item.get("name") if isinstance(item, dict) else None
-            if out_name not in outputs:
-                raise ServeError(400, f"model '{name}' has no output {out_name!r}; its outputs are {list(outputs)}")
-            binary = _parameters(item, f"output '{out_name}'").get("binary_data", binary_default)
-            chosen.append((out_name, bool(binary)))
+        return [(n, binary_default) for n in outputs]
+    if not isinstance(wanted, list):
+        raise ServeError(400, "'outputs' must be a list of {name, parameters}")
+    chosen = []
+    for item in wanted:
+        out_name = item.get("name") if isinstance(item, dict) else None
+        if out_name not in outputs:
+            raise ServeError(400, f"model '{name}' has no output {out_name!r}; its outputs are {list(outputs)}")
+        binary = _parameters(item, f"output '{out_name}'").get("binary_data", binary_default)
+        chosen.append((out_name, bool(binary)))
+    return chosen
+
+
+def _response(name: str, request: dict, outputs: dict, chosen: list[tuple[str, bool]]) -> tuple[Body, list]:
     tensors, blobs = [], []
     for out_name, binary in chosen:
         array = outputs[out_name]
         tensor = {"name": out_name, "datatype": datatype_of(array.dtype), "shape": list(array.shape)}
         if binary:
-            blob = to_view(array)  # joined once into the body below, not copied to bytes first
+            blob = to_view(array)  # written as it is (or joined once for a small answer), never copied to bytes
             tensor["parameters"] = {"binary_data_size": len(blob)}
             blobs.append(blob)
         else:
@@ -365,7 +370,7 @@ def _response(name: str, request: dict, outputs: dict) -> tuple[bytes, list]:
     head = json.dumps(reply, separators=(",", ":")).encode()
     if not blobs:
         return head, [b"application/json"]
-    return b"".join([head, *blobs]), [b"application/octet-stream", [(HEADER_LENGTH, str(len(head)).encode())]]
+    return [head, *blobs], [b"application/octet-stream", [(HEADER_LENGTH, str(len(head)).encode())]]
 
 
 async def _send_error(send, exc: ServeError) -> None:
@@ -379,8 +384,9 @@ async def _send_json(send, status: int, value: Any, extra: list | None = None) -
     await _send(send, status, json.dumps(value, separators=(",", ":")).encode(), b"application/json", extra)
 
 
-async def _send(send, status: int, body: bytes, content_type: bytes, extra: list | None = None) -> None:
-    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *(extra or [])]
+async def _send(send, status: int, body: Body, content_type: bytes, extra: list | None = None) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(body_length(body)).encode()),
+               *(extra or [])]
     await respond(send, status, body, headers)
 
 

@@ -60,7 +60,8 @@ async def _serve(core: ServeCore, metrics: Metrics, listen: Listen, announce) ->
         loop.add_signal_handler(sig, stop.set)
     sock = _listen_socket(listen.host, listen.port)
     app = RestApp(core, metrics, listen.token, listen.max_request_bytes)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+    # proxy_headers off: nothing here reads the client's address, and the middleware ran on every request
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
                             timeout_graceful_shutdown=int(core.options.timeout_s + GRACE_S) + 1)
     http = _Server(config, sock, listen.max_request_bytes)
     # uvicorn gets a duplicate: the original stays open past uvicorn's close for last_call.refuse_backlog
