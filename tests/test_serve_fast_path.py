@@ -219,14 +219,14 @@ def _header(head: bytes, name: bytes) -> bytes:
 
 
 def test_the_event_loop_runs_a_short_request_itself_only_while_the_server_is_otherwise_idle(tmp_path):
-    from edgeaccel.serve.core import INLINE_MAX_S
+    from edgeaccel.serve.core import INLINE_ONE_PLACE_MAX_S
 
     core, _ = _core(tmp_path, "split_concat.tflite")
     try:
         inputs = _inputs(core, 0)
         core.infer("m", inputs).result(timeout=30)  # measured: a run of this graph takes well under 3 ms
         _device_free(core)
-        assert core.quick("m") == INLINE_MAX_S
+        assert core.quick("m") == INLINE_ONE_PLACE_MAX_S  # the server's only model: nobody else could start
         assert core.infer("m", inputs, here=core.quick("m")).done()
         core.admit()  # another request in flight: the loop must stay free for it and its client
         try:
@@ -234,10 +234,30 @@ def test_the_event_loop_runs_a_short_request_itself_only_while_the_server_is_oth
         finally:
             core.release()
         _device_free(core)
-        assert core.quick("m") == INLINE_MAX_S
+        assert core.quick("m") == INLINE_ONE_PLACE_MAX_S
         assert core.quick("not-loaded") == 0.0
         core.refuse()  # shutting down: nothing new runs anywhere
         assert core.quick("m") == 0.0
+    finally:
+        core.close()
+
+
+def test_the_event_loop_keeps_long_runs_off_itself_where_another_model_could_run_elsewhere(tmp_path):
+    """A second model on the same device keeps the longer bound (its request would wait for the device anyway);
+    one placed on another device (an accelerator: its record says where its executors run) brings it down to
+    the short one, since its requests could have started while the loop ran."""
+    from edgeaccel.serve.core import INLINE_MAX_S, INLINE_ONE_PLACE_MAX_S
+
+    core, _ = _core(tmp_path, "split_concat.tflite")
+    try:
+        shutil.copy(MODELS / "mobilenet_v1_0.25_128_quant.tflite", tmp_path / "models" / "other.tflite")
+        core.load("other")
+        _device_free(core)
+        assert core.get("other").devices == core.get("m").devices
+        assert core.quick("m") == INLINE_ONE_PLACE_MAX_S
+        core.get("other").devices = ["edgetpu:0"]  # as the record of a model served on an Edge TPU reads
+        assert core.quick("m") == INLINE_MAX_S
+        assert core.quick("other") == INLINE_MAX_S  # and the other way round: "m" could run on the CPU meanwhile
     finally:
         core.close()
 

@@ -40,7 +40,10 @@ from .shape_check import onnx_check_for
 
 log = logging.getLogger("edgeaccel.serve")
 _NATIVE_LOG_LOCK = threading.Lock()
-INLINE_MAX_S = 0.003  # the longest measured run that HTTP's event loop may make itself (ServeCore.quick)
+# The longest measured run that HTTP's event loop may make itself (ServeCore.quick): any server, and a server
+# whose every model runs on this model's devices (a request arriving meanwhile would wait for them anyway)
+INLINE_MAX_S = 0.003
+INLINE_ONE_PLACE_MAX_S = 0.030
 
 
 @dataclass
@@ -213,15 +216,23 @@ class ServeCore:
 
     def quick(self, name: str) -> float:
         """How long a run of ``name`` may take and still run in the thread that takes the request even where
-        that thread serves others (HTTP's event loop): ``INLINE_MAX_S`` while nothing else is in flight in the
-        server, the model is not batched and its devices are free and not duty-cycled; else 0 (never). Two
-        thread hand-offs (to a worker and back) cost more than such a run: for mobilenet_v1 (0.3-0.7 ms a run)
-        they were most of what HTTP added over an in-process call. Longer runs, and any concurrent load, take
-        the queued path: the loop must stay free to read and answer the other clients."""
+        that thread serves others (HTTP's event loop), while nothing else is in flight in the server, the model
+        is not batched and its devices are free and not duty-cycled (else 0: never).
+
+        Two thread hand-offs (to a worker and back, each waiting for the GIL) cost 0.3-0.7 ms per request on a
+        2-core CPU: most of what HTTP added over an in-process call for mobilenet_v1 (0.3-0.7 ms a run) and half
+        of it for mobilenet_v2 (6 ms). What a run on the loop costs is the other clients' wait while the loop
+        cannot read them: nothing more than they would wait anyway where every model of the server runs on this
+        model's devices (busy with this run), so up to ``INLINE_ONE_PLACE_MAX_S`` there; ``INLINE_MAX_S``
+        where another model could have started elsewhere meanwhile. Any concurrent load takes the queued path."""
         served = self._models.get(name)
         if served is None or served.batcher is not None or self._pending or self._draining:
             return 0.0
-        return INLINE_MAX_S if all(self.gate.idle(device) for device in served.devices) else 0.0
+        if not all(self.gate.idle(device) for device in served.devices):
+            return 0.0
+        here = set(served.devices)
+        one_place = all(here.issuperset(other.devices) for other in list(self._models.values()))
+        return INLINE_ONE_PLACE_MAX_S if one_place else INLINE_MAX_S
 
     def is_loaded(self, name: str) -> bool:
         return name in self._models  # one dict lookup (atomic under the GIL): per request, no lock, no copy
