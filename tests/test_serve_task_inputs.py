@@ -39,6 +39,11 @@ def repo(tmp_path_factory):
     shutil.copy(MODELS / "traffic_model.tflite", folder / "traffic.tflite")
     shutil.copy(MODELS / "mobilenet_v2_1.0_224_quant.tflite", folder / "mobilenet.tflite")
     yolo_like.build(folder / "squares.onnx")  # task, names and imgsz from its Ultralytics metadata
+    from vision_models import candidates, constant_output
+
+    logits = candidates([(32, 32, 20, 20, 0, 0.9)], classes=3).T[None]
+    logits[0, 4, 0] = 1649.0  # a "score" no YOLO head's sigmoid gives: the shapes fit, the values do not decode
+    constant_output(folder / "logits.onnx", logits, dynamic=False, metadata={"names": "{0: 'a', 1: 'b', 2: 'c'}"})
     if MOVENET.exists():
         shutil.copy(MOVENET, folder / "movenet.tflite")
     return folder
@@ -244,3 +249,15 @@ def test_bad_bytes_requests_over_both_protocols_say_what_to_send(server):
     with pytest.raises(tritonclient_grpc.InferenceServerException) as err:
         grpc.infer("mobilenet", [tensor], client_timeout=60)
     assert err.value.status() == "StatusCode.INVALID_ARGUMENT" and "image 1 of the request" in err.value.message()
+
+
+def test_outputs_that_do_not_decode_are_the_models_fault_not_the_requests(server):
+    """A 400 sent the client to fix an image that was fine: the model's outputs failed its task's checks."""
+    status, reply = _post(server, "/v2/models/logits/predict", (IMAGES / "bird.png").read_bytes())
+    assert status == 409 and "the request is not at fault" in reply["error"] and "range 0.01..1649" in reply["error"]
+    grpc = tritonclient_grpc.InferenceServerClient(server.grpc)
+    tensor = tritonclient_grpc.InferInput("image", [1], "BYTES")
+    tensor.set_data_from_numpy(np.array([(IMAGES / "bird.png").read_bytes()], dtype=object))
+    with pytest.raises(tritonclient_grpc.InferenceServerException) as err:
+        grpc.infer("logits", [tensor], client_timeout=60)
+    assert err.value.status() == "StatusCode.FAILED_PRECONDITION"

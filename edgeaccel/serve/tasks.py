@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..vision.errors import TaskError
 from .core import ServeCore
 from .errors import ServeError, from_edgeaccel
 from .images import decode_image
@@ -78,6 +79,10 @@ class TaskService:
         start = time.perf_counter()
         try:
             result = task.postprocess([answer[t.name] for t in task._outputs], frame)
+        except TaskError as exc:  # the model's outputs, not the request: a 400 would send the client to fix its image
+            raise ServeError(409, f"the outputs of model '{task._info.path.name}' for this image do not decode as "
+                                  f"its task ({task.name}, {task.kind}): {exc.message}; the request is not at fault: "
+                                  "the server's --task for the model, or the model's export, is") from None
         except Exception as exc:
             raise from_edgeaccel(exc) from None
         timing["postprocess"] = (time.perf_counter() - start) * 1e3
