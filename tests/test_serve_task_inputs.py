@@ -261,3 +261,10 @@ def test_outputs_that_do_not_decode_are_the_models_fault_not_the_requests(server
     with pytest.raises(tritonclient_grpc.InferenceServerException) as err:
         grpc.infer("logits", [tensor], client_timeout=60)
     assert err.value.status() == "StatusCode.FAILED_PRECONDITION"
+
+
+def test_the_metadata_names_the_task_and_how_to_send_images(server):
+    http = tritonclient_http.InferenceServerClient(server.http, network_timeout=60)
+    parameters = http.get_model_metadata("squares")["parameters"]
+    assert parameters["task"] == "detect (yolov8)" and "BYTES output 'result'" in parameters["images"]
+    assert http.get_model_metadata("mobilenet")["parameters"]["task"].startswith("classify")
