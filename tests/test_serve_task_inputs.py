@@ -186,6 +186,17 @@ def test_a_requests_options_decode_as_task_options_do_in_process(server, repo, t
     assert _answer(json.loads(answer.as_numpy("result")[0])) == _answer(got)
 
 
+@pytest.mark.parametrize("model, query, words", [
+    ("mobilenet", "?conf=0.9", "conf changes nothing for mobilenet.tflite (classify, top-k): a classifier keeps"),
+    ("traffic", "?iou=0.3", "iou changes nothing for traffic.tflite (detect, ssd-postprocess): its NMS runs inside "
+                            "the model; it takes conf, max_det"),
+    ("squares", "?top_k=2", "top_k changes nothing for squares.onnx (detect, yolov8)"),
+])
+def test_an_option_the_models_decoder_does_not_read_is_refused(server, model, query, words):
+    status, reply = _post(server, f"/v2/models/{model}/predict{query}", (IMAGES / "bird.png").read_bytes())
+    assert status == 400 and words in reply["error"], reply
+
+
 def _png_header(width, height) -> bytes:
     import struct
     import zlib

@@ -5,7 +5,8 @@ in-process (``edgeaccel.load(..., task_options=TaskOptions(conf=0.5))`` answers 
 Where they come from: ``/predict``'s query string or form fields (every name there must be one of ours, so
 that a misspelt ``?treshold=0.6`` is a 400, not an answer at the default), and the KServe ``parameters`` of an
 /infer request with images (there other names belong to the protocol: ``binary_data_output``, ``timeout``...).
-A value out of range is a 400 that says the range, never clamped."""
+A value out of range is a 400 that says the range, never clamped; an option the model's decoder does not read
+(``iou`` for an SSD whose NMS runs in the graph, ``conf`` for a classifier) is a 400 that says what it takes."""
 
 from __future__ import annotations
 
@@ -30,9 +31,18 @@ class RequestOptions:
     decoding: dict[str, Any] = field(default_factory=dict)  # conf, iou, max_det, top_k given for this request
 
     def task_for(self, task: Any) -> Any:
-        """The model's task with this request's decoding options (a copy: other requests keep the model's)."""
+        """The model's task with this request's decoding options (a copy: other requests keep the model's); an
+        option its decoder does not read is a 400, not an answer that ignored it."""
         if not self.decoding:
             return task
+        from ..vision.decoding_options import not_read_reason, options_read
+
+        read = options_read(task)
+        unread = [name for name in self.decoding if name not in read]
+        if unread:
+            takes = f"it takes {', '.join(read)}" if read else "it takes none of conf, iou, max_det, top_k"
+            raise ServeError(400, f"{', '.join(unread)} changes nothing for {task._info.path.name} ({task.name}, "
+                                  f"{task.kind}): {not_read_reason(task)}; {takes}")
         mine = copy.copy(task)
         for name, value in self.decoding.items():
             setattr(mine, name, value)
