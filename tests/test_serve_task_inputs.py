@@ -279,3 +279,13 @@ def test_the_metadata_names_the_task_and_how_to_send_images(server):
     parameters = http.get_model_metadata("squares")["parameters"]
     assert parameters["task"] == "detect (yolov8)" and "BYTES output 'result'" in parameters["images"]
     assert http.get_model_metadata("mobilenet")["parameters"]["task"].startswith("classify")
+
+
+def test_a_refused_bomb_leaves_no_warning_in_the_servers_log(server):
+    """Pillow warned on stderr, once a request, about a 100 MP header the server had answered 400 already."""
+    import time
+
+    status, reply = _post(server, "/v2/models/mobilenet/predict", _png_header(20_000, 5_000), "image/png")
+    assert status == 400 and "20000x5000 pixels" in reply["error"]
+    time.sleep(0.5)  # the server's stderr is read by a thread: give a warning written with the answer time to arrive
+    assert not [line for line in server.stderr_lines if "DecompressionBomb" in line]

@@ -71,15 +71,14 @@ def _pillow_decode(source, name: str) -> np.ndarray:
 def upright(img):
     """The image turned as its EXIF orientation tag says (a phone stores a portrait photo sideways and tags
     it); the image itself when it has no tag or an upright one, so that most images are not copied."""
-    try:
-        orientation = img.getexif().get(0x0112, 1)
-    except Exception:  # an EXIF block Pillow cannot parse: the pixels are still the image's, unturned
-        return img
-    if orientation in (None, 1):
-        return img
     from PIL import ImageOps
 
-    return ImageOps.exif_transpose(img)
+    try:
+        if img.getexif().get(0x0112, 1) in (None, 1):
+            return img
+        return ImageOps.exif_transpose(img)
+    except Exception:  # an EXIF block Pillow cannot parse: the pixels are still the image's, unturned
+        return img
 
 
 def _from_pillow(img, name: str) -> np.ndarray:

@@ -7,11 +7,13 @@ that declares a huge image) is refused from its header, before its pixels are de
 from __future__ import annotations
 
 import io
+import warnings
 
 import numpy as np
 
 from .errors import ServeError
 
+_QUIET = False  # Pillow's DecompressionBombWarning filtered (_quiet_bomb_warning)
 MAX_PIXELS = 50_000_000  # width x height an image may declare (an 8K frame is 33 MP)
 IMAGE_SIGNATURES = ((b"\xff\xd8\xff", "JPEG"), (b"\x89PNG\r\n\x1a\n", "PNG"), (b"GIF8", "GIF"), (b"BM", "BMP"),
                     (b"RIFF", "WebP"), (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"))
@@ -30,6 +32,7 @@ def decode_image(data: bytes | memoryview, where: str = "the request's image") -
     from ..errors import InputError
     from ..imageio.decode import _from_pillow, upright
 
+    _quiet_bomb_warning(Image)
     data = bytes(data)
     if not data:
         raise ServeError(400, f"{where} is empty: send the bytes of a JPEG or PNG image")
@@ -56,6 +59,15 @@ def decode_image(data: bytes | memoryview, where: str = "the request's image") -
     except (OSError, ValueError, SyntaxError, EOFError) as exc:  # truncated or corrupt: Pillow's reason
         raise ServeError(400, f"{where} is not an image the server can decode ({_looks_like(data)}: "
                               f"{exc}); send a complete JPEG or PNG file") from None
+
+
+def _quiet_bomb_warning(image_module) -> None:
+    """Pillow warns on stderr (once a request) about an image past 89 MP before the 50 MP check here refuses it
+    with a 400: a flood of such requests would fill the server's log with a warning already answered."""
+    global _QUIET
+    if not _QUIET:
+        warnings.filterwarnings("ignore", category=image_module.DecompressionBombWarning)
+        _QUIET = True
 
 
 def _looks_like(data: bytes) -> str:
