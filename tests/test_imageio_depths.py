@@ -163,3 +163,29 @@ def test_16_bit_arrays_and_pil_images_given_to_the_vision_layer(tmp_path):
     assert "image >> 8" in caught.value.hint
     small = np.arange(H * W, dtype=np.uint16).reshape(H, W) % 256  # integers already in 0..255 are pixels
     np.testing.assert_array_equal(as_rgb(small)[..., 0], small.astype(np.uint8))
+
+
+@pytest.mark.parametrize("orientation, turn", [(1, None), (3, Image.Transpose.ROTATE_180),
+                                               (6, Image.Transpose.ROTATE_270), (8, Image.Transpose.ROTATE_90)])
+def test_a_photos_exif_orientation_is_applied_so_its_pixels_come_upright(tmp_path, orientation, turn):
+    """A phone stores a portrait photo sideways and tags it; a viewer, a browser and ``edgeaccel serve`` show
+    it turned, and so does read_image (decode_image too), or a detector's boxes land on a sideways picture."""
+    stored = np.zeros((20, 40, 3), np.uint8)
+    stored[:, :10] = 255  # a white band on the left: where it ends up says which way the image was turned
+    image = Image.fromarray(stored)
+    exif = image.getexif()
+    exif[0x0112] = orientation
+    path = tmp_path / "photo.jpg"
+    image.save(path, quality=95, exif=exif)
+    want = np.asarray(Image.fromarray(stored) if turn is None else Image.fromarray(stored).transpose(turn))
+    got = imageio.read_image(path)
+    assert got.shape == want.shape
+    assert np.abs(got.astype(int) - want).mean() < 3  # JPEG's loss, not a turn
+    np.testing.assert_array_equal(imageio.decode_image(path.read_bytes()), got)
+    from PIL import ImageOps
+
+    from edgeaccel.vision.preprocess import as_rgb
+
+    with Image.open(path) as opened:  # a PIL image is turned as its file is, and one already turned is not again
+        np.testing.assert_array_equal(as_rgb(opened), got)
+        np.testing.assert_array_equal(as_rgb(ImageOps.exif_transpose(opened)), got)

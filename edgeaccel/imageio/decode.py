@@ -17,7 +17,8 @@ _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def read_image(path: str | Path) -> np.ndarray:
     """Decode to uint8 (H, W, C) with C = 1 (gray) or 3 (RGB); alpha is dropped. 16-bit samples become 8-bit
     (their high byte), palette images RGB, 1-bit images 0/255; floating-point and 32-bit images, whose range
-    is unknown, are refused with an InputError."""
+    is unknown, are refused with an InputError. A photo's EXIF orientation is applied (the pixels come upright,
+    as a viewer shows them and as ``edgeaccel serve`` decodes an upload); an animation gives its first frame."""
     path = Path(path)
     try:
         from PIL import Image  # noqa: F401
@@ -58,13 +59,26 @@ def _pillow_decode(source, name: str) -> np.ndarray:
     try:
         with Image.open(source) as img:
             img.load()
-            return _from_pillow(img, name)
+            return _from_pillow(upright(img), name)
     except OSError:
         raise  # the caller tells a file system error from an image's
     except InputError:
         raise
     except Exception as exc:  # Pillow raises UnidentifiedImageError, DecompressionBombError ...
         raise InputError(f"cannot decode image {name}: {exc}") from exc
+
+
+def upright(img):
+    """The image turned as its EXIF orientation tag says (a phone stores a portrait photo sideways and tags
+    it); the image itself when it has no tag or an upright one, so that most images are not copied."""
+    from PIL import ImageOps
+
+    try:
+        if img.getexif().get(0x0112, 1) in (None, 1):
+            return img
+        return ImageOps.exif_transpose(img)
+    except Exception:  # an EXIF block Pillow cannot parse: the pixels are still the image's, unturned
+        return img
 
 
 def _from_pillow(img, name: str) -> np.ndarray:

@@ -1,5 +1,5 @@
 """How the server describes a loaded model: the protocol's metadata (tensors, platform, and in its parameters the
-executors, policy, devices, batching and what the accuracy guard refused) and Triton's model configuration."""
+executors, policy, devices, batching, the vision task and what the accuracy guard refused) and Triton's model configuration."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def metadata(served: Any, options: Any) -> dict:
                            "priority": served.priority, "devices": ", ".join(dict.fromkeys(served.devices)),
                            "isolated": any("isolated" in (info.details or {}) for info in model.executors.values()),
                            "performance_hint": options.performance_hint,
-                           "batching": served.batching, **_refused(model)}}
+                           "batching": served.batching, **_task(served.name, model), **_refused(model)}}
 
 
 def config(served: Any, options: Any) -> dict:
@@ -46,6 +46,20 @@ def config(served: Any, options: Any) -> dict:
     if described:  # Triton's ModelConfig.parameters: how a client turns an image into the input tensor
         config["parameters"] = {"edgeaccel.pipeline": {"string_value": described}}
     return config
+
+
+def _task(name: str, model: Any) -> dict:
+    """The model's vision task and how to send it images (absent for a tensor-only model): a client that reads
+    the metadata finds the image endpoints without reading the docs."""
+    try:
+        task = model.task
+    except Exception:  # a --task that does not fit: said at load, and by /predict
+        return {}
+    if task is None:
+        return {}
+    return {"task": f"{task.name} ({task.kind})",
+            "images": f"POST /v2/models/{name}/predict with an image body, or /infer with one BYTES input of "
+                      f"encoded images answered in the BYTES output 'result' (schema edgeaccel.vision/1)"}
 
 
 def _refused(model: Any) -> dict:

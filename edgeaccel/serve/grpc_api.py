@@ -31,6 +31,7 @@ from .image_tensors import RESULT, check_count, join_bytes, result_bytes, split_
 from .repository import refuse_overrides
 from .rest import EXTENSIONS, GRACE_S
 from .security import authorized
+from .task_options import from_parameters, grpc_values
 from .tasks import TaskService
 from .tensors import datatype_of, dtype_of, from_bytes, from_json, refuse_unserved, to_bytes
 
@@ -187,9 +188,9 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         for wanted in request.outputs:
             if wanted.name != RESULT:
                 raise ServeError(400, f"an image request answers one output, '{RESULT}', not '{wanted.name}'")
-        masks = request.parameters["masks"].string_param if "masks" in request.parameters else None
+        options = from_parameters(grpc_values(request.parameters))
         timeout = _timeout_s(request, context)
-        results = [self.tasks.predict(request.model_name, request.model_version, image, masks, timeout,
+        results = [self.tasks.predict(request.model_name, request.model_version, image, options, timeout,
                                       f"image {i} of the request") for i, image in enumerate(images)]
         reply = pb.ModelInferResponse(model_name=request.model_name, model_version=VERSION, id=request.id)
         reply.outputs.add(name=RESULT, datatype="BYTES", shape=[len(results)])

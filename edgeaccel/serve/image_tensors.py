@@ -55,16 +55,23 @@ def from_json_strings(data: Any, where: str) -> list[bytes]:
 
 def check_count(images: list[bytes], shape: Any, where: str) -> list[bytes]:
     if not images:
-        raise ServeError(400, f"{where} holds no image")
+        raise ServeError(400, f"{where} holds no image: send one or more encoded images (JPEG, PNG)")
     if len(images) > MAX_IMAGES:
         raise ServeError(400, f"{where} holds {len(images)} images; send at most {MAX_IMAGES} a request")
-    if isinstance(shape, (list, tuple)) and shape and all(isinstance(d, int) for d in shape):
-        count = 1
-        for d in shape:
-            count *= d
-        if count != len(images):
-            raise ServeError(400, f"{where}: shape {list(shape)} says {count} images, the data holds {len(images)}")
+    count = declared_count(shape)
+    if count is not None and count != len(images):
+        raise ServeError(400, f"{where}: shape {list(shape)} says {count} images, the data holds {len(images)}")
     return images
+
+
+def declared_count(shape: Any) -> int | None:
+    """How many images a BYTES input's shape says it holds (None when the shape is not a list of whole numbers)."""
+    if not (isinstance(shape, (list, tuple)) and shape and all(isinstance(d, int) for d in shape)):
+        return None
+    count = 1
+    for d in shape:
+        count *= d
+    return count
 
 
 def result_bytes(results: list[dict]) -> list[bytes]:

@@ -7,24 +7,32 @@ that declares a huge image) is refused from its header, before its pixels are de
 from __future__ import annotations
 
 import io
+import warnings
 
 import numpy as np
 
 from .errors import ServeError
 
+_QUIET = False  # Pillow's DecompressionBombWarning filtered (_quiet_bomb_warning)
 MAX_PIXELS = 50_000_000  # width x height an image may declare (an 8K frame is 33 MP)
 IMAGE_SIGNATURES = ((b"\xff\xd8\xff", "JPEG"), (b"\x89PNG\r\n\x1a\n", "PNG"), (b"GIF8", "GIF"), (b"BM", "BMP"),
                     (b"RIFF", "WebP"), (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"))
 
 
 def decode_image(data: bytes | memoryview, where: str = "the request's image") -> np.ndarray:
-    """H x W x 3 uint8 RGB from encoded image bytes (EXIF rotation applied, as a phone's photo is seen)."""
+    """H x W x 3 (or x 1, grey) uint8 pixels from encoded image bytes, decoded as ``edgeaccel.load(...).predict``
+    decodes a file (``edgeaccel.imageio``), so that the same image gives the same answer: EXIF orientation
+    applied (a phone's portrait photo comes upright), 16-bit samples scaled to 8 bits (never clipped), alpha
+    dropped, palette and CMYK images to RGB, the first frame of an animation."""
     try:
-        from PIL import Image, ImageOps, UnidentifiedImageError
+        from PIL import Image, UnidentifiedImageError
     except ImportError:
         raise ServeError(500, "the server cannot decode images: Pillow is not installed on it "
                               '(pip install "edgeaccel[serve]"); send tensors to /infer meanwhile') from None
+    from ..errors import InputError
+    from ..imageio.decode import _from_pillow, upright
 
+    _quiet_bomb_warning(Image)
     data = bytes(data)
     if not data:
         raise ServeError(400, f"{where} is empty: send the bytes of a JPEG or PNG image")
@@ -34,16 +42,32 @@ def decode_image(data: bytes | memoryview, where: str = "the request's image") -
             if width * height > MAX_PIXELS:
                 raise ServeError(400, f"{where} is {width}x{height} pixels, more than the server decodes "
                                       f"({MAX_PIXELS // 1_000_000} MP); scale it down first")
-            image = ImageOps.exif_transpose(image)
-            return np.asarray(image.convert("RGB"))
+            if width < 1 or height < 1:
+                raise ServeError(400, f"{where} declares {width}x{height} pixels: send an image with pixels")
+            image.load()
+            return _from_pillow(upright(image), where)
     except ServeError:
         raise
+    except InputError as exc:  # a mode with no 8-bit meaning (float, 32-bit): what to convert it to
+        raise ServeError(400, f"{exc}; {exc.hint}" if exc.hint else str(exc)) from None
     except Image.DecompressionBombError:  # Pillow's own refusal, from the header, of an even larger one
         raise ServeError(400, f"{where} declares more pixels than the server decodes "
                               f"({MAX_PIXELS // 1_000_000} MP); scale it down first") from None
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+    except UnidentifiedImageError:
+        raise ServeError(400, f"{where} is not an image the server can decode ({_looks_like(data)}: no image "
+                              f"format recognized); send JPEG or PNG bytes") from None
+    except (OSError, ValueError, SyntaxError, EOFError) as exc:  # truncated or corrupt: Pillow's reason
         raise ServeError(400, f"{where} is not an image the server can decode ({_looks_like(data)}: "
-                              f"{type(exc).__name__}: {exc}); send JPEG or PNG bytes") from None
+                              f"{exc}); send a complete JPEG or PNG file") from None
+
+
+def _quiet_bomb_warning(image_module) -> None:
+    """Pillow warns on stderr (once a request) about an image past 89 MP before the 50 MP check here refuses it
+    with a 400: a flood of such requests would fill the server's log with a warning already answered."""
+    global _QUIET
+    if not _QUIET:
+        warnings.filterwarnings("ignore", category=image_module.DecompressionBombWarning)
+        _QUIET = True
 
 
 def _looks_like(data: bytes) -> str:

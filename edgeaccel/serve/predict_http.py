@@ -15,13 +15,18 @@ import json
 from urllib.parse import parse_qs
 
 from .errors import ServeError
-from .image_tensors import RESULT, check_count, from_json_strings, join_bytes, result_bytes, split_bytes
+from .image_tensors import RESULT, check_count, declared_count, from_json_strings, join_bytes, result_bytes, split_bytes
 from .images import multipart_file
+from .task_options import from_parameters, from_predict
 from .tasks import TaskService
+
+# a body so labelled is an image (or raw bytes whose content decides): curl --data-binary and urllib call any
+# body x-www-form-urlencoded, browsers send a file's own type or none
+IMAGE_BODY_TYPES = (b"image/", b"application/octet-stream", b"application/x-www-form-urlencoded")
 
 
 def query_options(query_string: bytes) -> dict[str, str]:
-    parsed = parse_qs(query_string.decode("latin-1"))
+    parsed = parse_qs(query_string.decode("latin-1"), keep_blank_values=True)  # "?conf=" is a mistake to say
     return {k: v[-1] for k, v in parsed.items()}
 
 
@@ -30,18 +35,21 @@ def image_of(body: bytes, headers: dict) -> tuple[bytes, dict[str, str]]:
     content_type = headers.get(b"content-type", b"")
     if content_type.lower().startswith(b"multipart/form-data"):
         return multipart_file(body, content_type)
-    # curl --data-binary and urllib label any body x-www-form-urlencoded: the bytes decide, not that label
-    if content_type.lower().startswith(b"application/json"):
-        raise ServeError(415, "POST /predict takes the image itself (Content-Type image/jpeg or image/png, or "
-                              "multipart/form-data); tensors in JSON go to /infer")
+    kind = content_type.split(b";")[0].strip().lower()
+    if kind and not kind.startswith(IMAGE_BODY_TYPES):
+        where = "; tensors in JSON go to /infer" if kind == b"application/json" else ""
+        raise ServeError(415, f"POST /predict takes an image, not {kind.decode('latin-1')}: send its bytes with "
+                              "Content-Type image/jpeg, image/png or application/octet-stream, or as the file of "
+                              f"a multipart/form-data form (curl -F image=@photo.jpg){where}")
     return body, {}
 
 
 async def predict(tasks: TaskService, name: str, version: str, body: bytes, headers: dict,
                   query: dict[str, str]) -> bytes:
     image, fields = image_of(body, headers)
-    options = {**fields, **query}
-    result = await tasks.predict_async(name, version, image, options.get("masks"), _timeout(options))
+    values = {**fields, **query}
+    options = from_predict(values)
+    result = await tasks.predict_async(name, version, image, options, _timeout(values))
     return json.dumps(result, separators=(",", ":")).encode()
 
 
@@ -70,6 +78,8 @@ def bytes_inputs(request: dict, binary: memoryview) -> list[bytes] | None:
     where = f"input '{tensor.get('name')}'"
     parameters = tensor.get("parameters") if isinstance(tensor.get("parameters"), dict) else {}
     size = parameters.get("binary_data_size")
+    if declared_count(tensor.get("shape")) == 0:  # tritonclient sends no data for a [0] tensor
+        raise ServeError(400, f"{where} holds no image (shape {tensor.get('shape')}): send one or more encoded images")
     if size is not None:
         if not isinstance(size, int) or size < 0 or size != len(binary):
             raise ServeError(400, f"{where}: binary_data_size {size!r} is not the {len(binary)} bytes after the "
@@ -86,8 +96,8 @@ async def infer_images(tasks: TaskService, name: str, version: str, request: dic
                        timeout_s: float | None) -> tuple[bytes, list]:
     """The /infer answer for image inputs: the ``result`` output, one JSON string per image."""
     parameters = request.get("parameters") if isinstance(request.get("parameters"), dict) else {}
-    masks = parameters.get("masks")
-    results = await asyncio.gather(*(tasks.predict_async(name, version, image, masks, timeout_s,
+    options = from_parameters(parameters)
+    results = await asyncio.gather(*(tasks.predict_async(name, version, image, options, timeout_s,
                                                          f"image {i} of the request")
                                      for i, image in enumerate(images)))
     encoded = result_bytes(list(results))

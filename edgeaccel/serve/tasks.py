@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from ..vision.errors import TaskError
 from .core import ServeCore
 from .errors import ServeError, from_edgeaccel
 from .images import decode_image
-
-MASK_FORMATS = ("png", "rle", "none")
+from .task_options import RequestOptions
 
 
 class TaskService:
@@ -79,6 +79,10 @@ class TaskService:
         start = time.perf_counter()
         try:
             result = task.postprocess([answer[t.name] for t in task._outputs], frame)
+        except TaskError as exc:  # the model's outputs, not the request: a 400 would send the client to fix its image
+            raise ServeError(409, f"the outputs of model '{task._info.path.name}' for this image do not decode as "
+                                  f"its task ({task.name}, {task.kind}): {exc.message}; the request is not at fault: "
+                                  "the server's --task for the model, or the model's export, is") from None
         except Exception as exc:
             raise from_edgeaccel(exc) from None
         timing["postprocess"] = (time.perf_counter() - start) * 1e3
@@ -90,11 +94,11 @@ class TaskService:
         out["executor"] = getattr(answer, "executor", None)
         return out
 
-    def predict(self, name: str, version: str, data: bytes | memoryview, masks: str = "png",
+    def predict(self, name: str, version: str, data: bytes | memoryview, options: RequestOptions | None = None,
                 timeout_s: float | None = None, where: str = "the request's image") -> dict:
         """One image, answered in the calling thread (a gRPC handler thread): the result as a dict."""
-        masks = mask_format(masks)
-        task = self.task_of(name, version)
+        options = options or RequestOptions()
+        task = options.task_for(self.task_of(name, version))
         self.core.admit()
         try:
             inputs, frame, took = self.prepare(task, data, where)
@@ -107,15 +111,16 @@ class TaskService:
         except (TimeoutError, concurrent.futures.TimeoutError):  # one class from Python 3.11 on, two before
             raise _late(name, wait) from None
         timing = {"preprocess": took * 1e3, "inference": (time.perf_counter() - ran) * 1e3}
-        return self.finish(task, answer, frame, masks, timing)
+        return self.finish(task, answer, frame, options.masks, timing)
 
-    async def predict_async(self, name: str, version: str, data: bytes | memoryview, masks: str = "png",
-                            timeout_s: float | None = None, where: str = "the request's image") -> dict:
+    async def predict_async(self, name: str, version: str, data: bytes | memoryview,
+                            options: RequestOptions | None = None, timeout_s: float | None = None,
+                            where: str = "the request's image") -> dict:
         """One image for the HTTP side: decoding and the task's halves in the pool, the wait on the loop."""
         import asyncio
 
-        masks = mask_format(masks)
-        task = self.task_of(name, version)
+        options = options or RequestOptions()
+        task = options.task_for(self.task_of(name, version))
         loop = asyncio.get_running_loop()
         self.core.admit()
         try:
@@ -129,7 +134,7 @@ class TaskService:
         except asyncio.TimeoutError:
             raise _late(name, wait) from None
         timing = {"preprocess": took * 1e3, "inference": (time.perf_counter() - ran) * 1e3}
-        return await loop.run_in_executor(self.pool, self.finish, task, answer, frame, masks, timing)
+        return await loop.run_in_executor(self.pool, self.finish, task, answer, frame, options.masks, timing)
 
     def _infer(self, name: str, version: str, inputs, timeout_s: float | None):
         """The admitted request sent to the model: (its future, when it was sent, how long to wait for it)."""
@@ -139,13 +144,6 @@ class TaskService:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False)
-
-
-def mask_format(value: Any) -> str:
-    value = "png" if value in (None, "") else str(value).lower()
-    if value not in MASK_FORMATS:
-        raise ServeError(400, f"masks must be one of {', '.join(MASK_FORMATS)}, not {value!r}")
-    return value
 
 
 def encode_mask(mask: np.ndarray, how: str, background: int, classes: list[dict]) -> dict:

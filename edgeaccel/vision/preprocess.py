@@ -22,9 +22,11 @@ def as_rgb(image) -> np.ndarray:
     if isinstance(image, (str, Path)):
         image = read_image(image)
     elif not isinstance(image, np.ndarray) and hasattr(image, "convert") and hasattr(image, "size"):
-        from ..imageio.decode import _from_pillow
+        from ..imageio.decode import _from_pillow, upright
 
-        image = _from_pillow(image, "the PIL image")  # 16-bit and palette modes to 8 bits, not clipped
+        # 16-bit and palette modes to 8 bits, not clipped; turned upright by its EXIF tag as its file would be
+        # (an image already turned by ImageOps.exif_transpose has lost the tag: not turned twice)
+        image = _from_pillow(upright(image), "the PIL image")
     if not isinstance(image, np.ndarray):
         raise InputError(f"cannot use a {type(image).__name__} as an image",
                          hint="pass a file path, a PIL image or an H x W x 3 uint8 numpy array (RGB)")

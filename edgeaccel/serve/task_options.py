@@ -1,0 +1,114 @@
+"""A task request's own decoding options: the lowest score kept, NMS overlap, most boxes, classes kept, and how
+a mask comes back. They lay over the model's task for that request only, as ``TaskOptions`` of the same names do
+in-process (``edgeaccel.load(..., task_options=TaskOptions(conf=0.5))`` answers as ``?conf=0.5`` does).
+
+Where they come from: ``/predict``'s query string or form fields (every name there must be one of ours, so
+that a misspelt ``?treshold=0.6`` is a 400, not an answer at the default), and the KServe ``parameters`` of an
+/infer request with images (there other names belong to the protocol: ``binary_data_output``, ``timeout``...).
+A value out of range is a 400 that says the range, never clamped; an option the model's decoder does not read
+(``iou`` for an SSD whose NMS runs in the graph, ``conf`` for a classifier) is a 400 that says what it takes."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ServeError
+
+MASK_FORMATS = ("png", "rle", "none")
+SHARES = ("conf", "iou")  # between 0 and 1
+COUNTS = ("max_det", "top_k")  # whole numbers from 1
+MAX_COUNT = 10_000
+ALIASES = {"threshold": "conf", "confidence": "conf"}  # the names other servers give the score threshold
+PREDICT_NAMES = ("masks", "timeout", *SHARES, *COUNTS, *ALIASES)  # what /predict's query string may hold
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    masks: str = "png"
+    decoding: dict[str, Any] = field(default_factory=dict)  # conf, iou, max_det, top_k given for this request
+
+    def task_for(self, task: Any) -> Any:
+        """The model's task with this request's decoding options (a copy: other requests keep the model's); an
+        option its decoder does not read is a 400, not an answer that ignored it."""
+        if not self.decoding:
+            return task
+        from ..vision.decoding_options import not_read_reason, options_read
+
+        read = options_read(task)
+        unread = [name for name in self.decoding if name not in read]
+        if unread:
+            takes = f"it takes {', '.join(read)}" if read else "it takes none of conf, iou, max_det, top_k"
+            raise ServeError(400, f"{', '.join(unread)} changes nothing for {task._info.path.name} ({task.name}, "
+                                  f"{task.kind}): {not_read_reason(task)}; {takes}")
+        mine = copy.copy(task)
+        for name, value in self.decoding.items():
+            setattr(mine, name, value)
+        return mine
+
+
+def from_predict(values: dict[str, str]) -> RequestOptions:
+    """/predict's query and form fields; an unknown name is a 400 naming the known ones."""
+    unknown = sorted(set(values) - set(PREDICT_NAMES))
+    if unknown:
+        raise ServeError(400, f"unknown option {', '.join(repr(u) for u in unknown)}: /predict takes "
+                              f"{', '.join(PREDICT_NAMES)} (e.g. ?conf=0.5&masks=rle)")
+    return _options(values)
+
+
+def from_parameters(parameters: dict[str, Any]) -> RequestOptions:
+    """A KServe request's parameters (HTTP JSON, or gRPC's converted by ``grpc_values``)."""
+    return _options(parameters)
+
+
+def grpc_values(parameters: Any) -> dict[str, Any]:
+    """gRPC InferParameter messages as plain values (the one field each sets)."""
+    out = {}
+    for name, given in parameters.items():
+        kind = given.WhichOneof("parameter_choice")
+        out[name] = getattr(given, kind) if kind else None
+    return out
+
+
+def mask_format(value: Any) -> str:
+    value = "png" if value in (None, "") else str(value).lower()
+    if value not in MASK_FORMATS:
+        raise ServeError(400, f"masks must be one of {', '.join(MASK_FORMATS)}, not {value!r}")
+    return value
+
+
+def _options(values: dict[str, Any]) -> RequestOptions:
+    decoding: dict[str, Any] = {}
+    for given, value in values.items():
+        name = ALIASES.get(given, given)
+        if name in SHARES:
+            share = _number(given, value)
+            if not 0 <= share <= 1:
+                raise ServeError(400, f"{given} is a share between 0 and 1, not {value!r}")
+            if name in decoding and decoding[name] != share:
+                raise ServeError(400, f"{given}={value!r} contradicts the conf given beside it: give one of "
+                                      f"conf, {', '.join(ALIASES)}")
+            decoding[name] = share
+        elif name in COUNTS:
+            count = _number(given, value)
+            if count != int(count) or not 1 <= count <= MAX_COUNT:
+                raise ServeError(400, f"{given} is a whole number from 1 to {MAX_COUNT}, not {value!r}")
+            decoding[name] = int(count)
+    return RequestOptions(mask_format(values.get("masks")), decoding)
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool):
+        number = math.nan
+    elif isinstance(value, (int, float)):
+        number = float(value)
+    else:
+        try:
+            number = float(str(value).strip())
+        except ValueError:
+            number = math.nan
+    if not math.isfinite(number):
+        raise ServeError(400, f"{name} is a number, not {value!r}")
+    return number
