@@ -182,6 +182,9 @@ def test_a_photos_exif_orientation_is_applied_so_its_pixels_come_upright(tmp_pat
     assert got.shape == want.shape
     assert np.abs(got.astype(int) - want).mean() < 3  # JPEG's loss, not a turn
     np.testing.assert_array_equal(imageio.decode_image(path.read_bytes()), got)
+    from edgeaccel.evaluation.dataset import image_size
+
+    assert image_size(path) == (got.shape[1], got.shape[0])  # what a dataset's normalized labels are scaled by
     from PIL import ImageOps
 
     from edgeaccel.vision.preprocess import as_rgb
@@ -189,3 +192,8 @@ def test_a_photos_exif_orientation_is_applied_so_its_pixels_come_upright(tmp_pat
     with Image.open(path) as opened:  # a PIL image is turned as its file is, and one already turned is not again
         np.testing.assert_array_equal(as_rgb(opened), got)
         np.testing.assert_array_equal(as_rgb(ImageOps.exif_transpose(opened)), got)
+        if turn is not None:  # turned by hand (rotate/transpose keep the tag): taken as the caller made it
+            by_hand = opened.transpose(turn)
+            assert by_hand.getexif().get(0x0112) == orientation
+            np.testing.assert_array_equal(as_rgb(by_hand), np.asarray(by_hand.convert("RGB")))
+            assert as_rgb(by_hand).shape == got.shape

@@ -267,3 +267,51 @@ def _device_free(core) -> None:
     deadline = time.monotonic() + 10
     while not all(core.gate.idle(d) for d in core.get("m").devices) and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def test_requests_arriving_together_run_side_by_side_not_one_by_one_on_the_event_loop(tmp_path):
+    """A lone request may run on the event loop; requests whose heads arrive together (or while the loop ran
+    one) must not take turns there while the device could run them side by side: the device's peak shows it."""
+    import json
+    import os
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: the adaptive executor has one stream, the device runs one request at a time anyway")
+    from edgeaccel.serve.process import ServerProcess
+
+    shutil.copy(MODELS / "mobilenet_v2_1.0_224_quant.tflite", tmp_path / "m.tflite")  # ~6 ms a run on 2 cores
+    x = np.zeros((1, 224, 224, 3), np.uint8)
+    header = json.dumps({"inputs": [{"name": "input", "shape": [1, 224, 224, 3], "datatype": "UINT8",
+                                     "parameters": {"binary_data_size": x.nbytes}}]}).encode()
+    request = (f"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nInference-Header-Content-Length: {len(header)}\r\n"
+               f"Content-Length: {len(header) + x.nbytes}\r\n\r\n").encode() + header + x.tobytes()
+    with ServerProcess([str(tmp_path), "--port", "0", "--grpc-port", "off"]) as server:
+        host, port = server.http.rsplit(":", 1)
+        conns = [socket.create_connection((host, int(port)), timeout=30) for _ in range(6)]
+        try:
+            for _ in range(5):  # one at a time first: the executor's run is measured, a lone request runs on the loop
+                conns[0].sendall(request)
+                assert _read_response(conns[0])[0].startswith(b"HTTP/1.1 200")
+            assert _device_peak(host, port) == 1
+            for _ in range(3):
+                for conn in conns:
+                    conn.sendall(request)
+                for conn in conns:
+                    head, _ = _read_response(conn)
+                    assert head.startswith(b"HTTP/1.1 200"), head
+        finally:
+            for conn in conns:
+                conn.close()
+        assert _device_peak(host, port) >= 2
+
+
+def _device_peak(host: str, port: str) -> float:
+    """The most runs the server's CPU gate held at once so far (its /metrics)."""
+    import re
+
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        _, body = _read_response(conn)
+    peak = re.search(rb'edgeaccel_serve_device_peak\{device="cpu"\} ([0-9.]+)', body)
+    assert peak is not None, body[:500]
+    return float(peak.group(1))

@@ -167,7 +167,7 @@ def test_movenet_keypoints_are_answered_as_in_process(server, repo, tmp_path):
 def test_a_requests_options_decode_as_task_options_do_in_process(server, repo, tmp_path):
     frame = (IMAGES / "traffic_0001.png").read_bytes()
     default, _ = _as_in_process(server, repo, tmp_path, "traffic", frame)
-    got, want = _as_in_process(server, repo, tmp_path, "traffic", frame, "?threshold=0.35&max_det=2",
+    got, want = _as_in_process(server, repo, tmp_path, "traffic", frame, "?confidence=0.35&max_det=2",
                                conf=0.35, max_det=2)
     assert _answer(got) == _answer(want)
     assert len(got["boxes"]) < len(default["boxes"]) and all(b["score"] >= 0.35 for b in got["boxes"])
@@ -214,20 +214,22 @@ def _truncated_jpeg() -> bytes:
 
 
 @pytest.mark.parametrize("query, body, content_type, status, words", [
-    ("?threshold=2", None, "image/png", 400, "threshold is a share between 0 and 1, not '2'"),
+    ("?conf=2", None, "image/png", 400, "conf is a share above 0 and up to 1, not '2'"),
+    ("?conf=0", None, "image/png", 400, "conf is a share above 0 and up to 1, not '0'"),
+    ("?threshold=0.5", None, "image/png", 400, "unknown option 'threshold'"),
     ("?top_k=-1", None, "image/png", 400, "top_k is a whole number from 1"),
     ("?max_det=1.5", None, "image/png", 400, "max_det is a whole number from 1"),
     ("?conf=", None, "image/png", 400, "conf is a number, not ''"),
     ("?iou=nan", None, "image/png", 400, "iou is a number"),
     ("?treshold=0.5", None, "image/png", 400, "unknown option 'treshold': /predict takes masks, timeout, conf"),
     ("?%%zz&=x", None, "image/png", 400, "unknown option"),
-    ("?conf=0.3&threshold=0.6", None, "image/png", 400, "give one of conf, threshold, confidence"),
+    ("?conf=0.3&confidence=0.6", None, "image/png", 400, "give one of conf, confidence"),
     ("", None, "text/plain", 415, "POST /predict takes an image, not text/plain"),
     ("", "truncated", "image/jpeg", 400, "starts like JPEG"),
     ("", _png_header(0, 0), "image/png", 400, "not an image the server can decode"),
     ("", _png_header(60_000, 60_000), "image/png", 400, "scale it down first"),
     ("", bytes(range(256)) * 8, "image/png", 400, "no image format recognized"),
-], ids=["threshold-2", "top_k-negative", "max_det-fraction", "conf-blank", "iou-nan", "misspelt", "garbage-query",
+], ids=["conf-2", "conf-0", "threshold-is-not-ours", "top_k-negative", "max_det-fraction", "conf-blank", "iou-nan", "misspelt", "garbage-query",
         "conf-twice", "text-plain", "truncated-jpeg", "zero-size", "bomb", "random-bytes"])
 def test_bad_image_requests_are_refused_with_what_to_send(server, query, body, content_type, status, words):
     if body is None:
@@ -260,6 +262,22 @@ def test_bad_bytes_requests_over_both_protocols_say_what_to_send(server):
     with pytest.raises(tritonclient_grpc.InferenceServerException) as err:
         grpc.infer("mobilenet", [tensor], client_timeout=60)
     assert err.value.status() == "StatusCode.INVALID_ARGUMENT" and "image 1 of the request" in err.value.message()
+
+
+@pytest.mark.parametrize("outputs, words", [
+    (7, "'outputs' must be a list"),
+    (["result"], "answers one output, 'result', not 'result'"),
+    ([{"name": "result", "parameters": "x"}], "'parameters' must be a JSON object"),
+    ([{"name": "scores"}], "not 'scores'"),
+], ids=["a-number", "a-bare-name", "parameters-a-string", "another-output"])
+def test_an_image_infer_with_malformed_outputs_is_a_400_before_anything_runs(server, outputs, words):
+    import base64
+
+    image = base64.b64encode((IMAGES / "bird.png").read_bytes()).decode()
+    body = json.dumps({"inputs": [{"name": "image", "datatype": "BYTES", "shape": [1], "data": [image]}],
+                       "outputs": outputs}).encode()
+    status, answer = _post(server, "/v2/models/mobilenet/infer", body, "application/json")
+    assert status == 400 and words in answer["error"], answer
 
 
 def test_outputs_that_do_not_decode_are_the_models_fault_not_the_requests(server):

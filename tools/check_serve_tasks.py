@@ -176,7 +176,7 @@ class Checker:
                  ("JSON body", path, b'{"inputs": []}', "application/json"),
                  ("multipart without a file", path, b"--x\r\nContent-Disposition: form-data; name=\"masks\"\r\n\r\n"
                                                     b"png\r\n--x--\r\n", "multipart/form-data; boundary=x"),
-                 ("threshold=2", path + "?threshold=2", good, "image/png"),
+                 ("conf=2", path + "?conf=2", good, "image/png"),
                  ("top_k=-1", path + "?top_k=-1", good, "image/png"),
                  ("unknown option", path + "?colour=red", good, "image/png")]
         for label, where, body, kind in cases:

@@ -82,7 +82,8 @@ def is_labelled(path: str | os.PathLike | None) -> bool:
 
 
 def image_size(path: Path) -> tuple[int, int]:
-    """(width, height) from the file's header (Pillow), else by decoding it."""
+    """(width, height) of the image as read_image gives it (upright by its EXIF orientation, as Ultralytics
+    reads a dataset's photos too): from the file's header (Pillow), else by decoding it."""
     try:
         from PIL import Image
     except ImportError:
@@ -92,7 +93,8 @@ def image_size(path: Path) -> tuple[int, int]:
         return int(array.shape[1]), int(array.shape[0])
     try:
         with Image.open(path) as image:
-            return int(image.width), int(image.height)
+            turned = image.getexif().get(0x0112) in (5, 6, 7, 8)  # a quarter turn: width and height trade places
+            return (int(image.height), int(image.width)) if turned else (int(image.width), int(image.height))
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read the image {path}: {exc}",
                          hint="remove it from the dataset or replace it with a readable image") from exc

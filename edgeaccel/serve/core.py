@@ -228,6 +228,8 @@ class ServeCore:
         served = self._models.get(name)
         if served is None or served.batcher is not None or self._pending or self._draining:
             return 0.0
+        if served.shape_check is not None or any(dims is None or None in dims for dims in served.fixed):
+            return 0.0  # a dynamic shape's run is not bounded by the runs measured (a batch of 64 is 64 runs)
         if not all(self.gate.idle(device) for device in served.devices):
             return 0.0
         here = set(served.devices)

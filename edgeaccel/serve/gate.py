@@ -63,9 +63,12 @@ class DeviceGate:
         """Nothing runs or waits on ``device`` and no policy duty-cycles it: a run would take its place at once.
         Read without the lock (a stale answer costs one run's wait, never a wrong answer): for the HTTP side to
         decide whether a short request may run on the event loop's thread, which must not wait here."""
-        budget = self._budgets.get(device)
-        return not self._running.get(device) and not self._waiting.get(device) and \
-            (budget is None or budget.duty >= 1.0)
+        if self._running.get(device) or self._waiting.get(device):
+            return False
+        # the duty the policies want now, not the budget's copy from the last run: a duty cut since then would
+        # hold the loop's own run at the gate, in duty polls, with every HTTP client waiting
+        wanted = (source() for source in list(self._duties.get(device, ())))
+        return min((value for value in wanted if value is not None), default=1.0) >= 1.0
 
     def limit(self, device: str) -> int:
         return self._limits.get(device, 1)

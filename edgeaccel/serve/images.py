@@ -49,7 +49,7 @@ def decode_image(data: bytes | memoryview, where: str = "the request's image") -
     except ServeError:
         raise
     except InputError as exc:  # a mode with no 8-bit meaning (float, 32-bit): what to convert it to
-        raise ServeError(400, f"{exc}; {exc.hint}" if exc.hint else str(exc)) from None
+        raise ServeError(400, f"{exc.message}; {exc.hint}" if exc.hint else exc.message) from None
     except Image.DecompressionBombError:  # Pillow's own refusal, from the header, of an even larger one
         raise ServeError(400, f"{where} declares more pixels than the server decodes "
                               f"({MAX_PIXELS // 1_000_000} MP); scale it down first") from None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 from urllib.parse import parse_qs
 
 from .errors import ServeError
@@ -97,16 +98,11 @@ async def infer_images(tasks: TaskService, name: str, version: str, request: dic
     """The /infer answer for image inputs: the ``result`` output, one JSON string per image."""
     parameters = request.get("parameters") if isinstance(request.get("parameters"), dict) else {}
     options = from_parameters(parameters)
+    binary = _binary_result(request.get("outputs"), bool(parameters.get("binary_data_output", False)))
     results = await asyncio.gather(*(tasks.predict_async(name, version, image, options, timeout_s,
                                                          f"image {i} of the request")
                                      for i, image in enumerate(images)))
     encoded = result_bytes(list(results))
-    binary = bool(parameters.get("binary_data_output", False))
-    for item in request.get("outputs") or ():
-        if isinstance(item, dict):
-            if item.get("name") != RESULT:
-                raise ServeError(400, f"an image request answers one output, '{RESULT}', not {item.get('name')!r}")
-            binary = bool((item.get("parameters") or {}).get("binary_data", binary))
     tensor = {"name": RESULT, "datatype": "BYTES", "shape": [len(encoded)]}
     if binary:
         blob = join_bytes(encoded)
@@ -166,3 +162,21 @@ def page(name: str) -> bytes:
     import html
 
     return PAGE.format(name=html.escape(name)).encode()
+
+
+def _binary_result(outputs: Any, binary: bool) -> bool:
+    """Whether the ``result`` output goes as binary data; checked before any image is decoded or run."""
+    if outputs is None:
+        return binary
+    if not isinstance(outputs, list):
+        raise ServeError(400, "'outputs' must be a list of {name, parameters}")
+    for item in outputs:
+        if not isinstance(item, dict) or item.get("name") != RESULT:
+            name = item.get("name") if isinstance(item, dict) else item
+            raise ServeError(400, f"an image request answers one output, '{RESULT}', not {name!r}")
+        parameters = item.get("parameters", {})
+        if not isinstance(parameters, dict):
+            raise ServeError(400, f"output '{RESULT}': 'parameters' must be a JSON object, not "
+                                  f"{type(parameters).__name__}")
+        binary = bool(parameters.get("binary_data", binary))
+    return binary

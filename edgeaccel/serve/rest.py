@@ -31,14 +31,14 @@ from .repository import refuse_overrides
 from . import predict_http
 from .security import authorized
 from .tasks import TaskService
-from .tensors import datatype_of, from_bytes, from_json, refuse_unserved, to_json, to_view
+from .http_bodies import (HEADER_LENGTH, chosen_outputs, infer_response, json_object, parameters_of, parse_infer,
+                          split_body, timeout_s_of)
 
 log = logging.getLogger("edgeaccel.serve")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "metrics"]
 MODEL_ROUTE = re.compile(r"^/v2/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?"
                          r"(?P<action>/ready|/infer|/config|/predict)?$")
 REPO_ROUTE = re.compile(r"^/v2/repository/models/(?P<name>[^/]+)/(?P<action>load|unload)$")
-HEADER_LENGTH = b"inference-header-content-length"
 GRACE_S = 5.0  # beyond a request's timeout, the most the HTTP side waits for the core's answer
 PARSE_INLINE_BYTES = 1 << 20  # JSON parsed on the event loop up to this size; larger in a worker thread
 RESPOND_INLINE_VALUES = 1 << 16  # answers with more output values are encoded in a worker thread too
@@ -52,6 +52,7 @@ class RestApp:
         self.token = token
         self.max_request_bytes = max_request_bytes
         self.tasks = TaskService(core)  # images in, task results out (tasks.py, predict_http.py)
+        self._in_flight = 0  # /infer requests begun and not answered (the loop's own count: no lock)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -92,7 +93,7 @@ class RestApp:
         elif path == "/v2/repository/index":
             _method(method, "POST", "GET")
             body = await self._body(headers, receive)
-            ready = _json(body).get("ready", False) if body.strip() else False
+            ready = json_object(body).get("ready", False) if body.strip() else False
             if not isinstance(ready, bool):  # bool("false") is True: a string here is a mistake to say, not guess
                 raise ServeError(400, f"'ready' is true or false, not {ready!r}")
             await _send_json(send, 200, self.core.index(ready_only=ready))
@@ -100,7 +101,7 @@ class RestApp:
             _method(method, "POST")
             body = await self._body(headers, receive)
             if m["action"] == "load" and body.strip():
-                refuse_overrides(_parameters(_json(body), "the load request"), m["name"])
+                refuse_overrides(parameters_of(json_object(body), "the load request"), m["name"])
             action = self.core.load if m["action"] == "load" else self.core.unload
             await asyncio.get_running_loop().run_in_executor(None, action, m["name"])
             await _send_json(send, 200, {})
@@ -149,6 +150,7 @@ class RestApp:
     async def _infer(self, name: str, version: str, headers: dict, receive, send) -> None:
         started = time.perf_counter()
         request_id, status, error = "", 200, None
+        self._in_flight += 1
         try:
             self.core.get(name, version)  # an unknown model is a 404 before its body is read,
             self.core.check_room()  # and a full queue a 503: a flood of large bodies is not buffered to be refused
@@ -157,19 +159,20 @@ class RestApp:
                 request, images = images
                 request_id = str(request.get("id", ""))
                 payload, extra = await predict_http.infer_images(self.tasks, name, version, request, images,
-                                                                 _timeout_s(request.get("parameters")))
+                                                                 timeout_s_of(request.get("parameters")))
                 await _send(send, 200, payload, *extra)
                 return
             if len(body) > PARSE_INLINE_BYTES:  # a big JSON body takes a while to parse: not on the event loop,
                 request, inputs = await asyncio.get_running_loop().run_in_executor(  # where others wait
-                    None, _parse, body, headers.get(HEADER_LENGTH))
+                    None, parse_infer, body, headers.get(HEADER_LENGTH))
             else:
-                request, inputs = _parse(body, headers.get(HEADER_LENGTH))
+                request, inputs = parse_infer(body, headers.get(HEADER_LENGTH))
             request_id = str(request.get("id", ""))
-            timeout = _timeout_s(request.get("parameters"))
+            timeout = timeout_s_of(request.get("parameters"))
+            here = await self._here(name)
             waiter = Waiter((timeout or self.core.options.timeout_s) + GRACE_S)  # before the submit (why: there)
             try:
-                future = self.core.infer(name, inputs, version, timeout, here=self.core.quick(name))
+                future = self.core.infer(name, inputs, version, timeout, here=here)
             except BaseException:
                 waiter.close()
                 raise
@@ -177,12 +180,12 @@ class RestApp:
                 outputs = await waiter.result(future)
             except TimeoutError:
                 raise ServeError(504, f"model '{name}' did not answer within {waiter.wait_s:g} s") from None
-            chosen = _chosen(name, request, outputs)
+            chosen = chosen_outputs(name, request, outputs)
             if sum(np.size(outputs[n]) for n, binary in chosen if not binary) > RESPOND_INLINE_VALUES:
                 payload, extra = await asyncio.get_running_loop().run_in_executor(  # JSON of 1M floats: 0.5 s,
-                    None, _response, name, request, outputs, chosen)  # every client waiting on it
+                    None, infer_response, name, request, outputs, chosen)  # every client waiting on it
             else:  # binary outputs are views of the arrays: nothing to take off the loop
-                payload, extra = _response(name, request, outputs, chosen)
+                payload, extra = infer_response(name, request, outputs, chosen)
             await _send(send, 200, payload, *extra)
         except ServeError as exc:
             status, error = exc.status, exc.message
@@ -194,7 +197,18 @@ class RestApp:
             status, error = (503 if isinstance(exc, asyncio.CancelledError) else 500), f"{type(exc).__name__}: {exc}"
             raise
         finally:
+            self._in_flight -= 1
             self.metrics.request(name, "http", status, time.perf_counter() - started, request_id, error)
+
+    async def _here(self, name: str) -> float:
+        """How long a run this request may make on the event loop (``ServeCore.quick``), where it is the only
+        one: other requests whose heads the loop read in the same pass have tasks that have not run yet, so
+        they count nowhere. One turn of the loop lets them begin (and count) first; without it, requests
+        arriving together ran one by one on the loop while the device could take them side by side."""
+        if not self.core.quick(name):
+            return 0.0
+        await asyncio.sleep(0)
+        return self.core.quick(name) if self._in_flight == 1 else 0.0
 
 
     def _images(self, name: str, version: str, body: bytes, headers: dict) -> tuple[dict, list[bytes]] | None:
@@ -205,8 +219,8 @@ class RestApp:
             return None
         if not self.tasks.has_task(name, version):
             return None  # a tensor model: its BYTES input is refused as any string tensor is
-        request, binary = _split(body, headers.get(HEADER_LENGTH))
-        _parameters(request, "the request")
+        request, binary = split_body(body, headers.get(HEADER_LENGTH))
+        parameters_of(request, "the request")
         images = predict_http.bytes_inputs(request, binary)
         return None if images is None else (request, images)
 
@@ -240,137 +254,6 @@ class _Disconnected(Exception):
 def _method(method: str, *allowed: str) -> None:
     if method not in allowed:
         raise ServeError(405, f"use {' or '.join(allowed)} here, not {method}")
-
-
-def _json(data: bytes) -> dict:
-    try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ServeError(400, f"the request is not valid JSON: {exc}") from None
-    except RecursionError:  # '[[[[...' nested deeper than the parser goes: a bad request, not a server fault
-        raise ServeError(400, "the request's JSON is nested too deeply; tensor data is a flat or nested list "
-                              "as deep as the tensor's shape") from None
-    if not isinstance(value, dict):
-        raise ServeError(400, "the request must be a JSON object")
-    return value
-
-
-def _parse(body: bytes, header_length: bytes | None) -> tuple[dict, dict]:
-    request, binary = _split(body, header_length)
-    _parameters(request, "the request")
-    return request, _inputs(request, binary)
-
-
-def _split(body: bytes, header_length: bytes | None) -> tuple[dict, memoryview]:
-    """The JSON part and the binary part of an infer body (binary tensor extension)."""
-    if header_length is None:
-        return _json(body), memoryview(b"")
-    if not header_length.isdigit() or int(header_length) > len(body):
-        raise ServeError(400, f"Inference-Header-Content-Length {header_length.decode('latin-1')!r} is not the "
-                              f"length of the JSON part of a {len(body)}-byte body")
-    n = int(header_length)
-    return _json(body[:n]), memoryview(body)[n:]
-
-
-def _inputs(request: dict, binary: memoryview) -> dict:
-    given = request.get("inputs")
-    if not isinstance(given, list) or not given:
-        raise ServeError(400, "the request has no 'inputs' list: each input is {name, shape, datatype, data}")
-    arrays, offset = {}, 0
-    for i, tensor in enumerate(given):
-        if not isinstance(tensor, dict) or not isinstance(tensor.get("name"), str):
-            raise ServeError(400, f"inputs[{i}] must be an object with a 'name'")
-        where = f"input '{tensor['name']}'"
-        if tensor["name"] in arrays:
-            raise ServeError(400, f"{where} is given twice")
-        parameters = _parameters(tensor, where)
-        refuse_unserved(parameters, where)
-        size = parameters.get("binary_data_size")
-        if size is not None:
-            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-                raise ServeError(400, f"{where}: binary_data_size is a whole number of bytes, not {size!r}")
-            if offset + size > len(binary):
-                raise ServeError(400, f"{where}: binary_data_size {size!r} goes past the {len(binary)} bytes of "
-                                      "binary data after the JSON header")
-            arrays[tensor["name"]] = from_bytes(binary[offset:offset + size], tensor.get("datatype"),
-                                                tensor.get("shape"), where)
-            offset += size
-        elif "data" in tensor:
-            arrays[tensor["name"]] = from_json(tensor["data"], tensor.get("datatype"), tensor.get("shape"), where)
-        else:
-            raise ServeError(400, f"{where} has neither 'data' nor a 'binary_data_size' parameter")
-    wanted = request.get("outputs")
-    for item in wanted if isinstance(wanted, list) else ():  # before the model runs for a request it cannot answer
-        if isinstance(item, dict):
-            refuse_unserved(_parameters(item, f"output {item.get('name')!r}"), f"output {item.get('name')!r}")
-    if offset != len(binary):
-        raise ServeError(400, f"{len(binary) - offset} bytes of binary data after the JSON header belong to no "
-                              "input (binary_data_size of the inputs adds up to less)")
-    return arrays
-
-
-def _parameters(item: dict, where: str) -> dict:
-    """An input's, output's or request's 'parameters': an object (a list or a number there is a 400, not a crash)."""
-    value = item.get("parameters")
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ServeError(400, f"{where}: 'parameters' must be a JSON object of names and values, "
-                              f"not {type(value).__name__}")
-    return value
-
-
-def _timeout_s(parameters: Any) -> float | None:
-    """The request's own timeout: Triton's 'timeout' parameter, in microseconds."""
-    if not isinstance(parameters, dict) or "timeout" not in parameters:
-        return None
-    value = parameters["timeout"]
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-        raise ServeError(400, f"parameter 'timeout' is in microseconds and positive, not {value!r}")
-    return value / 1e6
-
-
-def _chosen(name: str, request: dict, outputs: dict) -> list[tuple[str, bool]]:
-    """The outputs the request asks for, in order, each with whether it goes as binary data."""
-    parameters = request.get("parameters") if isinstance(request.get("parameters"), dict) else {}
-    binary_default = bool(parameters.get("binary_data_output", False))
-    wanted = request.get("outputs")
-    if wanted is None:
-        return [(n, binary_default) for n in outputs]
-    if not isinstance(wanted, list):
-        raise ServeError(400, "'outputs' must be a list of {name, parameters}")
-    chosen = []
-    for item in wanted:
-        out_name = item.get("name") if isinstance(item, dict) else None
-        if out_name not in outputs:
-            raise ServeError(400, f"model '{name}' has no output {out_name!r}; its outputs are {list(outputs)}")
-        binary = _parameters(item, f"output '{out_name}'").get("binary_data", binary_default)
-        chosen.append((out_name, bool(binary)))
-    return chosen
-
-
-def _response(name: str, request: dict, outputs: dict, chosen: list[tuple[str, bool]]) -> tuple[Body, list]:
-    tensors, blobs = [], []
-    for out_name, binary in chosen:
-        array = outputs[out_name]
-        tensor = {"name": out_name, "datatype": datatype_of(array.dtype), "shape": list(array.shape)}
-        if binary:
-            blob = to_view(array)  # written as it is (or joined once for a small answer), never copied to bytes
-            tensor["parameters"] = {"binary_data_size": len(blob)}
-            blobs.append(blob)
-        else:
-            tensor["data"] = to_json(array)
-        tensors.append(tensor)
-    reply = {"model_name": name, "model_version": "1", "outputs": tensors}
-    executor = getattr(outputs, "executor", None)
-    if executor:  # which executor answered: identical requests answered by two differ only across a change
-        reply["parameters"] = {"executor": executor}
-    if request.get("id") is not None:
-        reply["id"] = request["id"]
-    head = json.dumps(reply, separators=(",", ":")).encode()
-    if not blobs:
-        return head, [b"application/json"]
-    return [head, *blobs], [b"application/octet-stream", [(HEADER_LENGTH, str(len(head)).encode())]]
 
 
 async def _send_error(send, exc: ServeError) -> None:

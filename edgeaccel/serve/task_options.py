@@ -21,7 +21,8 @@ MASK_FORMATS = ("png", "rle", "none")
 SHARES = ("conf", "iou")  # between 0 and 1
 COUNTS = ("max_det", "top_k")  # whole numbers from 1
 MAX_COUNT = 10_000
-ALIASES = {"threshold": "conf", "confidence": "conf"}  # the names other servers give the score threshold
+# what other servers call the score threshold ("threshold" is not one: a segmenter's mask threshold has that name)
+ALIASES = {"confidence": "conf"}
 PREDICT_NAMES = ("masks", "timeout", *SHARES, *COUNTS, *ALIASES)  # what /predict's query string may hold
 
 
@@ -85,8 +86,10 @@ def _options(values: dict[str, Any]) -> RequestOptions:
         name = ALIASES.get(given, given)
         if name in SHARES:
             share = _number(given, value)
-            if not 0 <= share <= 1:
-                raise ServeError(400, f"{given} is a share between 0 and 1, not {value!r}")
+            if not 0 <= share <= 1 or (name == "conf" and share == 0):
+                # conf 0 would keep a fixed-size output's empty rows (zero boxes padding an NMS-in-graph output)
+                raise ServeError(400, f"{given} is a share {'above 0 and up to' if name == 'conf' else 'between 0 and'}"
+                                      f" 1, not {value!r}")
             if name in decoding and decoding[name] != share:
                 raise ServeError(400, f"{given}={value!r} contradicts the conf given beside it: give one of "
                                       f"conf, {', '.join(ALIASES)}")

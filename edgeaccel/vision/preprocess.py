@@ -24,9 +24,11 @@ def as_rgb(image) -> np.ndarray:
     elif not isinstance(image, np.ndarray) and hasattr(image, "convert") and hasattr(image, "size"):
         from ..imageio.decode import _from_pillow, upright
 
-        # 16-bit and palette modes to 8 bits, not clipped; turned upright by its EXIF tag as its file would be
-        # (an image already turned by ImageOps.exif_transpose has lost the tag: not turned twice)
-        image = _from_pillow(upright(image), "the PIL image")
+        # 16-bit and palette modes to 8 bits, not clipped. Turned upright by its EXIF tag as its file would be
+        # only as opened from a file (Image.open sets .format): rotate(), convert() and resize() keep the tag
+        # on images a caller may have turned already, and exif_transpose drops it
+        opened = getattr(image, "format", None) is not None
+        image = _from_pillow(upright(image) if opened else image, "the PIL image")
     if not isinstance(image, np.ndarray):
         raise InputError(f"cannot use a {type(image).__name__} as an image",
                          hint="pass a file path, a PIL image or an H x W x 3 uint8 numpy array (RGB)")
