@@ -232,8 +232,8 @@ class ServeCore:
             return 0.0  # a dynamic shape's run is not bounded by the runs measured (a batch of 64 is 64 runs)
         if not all(self.gate.idle(device) for device in served.devices):
             return 0.0
-        here = set(served.devices)
-        one_place = all(here.issuperset(other.devices) for other in list(self._models.values()))
+        here = set(served.devices)  # one device: a model over two holds one while its other could run others
+        one_place = len(here) == 1 and all(here.issuperset(other.devices) for other in list(self._models.values()))
         return INLINE_ONE_PLACE_MAX_S if one_place else INLINE_MAX_S
 
     def is_loaded(self, name: str) -> bool:
