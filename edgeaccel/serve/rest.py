@@ -27,11 +27,13 @@ from .. import __version__
 from .core import ServeCore
 from .errors import ServeError
 from .http_answer import Waiter, respond
+from .http_body import Disconnected, read_body
 from .repository import refuse_overrides
 from . import predict_http
 from .security import authorized
 from .tasks import TaskService
-from .tensors import datatype_of, from_bytes, from_json, refuse_unserved, to_json, to_view
+from .rest_request import parameters, parse, parse_json, request_id as request_id_of, split, timeout_s
+from .tensors import datatype_of, to_json, to_view
 
 log = logging.getLogger("edgeaccel.serve")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "metrics"]
@@ -69,7 +71,7 @@ class RestApp:
             await self._route(method, path, headers, receive, send, scope.get("query_string", b""))
         except ServeError as exc:
             await _send_error(send, exc)
-        except _Disconnected:
+        except Disconnected:
             return
         except asyncio.CancelledError:  # uvicorn's shutdown stopped waiting for it (a body that never came whole):
             with contextlib.suppress(Exception):  # an answer, not a traceback in the log and a text/plain 500
@@ -92,7 +94,7 @@ class RestApp:
         elif path == "/v2/repository/index":
             _method(method, "POST", "GET")
             body = await self._body(headers, receive)
-            ready = _json(body).get("ready", False) if body.strip() else False
+            ready = parse_json(body).get("ready", False) if body.strip() else False
             if not isinstance(ready, bool):  # bool("false") is True: a string here is a mistake to say, not guess
                 raise ServeError(400, f"'ready' is true or false, not {ready!r}")
             await _send_json(send, 200, self.core.index(ready_only=ready))
@@ -100,7 +102,7 @@ class RestApp:
             _method(method, "POST")
             body = await self._body(headers, receive)
             if m["action"] == "load" and body.strip():
-                refuse_overrides(_parameters(_json(body), "the load request"), m["name"])
+                refuse_overrides(parameters(parse_json(body), "the load request"), m["name"])
             action = self.core.load if m["action"] == "load" else self.core.unload
             await asyncio.get_running_loop().run_in_executor(None, action, m["name"])
             await _send_json(send, 200, {})
@@ -126,25 +128,7 @@ class RestApp:
             raise ServeError(404, f"no route {method} {path}: see the Open Inference Protocol's /v2 routes")
 
     async def _body(self, headers: dict, receive) -> bytes:
-        if headers.get(b"content-encoding", b"identity").lower() not in (b"identity", b""):
-            raise ServeError(415, "compressed request bodies are not accepted; send them uncompressed")
-        length = headers.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_request_bytes:
-            raise ServeError(413, f"the request body is {int(length)} bytes, more than the server's limit of "
-                                  f"{self.max_request_bytes} (--max-request-mb)")
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _Disconnected
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_request_bytes:
-                raise ServeError(413, f"the request body is more than the server's limit of "
-                                      f"{self.max_request_bytes} bytes (--max-request-mb)")
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+        return await read_body(headers, receive, self.max_request_bytes)
 
     async def _infer(self, name: str, version: str, headers: dict, receive, send) -> None:
         started = time.perf_counter()
@@ -155,18 +139,18 @@ class RestApp:
             body = await self._body(headers, receive)
             if (images := self._images(name, version, body, headers)) is not None:
                 request, images = images
-                request_id = str(request.get("id", ""))
+                request_id = request_id_of(request)
                 payload, extra = await predict_http.infer_images(self.tasks, name, version, request, images,
-                                                                 _timeout_s(request.get("parameters")))
+                                                                 timeout_s(request.get("parameters")))
                 await _send(send, 200, payload, *extra)
                 return
             if len(body) > PARSE_INLINE_BYTES:  # a big JSON body takes a while to parse: not on the event loop,
                 request, inputs = await asyncio.get_running_loop().run_in_executor(  # where others wait
-                    None, _parse, body, headers.get(HEADER_LENGTH))
+                    None, parse, body, headers.get(HEADER_LENGTH))
             else:
-                request, inputs = _parse(body, headers.get(HEADER_LENGTH))
-            request_id = str(request.get("id", ""))
-            timeout = _timeout_s(request.get("parameters"))
+                request, inputs = parse(body, headers.get(HEADER_LENGTH))
+            request_id = request_id_of(request)
+            timeout = timeout_s(request.get("parameters"))
             waiter = Waiter((timeout or self.core.options.timeout_s) + GRACE_S)  # before the submit (why: there)
             try:
                 future = self.core.infer(name, inputs, version, timeout, here=self.core.quick(name))
@@ -186,7 +170,7 @@ class RestApp:
         except ServeError as exc:
             status, error = exc.status, exc.message
             await _send_error(send, exc)
-        except _Disconnected:
+        except Disconnected:
             status, error = 499, "the client disconnected before its request was read"
             raise
         except BaseException as exc:  # a bug (__call__ answers 500) or the shutdown's cancel (503): never counted 200
@@ -204,8 +188,8 @@ class RestApp:
             return None
         if not self.tasks.has_task(name, version):
             return None  # a tensor model: its BYTES input is refused as any string tensor is
-        request, binary = _split(body, headers.get(HEADER_LENGTH))
-        _parameters(request, "the request")
+        request, binary = split(body, headers.get(HEADER_LENGTH))
+        parameters(request, "the request")
         images = predict_http.bytes_inputs(request, binary)
         return None if images is None else (request, images)
 
@@ -222,7 +206,7 @@ class RestApp:
         except ServeError as exc:
             status, error = exc.status, exc.message
             await _send_error(send, exc)
-        except _Disconnected:
+        except Disconnected:
             status, error = 499, "the client disconnected before its request was read"
             raise
         except BaseException as exc:
@@ -232,101 +216,9 @@ class RestApp:
             self.metrics.request(name, "http", status, time.perf_counter() - started, "", error)
 
 
-class _Disconnected(Exception):
-    """The client went away before its request was read: nothing to answer."""
-
-
 def _method(method: str, *allowed: str) -> None:
     if method not in allowed:
         raise ServeError(405, f"use {' or '.join(allowed)} here, not {method}")
-
-
-def _json(data: bytes) -> dict:
-    try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ServeError(400, f"the request is not valid JSON: {exc}") from None
-    except RecursionError:  # '[[[[...' nested deeper than the parser goes: a bad request, not a server fault
-        raise ServeError(400, "the request's JSON is nested too deeply; tensor data is a flat or nested list "
-                              "as deep as the tensor's shape") from None
-    if not isinstance(value, dict):
-        raise ServeError(400, "the request must be a JSON object")
-    return value
-
-
-def _parse(body: bytes, header_length: bytes | None) -> tuple[dict, dict]:
-    request, binary = _split(body, header_length)
-    _parameters(request, "the request")
-    return request, _inputs(request, binary)
-
-
-def _split(body: bytes, header_length: bytes | None) -> tuple[dict, memoryview]:
-    """The JSON part and the binary part of an infer body (binary tensor extension)."""
-    if header_length is None:
-        return _json(body), memoryview(b"")
-    if not header_length.isdigit() or int(header_length) > len(body):
-        raise ServeError(400, f"Inference-Header-Content-Length {header_length.decode('latin-1')!r} is not the "
-                              f"length of the JSON part of a {len(body)}-byte body")
-    n = int(header_length)
-    return _json(body[:n]), memoryview(body)[n:]
-
-
-def _inputs(request: dict, binary: memoryview) -> dict:
-    given = request.get("inputs")
-    if not isinstance(given, list) or not given:
-        raise ServeError(400, "the request has no 'inputs' list: each input is {name, shape, datatype, data}")
-    arrays, offset = {}, 0
-    for i, tensor in enumerate(given):
-        if not isinstance(tensor, dict) or not isinstance(tensor.get("name"), str):
-            raise ServeError(400, f"inputs[{i}] must be an object with a 'name'")
-        where = f"input '{tensor['name']}'"
-        if tensor["name"] in arrays:
-            raise ServeError(400, f"{where} is given twice")
-        parameters = _parameters(tensor, where)
-        refuse_unserved(parameters, where)
-        size = parameters.get("binary_data_size")
-        if size is not None:
-            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-                raise ServeError(400, f"{where}: binary_data_size is a whole number of bytes, not {size!r}")
-            if offset + size > len(binary):
-                raise ServeError(400, f"{where}: binary_data_size {size!r} goes past the {len(binary)} bytes of "
-                                      "binary data after the JSON header")
-            arrays[tensor["name"]] = from_bytes(binary[offset:offset + size], tensor.get("datatype"),
-                                                tensor.get("shape"), where)
-            offset += size
-        elif "data" in tensor:
-            arrays[tensor["name"]] = from_json(tensor["data"], tensor.get("datatype"), tensor.get("shape"), where)
-        else:
-            raise ServeError(400, f"{where} has neither 'data' nor a 'binary_data_size' parameter")
-    wanted = request.get("outputs")
-    for item in wanted if isinstance(wanted, list) else ():  # before the model runs for a request it cannot answer
-        if isinstance(item, dict):
-            refuse_unserved(_parameters(item, f"output {item.get('name')!r}"), f"output {item.get('name')!r}")
-    if offset != len(binary):
-        raise ServeError(400, f"{len(binary) - offset} bytes of binary data after the JSON header belong to no "
-                              "input (binary_data_size of the inputs adds up to less)")
-    return arrays
-
-
-def _parameters(item: dict, where: str) -> dict:
-    """An input's, output's or request's 'parameters': an object (a list or a number there is a 400, not a crash)."""
-    value = item.get("parameters")
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ServeError(400, f"{where}: 'parameters' must be a JSON object of names and values, "
-                              f"not {type(value).__name__}")
-    return value
-
-
-def _timeout_s(parameters: Any) -> float | None:
-    """The request's own timeout: Triton's 'timeout' parameter, in microseconds."""
-    if not isinstance(parameters, dict) or "timeout" not in parameters:
-        return None
-    value = parameters["timeout"]
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-        raise ServeError(400, f"parameter 'timeout' is in microseconds and positive, not {value!r}")
-    return value / 1e6
 
 
 def _response(name: str, request: dict, outputs: dict) -> tuple[bytes, list]:
@@ -343,7 +235,7 @@ def _response(name: str, request: dict, outputs: dict) -> tuple[bytes, list]:
             out_name = item.get("name") if isinstance(item, dict) else None
             if out_name not in outputs:
                 raise ServeError(400, f"model '{name}' has no output {out_name!r}; its outputs are {list(outputs)}")
-            binary = _parameters(item, f"output '{out_name}'").get("binary_data", binary_default)
+            binary = parameters(item, f"output '{out_name}'").get("binary_data", binary_default)
             chosen.append((out_name, bool(binary)))
     tensors, blobs = [], []
     for out_name, binary in chosen:

@@ -87,7 +87,9 @@ async def _serve_until_stopped(core: ServeCore, metrics: Metrics, listen: Listen
         return 0
     sock = _listen_socket(listen.host, listen.port)
     app = RestApp(core, metrics, listen.token, listen.max_request_bytes)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+    from .http_protocol import protocol_class
+
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", http=protocol_class(),
                             timeout_graceful_shutdown=int(core.options.timeout_s + GRACE_S) + 1)
     http = _Server(config, sock, listen.max_request_bytes)
     # uvicorn gets a duplicate: the original stays open past uvicorn's close for last_call.refuse_backlog
