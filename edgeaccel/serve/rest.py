@@ -222,8 +222,8 @@ def _method(method: str, *allowed: str) -> None:
 
 
 def _response(name: str, request: dict, outputs: dict) -> tuple[bytes, list]:
-    parameters = request.get("parameters") if isinstance(request.get("parameters"), dict) else {}
-    binary_default = bool(parameters.get("binary_data_output", False))
+    given = request.get("parameters") if isinstance(request.get("parameters"), dict) else {}
+    binary_default = bool(given.get("binary_data_output", False))
     wanted = request.get("outputs")
     if wanted is None:
         chosen = [(n, binary_default) for n in outputs]
