@@ -93,7 +93,7 @@ def test_tensors_from_json_and_bytes_round_trip():
     (lambda: from_json([[-1, 1]], "UINT16", [1, 2], "input 'x'"), "holds -1, outside UINT16's range 0..65535"),
     (lambda: from_json([0.5, 1], "INT8", [2], "input 'x'"), "holds fractions such as 0.5"),
     (lambda: from_json([[1, 2], [3]], "INT8", [3], "input 'x'"), "not a list of numbers nested as the shape"),
-    (lambda: from_json([2 ** 70], "INT64", [1], "input 'x'"), "does not hold INT64 numbers only"),
+    (lambda: from_json([2 ** 70], "INT64", [1], "input 'x'"), "does not hold INT64 values only"),
 ])
 def test_tensor_errors_say_what_is_wrong(call, words):
     with pytest.raises(ServeError) as err:

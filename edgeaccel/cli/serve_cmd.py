@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..serve.early_stop import StoppedEarly, watch
+    from ..serve.early_stop import StoppedEarly, exiting, watch
 
     early = watch()  # SIGTERM before the server listens: a clean exit 0 (early_stop.py); the CLI installed it
     started: list = []
@@ -68,6 +68,7 @@ def main(args: argparse.Namespace) -> int:
             _need_serve_packages()
             core, metrics, listen = _start(args, started)
     except StoppedEarly as stop:
+        exiting()
         for core in started:
             core.close()
         print(f"edgeaccel serve: {stop} before serving; stopped: answered 0 of the 0 requests accepted",

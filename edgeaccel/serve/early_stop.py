@@ -60,3 +60,12 @@ def watch() -> EarlyStop:
     if not _WATCHING:
         _WATCHING.append(EarlyStop().install())
     return _WATCHING[0]
+
+
+def exiting() -> None:
+    """The server has stopped: further SIGTERMs (an orchestrator's second one) are ignored while the process
+    exits. Ignored, not handled: at its finalization Python puts the default action back for every signal with a
+    Python handler, and a SIGTERM during the rest of the teardown (unloading the runtimes' libraries takes a
+    while) ended a clean exit with -15. SIGKILL still ends it."""
+    for sig in EarlyStop.SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)

@@ -4,7 +4,8 @@ uvicorn has no limit on how long a body may take to arrive: a client that sent i
 and then stopped (a stalled link, or a slowloris attack) held its connection and a request task forever, and at
 shutdown kept the server waiting for uvicorn's graceful timeout (the request timeout plus its grace, 36 s by
 default: past an orchestrator's 30 s before SIGKILL). A body that sends nothing for ``BODY_IDLE_S`` is answered
-408 and its connection closed."""
+408 and its connection closed; while the server shuts down, 503 with Retry-After (the request never arrived
+whole: another instance can take it), so a stalled upload delays the shutdown by that long at most."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ class Disconnected(Exception):
     """The client went away before its request was read: nothing to answer."""
 
 
-async def read_body(headers: dict, receive, max_bytes: int, idle_s: float = BODY_IDLE_S) -> bytes:
+async def read_body(headers: dict, receive, max_bytes: int, idle_s: float = BODY_IDLE_S,
+                    draining=lambda: False) -> bytes:
+    """The whole body; ``draining()`` says whether the server is shutting down (the answer to a stalled body)."""
     if headers.get(b"content-encoding", b"identity").lower() not in (b"identity", b""):
         raise ServeError(415, "compressed request bodies are not accepted; send them uncompressed")
     length = headers.get(b"content-length")
@@ -43,8 +46,12 @@ async def read_body(headers: dict, receive, max_bytes: int, idle_s: float = BODY
             if not stalled:  # the shutdown's cancel, not ours
                 raise
             task.uncancel()
-            error = ServeError(408, f"the request body stopped arriving: nothing came for {idle_s:g} s after "
-                                    f"{size} bytes; send the whole body at once (Content-Length or chunked)")
+            if draining():
+                error = ServeError(503, "the server shut down before this request arrived whole; send it again "
+                                        "(to another instance)", retry_after=5)
+            else:
+                error = ServeError(408, f"the request body stopped arriving: nothing came for {idle_s:g} s after "
+                                        f"{size} bytes; send the whole body at once (Content-Length or chunked)")
             error.close_connection = True
             raise error from None
         finally:

@@ -128,7 +128,7 @@ class RestApp:
             raise ServeError(404, f"no route {method} {path}: see the Open Inference Protocol's /v2 routes")
 
     async def _body(self, headers: dict, receive) -> bytes:
-        return await read_body(headers, receive, self.max_request_bytes)
+        return await read_body(headers, receive, self.max_request_bytes, draining=lambda: not self.core.ready)
 
     async def _infer(self, name: str, version: str, headers: dict, receive, send) -> None:
         started = time.perf_counter()

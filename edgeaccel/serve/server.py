@@ -57,21 +57,20 @@ async def _serve(core: ServeCore, metrics: Metrics, listen: Listen, announce, ea
     try:
         return await _serve_until_stopped(core, metrics, listen, announce, early)
     finally:
-        _signals_after_the_loop(early)
+        _signals_after_the_loop()
 
 
-def _signals_after_the_loop(early: Any) -> None:
+def _signals_after_the_loop() -> None:
     """Closing the event loop puts SIGTERM back to its default action: an orchestrator's second SIGTERM (or a
     client's ``terminate()`` racing the exit) then ended a server that had shut down cleanly with -15 instead of
-    0. The loop's handlers give way to EarlyStop's, which only mark the signal (removing a loop handler sets the
-    default action for the microseconds until the next line installs ours: blocking the signals in this thread
-    would not close that window, since any of the server's threads may take a process's signal)."""
-    from .early_stop import EarlyStop
+    0. The loop's handlers give way to ignoring the signal (early_stop.exiting; removing a loop handler sets the
+    default action for the microseconds until the next line)."""
+    from .early_stop import EarlyStop, exiting
 
     loop = asyncio.get_running_loop()
     for sig in EarlyStop.SIGNALS:
         loop.remove_signal_handler(sig)
-    (early or EarlyStop()).install()
+    exiting()
 
 
 async def _serve_until_stopped(core: ServeCore, metrics: Metrics, listen: Listen, announce, early: Any) -> int:

@@ -70,7 +70,7 @@ def from_json(data: Any, datatype: str, shape: Any, where: str) -> np.ndarray:
         raise ServeError(400, f"{where}: 'data' is not a list of numbers nested as the shape ({exc})") from None
     kind = given.dtype.kind
     if kind not in "biuf":
-        raise ServeError(400, f"{where}: 'data' does not hold {datatype} numbers only (a string, an object, or a "
+        raise ServeError(400, f"{where}: 'data' does not hold {datatype} values only (a string, an object, or a "
                               "whole number beyond 64 bits is in it); send a flat or nested list of numbers")
     if kind == "b" and dtype.kind != "b":
         raise ServeError(400, f"{where}: 'data' holds true/false, and {datatype} takes numbers: send 1 and 0")
