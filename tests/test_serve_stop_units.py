@@ -94,3 +94,29 @@ def test_a_signal_while_loading_interrupts_the_load_and_one_after_only_marks():
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+def test_the_last_call_filter_lets_queued_connections_in_and_no_new_one():
+    """What closes HTTP's last race: once the filter is on, a connection already queued is still accepted and
+    answered, and a new one cannot complete (its SYN is dropped; after the close it is refused, not reset)."""
+    import socket
+
+    from edgeaccel.serve.last_call import _refuse_new_connections
+
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen(8)
+    port = listening.getsockname()[1]
+    with socket.create_connection(("127.0.0.1", port)) as queued:
+        queued.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        if not _refuse_new_connections(listening):
+            listening.close()
+            pytest.skip("no socket filters on this system")
+        with pytest.raises(TimeoutError):
+            socket.create_connection(("127.0.0.1", port), timeout=0.3)
+        accepted, _ = listening.accept()
+        with accepted:
+            assert accepted.recv(100).startswith(b"GET / ")
+    listening.close()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5)
