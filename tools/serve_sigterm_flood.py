@@ -124,12 +124,20 @@ class Flood:
     # -- tritonclient ---------------------------------------------------------------------------------------
     def triton_http(self, k: int) -> None:
         import tritonclient.http as th
+
+        client = th.InferenceServerClient(self.server.http, connection_timeout=CLIENT_LIMIT_S,
+                                          network_timeout=CLIENT_LIMIT_S)
+        try:
+            self._triton_http(k, client)
+        finally:
+            client.close()  # in its own thread: gevent's pool cannot be closed from the collector's
+
+    def _triton_http(self, k: int, client) -> None:
+        import tritonclient.http as th
         from tritonclient.utils import InferenceServerException
 
         kind = "triton-http"
         name, shape, datatype, x = example(self.meta, self.seed * 100 + k)
-        client = th.InferenceServerClient(self.server.http, connection_timeout=CLIENT_LIMIT_S,
-                                          network_timeout=CLIENT_LIMIT_S)
         tensor = th.InferInput(name, shape, datatype)
         tensor.set_data_from_numpy(x, binary_data=True)
         end = time.monotonic() + CLIENT_LIMIT_S
