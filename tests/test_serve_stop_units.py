@@ -120,3 +120,29 @@ def test_the_last_call_filter_lets_queued_connections_in_and_no_new_one():
     listening.close()
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=5)
+
+
+def test_a_signal_that_lands_where_python_cannot_raise_is_raised_again_not_printed(capsys):
+    """The handler's exception inside a weakref callback (importlib has them) was "Exception ignored in", a
+    traceback on stderr, and the load went on: it is raised again at the next point that can raise."""
+    import weakref
+
+    from edgeaccel.serve.early_stop import EarlyStop, StoppedEarly
+
+    class Thing:
+        pass
+
+    before = {sig: signal.getsignal(sig) for sig in EarlyStop.SIGNALS}
+    try:
+        early = EarlyStop()
+        with pytest.raises(StoppedEarly):
+            with early:
+                thing = Thing()
+                ref = weakref.ref(thing, lambda _: early._handle(signal.SIGTERM, None))  # a signal in a callback
+                del thing
+                time.sleep(5)  # raised again before this ends
+        assert ref() is None
+        assert "Exception ignored" not in capsys.readouterr().err
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)

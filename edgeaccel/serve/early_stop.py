@@ -14,7 +14,12 @@ default action."""
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
+
+
+AGAIN_S = 0.01  # a signal whose exception was swallowed comes again after this long
 
 
 class StoppedEarly(BaseException):
@@ -26,7 +31,9 @@ class EarlyStop:
 
     def __init__(self) -> None:
         self.signalled: str | None = None  # the signal's name once one came
-        self.loading = False
+        self.loading = False  # a signal now raises StoppedEarly
+        self.inside = False  # within the block (the loads)
+        self._hook = sys.unraisablehook
 
     def install(self) -> EarlyStop:
         for sig in self.SIGNALS:
@@ -37,17 +44,36 @@ class EarlyStop:
         """Loading: a signal interrupts it (one that came earlier, at once). The handlers stay installed after
         the block, only marking, until the event loop takes the signals over."""
         self.install()
-        self.loading = True
+        self._hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
+        self.inside = self.loading = True
         if self.signalled:
             raise StoppedEarly(self.signalled)
         return self
 
     def __exit__(self, *exc) -> None:
-        self.loading = False
+        self.inside = self.loading = False
+        sys.unraisablehook = self._hook
+
+    def _unraisable(self, unraisable) -> None:
+        """The signal's exception met code that cannot raise (a weakref callback inside importlib, a __del__):
+        Python printed "Exception ignored in ..." with a traceback and the load went on. Nothing is printed; the
+        signal comes again a moment later, from another thread (any Python code run from here, this hook
+        included, would meet it before the hook returns), to interrupt the load at a point that can raise."""
+        if not isinstance(unraisable.exc_value, StoppedEarly):
+            self._hook(unraisable)
+            return
+        import threading
+
+        threading.Timer(AGAIN_S, self._again).start()
+
+    def _again(self) -> None:  # in the timer's thread; the handler, in the main thread, checks `inside` itself
+        if self.inside:
+            self.loading = True
+            os.kill(os.getpid(), signal.Signals[self.signalled or "SIGTERM"])
 
     def _handle(self, signum: int, frame) -> None:
         self.signalled = signal.Signals(signum).name
-        if self.loading:
+        if self.loading and self.inside:  # after the loads a signal only marks (server.py looks at it)
             self.loading = False  # a second signal while the first unwinds must not raise inside the cleanup
             raise StoppedEarly(self.signalled)
 
