@@ -138,3 +138,50 @@ def test_sigterm_under_a_flood_refuses_new_requests_first_and_resets_or_cancels_
     for protocol in ("http", "grpc"):  # every 200 the server logged reached its client
         assert sum(1 for row in logged if row["protocol"] == protocol and row["status"] == 200) == \
             sum(1 for p, what in outcomes if p == protocol and what == "ok")
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """The process has its own SIGTERM handler (the CLI installs it first thing): /proc's caught-signals mask."""
+    import signal
+    from pathlib import Path
+
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(mask >> (signal.SIGTERM - 1) & 1)
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/status"), reason="reads /proc")
+def test_sigterm_while_the_models_load_and_again_after_the_shutdown_still_exits_0(repo):
+    """Two ends of a server's life an orchestrator's SIGTERM can hit: while the models load (the default action
+    killed the process, exit -15, no accounting), and a second SIGTERM after the event loop closed (the loop had
+    put the default action back: -15 after a clean shutdown)."""
+    import signal
+    import subprocess
+    import sys
+
+    from edgeaccel.serve.process import ServerProcess
+
+    args = ServerProcess([repo, "--port", "0", "--grpc-port", "0"])
+    loading = subprocess.Popen([sys.executable, "-m", "edgeaccel", "serve", *args.args], env=args.env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not _catches_sigterm(loading.pid) and loading.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    loading.send_signal(signal.SIGTERM)
+    out, err = loading.communicate(timeout=60)
+    assert loading.returncode == 0, err
+    assert "answered 0 of the 0 requests accepted" in err and "Traceback" not in err
+    if "ready" not in out:
+        assert "SIGTERM before serving" in err
+
+    server = ServerProcess([repo, "--port", "0", "--grpc-port", "0"]).start()
+    try:
+        while server.proc.poll() is None:  # SIGTERM, and again every few ms until the process is gone
+            server.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.005)
+        assert server.proc.wait(60) == 0, "".join(server.stderr_lines[-20:])
+    finally:
+        server.kill()

@@ -62,6 +62,10 @@ def test_repository_refuses_paths_and_escapes(tmp_path):
 
 # -- tensors ---------------------------------------------------------------------------------------------------
 def test_tensors_from_json_and_bytes_round_trip():
+    assert from_json([[0.25, -1e30]], "FP32", [1, 2], "x").tolist() == [[0.25, np.float32(-1e30)]]
+    assert from_json([1.0, 255], "UINT8", [2], "x").tolist() == [1, 255]  # whole floats are whole numbers
+    assert from_json([[True, False]], "BOOL", [1, 2], "x").dtype == np.bool_
+    assert from_json([], "FP32", [0], "x").shape == (0,)
     array = np.arange(6, dtype=np.int16).reshape(2, 3)
     assert np.array_equal(from_json([[0, 1, 2], [3, 4, 5]], "INT16", [2, 3], "x"), array)
     assert np.array_equal(from_json(list(range(6)), "INT16", [2, 3], "x"), array)
@@ -78,6 +82,18 @@ def test_tensors_from_json_and_bytes_round_trip():
     (lambda: from_json([1], "FP32", [True], "input 'x'"), "non-negative integers"),
     (lambda: from_json([1], "FP32", "1", "input 'x'"), "non-negative integers"),
     (lambda: from_bytes(b"abc", "FP32", [1], "input 'x'"), "3 bytes of tensor data, FP32 of shape [1] needs 4"),
+    # values the datatype would silently change, or that every runtime runs on and answers NaN or nonsense for
+    (lambda: from_json([float("nan"), 1.0], "FP32", [2], "input 'x'"), "holds NaN or infinity"),
+    (lambda: from_json([float("inf")], "FP16", [1], "input 'x'"), "holds NaN or infinity"),
+    (lambda: from_json([1e39], "FP32", [1], "input 'x'"), "a number beyond FP32's range"),
+    (lambda: from_bytes(np.array([0, np.nan], np.float32).tobytes(), "FP32", [2], "input 'x'"), "NaN or infinity"),
+    (lambda: from_json([float("inf")], "INT32", [1], "input 'x'"), "NaN or infinity"),
+    (lambda: from_json([True, False], "UINT8", [2], "input 'x'"), "holds true/false, and UINT8 takes numbers"),
+    (lambda: from_json([300, 1], "UINT8", [2], "input 'x'"), "holds 300, outside UINT8's range 0..255"),
+    (lambda: from_json([[-1, 1]], "UINT16", [1, 2], "input 'x'"), "holds -1, outside UINT16's range 0..65535"),
+    (lambda: from_json([0.5, 1], "INT8", [2], "input 'x'"), "holds fractions such as 0.5"),
+    (lambda: from_json([[1, 2], [3]], "INT8", [3], "input 'x'"), "not a list of numbers nested as the shape"),
+    (lambda: from_json([2 ** 70], "INT64", [1], "input 'x'"), "does not hold INT64 values only"),
 ])
 def test_tensor_errors_say_what_is_wrong(call, words):
     with pytest.raises(ServeError) as err:

@@ -113,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     from .inputs import join_negative_values
 
     argv = join_negative_values(sys.argv[1:] if argv is None else list(argv))
+    if _command_in(argv) == "serve":  # a SIGTERM while the parser imports numpy: an exit 0 too, not -15
+        from ..serve.early_stop import watch
+
+        watch()
     parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     _FALLBACKS_IN_REPORT[0] = False

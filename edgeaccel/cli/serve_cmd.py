@@ -59,7 +59,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..errors import ConfigError, InputError, RuntimeNotInstalledError
+    from ..serve.early_stop import StoppedEarly, exiting, watch
+
+    early = watch()  # SIGTERM before the server listens: a clean exit 0 (early_stop.py); the CLI installed it
+    started: list = []
+    try:
+        with early:
+            _need_serve_packages()
+            core, metrics, listen = _start(args, started)
+    except StoppedEarly as stop:
+        exiting()
+        for core in started:
+            core.close()
+        print(f"edgeaccel serve: {stop} before serving; stopped: answered 0 of the 0 requests accepted",
+              file=sys.stderr)
+        return 0
+    from ..serve.server import serve
+
+    return serve(core, metrics, listen, early=early)
+
+
+def _need_serve_packages() -> None:
+    from ..errors import RuntimeNotInstalledError
 
     try:
         import grpc  # noqa: F401
@@ -68,12 +89,18 @@ def main(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise RuntimeNotInstalledError(f"edgeaccel serve needs {exc.name}, which is not installed",
                                        hint='pip install "edgeaccel[serve]"') from None
+
+
+def _start(args: argparse.Namespace, started: list):
+    """Check the flags, open the repository, load the models: (core, metrics, listen). ``started`` gets the
+    core as soon as it exists, for a signal during the loads to close what was loaded."""
+    from ..errors import ConfigError, InputError
     from ..serve.core import ServeCore, ServeOptions
     from ..serve.errors import ServeError
     from ..serve.metrics import Metrics
     from ..serve.repository import ModelRepository
     from ..serve.security import check_bind, resolve_token
-    from ..serve.server import Listen, check_ports, serve
+    from ..serve.server import Listen, check_ports
 
     token = resolve_token(args.token)
     check_bind(args.host, token)  # before any model loads or any port is bound
@@ -105,6 +132,7 @@ def main(args: argparse.Namespace) -> int:
                              hint=f"use a model's name (its folder or file stem): {', '.join(sorted(held)) or 'none'}")
     metrics = Metrics(log_json=args.log_json)
     core = ServeCore(repository, options, metrics)
+    started.append(core)
     metrics.attach(core)
     names = list(repository.entries()) if args.models is None else \
         [] if args.models.strip().lower() == "none" else [n.strip() for n in args.models.split(",") if n.strip()]
@@ -119,7 +147,7 @@ def main(args: argparse.Namespace) -> int:
         print("warning: no model loaded; the server starts for the repository API (GET /v2/repository/index says "
               "why each one is missing)", file=sys.stderr)
     listen = Listen(args.host, args.port, grpc_port, token, int(args.max_request_mb * (1 << 20)))
-    return serve(core, metrics, listen)
+    return core, metrics, listen
 
 
 def _port(value, option: str) -> int:

@@ -56,8 +56,10 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         # after the stop began would be CANCELLED by gRPC's core instead of our UNAVAILABLE.
         self.holding = threading.Event()
         self.released = threading.Event()
+        self.last_arrival = 0.0  # when an RPC last came in (server.py stops gRPC once none came for a moment)
 
     def _guard(self, context) -> None:
+        self.last_arrival = time.monotonic()  # every method calls this first
         if self.token is not None:
             header = dict(context.invocation_metadata()).get("authorization")
             if not authorized(header, self.token):

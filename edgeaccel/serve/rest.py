@@ -27,12 +27,13 @@ from .. import __version__
 from .core import ServeCore
 from .errors import ServeError
 from .http_answer import Body, Waiter, body_length, respond
+from .http_body import Disconnected, read_body
 from .repository import refuse_overrides
 from . import predict_http
 from .security import authorized
 from .tasks import TaskService
-from .http_bodies import (HEADER_LENGTH, chosen_outputs, infer_response, json_object, parameters_of, parse_infer,
-                          split_body, timeout_s_of)
+from .rest_request import parameters, parse, parse_json, request_id as request_id_of, split, timeout_s
+from .rest_response import HEADER_LENGTH, chosen_outputs, infer_response
 
 log = logging.getLogger("edgeaccel.serve")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "metrics"]
@@ -70,7 +71,7 @@ class RestApp:
             await self._route(method, path, headers, receive, send, scope.get("query_string", b""))
         except ServeError as exc:
             await _send_error(send, exc)
-        except _Disconnected:
+        except Disconnected:
             return
         except asyncio.CancelledError:  # uvicorn's shutdown stopped waiting for it (a body that never came whole):
             with contextlib.suppress(Exception):  # an answer, not a traceback in the log and a text/plain 500
@@ -93,7 +94,7 @@ class RestApp:
         elif path == "/v2/repository/index":
             _method(method, "POST", "GET")
             body = await self._body(headers, receive)
-            ready = json_object(body).get("ready", False) if body.strip() else False
+            ready = parse_json(body).get("ready", False) if body.strip() else False
             if not isinstance(ready, bool):  # bool("false") is True: a string here is a mistake to say, not guess
                 raise ServeError(400, f"'ready' is true or false, not {ready!r}")
             await _send_json(send, 200, self.core.index(ready_only=ready))
@@ -101,7 +102,7 @@ class RestApp:
             _method(method, "POST")
             body = await self._body(headers, receive)
             if m["action"] == "load" and body.strip():
-                refuse_overrides(parameters_of(json_object(body), "the load request"), m["name"])
+                refuse_overrides(parameters(parse_json(body), "the load request"), m["name"])
             action = self.core.load if m["action"] == "load" else self.core.unload
             await asyncio.get_running_loop().run_in_executor(None, action, m["name"])
             await _send_json(send, 200, {})
@@ -127,25 +128,7 @@ class RestApp:
             raise ServeError(404, f"no route {method} {path}: see the Open Inference Protocol's /v2 routes")
 
     async def _body(self, headers: dict, receive) -> bytes:
-        if headers.get(b"content-encoding", b"identity").lower() not in (b"identity", b""):
-            raise ServeError(415, "compressed request bodies are not accepted; send them uncompressed")
-        length = headers.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_request_bytes:
-            raise ServeError(413, f"the request body is {int(length)} bytes, more than the server's limit of "
-                                  f"{self.max_request_bytes} (--max-request-mb)")
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _Disconnected
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_request_bytes:
-                raise ServeError(413, f"the request body is more than the server's limit of "
-                                      f"{self.max_request_bytes} bytes (--max-request-mb)")
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+        return await read_body(headers, receive, self.max_request_bytes, draining=lambda: not self.core.ready)
 
     async def _infer(self, name: str, version: str, headers: dict, receive, send) -> None:
         started = time.perf_counter()
@@ -157,18 +140,18 @@ class RestApp:
             body = await self._body(headers, receive)
             if (images := self._images(name, version, body, headers)) is not None:
                 request, images = images
-                request_id = str(request.get("id", ""))
+                request_id = request_id_of(request)
                 payload, extra = await predict_http.infer_images(self.tasks, name, version, request, images,
-                                                                 timeout_s_of(request.get("parameters")))
+                                                                 timeout_s(request.get("parameters")))
                 await _send(send, 200, payload, *extra)
                 return
             if len(body) > PARSE_INLINE_BYTES:  # a big JSON body takes a while to parse: not on the event loop,
                 request, inputs = await asyncio.get_running_loop().run_in_executor(  # where others wait
-                    None, parse_infer, body, headers.get(HEADER_LENGTH))
+                    None, parse, body, headers.get(HEADER_LENGTH))
             else:
-                request, inputs = parse_infer(body, headers.get(HEADER_LENGTH))
-            request_id = str(request.get("id", ""))
-            timeout = timeout_s_of(request.get("parameters"))
+                request, inputs = parse(body, headers.get(HEADER_LENGTH))
+            request_id = request_id_of(request)
+            timeout = timeout_s(request.get("parameters"))
             here = await self._here(name)
             waiter = Waiter((timeout or self.core.options.timeout_s) + GRACE_S)  # before the submit (why: there)
             try:
@@ -190,7 +173,7 @@ class RestApp:
         except ServeError as exc:
             status, error = exc.status, exc.message
             await _send_error(send, exc)
-        except _Disconnected:
+        except Disconnected:
             status, error = 499, "the client disconnected before its request was read"
             raise
         except BaseException as exc:  # a bug (__call__ answers 500) or the shutdown's cancel (503): never counted 200
@@ -219,8 +202,8 @@ class RestApp:
             return None
         if not self.tasks.has_task(name, version):
             return None  # a tensor model: its BYTES input is refused as any string tensor is
-        request, binary = split_body(body, headers.get(HEADER_LENGTH))
-        parameters_of(request, "the request")
+        request, binary = split(body, headers.get(HEADER_LENGTH))
+        parameters(request, "the request")
         images = predict_http.bytes_inputs(request, binary)
         return None if images is None else (request, images)
 
@@ -237,7 +220,7 @@ class RestApp:
         except ServeError as exc:
             status, error = exc.status, exc.message
             await _send_error(send, exc)
-        except _Disconnected:
+        except Disconnected:
             status, error = 499, "the client disconnected before its request was read"
             raise
         except BaseException as exc:
@@ -245,10 +228,6 @@ class RestApp:
             raise
         finally:
             self.metrics.request(name, "http", status, time.perf_counter() - started, "", error)
-
-
-class _Disconnected(Exception):
-    """The client went away before its request was read: nothing to answer."""
 
 
 def _method(method: str, *allowed: str) -> None:

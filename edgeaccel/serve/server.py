@@ -25,6 +25,7 @@ log = logging.getLogger("edgeaccel.serve")
 QUIET_S = 0.25  # at shutdown, refusing stops once no request came for this long...
 LINGER_S = 2.0  # ...or after this long at most; then the ports close
 HOLD_S = 0.1  # gRPC: refusals held this long before the stop and after it (grpc_api.InferenceServicer.holding)
+HOLD_QUIET_MAX_S = 1.0  # ...and before the stop until no RPC came for HOLD_S, at most this long (< HOLD_MAX_S)
 LAST_CALL_S = 0.2  # after HTTP stops accepting, requests on connections it accepted still get their 503
 GRPC_SPARE_THREADS = 8  # gRPC handler threads beyond --max-queue: refusals and metadata while the queue is full
 
@@ -38,11 +39,12 @@ class Listen:
     max_request_bytes: int = 64 << 20
 
 
-def serve(core: ServeCore, metrics: Metrics, listen: Listen, announce=print) -> int:
+def serve(core: ServeCore, metrics: Metrics, listen: Listen, announce=print, early: Any = None) -> int:
     """Serve until SIGTERM/SIGINT; 0 after a graceful shutdown. On uvloop where it is installed (the serve
     extra brings it): the server's CPU time per HTTP request (read from /proc over 2,000 sequential requests of
     a tiny ONNX model, two runs each, a loaded 2-core machine) went from 650-850 to 480-500 us, time a small
-    board takes from inference."""
+    board takes from inference. ``early``: the EarlyStop that watched the signals while the models loaded; one
+    that came after the loads, before the event loop took the signals over, stops the server before it binds."""
     import importlib.util
 
     if importlib.util.find_spec("httptools") is None:  # uvicorn falls back to h11: +0.6 ms a 150 KB request here
@@ -51,21 +53,48 @@ def serve(core: ServeCore, metrics: Metrics, listen: Listen, announce=print) -> 
         import uvloop
     except ImportError:
         log.info("uvloop is not installed: serving on asyncio's own event loop (pip install uvloop: faster)")
-        return asyncio.run(_serve(core, metrics, listen, announce))
-    return uvloop.run(_serve(core, metrics, listen, announce))
+        return asyncio.run(_serve(core, metrics, listen, announce, early))
+    return uvloop.run(_serve(core, metrics, listen, announce, early))
 
 
-async def _serve(core: ServeCore, metrics: Metrics, listen: Listen, announce) -> int:
+async def _serve(core: ServeCore, metrics: Metrics, listen: Listen, announce, early: Any = None) -> int:
+    try:
+        return await _serve_until_stopped(core, metrics, listen, announce, early)
+    finally:
+        _signals_after_the_loop()
+
+
+def _signals_after_the_loop() -> None:
+    """Closing the event loop puts SIGTERM back to its default action: an orchestrator's second SIGTERM (or a
+    client's ``terminate()`` racing the exit) then ended a server that had shut down cleanly with -15 instead of
+    0. The loop's handlers give way to ignoring the signal (early_stop.exiting; removing a loop handler sets the
+    default action for the microseconds until the next line)."""
+    from .early_stop import EarlyStop, exiting
+
+    loop = asyncio.get_running_loop()
+    for sig in EarlyStop.SIGNALS:
+        loop.remove_signal_handler(sig)
+    exiting()
+
+
+async def _serve_until_stopped(core: ServeCore, metrics: Metrics, listen: Listen, announce, early: Any) -> int:
     import uvicorn
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if early is not None and early.signalled:  # came after the loads, before these handlers: no port yet
+        await loop.run_in_executor(None, core.close)
+        log.info("%s before serving; stopped: answered 0 of the 0 requests accepted", early.signalled)
+        return 0
     sock = _listen_socket(listen.host, listen.port)
     app = RestApp(core, metrics, listen.token, listen.max_request_bytes)
+    from .http_protocol import protocol_class
+
     # proxy_headers off: nothing here reads the client's address, and the middleware ran on every request
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
+                            http=protocol_class(),
                             timeout_graceful_shutdown=int(core.options.timeout_s + GRACE_S) + 1)
     http = _Server(config, sock, listen.max_request_bytes)
     # uvicorn gets a duplicate: the original stays open past uvicorn's close for last_call.refuse_backlog
@@ -101,7 +130,7 @@ async def _serve(core: ServeCore, metrics: Metrics, listen: Listen, announce) ->
     waits = [http_task]
     if grpc_server is not None:  # stop() refuses new RPCs now; its event is set once the running ones are done
         servicer.holding.set()  # refusals wait, so their clients send nothing while the GOAWAY goes out
-        await asyncio.sleep(HOLD_S)
+        await _no_arrivals(servicer)
         waits.append(loop.run_in_executor(None, grpc_server.stop(grace).wait))
         await asyncio.sleep(HOLD_S)
         servicer.released.set()
@@ -123,6 +152,20 @@ async def _quiet(core: ServeCore) -> None:
         if quiet_for >= QUIET_S:
             return
         await asyncio.sleep(min(QUIET_S - quiet_for, deadline - time.monotonic()) + 0.001)
+
+
+async def _no_arrivals(servicer: Any) -> None:
+    """Before gRPC stops: wait until no RPC has come in for HOLD_S (every client still sending is then held
+    waiting for its refusal), at most HOLD_QUIET_MAX_S. grpc's core cancels a call that arrives after the stop
+    began and before the client read the GOAWAY, or that no handler thread had taken yet: CANCELLED, which
+    clients do not retry. A fixed HOLD_S missed a client whose thread had been off the CPU that long (seen
+    under a 24-client flood on 2 cores)."""
+    import time
+
+    deadline = time.monotonic() + HOLD_QUIET_MAX_S
+    await asyncio.sleep(HOLD_S)
+    while time.monotonic() < deadline and time.monotonic() - servicer.last_arrival < HOLD_S:
+        await asyncio.sleep(0.01)
 
 
 class _Server:

@@ -59,23 +59,51 @@ def check_shape(shape: Any, where: str) -> tuple[int, ...]:
 
 
 def from_json(data: Any, datatype: str, shape: Any, where: str) -> np.ndarray:
+    """JSON values as the datatype's array; a 400 for values the datatype would silently change: strings,
+    true/false in a numeric tensor, fractions or out-of-range numbers in an integer one (numpy truncates 0.7 to
+    0 and wraps 300 to 44), and NaN, infinity or a number beyond the float type's range (check_finite)."""
     dtype = dtype_of(datatype, where)
     dims = check_shape(shape, where)
     try:
-        array = np.asarray(data, dtype=dtype)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise ServeError(400, f"{where}: 'data' does not hold {datatype} values ({exc})") from None
-    if array.dtype == object:
-        raise ServeError(400, f"{where}: 'data' is not a flat or nested list of numbers")
-    if dtype.kind in "iu":  # numpy truncates 0.7 to 0 for an integer type: a silent wrong input, so refuse it
         given = np.asarray(data)
-        if given.dtype.kind == "f" and not np.array_equal(given, array):
-            raise ServeError(400, f"{where}: 'data' holds fractions such as {float(given[given != array].flat[0])!r}, "
-                                  f"and {datatype} takes whole numbers (pixels 0..255, not 0..1?)")
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ServeError(400, f"{where}: 'data' is not a list of numbers nested as the shape ({exc})") from None
+    kind = given.dtype.kind
+    if kind not in "biuf":
+        raise ServeError(400, f"{where}: 'data' does not hold {datatype} values only (a string, an object, or a "
+                              "whole number beyond 64 bits is in it); send a flat or nested list of numbers")
+    if kind == "b" and dtype.kind != "b":
+        raise ServeError(400, f"{where}: 'data' holds true/false, and {datatype} takes numbers: send 1 and 0")
+    if dtype.kind in "iu" and given.size:
+        if kind == "f":
+            check_finite(given, where, datatype)
+            if not np.array_equal(given, np.trunc(given)):
+                fraction = float(given[given != np.trunc(given)].flat[0])
+                raise ServeError(400, f"{where}: 'data' holds fractions such as {fraction!r}, and {datatype} takes "
+                                      "whole numbers (pixels 0..255, not 0..1?)")
+        info = np.iinfo(dtype)
+        low, high = given.min(), given.max()
+        if low < info.min or high > info.max:
+            raise ServeError(400, f"{where}: 'data' holds {low if low < info.min else high}, outside {datatype}'s "
+                                  f"range {info.min}..{info.max}")
+    with np.errstate(over="ignore", invalid="ignore"):  # beyond the type's range becomes inf: refused below
+        array = given.astype(dtype, copy=False)
+    if dtype.kind == "f":
+        check_finite(array, where, datatype)
     if array.size != math.prod(dims):
         raise ServeError(400, f"{where}: 'data' holds {array.size} values, shape {list(dims)} needs "
                               f"{math.prod(dims)}")
     return array.reshape(dims)
+
+
+def check_finite(array: np.ndarray, where: str, datatype: str) -> None:
+    """A 400 for NaN or infinity in a float tensor: every runtime runs on them without complaint and answers
+    NaNs or a confident, normal-looking result (OpenVINO turned an all-NaN input into an ordinary softmax).
+    Two reductions (NaN propagates through min and max), no temporary array."""
+    if array.size and not (np.isfinite(array.min()) and np.isfinite(array.max())):
+        raise ServeError(400, f"{where}: the tensor holds NaN or infinity (or a number beyond {datatype}'s "
+                              "range); send finite values, with missing data "
+                              "filled in as the model was trained")
 
 
 def from_bytes(raw: bytes | memoryview, datatype: str, shape: Any, where: str) -> np.ndarray:
@@ -85,7 +113,10 @@ def from_bytes(raw: bytes | memoryview, datatype: str, shape: Any, where: str) -
     if len(raw) != need:
         raise ServeError(400, f"{where}: {len(raw)} bytes of tensor data, {datatype} of shape {list(dims)} needs "
                               f"{need}")
-    return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).astype(dtype, copy=False).reshape(dims)
+    array = np.frombuffer(raw, dtype=dtype.newbyteorder("<")).astype(dtype, copy=False).reshape(dims)
+    if dtype.kind == "f":
+        check_finite(array, where, datatype)
+    return array
 
 
 def to_bytes(array: np.ndarray) -> bytes:

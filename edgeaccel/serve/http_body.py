@@ -1,0 +1,68 @@
+"""Reading an HTTP request's body, bounded in size and in time.
+
+uvicorn has no limit on how long a body may take to arrive: a client that sent its head and part of its body
+and then stopped (a stalled link, or a slowloris attack) held its connection and a request task forever, and at
+shutdown kept the server waiting for uvicorn's graceful timeout (the request timeout plus its grace, 36 s by
+default: past an orchestrator's 30 s before SIGKILL). A body that sends nothing for ``BODY_IDLE_S`` is answered
+408 and its connection closed; while the server shuts down, 503 with Retry-After (the request never arrived
+whole: another instance can take it), so a stalled upload delays the shutdown by that long at most."""
+
+from __future__ import annotations
+
+import asyncio
+
+from .errors import ServeError
+
+BODY_IDLE_S = 5.0  # the longest a request body may send nothing before it is given up (408)
+
+
+class Disconnected(Exception):
+    """The client went away before its request was read: nothing to answer."""
+
+
+async def read_body(headers: dict, receive, max_bytes: int, idle_s: float = BODY_IDLE_S,
+                    draining=lambda: False) -> bytes:
+    """The whole body; ``draining()`` says whether the server is shutting down (the answer to a stalled body)."""
+    if headers.get(b"content-encoding", b"identity").lower() not in (b"identity", b""):
+        raise ServeError(415, "compressed request bodies are not accepted; send them uncompressed")
+    length = headers.get(b"content-length")
+    if length is not None and length.isdigit() and int(length) > max_bytes:
+        raise ServeError(413, f"the request body is {int(length)} bytes, more than the server's limit of "
+                              f"{max_bytes} (--max-request-mb)")
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    stalled: list[bool] = []
+
+    def give_up() -> None:
+        stalled.append(True)
+        task.cancel()
+
+    chunks, size = [], 0
+    while True:
+        timer = loop.call_later(idle_s, give_up)  # a few microseconds: the body is usually there at once
+        try:
+            message = await receive()
+        except asyncio.CancelledError:
+            if not stalled:  # the shutdown's cancel, not ours
+                raise
+            task.uncancel()
+            if draining():
+                error = ServeError(503, "the server shut down before this request arrived whole; send it again "
+                                        "(to another instance)", retry_after=5)
+            else:
+                error = ServeError(408, f"the request body stopped arriving: nothing came for {idle_s:g} s after "
+                                        f"{size} bytes; send the whole body at once (Content-Length or chunked)")
+            error.close_connection = True
+            raise error from None
+        finally:
+            timer.cancel()
+        if message["type"] == "http.disconnect":
+            raise Disconnected
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > max_bytes:
+            raise ServeError(413, f"the request body is more than the server's limit of {max_bytes} bytes "
+                                  "(--max-request-mb)")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)

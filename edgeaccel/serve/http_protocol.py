@@ -1,0 +1,74 @@
+"""uvicorn's HTTP protocol with the server's own answer to a request it cannot parse.
+
+uvicorn answers a malformed request (a broken request line, a bad chunk size, a Content-Length that is not a
+number, bytes after a body that are no request) with a text/plain 400 "Invalid HTTP request received." and
+logs a WARNING for each: a client learns nothing of what was wrong, and anyone on the network can fill the
+operator's log. Here the 400 is JSON like every other error of the server ({"error": ...}), names the parser's
+reason, says what to send instead, and is logged at DEBUG.
+
+httptools also takes a request head of any size (a 1 MB header was answered 200, buffered whole): past
+``MAX_HEAD_BYTES`` of URL and headers the answer is 431. (uvicorn's h11 protocol has its own 16 KB limit.)"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+log = logging.getLogger("edgeaccel.serve")
+UVICORN_WORDS = "Invalid HTTP request received."
+MAX_HEAD_BYTES = 64 << 10  # a request's URL and headers together (nginx's default allows 32 KB of headers)
+
+
+def protocol_class() -> type:
+    """uvicorn's own protocol class (httptools where installed, else h11) with this answer to a parse error."""
+    try:
+        import httptools  # noqa: F401
+
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as Base
+    except ImportError:
+        from uvicorn.protocols.http.h11_impl import H11Protocol as Base
+    logging.getLogger("uvicorn.error").addFilter(_not_parse_errors)
+
+    class Protocol(Base):
+        head_bytes = 0
+
+        def on_message_begin(self) -> None:
+            self.head_bytes = 0
+            super().on_message_begin()
+
+        def on_url(self, url: bytes) -> None:
+            self._count(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count(len(name) + len(value))
+            super().on_header(name, value)
+
+        def _count(self, n: int) -> None:
+            self.head_bytes += n
+            if self.head_bytes > MAX_HEAD_BYTES:  # the parser stops: uvicorn answers through send_400_response
+                raise ValueError("head too large")
+
+        def send_400_response(self, msg: str) -> None:
+            if self.head_bytes > MAX_HEAD_BYTES:
+                status, text = b"431 Request Header Fields Too Large", (
+                    f"the request's URL and headers are more than {MAX_HEAD_BYTES} bytes; send large data in "
+                    "the body")
+            else:
+                reason = sys.exc_info()[1]  # called inside uvicorn's `except` for the parser's error
+                why = " ".join(str(reason).split())[:200] if reason is not None and str(reason) else msg.rstrip(".")
+                status, text = b"400 Bad Request", (f"the request is not valid HTTP/1.1 ({why}); send a request "
+                                                    "line, headers, and a body of exactly its Content-Length "
+                                                    "(or chunked)")
+            log.debug("unparsable HTTP request: %s", text)
+            body = json.dumps({"error": text}).encode()
+            self.transport.write(b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\nconnection: "
+                                 b"close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            self.transport.close()
+
+    return Protocol
+
+
+def _not_parse_errors(record: logging.LogRecord) -> bool:
+    return record.getMessage() != UVICORN_WORDS

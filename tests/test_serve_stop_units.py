@@ -1,0 +1,148 @@
+"""The server's edges that need no server: a body that stops arriving, gRPC's wait for clients to go quiet
+before it stops, and a SIGTERM before the server listens (early_stop)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+
+from edgeaccel.serve.errors import ServeError
+
+
+def _stalled_body(draining: bool) -> ServeError:
+    from edgeaccel.serve.http_body import read_body
+
+    async def receive():  # half a body came, the rest never will
+        await asyncio.sleep(3600)
+
+    async def main():
+        with pytest.raises(ServeError) as err:
+            await read_body({b"content-length": b"100"}, receive, 1 << 20, idle_s=0.05, draining=lambda: draining)
+        assert not asyncio.current_task().cancelling()  # our own cancel is taken back: the task goes on
+        return err.value
+
+    return asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_a_body_that_stops_arriving_is_408_or_the_shutdowns_503():
+    stalled = _stalled_body(draining=False)
+    assert stalled.status == 408 and "stopped arriving" in stalled.message and stalled.close_connection
+    shutting = _stalled_body(draining=True)
+    assert shutting.status == 503 and shutting.retry_after == 5 and "send it again" in shutting.message
+
+
+def test_a_body_that_arrives_in_pieces_is_read_whole():
+    from edgeaccel.serve.http_body import read_body
+
+    pieces = iter([b'{"a"', b":1", b"}"])
+
+    async def receive():
+        await asyncio.sleep(0.01)
+        piece = next(pieces)
+        return {"type": "http.request", "body": piece, "more_body": piece != b"}"}
+
+    assert asyncio.run(read_body({}, receive, 100, idle_s=1.0)) == b'{"a":1}'
+
+
+def test_grpc_stops_once_no_rpc_came_for_a_moment_or_at_the_limit(monkeypatch):
+    from types import SimpleNamespace
+
+    from edgeaccel.serve import server
+
+    quiet = SimpleNamespace(last_arrival=time.monotonic() - 10)
+    started = time.monotonic()
+    asyncio.run(server._no_arrivals(quiet))
+    assert time.monotonic() - started < server.HOLD_S + 0.5
+
+    monkeypatch.setattr(server, "HOLD_QUIET_MAX_S", 0.4)
+    busy = SimpleNamespace(last_arrival=time.monotonic())
+
+    async def keep_sending():
+        task = asyncio.create_task(server._no_arrivals(busy))
+        while not task.done():
+            busy.last_arrival = time.monotonic()
+            await asyncio.sleep(0.01)
+        return task
+
+    started = time.monotonic()
+    asyncio.run(keep_sending())
+    assert 0.4 <= time.monotonic() - started < 2.0  # waited for quiet, bounded
+
+
+def test_a_signal_while_loading_interrupts_the_load_and_one_after_only_marks():
+    from edgeaccel.serve.early_stop import EarlyStop, StoppedEarly
+
+    before = {sig: signal.getsignal(sig) for sig in EarlyStop.SIGNALS}
+    try:
+        early = EarlyStop()
+        with pytest.raises(StoppedEarly):
+            with early:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # the handler raises in the main thread before this ends
+        assert early.signalled == "SIGTERM"
+        later = EarlyStop().install()
+        os.kill(os.getpid(), signal.SIGTERM)  # after the loads: marked, nothing raised, the process lives
+        time.sleep(0.05)
+        assert later.signalled == "SIGTERM"
+        with pytest.raises(StoppedEarly):  # a load that starts after a signal stops at once
+            with later:
+                pass
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def test_the_last_call_filter_lets_queued_connections_in_and_no_new_one():
+    """What closes HTTP's last race: once the filter is on, a connection already queued is still accepted and
+    answered, and a new one cannot complete (its SYN is dropped; after the close it is refused, not reset)."""
+    import socket
+
+    from edgeaccel.serve.last_call import _refuse_new_connections
+
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen(8)
+    port = listening.getsockname()[1]
+    with socket.create_connection(("127.0.0.1", port)) as queued:
+        queued.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        if not _refuse_new_connections(listening):
+            listening.close()
+            pytest.skip("no socket filters on this system")
+        with pytest.raises(TimeoutError):
+            socket.create_connection(("127.0.0.1", port), timeout=0.3)
+        accepted, _ = listening.accept()
+        with accepted:
+            assert accepted.recv(100).startswith(b"GET / ")
+    listening.close()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5)
+
+
+def test_a_signal_that_lands_where_python_cannot_raise_is_raised_again_not_printed(capsys):
+    """The handler's exception inside a weakref callback (importlib has them) was "Exception ignored in", a
+    traceback on stderr, and the load went on: it is raised again at the next point that can raise."""
+    import weakref
+
+    from edgeaccel.serve.early_stop import EarlyStop, StoppedEarly
+
+    class Thing:
+        pass
+
+    before = {sig: signal.getsignal(sig) for sig in EarlyStop.SIGNALS}
+    try:
+        early = EarlyStop()
+        with pytest.raises(StoppedEarly):
+            with early:
+                thing = Thing()
+                ref = weakref.ref(thing, lambda _: early._handle(signal.SIGTERM, None))  # a signal in a callback
+                del thing
+                time.sleep(5)  # raised again before this ends
+        assert ref() is None
+        assert "Exception ignored" not in capsys.readouterr().err
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
