@@ -5,7 +5,8 @@ It starts a real server on the folder (``--task`` and ``--labels`` are passed on
 names a vision task, and for each image sends it five ways: the raw body and a multipart form to
 ``POST /v2/models/{m}/predict`` (curl), a BYTES input through tritonclient HTTP (binary, then base64 JSON) and
 tritonclient gRPC; it also fetches the browser page. Every answer must equal the in-process one
-(``edgeaccel.load(entry, task=..., labels=..., executor=<the executor that answered>).predict(path)``), all but
+(``edgeaccel.load(entry, task=..., executor=<the one that answered>, task_options=TaskOptions(labels=...))``'s
+``predict(path)``), all but
 the timings. Then bad requests, each of which must be a 4xx / INVALID_ARGUMENT with a message, never a 500, a
 hang or a traceback: empty, random, truncated, a 60000x60000 header, a wrong Content-Type, out-of-range and
 unknown options, a multipart form without a file, zero images. Last, the server's log must hold no traceback.
