@@ -219,9 +219,11 @@ class ServeCore:
         that thread serves others (HTTP's event loop), while nothing else is in flight in the server, the model
         is not batched and its devices are free and not duty-cycled (else 0: never).
 
-        Two thread hand-offs (to a worker and back, each waiting for the GIL) cost 0.3-0.7 ms per request on a
-        2-core CPU: most of what HTTP added over an in-process call for mobilenet_v1 (0.3-0.7 ms a run) and half
-        of it for mobilenet_v2 (6 ms). What a run on the loop costs is the other clients' wait while the loop
+        Two thread hand-offs (to a worker and back, each waiting for the GIL) were most of what HTTP added over
+        an in-process call for mobilenet_v1 (0.3-0.7 ms a run); on mobilenet_v2 (6 ms) HTTP's share above its
+        floor was 0.57 ms against gRPC's -0.09 ms, whose handler runs the request itself (tools/bench_serve.py, one
+        quiet run; an A/B of the builds could not separate it from a 2-core machine's noise). What a run on the
+        loop costs is the other clients' wait while the loop
         cannot read them: nothing more than they would wait anyway where every model of the server runs on this
         model's devices (busy with this run), so up to ``INLINE_ONE_PLACE_MAX_S`` there; ``INLINE_MAX_S``
         where another model could have started elsewhere meanwhile. Any concurrent load takes the queued path."""
