@@ -222,7 +222,8 @@ class ServeCore:
         Two thread hand-offs (to a worker and back, each waiting for the GIL) were most of what HTTP added over
         an in-process call for mobilenet_v1 (0.3-0.7 ms a run); on mobilenet_v2 (6 ms) HTTP's share above its
         floor was 0.57 ms against gRPC's -0.09 ms, whose handler runs the request itself (tools/bench_serve.py, one
-        quiet run; an A/B of the builds could not separate it from a 2-core machine's noise). What a run on the
+        quiet run), yet running it here took only 0.04-0.05 ms off HTTP's p50 (a paired A/B of the builds, 300
+        rounds): the rest is the server waking from idle, not the hand-offs. What a run on the
         loop costs is the other clients' wait while the loop
         cannot read them: nothing more than they would wait anyway where every model of the server runs on this
         model's devices (busy with this run), so up to ``INLINE_ONE_PLACE_MAX_S`` there; ``INLINE_MAX_S``
