@@ -13,8 +13,8 @@ unknown options, a multipart form without a file, zero images. Last, the server'
 
 Exit 1 on any problem, listing each.
 
-    python tools/check_serve_tasks.py ../shared/models/ ../shared/images/traffic_0001.png \\
-        --task traffic_model=detect --labels traffic_model=../shared/models/traffic_label_map.pbtxt
+    python tools/check_serve_tasks.py MODELS/ photo.jpg \\
+        --task detector=detect --labels detector=MODELS/detector_labels.txt   # a folder of models, images
 """
 
 from __future__ import annotations
