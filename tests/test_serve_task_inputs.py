@@ -191,6 +191,8 @@ def test_a_requests_options_decode_as_task_options_do_in_process(server, repo, t
     ("traffic", "?iou=0.3", "iou changes nothing for traffic.tflite (detect, ssd-postprocess): its NMS runs inside "
                             "the model; it takes conf, max_det"),
     ("squares", "?top_k=2", "top_k changes nothing for squares.onnx (detect, yolov8)"),
+    ("traffic", "?masks=rle", "masks=rle changes nothing for traffic.tflite (detect, ssd-postprocess): its results "
+                              "carry no masks"),
 ])
 def test_an_option_the_models_decoder_does_not_read_is_refused(server, model, query, words):
     status, reply = _post(server, f"/v2/models/{model}/predict{query}", (IMAGES / "bird.png").read_bytes())

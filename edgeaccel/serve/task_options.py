@@ -30,14 +30,19 @@ PREDICT_NAMES = ("masks", "timeout", *SHARES, *COUNTS, *ALIASES)  # what /predic
 class RequestOptions:
     masks: str = "png"
     decoding: dict[str, Any] = field(default_factory=dict)  # conf, iou, max_det, top_k given for this request
+    masks_given: bool = False  # masks= was in the request (the default png is no choice of the client's)
 
     def task_for(self, task: Any) -> Any:
         """The model's task with this request's decoding options (a copy: other requests keep the model's); an
-        option its decoder does not read is a 400, not an answer that ignored it."""
+        option its decoder does not read, or masks= for a model that answers none, is a 400, not an answer
+        that ignored it."""
+        from ..vision.decoding_options import answers_masks, not_read_reason, options_read
+
+        if self.masks_given and self.masks != "none" and not answers_masks(task):  # none: fine for any model
+            raise ServeError(400, f"masks={self.masks} changes nothing for {task._info.path.name} ({task.name}, "
+                                  f"{task.kind}): its results carry no masks; masks= is for segmenters")
         if not self.decoding:
             return task
-        from ..vision.decoding_options import not_read_reason, options_read
-
         read = options_read(task)
         unread = [name for name in self.decoding if name not in read]
         if unread:
@@ -99,7 +104,7 @@ def _options(values: dict[str, Any]) -> RequestOptions:
             if count != int(count) or not 1 <= count <= MAX_COUNT:
                 raise ServeError(400, f"{given} is a whole number from 1 to {MAX_COUNT}, not {value!r}")
             decoding[name] = int(count)
-    return RequestOptions(mask_format(values.get("masks")), decoding)
+    return RequestOptions(mask_format(values.get("masks")), decoding, values.get("masks") not in (None, ""))
 
 
 def _number(name: str, value: Any) -> float:

@@ -1,4 +1,4 @@
-"""Which of a Task's decoding options (conf, iou, max_det, top_k) its decoder reads, so that a caller who sets
+"""Which of a Task's decoding options (conf, iou, max_det, top_k) its decoder reads, and whether it answers masks, so that a caller who sets
 one that changes nothing is told so instead of getting the default answer: ``?iou=0.3`` on an SSD whose NMS
 runs in the graph, ``?conf=0.9`` on a classifier (it keeps ``top_k`` classes, whatever their score) or on a
 semantic segmenter. Kept beside the decoders (Task.postprocess) that it describes."""
@@ -32,6 +32,11 @@ def options_read(task: Any) -> tuple[str, ...]:
     if task.name == "classify":
         return ("top_k",)
     return READ_BY_KIND.get(task.kind, ())
+
+
+def answers_masks(task: Any) -> bool:
+    """Whether ``task``'s results carry masks (a semantic segmenter's, a YOLO -seg head's instance masks)."""
+    return task.name == "segment" or task.kind == "yolo-seg"
 
 
 def not_read_reason(task: Any) -> str:
