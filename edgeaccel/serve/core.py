@@ -94,6 +94,7 @@ class ServeCore:
         self.gate = DeviceGate(self.options.device_limits)
         self._lock = threading.Lock()
         self._models: dict[str, ServedModel] = {}
+        self._inline_caps: dict[str, float] = {}  # quick()'s cap per model: kept by _models_changed
         self._failed: dict[str, str] = {}  # name -> why its last load failed
         self._loading: dict[str, threading.Lock] = {}
         self._pending = 0
@@ -121,6 +122,7 @@ class ServeCore:
             with self._lock:
                 old = self._models.get(name)
                 self._models[name] = served
+                self._models_changed()
                 self._failed.pop(name, None)
             log.info("loaded %s: %s (%s)", name, ", ".join(served.model.executors), served.batching)
             if old is not None:
@@ -173,6 +175,7 @@ class ServeCore:
         self.repository.resolve(name)
         with self._lock:
             served = self._models.pop(name, None)
+            self._models_changed()
         if served is None:
             raise ServeError(400, f"model '{name}' is not loaded")
         self._close_model(served)
@@ -231,13 +234,21 @@ class ServeCore:
         served = self._models.get(name)
         if served is None or served.batcher is not None or self._pending or self._draining:
             return 0.0
-        if served.shape_check is not None or any(dims is None or None in dims for dims in served.fixed):
-            return 0.0  # a dynamic shape's run is not bounded by the runs measured (a batch of 64 is 64 runs)
-        if not all(self.gate.idle(device) for device in served.devices):
+        cap = self._inline_caps.get(name, 0.0)  # per request: what depends only on the models loaded is kept
+        if not cap or not all(self.gate.idle(device) for device in served.devices):
             return 0.0
-        here = set(served.devices)  # one device: a model over two holds one while its other could run others
-        one_place = len(here) == 1 and all(here.issuperset(other.devices) for other in list(self._models.values()))
-        return INLINE_ONE_PLACE_MAX_S if one_place else INLINE_MAX_S
+        return cap
+
+    def _models_changed(self) -> None:
+        """Each model's cap for ``quick`` where the loop may run it, from the models loaded now (under the lock)."""
+        caps = {}
+        for name, served in self._models.items():
+            if served.shape_check is not None or any(dims is None or None in dims for dims in served.fixed):
+                continue  # a dynamic shape's run is not bounded by the runs measured (a batch of 64 is 64 runs)
+            here = set(served.devices)  # one device: a model over two holds one while its other could run others
+            one_place = len(here) == 1 and all(here.issuperset(other.devices) for other in self._models.values())
+            caps[name] = INLINE_ONE_PLACE_MAX_S if one_place else INLINE_MAX_S
+        self._inline_caps = caps
 
     def is_loaded(self, name: str) -> bool:
         return name in self._models  # one dict lookup (atomic under the GIL): per request, no lock, no copy
@@ -359,6 +370,7 @@ class ServeCore:
         self.drain(timeout_s=self.options.timeout_s)
         with self._lock:
             models, self._models = list(self._models.values()), {}
+            self._models_changed()
         for served in models:
             self._close_model(served)
 
