@@ -15,10 +15,13 @@ median over blocks. Clients are tritonclient (HTTP binary, gRPC raw) for latency
 threads, each with its own connection (http.client for HTTP, tritonclient.grpc for gRPC), against the
 in-process models with 4 requests kept in flight through submit.
 
-Beside them, the same clients call tools/serve_floor.py (the same server stacks answering a fixed tensor and
-running nothing): its p50 is the floor the transport and the client library set on this machine, and the
-server's own share of the added latency is what lies above it. The table prints, per model and protocol:
-in-process p50, served p50, added p50, the floor, and 4 clients' throughput as a share of in-process.
+Beside them, the same clients call tools/serve_floor.py twice: answering a fixed tensor and running nothing (its
+p50 is the floor the transport and the client library set on this machine), and with --model, a bare server of
+the same stacks running the raw runtime on each request (LiteRT or ONNX Runtime, for .tflite and .onnx): what
+serving the model costs before any code of ours, the cold start of each run between requests included. The
+server's own share is what lies above the latter. The table prints, per model and protocol: in-process p50,
+served p50, added p50, the floor, the bare server's p50, our own share, and 4 clients' throughput as a share
+of in-process.
 
     python tools/bench_serve.py                         # the default models from ../shared/models ($EDGEACCEL_SHARED)
     python tools/bench_serve.py --model a.tflite --model b.onnx --blocks 7 --calls 60 --seconds 3
@@ -90,18 +93,28 @@ def _one_model(args, path: Path) -> dict:
     info = edgeaccel.describe(path)
     answer_bytes = sum(int(np.prod([d or 1 for d in t.shape])) * np.dtype(t.dtype).itemsize for t in info.outputs)
     # the floor answers as many bytes as the model does: a large answer's transfer is the transport's cost
-    floor = subprocess.Popen([sys.executable, str(ROOT / "tools" / "serve_floor.py"), "--answer-bytes",
-                              str(answer_bytes)], stdout=subprocess.PIPE, text=True)
+    floors = [_start_floor(["--answer-bytes", str(answer_bytes)])]
     try:
-        floor_ports = floor.stdout.readline().split()
-        if len(floor_ports) != 2:
-            raise SystemExit("tools/serve_floor.py did not start: see its error above")
-        return _served_beside(args, path, floor_ports)
+        # the bare server around the raw runtime, where the tool has one for the format
+        floors.append(_start_floor(["--model", str(path)]) if path.suffix in (".tflite", ".onnx") else None)
+        return _served_beside(args, path, *(f and f[1] for f in floors))
     finally:
+        for floor in floors:
+            if floor is not None:
+                floor[0].kill()
+
+
+def _start_floor(options: list[str]) -> tuple[subprocess.Popen, list[str]]:
+    floor = subprocess.Popen([sys.executable, str(ROOT / "tools" / "serve_floor.py"), *options],
+                             stdout=subprocess.PIPE, text=True)
+    ports = floor.stdout.readline().split()
+    if len(ports) != 2:
         floor.kill()
+        raise SystemExit(f"tools/serve_floor.py {' '.join(options)} did not start: see its error above")
+    return floor, ports
 
 
-def _served_beside(args, path: Path, floor_ports) -> dict:
+def _served_beside(args, path: Path, floor_ports, raw_ports) -> dict:
     import numpy as np
 
     import edgeaccel
@@ -120,7 +133,7 @@ def _served_beside(args, path: Path, floor_ports) -> dict:
     try:
         server.start()
         return {"model": path.name, "load_average": os.getloadavg(),
-                **_measure(args, plain, model, adaptive, x, server, floor_ports)}
+                **_measure(args, plain, model, adaptive, x, server, floor_ports, raw_ports)}
     finally:
         server.terminate()
         plain.close()
@@ -129,7 +142,7 @@ def _served_beside(args, path: Path, floor_ports) -> dict:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _measure(args, plain, model, adaptive, x, server, floor_ports) -> dict:
+def _measure(args, plain, model, adaptive, x, server, floor_ports, raw_ports) -> dict:
     import tritonclient.grpc as tg
     import tritonclient.http as th
 
@@ -164,6 +177,9 @@ def _measure(args, plain, model, adaptive, x, server, floor_ports) -> dict:
     latency = {"in-process": local_call, "in-process-load": plain_call, "http-binary": http_call(server.http),
                "grpc": grpc_call(server.grpc),
                "http-floor": http_call(http_floor), "grpc-floor": grpc_call(grpc_floor)}
+    if raw_ports:
+        http_raw, grpc_raw = (f"127.0.0.1:{port}" for port in raw_ports)
+        latency.update({"http-raw": http_call(http_raw), "grpc-raw": grpc_call(grpc_raw)})
     for call in latency.values():  # warm up every path
         for _ in range(10):
             call()
@@ -195,6 +211,7 @@ def _measure(args, plain, model, adaptive, x, server, floor_ports) -> dict:
             "in_process_ms": lone,
             "added_ms": {m: med_p50[m] - lone for m in ("http-binary", "grpc")},
             "floor_ms": {"http-binary": med_p50["http-floor"], "grpc": med_p50["grpc-floor"]},
+            "raw_server_ms": {"http-binary": med_p50.get("http-raw"), "grpc": med_p50.get("grpc-raw")},
             "throughput_ratio": {m: med_rate[m] / best_local
                                  for m in ("grpc-4-clients", "http-4-clients")}}
 
@@ -271,16 +288,19 @@ def _print(results: list[dict], args) -> None:
           f"{args.clients} clients (throughput); medians over blocks; policy {args.policy}; load average "
           + ", ".join(f"{r['model'][:20]} {r['load_average'][0]:.1f}" for r in results))
     print(f"{'model':42s} {'protocol':8s} {'in-proc':>8s} {'served':>8s} {'added':>7s} {'floor':>7s} "
-          f"{'own':>7s} {'<=1ms':>5s} {'4 clients':>9s} {'>=0.8':>5s}")
+          f"{'bare+raw':>8s} {'own':>7s} {'<=1ms':>5s} {'4 clients':>9s} {'>=0.8':>5s}")
     for r in results:
         for protocol, mode, clients in (("HTTP", "http-binary", "http-4-clients"), ("gRPC", "grpc", "grpc-4-clients")):
             added, floor, ratio = r["added_ms"][mode], r["floor_ms"][mode], r["throughput_ratio"][clients]
+            raw = r["raw_server_ms"][mode]
+            own = r["p50_ms"][mode] - raw if raw is not None else added - floor
             print(f"{r['model'][:42]:42s} {protocol:8s} {r['in_process_ms']:8.3f} {r['p50_ms'][mode]:8.3f} "
-                  f"{added:+7.3f} {floor:7.3f} {added - floor:+7.3f} {'met' if added <= 1.0 else 'NO':>5s} "
-                  f"{ratio:9.2f} {'met' if ratio >= 0.8 else 'NO':>5s}")
+                  f"{added:+7.3f} {floor:7.3f} {'-' if raw is None else f'{raw:.3f}':>8s} {own:+7.3f} "
+                  f"{'met' if added <= 1.0 else 'NO':>5s} {ratio:9.2f} {'met' if ratio >= 0.8 else 'NO':>5s}")
     print("(ms; in-proc = the faster of edgeaccel.load and the same policy in-process; added = served - in-proc; "
-          "floor = the same client against tools/serve_floor.py; own = added - floor; 4 clients = served / best "
-          "in-process async throughput)")
+          "floor = the same client against tools/serve_floor.py running nothing; bare+raw = against "
+          "serve_floor.py --model, a bare server running the raw runtime; own = served - bare+raw (added - floor "
+          "where there is no bare+raw); 4 clients = served / best in-process async throughput)")
 
 
 if __name__ == "__main__":

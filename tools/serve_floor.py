@@ -6,37 +6,93 @@ counts in the floor too), running nothing. What a client measures against it is 
 client library cost on this machine, which no server can go below. Prints "HTTP_PORT GRPC_PORT" and serves
 until killed.
 
-    python tools/serve_floor.py [--answer-bytes N]
+With ``--model PATH`` (.tflite or .onnx) it is instead the bare server one would write around the raw runtime:
+each request's tensor runs through a LiteRT Interpreter (XNNPACK, a thread per core) or an ONNX Runtime session
+(its defaults) in the thread that took it, and its first output is the answer. Against it a client measures the
+transport plus what running a model between requests costs by itself (the runtime's threads and the caches gone
+cold while the client waited, which a loop of back-to-back in-process runs never pays): what `edgeaccel serve`
+adds above that is its own code.
+
+    python tools/serve_floor.py [--answer-bytes N | --model PATH]
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import os
 import socket
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 ANSWER = bytes(int(sys.argv[sys.argv.index("--answer-bytes") + 1]) if "--answer-bytes" in sys.argv else 1001)
-HEADER = json.dumps({"model_name": "m", "model_version": "1", "outputs": [
-    {"name": "y", "datatype": "UINT8", "shape": [1, len(ANSWER)], "parameters": {"binary_data_size": len(ANSWER)}}]}
-    ).encode()
+MODEL = Path(sys.argv[sys.argv.index("--model") + 1]) if "--model" in sys.argv else None
+
+
+def raw_runner():
+    """The raw runtime on MODEL: bytes of its one input -> bytes of its first output."""
+    import numpy as np
+
+    if MODEL.suffix == ".onnx":
+        import onnxruntime as ort
+
+        session = ort.InferenceSession(str(MODEL), providers=["CPUExecutionProvider"])
+        spec = session.get_inputs()[0]
+        dtype = {"tensor(uint8)": np.uint8, "tensor(int8)": np.int8}.get(spec.type, np.float32)
+        shape = [d if isinstance(d, int) else 1 for d in spec.shape]
+        return lambda data: session.run(None, {spec.name: np.frombuffer(data, dtype).reshape(shape)})[0].tobytes()
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=str(MODEL), num_threads=os.cpu_count())
+    interpreter.allocate_tensors()
+    spec, out = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+
+    def run(data: bytes) -> bytes:
+        interpreter.set_tensor(spec["index"], np.frombuffer(data, spec["dtype"]).reshape(spec["shape"]))
+        interpreter.invoke()
+        return interpreter.get_tensor(out["index"]).tobytes()
+    return run
+
+
+def locked(run):
+    """One run at a time: an interpreter is not thread-safe (the benchmark's latency clients call one by one)."""
+    lock = threading.Lock()
+
+    def call(data: bytes) -> bytes:
+        with lock:
+            return run(data)
+    return call
+
+
+RUN = locked(raw_runner()) if MODEL is not None else lambda data: ANSWER
+
+
+@functools.lru_cache(maxsize=4)
+def header(size: int) -> bytes:
+    return json.dumps({"model_name": "m", "model_version": "1", "outputs": [
+        {"name": "y", "datatype": "UINT8", "shape": [1, size], "parameters": {"binary_data_size": size}}]}).encode()
 
 
 async def http_app(scope, receive, send):
-    """Reads the whole body (as a server must), answers the fixed tensor in Triton's binary extension."""
-    more = True
+    """Reads the whole body (as a server must), answers in Triton's binary extension."""
+    chunks, more = [], True
     while more:
         message = await receive()
+        chunks.append(message.get("body", b""))
         more = message.get("more_body", False)
+    body = b"".join(chunks)
+    head = int(dict(scope["headers"]).get(b"inference-header-content-length", len(body)))
+    answer = RUN(body[head:])
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/octet-stream"),
-                            (b"content-length", str(len(HEADER) + len(ANSWER)).encode()),
-                            (b"inference-header-content-length", str(len(HEADER)).encode())]})
-    await send({"type": "http.response.body", "body": HEADER + ANSWER})
+                            (b"content-length", str(len(header(len(answer))) + len(answer)).encode()),
+                            (b"inference-header-content-length", str(len(header(len(answer)))).encode())]})
+    await send({"type": "http.response.body", "body": header(len(answer)) + answer})
 
 
 def start_grpc() -> int:
@@ -47,9 +103,10 @@ def start_grpc() -> int:
 
     class Servicer(pb_grpc.GRPCInferenceServiceServicer):
         def ModelInfer(self, request, context):
+            answer = RUN(request.raw_input_contents[0] if request.raw_input_contents else b"")
             reply = pb.ModelInferResponse(model_name=request.model_name, model_version="1", id=request.id)
-            reply.outputs.add(name="y", datatype="UINT8", shape=[1, len(ANSWER)])
-            reply.raw_output_contents.append(ANSWER)
+            reply.outputs.add(name="y", datatype="UINT8", shape=[1, len(answer)])
+            reply.raw_output_contents.append(answer)
             return reply
 
     server = grpc.server(ThreadPoolExecutor(16), options=[("grpc.max_receive_message_length", 64 << 20)])
