@@ -8,7 +8,7 @@ until killed.
 
 With ``--model PATH`` (.tflite or .onnx) it is instead the bare server one would write around the raw runtime:
 each request's tensor runs through a LiteRT Interpreter (XNNPACK, a thread per core) or an ONNX Runtime session
-(its defaults) in the thread that took it, and its first output is the answer. Against it a client measures the
+(its defaults, its workers' spin stopped at each run's end) in the thread that took it, and its first output is the answer. Against it a client measures the
 transport plus what running a model between requests costs by itself (the runtime's threads and the caches gone
 cold while the client waited, which a loop of back-to-back in-process runs never pays): what `edgeaccel serve`
 adds above that is its own code.
@@ -41,7 +41,11 @@ def raw_runner():
     if MODEL.suffix == ".onnx":
         import onnxruntime as ort
 
-        session = ort.InferenceSession(str(MODEL), providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        # its defaults, but for the workers' spin after each run (~40 ms of a core: docs/runtime-facts.md), which
+        # would slow the benchmark's next calls to the other servers on the same cores
+        options.add_session_config_entry("session.force_spinning_stop", "1")
+        session = ort.InferenceSession(str(MODEL), options, providers=["CPUExecutionProvider"])
         spec = session.get_inputs()[0]
         dtype = {"tensor(uint8)": np.uint8, "tensor(int8)": np.int8}.get(spec.type, np.float32)
         shape = [d if isinstance(d, int) else 1 for d in spec.shape]
