@@ -142,31 +142,33 @@ def test_real_executors_on_this_machine_keep_serving_without_sensors(tmp_path):
         assert csv_path.read_text().startswith("time_s,policy,action,reason")
 
 
-def test_scheduled_onnx_sessions_spin_only_while_they_run_unless_asked():
+def test_onnx_sessions_stop_spinning_when_a_run_returns_unless_asked():
     from edgeaccel.executors.base import ExecutorOptions
-    from edgeaccel.executors.onnxruntime import OnnxRuntimeExecutor
-    from edgeaccel.scheduling.open import scheduled_options
+    from edgeaccel.executors.onnxruntime import session_options
 
-    quiet = scheduled_options(ExecutorOptions(), OnnxRuntimeExecutor).runtime_options["session_config"]
-    assert quiet == {"session.intra_op.allow_spinning": "1", "session.force_spinning_stop": "1"}
-    for given in ("0", "1"):  # the caller's own choice stands, whole
-        mine = scheduled_options(ExecutorOptions(runtime_options={"session_config": {
-            "session.intra_op.allow_spinning": given}, "max_interpreters": 2}), OnnxRuntimeExecutor)
-        assert mine.runtime_options["session_config"] == {"session.intra_op.allow_spinning": given}
-        assert mine.runtime_options["max_interpreters"] == 2
+    def entry(options, key):
+        return session_options(2, options).get_session_config_entry(key)
+
+    assert entry(ExecutorOptions(), "session.force_spinning_stop") == "1"
+    mine = ExecutorOptions(runtime_options={"session_config": {"session.force_spinning_stop": "0",
+                                                               "session.intra_op.allow_spinning": "0"}})
+    assert entry(mine, "session.force_spinning_stop") == "0"  # the caller's own choice stands
+    assert entry(mine, "session.intra_op.allow_spinning") == "0"
 
 
 @pytest.mark.shared
-def test_an_idle_scheduled_onnx_model_burns_no_cpu_after_its_run():
+@pytest.mark.parametrize("scheduled", [False, True])
+def test_an_idle_onnx_model_burns_no_cpu_after_its_run(scheduled):
     """ONNX Runtime's default workers spin on for ~40 ms of a core after every run (20 of the 20 ms measured
     after a mobilenet_v2 run here): a model called at 30 fps would hold a core busy for nothing, and slow what
-    runs next beside it. Scheduled, they stop when the run returns."""
+    runs next beside it. Loaded or scheduled, ours stop when the run returns."""
     import time
 
     from conftest import MODELS
 
-    model = edgeaccel.schedule(MODELS / "mobilenet_v2_1.0_224_quant.onnx", "latency",
-                               runtime=edgeaccel.RuntimeOptions(performance_hint="latency"))
+    path = MODELS / "mobilenet_v2_1.0_224_quant.onnx"
+    model = edgeaccel.schedule(path, "latency", runtime=edgeaccel.RuntimeOptions(performance_hint="latency")) \
+        if scheduled else edgeaccel.load(path, executor="onnxruntime")
     try:
         x = np.zeros(model.inputs[0].shape, np.uint8)
         for _ in range(3):

@@ -3,8 +3,9 @@
 For each (artifact, executor): agreement with the reference on the calibration samples (top-1 agreement for a
 classifier, max and mean absolute error of every output after dequantizing), file size against the
 reference's, and latency. Artifacts and references are opened through ``edgeaccel.load(path, executor=...)``,
-exactly as an application would open them; one model is open at a time, and timing starts after a pause
-because ONNX Runtime's worker threads keep spinning after a session runs and slow the next one (runtime facts).
+exactly as an application would open them; one model is open at a time, and timing starts after a pause, so that
+a runtime's threads still busy with the previous model (ONNX Runtime's spin after a run, where a caller's
+session_config turns its stop off: runtime facts) do not slow the next one.
 
 The reference runs on the executor ``edgeaccel.load`` picks for it, at its own precision (f32 for float math):
 never bf16, which would make the reference itself drift.

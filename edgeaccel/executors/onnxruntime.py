@@ -165,19 +165,6 @@ class OnnxRuntimeExecutor(Executor):
     gpu_mem_limit_devices = frozenset({"CUDA", "TensorRT"})  # the CUDA provider's arena cap
 
     @classmethod
-    def options_beside_others(cls, options: ExecutorOptions) -> ExecutorOptions:
-        """Intra-op threads spin on for about 40 ms of a core after each run and slow whatever runs next on the
-        same cores 2x (runtime facts; here ORT beside OpenVINO on mobilenet_v2: 76/s spinning, 110/s not), yet
-        spinning while a run lasts is what makes a lone run fast (mobilenet_v2: 7.5 ms against 8.2 ms without):
-        unless set, they spin during a run only and stop when it returns (``force_spinning_stop``)."""
-        runtime = dict(options.runtime_options)
-        config = dict(runtime.get("session_config", {}))
-        if "session.intra_op.allow_spinning" not in config:
-            config.update({"session.intra_op.allow_spinning": "1", "session.force_spinning_stop": "1"})
-        runtime["session_config"] = config
-        return options.with_runtime(native=runtime)
-
-    @classmethod
     def survey(cls) -> RuntimeSurvey:
         import time
 
@@ -411,7 +398,12 @@ def optimized_graph_cacheable(model: ModelInfo) -> bool:
 def session_options(threads: int, options: ExecutorOptions):
     """SessionOptions of every session an executor makes: its threads, the caller's session_config entries, and
     ORT's own log kept off fd 2 (red on a terminal): its errors come back as the exception translate() reports,
-    its warnings are about graph internals. Fatal only, unless runtime_options["log_severity_level"] asks more."""
+    its warnings are about graph internals. Fatal only, unless runtime_options["log_severity_level"] asks more.
+
+    The intra-op workers spin while a run lasts and stop when it returns (``session.force_spinning_stop``,
+    unless the caller's session_config says otherwise): ORT's default spins on for ~40 ms of a core after each
+    run, which kept a core busy for an app calling at 30 fps and slowed whatever ran next on the same cores 2x
+    (a scheduler's other executor, a second session); stopping costs a back-to-back loop nothing (runtime facts)."""
     so = _ort().SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
@@ -419,7 +411,8 @@ def session_options(threads: int, options: ExecutorOptions):
     if options.runtime_options.get("profile_file_prefix"):  # edgeaccel profile: ORT's per-node trace
         so.enable_profiling = True
         so.profile_file_prefix = str(options.runtime_options["profile_file_prefix"])
-    for key, value in options.runtime_options.get("session_config", {}).items():
+    config = {"session.force_spinning_stop": "1", **options.runtime_options.get("session_config", {})}
+    for key, value in config.items():
         so.add_session_config_entry(key, str(value))
     return so
 
