@@ -233,3 +233,46 @@ def test_a_row_major_head_with_one_candidate_a_cell(tmp_path, classes, objectnes
             edgeaccel.load(path, executor="onnxruntime", task="detect")
         with edgeaccel.load(path, executor="onnxruntime", labels=["a", "b", "c"]) as loaded:
             assert loaded.task.kind == "yolov8"  # 4 + 3 values: the class count decides
+
+
+def _painted_whole_image(coefficients, protos, image_boxes, score, class_id, frame, threshold):
+    """The plain way: every instance's mask over the whole image, then cropped to its box (what paint_instances
+    must equal; it took minutes and gigabytes for thousands of instances)."""
+    from edgeaccel.vision.segment import to_image
+
+    m, ph, pw = protos.shape
+    masks = 1 / (1 + np.exp(-(coefficients @ protos.reshape(m, -1)).reshape(-1, ph, pw).astype(np.float64)))
+    ids = np.full((frame.height, frame.width), -1, np.int32)
+    rows, cols = np.arange(frame.height) + 0.5, np.arange(frame.width) + 0.5
+    for k in np.argsort(score, kind="stable"):
+        x1, y1, x2, y2 = image_boxes[k]
+        inside = (rows[:, None] >= y1) & (rows[:, None] <= y2) & (cols[None, :] >= x1) & (cols[None, :] <= x2)
+        ids[to_image(masks[k] >= threshold, frame) & inside] = class_id[k]
+    return ids
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_instance_masks_painted_box_by_box_equal_whole_image_masks_cropped(seed):
+    from edgeaccel.imageio.resizing import Frame
+    from edgeaccel.vision.yolo_heads import paint_instances
+
+    rng = np.random.default_rng(seed)
+    w, h = int(rng.integers(40, 700)), int(rng.integers(40, 700))
+    scale = min(320 / w, 320 / h)
+    new_w, new_h = max(1, round(w * scale)), max(1, round(h * scale))
+    frame = Frame(w, h, 320, 320, new_w / w, new_h / h, float((320 - new_w) // 2), float((320 - new_h) // 2)) \
+        if seed % 2 else Frame(w, h, 320, 256, 320 / w, 256 / h)  # letterboxed, or stretched
+    k = int(rng.integers(1, 150))  # more than one chunk of 64
+    protos = rng.normal(size=(8, 80, 80)).astype(np.float32)
+    coefficients = rng.normal(size=(k, 8)).astype(np.float32)
+    corner = rng.uniform(-30, 340, (k, 2))
+    boxes = frame.to_image(np.concatenate([corner, corner + rng.uniform(0, 200, (k, 2))], 1).astype(np.float32))
+    boxes[1::4] = np.floor(boxes[1::4]) + 0.5  # edges on pixel centres: those pixels are inside
+    boxes[0, 1] = np.nan  # a broken edge paints nothing
+    score = rng.uniform(0, 1, k).astype(np.float32)
+    score[: k // 3] = 0.5  # ties keep their order
+    class_id = rng.integers(0, 80, k)
+    painted = paint_instances(coefficients, protos, boxes, score, class_id, frame, 0.5)
+    expected = _painted_whole_image(coefficients, protos, boxes, score, class_id, frame, 0.5)
+    assert painted.dtype == expected.dtype and np.array_equal(painted, expected)
+    assert (painted >= 0).any()  # something was painted: the comparison is not of two empty images

@@ -31,12 +31,16 @@ def classes_in(array_shape: tuple) -> int | None:
 
 def to_image(ids: np.ndarray, frame: Frame) -> np.ndarray:
     """Nearest-neighbour map of the model's mask (covering the whole input) onto the original image."""
-    mh, mw = ids.shape
+    rows, cols = pixel_map(frame, *ids.shape)
+    return ids[rows[:, None], cols[None, :]]
+
+
+def pixel_map(frame: Frame, mh: int, mw: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each of the image's rows and columns, the row and column of an mh x mw mask (covering the whole
+    input) whose cell holds its centre."""
     ys = ((np.arange(frame.height) + 0.5) * frame.scale_y + frame.pad_y) * mh / frame.input_height
     xs = ((np.arange(frame.width) + 0.5) * frame.scale_x + frame.pad_x) * mw / frame.input_width
-    rows = np.clip(ys.astype(np.int64), 0, mh - 1)
-    cols = np.clip(xs.astype(np.int64), 0, mw - 1)
-    return ids[rows[:, None], cols[None, :]]
+    return np.clip(ys.astype(np.int64), 0, mh - 1), np.clip(xs.astype(np.int64), 0, mw - 1)
 
 
 def foreground(array: np.ndarray, kind: str, threshold: float) -> np.ndarray:

@@ -16,7 +16,7 @@ from .pose import COCO_EDGES, _names
 from .preprocess import Frame
 from .results import Box, Keypoint, Pose, PoseResult, SegmentResult, xyxy_of
 from .segment import _result as segment_result
-from .segment import to_image
+from .segment import pixel_map
 
 MASK_THRESHOLD = 0.5
 
@@ -65,20 +65,40 @@ def decode_segment(pred: np.ndarray, protos: np.ndarray, frame: Frame, labels: L
     labels.check_count(count)
     index, xyxy, score, class_id, _ = _kept(p, 4, count, frame, conf, iou, max_det, "yolo-seg")
     coefficients = p[4 + count:4 + count + m, index].T  # K x M
-    logits = (coefficients @ pr.reshape(m, -1)).reshape(-1, ph, pw)
-    masks = 1 / (1 + np.exp(-logits.astype(np.float64))) >= threshold
     image_boxes = frame.to_image(xyxy)
-    # each mask (covering the whole input) to the image's pixels, cropped to its box there; the best instance is
-    # painted last, on top
-    ids = np.full((frame.height, frame.width), -1, np.int32)
-    rows, cols = np.arange(frame.height) + 0.5, np.arange(frame.width) + 0.5
-    for k in np.argsort(score, kind="stable"):
-        x1, y1, x2, y2 = image_boxes[k]
-        inside = (rows[:, None] >= y1) & (rows[:, None] <= y2) & (cols[None, :] >= x1) & (cols[None, :] <= x2)
-        ids[to_image(masks[k], frame) & inside] = class_id[k]
+    ids = paint_instances(coefficients, pr, image_boxes, score, class_id, frame, threshold)
     instances = [Box(xyxy_of(b), float(s), int(c), labels.name(c))
                  for b, s, c in zip(image_boxes, score, class_id, strict=True)]
     return segment_result(ids, frame, labels, instances=instances, background=-1)
+
+
+def paint_instances(coefficients: np.ndarray, protos: np.ndarray, image_boxes: np.ndarray, score: np.ndarray,
+                    class_id: np.ndarray, frame: Frame, threshold: float, chunk: int = 64) -> np.ndarray:
+    """The image's instance ids: each instance's mask (sigmoid(coefficients x prototypes) at or above
+    ``threshold``, nearest-neighbour onto the image's pixels) inside its box, the best painted last, on top.
+
+    Only the pixels of each box are computed, and the masks a chunk of instances at a time: done over the whole
+    image per instance, a request for many (max_det=10000, a low conf and iou=1 keep thousands) took gigabytes
+    and minutes; this way memory is the image's ids plus one chunk, and time follows the boxes' area."""
+    m, ph, pw = protos.shape
+    rows_of, cols_of = pixel_map(frame, ph, pw)
+    centres_y, centres_x = np.arange(frame.height) + 0.5, np.arange(frame.width) + 0.5
+    flat = protos.reshape(m, -1)
+    ids = np.full((frame.height, frame.width), -1, np.int32)
+    order = np.argsort(score, kind="stable")
+    for start in range(0, len(order), chunk):
+        part = order[start:start + chunk]
+        logits = (coefficients[part] @ flat).reshape(-1, ph, pw)
+        for k, logit in zip(part, logits, strict=True):
+            x1, y1, x2, y2 = image_boxes[k]
+            # the pixels whose centres lie in the box (none for a NaN edge)
+            r0, r1 = np.searchsorted(centres_y, y1, "left"), np.searchsorted(centres_y, y2, "right")
+            c0, c1 = np.searchsorted(centres_x, x1, "left"), np.searchsorted(centres_x, x2, "right")
+            if r0 >= r1 or c0 >= c1:
+                continue
+            window = logit[rows_of[r0:r1, None], cols_of[None, c0:c1]]
+            ids[r0:r1, c0:c1][1 / (1 + np.exp(-window.astype(np.float64))) >= threshold] = class_id[k]
+    return ids
 
 
 def decode_pose(pred: np.ndarray, frame: Frame, conf: float, iou: float, max_det: int,
