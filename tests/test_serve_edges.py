@@ -150,6 +150,25 @@ def test_masks_encode_past_255_classes_and_instances_without_loss():
     assert [(r["id"], r["counts"]) for r in rle] == [(0, [0, 1, 15]), (1, [15, 1])]
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_rle_of_every_id_from_one_pass_equals_each_ids_own_runs(seed):
+    """rle_by_id against the plain way: each id's binary mask, column-major, its runs of 0s and 1s."""
+    from edgeaccel.serve.tasks import rle_by_id
+
+    def plain(binary):
+        flat = binary.ravel(order="F")
+        edges = np.flatnonzero(flat[1:] != flat[:-1]) + 1
+        runs = np.diff(np.concatenate(([0], edges, [flat.size]))).tolist()
+        return [0, *runs] if flat[0] else runs
+
+    rng = np.random.default_rng(seed)
+    for _ in range(50):
+        mask = rng.integers(-1, 4, (int(rng.integers(1, 9)), int(rng.integers(1, 9))))
+        mask = np.repeat(mask, int(rng.integers(1, 4)), axis=int(rng.integers(0, 2)))  # longer runs too
+        ids = [-1, 0, 1, 2, 3, 7]  # 7: absent, one run of 0s
+        assert rle_by_id(mask, ids) == [plain(mask == i) for i in ids]
+
+
 @pytest.mark.parametrize("flags, words", [
     (["--task", "conv=track"], "--task conv=track: the task is one of classify, detect, segment, pose"),
     (["--task", "conv"], "--task takes MODEL=VALUE, not 'conv'"),

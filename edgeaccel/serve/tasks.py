@@ -169,16 +169,32 @@ def encode_mask(mask: np.ndarray, how: str, background: int, classes: list[dict]
         sorted(int(v) for v in np.unique(mask) if v != background)
     return {"format": "rle", "width": width, "height": height,
             "values": "instance index" if background < 0 else "class id",
-            "rle": [{"id": int(i), "size": [height, width], "counts": rle_counts(mask == i)} for i in ids]}
+            "rle": [{"id": int(i), "size": [height, width], "counts": counts}
+                    for i, counts in zip(ids, rle_by_id(mask, ids), strict=True)]}
 
 
-def rle_counts(binary: np.ndarray) -> list[int]:
-    flat = np.asarray(binary, dtype=bool).ravel(order="F")
-    if flat.size == 0:
-        return []
-    edges = np.flatnonzero(flat[1:] != flat[:-1]) + 1
-    runs = np.diff(np.concatenate(([0], edges, [flat.size]))).tolist()
-    return [0, *runs] if flat[0] else runs
+def rle_by_id(mask: np.ndarray, ids: list[int]) -> list[list[int]]:
+    """COCO's uncompressed RLE counts of ``mask == i`` for each id, from one pass over the mask: the mask's
+    column-major runs of one value, grouped by value (a pass over the whole image per id took 0.2-0.4 s for a
+    hundred YOLO -seg instances on a 1080p image). An id absent from the mask is one run of 0s."""
+    flat = np.asarray(mask).ravel(order="F")
+    size = flat.size
+    if size == 0:
+        return [[] for _ in ids]
+    starts = np.concatenate(([0], np.flatnonzero(flat[1:] != flat[:-1]) + 1))
+    ends = np.append(starts[1:], size)
+    values = flat[starts]
+    order = np.argsort(values, kind="stable")  # each value's runs together, in image order
+    first = np.searchsorted(values[order], ids, "left")
+    last = np.searchsorted(values[order], ids, "right")
+    out = []
+    for a, b in zip(first.tolist(), last.tolist(), strict=True):
+        runs = order[a:b]
+        # alternating runs: 0s before the first run of the id, its 1s, the 0s up to the next, ..., the 0s after
+        edges = np.column_stack((starts[runs], ends[runs])).ravel()
+        counts = np.diff(np.concatenate(([0], edges, [size]))).tolist()
+        out.append(counts if counts[-1] else counts[:-1])
+    return out
 
 
 def _late(name: str, wait: float) -> ServeError:
