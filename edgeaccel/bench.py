@@ -4,8 +4,8 @@ latency: a synchronous loop of ``model.run`` (MLPerf's SingleStream: one query a
 throughput: ``model.stream`` over a loaded-with-``performance_hint="throughput"`` model, keeping
     2 x concurrency requests in flight (MLPerf's Offline: all queries available at once); frames per second
     = completed / wall time, and per-request latency from submit to completion.
-Several models measured together alternate in blocks with a pause before each (runtime facts: ONNX Runtime's
-threads spin after a run and bill whoever runs next).
+Several models measured together alternate in blocks with a pause before each (runtime facts: a runtime's threads
+can stay busy after a run and bill whoever runs next, as ONNX Runtime's spin does where a session's stop is off).
 """
 
 from __future__ import annotations

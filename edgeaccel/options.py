@@ -158,7 +158,7 @@ class RuntimeOptions:
             _set(self, "native", {})
         if not isinstance(self.native, dict):
             raise _wrong(owner, "native", self.native, "a dict of the runtime's own options",
-                         "native={'session.intra_op.allow_spinning': '0'}")
+                         "native={'session_config': {'session.intra_op.allow_spinning': '0'}}")
         _set(self, "native", dict(self.native))  # a copy: the caller's dict may change after
 
 

@@ -259,6 +259,8 @@ def test_the_event_loop_keeps_long_runs_off_itself_where_another_model_could_run
         core._models_changed()  # what a load does once the model is in place (the caps are kept per load)
         assert core.quick("m") == INLINE_MAX_S
         assert core.quick("other") == INLINE_MAX_S  # and the other way round: "m" could run on the CPU meanwhile
+        core.unload("other")
+        assert core.quick("m") == INLINE_ONE_PLACE_MAX_S  # alone on its device again
     finally:
         core.close()
 

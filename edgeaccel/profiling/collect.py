@@ -24,7 +24,7 @@ from .job import Collected, ProfileJob, UtilizationSampler
 from .schema import ExecutorProfile, OpProfile, aggregate, device_split
 
 
-PAUSE_S = 0.05  # before each executor: runtime facts, ONNX Runtime's threads spin after a run and bill the next one
+PAUSE_S = 0.05  # before each executor: a runtime's threads busy after a run bill the next one (runtime facts)
 
 
 # built-in executor class -> its collector ("module:function" both); a subclass (a plug-in built on one) inherits it

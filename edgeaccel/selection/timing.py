@@ -4,8 +4,8 @@ What made calibration's figures differ from an independent one (tools/calibratio
 from the first, cold call (a runtime's first inference can take 10x a warm one, so a fast candidate got three calls
 per block, one of them right after a pause); candidates always timed in the same order; and two leaders within the
 noise decided by chance. So each candidate is warmed first and its block sized from warm calls; blocks alternate in
-order (forward, then backward) with a pause before each (docs/runtime-facts.md: ONNX Runtime's threads spin after a
-run and bill whoever runs next) and one untimed call after it; and when the two fastest are within the noise they
+order (forward, then backward) with a pause before each (docs/runtime-facts.md: a runtime's threads can stay busy
+after a run, as ONNX Runtime's spin where a session's stop is off, and bill whoever runs next) and one untimed call after it; and when the two fastest are within the noise they
 are timed again head to head in adjacent pairs of blocks, the decision resting on the median of the pairs' ratios.
 """
 

@@ -94,7 +94,7 @@ class ServeCore:
         self.gate = DeviceGate(self.options.device_limits)
         self._lock = threading.Lock()
         self._models: dict[str, ServedModel] = {}
-        self._inline_caps: dict[str, float] = {}  # quick()'s cap per model: kept by _models_changed
+        self._inline_caps: dict[str, tuple[ServedModel, float]] = {}  # quick()'s, kept by _models_changed
         self._failed: dict[str, str] = {}  # name -> why its last load failed
         self._loading: dict[str, threading.Lock] = {}
         self._pending = 0
@@ -234,8 +234,9 @@ class ServeCore:
         served = self._models.get(name)
         if served is None or served.batcher is not None or self._pending or self._draining:
             return 0.0
-        cap = self._inline_caps.get(name, 0.0)  # per request: what depends only on the models loaded is kept
-        if not cap or not all(self.gate.idle(device) for device in served.devices):
+        # kept per load; one computed for the model a reload is replacing counts as none
+        kept, cap = self._inline_caps.get(name, (None, 0.0))
+        if kept is not served or not cap or not all(self.gate.idle(device) for device in served.devices):
             return 0.0
         return cap
 
@@ -244,10 +245,12 @@ class ServeCore:
         caps = {}
         for name, served in self._models.items():
             if served.shape_check is not None or any(dims is None or None in dims for dims in served.fixed):
-                continue  # a dynamic shape's run is not bounded by the runs measured (a batch of 64 is 64 runs)
+                # a dynamic shape's run is not bounded by the runs measured (a batch of 64 is 64 runs)
+                caps[name] = (served, 0.0)
+                continue
             here = set(served.devices)  # one device: a model over two holds one while its other could run others
             one_place = len(here) == 1 and all(here.issuperset(other.devices) for other in self._models.values())
-            caps[name] = INLINE_ONE_PLACE_MAX_S if one_place else INLINE_MAX_S
+            caps[name] = (served, INLINE_ONE_PLACE_MAX_S if one_place else INLINE_MAX_S)
         self._inline_caps = caps
 
     def is_loaded(self, name: str) -> bool:

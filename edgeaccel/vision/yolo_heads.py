@@ -74,7 +74,7 @@ def decode_segment(pred: np.ndarray, protos: np.ndarray, frame: Frame, labels: L
 
 def paint_instances(coefficients: np.ndarray, protos: np.ndarray, image_boxes: np.ndarray, score: np.ndarray,
                     class_id: np.ndarray, frame: Frame, threshold: float, chunk: int = 64) -> np.ndarray:
-    """The image's instance ids: each instance's mask (sigmoid(coefficients x prototypes) at or above
+    """The image's ids, the class of the instance on top at each pixel (-1 where none): each instance's mask (sigmoid(coefficients x prototypes) at or above
     ``threshold``, nearest-neighbour onto the image's pixels) inside its box, the best painted last, on top.
 
     Only the pixels of each box are computed, and the masks a chunk of instances at a time: done over the whole
@@ -91,7 +91,9 @@ def paint_instances(coefficients: np.ndarray, protos: np.ndarray, image_boxes: n
         logits = (coefficients[part] @ flat).reshape(-1, ph, pw)
         for k, logit in zip(part, logits, strict=True):
             x1, y1, x2, y2 = image_boxes[k]
-            # the pixels whose centres lie in the box (none for a NaN edge)
+            if not np.isfinite(image_boxes[k]).all():  # a NaN edge holds no pixel (searchsorted puts NaN last)
+                continue
+            # the pixels whose centres lie in the box
             r0, r1 = np.searchsorted(centres_y, y1, "left"), np.searchsorted(centres_y, y2, "right")
             c0, c1 = np.searchsorted(centres_x, x1, "left"), np.searchsorted(centres_x, x2, "right")
             if r0 >= r1 or c0 >= c1:
