@@ -22,8 +22,11 @@ READY = re.compile(r"edgeaccel serve: ready http://(?P<http>\S+)(?: grpc (?P<grp
 
 class ServerProcess:
     def __init__(self, args: list[str], env: dict | None = None, start_timeout_s: float = 90.0,
-                 pythonpath: str | None = None) -> None:
+                 pythonpath: str | None = None, cwd: str | None = None) -> None:
+        """``pythonpath``: a folder searched first (a plug-in's); to serve from another checkout of edgeaccel,
+        give it as ``cwd`` too (``python -m`` looks in its working folder before the path)."""
         self.args = [str(a) for a in args]
+        self.cwd = cwd
         self.env = dict(os.environ if env is None else env)
         root = str(Path(__file__).resolve().parents[2])
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, root, self.env.get("PYTHONPATH")) if p)
@@ -37,7 +40,7 @@ class ServerProcess:
 
     def start(self) -> ServerProcess:
         self.proc = subprocess.Popen([sys.executable, "-m", "edgeaccel", "serve", *self.args], env=self.env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+                                     cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
         threading.Thread(target=self._read, args=(self.proc.stdout, self.stdout_lines, True), daemon=True).start()
         threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr_lines, False), daemon=True).start()
         deadline = time.monotonic() + self.start_timeout_s
