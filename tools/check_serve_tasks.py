@@ -209,7 +209,7 @@ def _comparable(result: dict) -> dict:
 
 
 def _mask_of(mask: dict | None) -> np.ndarray | None:
-    """A served mask (PNG, the default) as the class-id array in-process predict gives (instances: index, -1)."""
+    """A served mask (PNG, the default) as the class-id array in-process predict gives (-1 where no instance)."""
     if not mask or mask.get("format") != "png":
         return None
     import io
@@ -218,7 +218,7 @@ def _mask_of(mask: dict | None) -> np.ndarray | None:
 
     with Image.open(io.BytesIO(base64.b64decode(mask["data"]))) as decoded:
         values = np.asarray(decoded).astype(np.int64)
-    return values - 1 if mask["values"].startswith("instance") else values
+    return values - mask["offset"]
 
 
 def _png_header(width: int, height: int) -> bytes:

@@ -150,7 +150,8 @@ def encode_mask(mask: np.ndarray, how: str, background: int, classes: list[dict]
     """A class-id mask (H x W, the original image's size) as a PNG or as COCO run-length encodings.
 
     png: one grayscale PNG (8-bit, or 16-bit when an id exceeds 255) of the class ids, base64; for instance
-    masks (background -1) each pixel holds the class id of the instance on top + 1, 0 where no instance is.
+    masks (background -1) each pixel holds the class id of the instance on top + 1, 0 where no instance is
+    (``offset`` says which: a pixel's class id is its value - offset).
     rle: per class present, COCO's uncompressed RLE: ``counts`` are alternating runs of 0 and 1 in
     column-major order, starting with a run of 0 (pycocotools' ``frPyObjects`` reads it)."""
     height, width = mask.shape[:2]
@@ -164,6 +165,7 @@ def encode_mask(mask: np.ndarray, how: str, background: int, classes: list[dict]
         image.save(buffer, format="PNG")
         return {"format": "png", "width": width, "height": height,
                 "values": "class id + 1, 0 where no instance" if background < 0 else "class id",
+                "offset": -background if background < 0 else 0,  # a pixel's class id is its value - offset
                 "data": base64.b64encode(buffer.getvalue()).decode("ascii")}
     ids = [c["class_id"] for c in classes if "class_id" in c] if background >= 0 else \
         sorted(int(v) for v in np.unique(mask) if v != background)
