@@ -5,8 +5,9 @@ from the first, cold call (a runtime's first inference can take 10x a warm one, 
 per block, one of them right after a pause); candidates always timed in the same order; and two leaders within the
 noise decided by chance. So each candidate is warmed first and its block sized from warm calls; blocks alternate in
 order (forward, then backward) with a pause before each (docs/runtime-facts.md: a runtime's threads can stay busy
-after a run, as ONNX Runtime's spin where a session's stop is off, and bill whoever runs next) and one untimed call after it; and when the two fastest are within the noise they
-are timed again head to head in adjacent pairs of blocks, the decision resting on the median of the pairs' ratios.
+after a run, as ONNX Runtime's spin where a session's stop is off, and bill whoever runs next) and one untimed
+call after it; and when the two fastest are within the noise they are timed again head to head in adjacent pairs
+of blocks, the decision resting on the median of the pairs' ratios.
 """
 
 from __future__ import annotations

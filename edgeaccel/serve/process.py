@@ -40,7 +40,8 @@ class ServerProcess:
 
     def start(self) -> ServerProcess:
         self.proc = subprocess.Popen([sys.executable, "-m", "edgeaccel", "serve", *self.args], env=self.env,
-                                     cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+                                     cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     bufsize=1)
         threading.Thread(target=self._read, args=(self.proc.stdout, self.stdout_lines, True), daemon=True).start()
         threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr_lines, False), daemon=True).start()
         deadline = time.monotonic() + self.start_timeout_s

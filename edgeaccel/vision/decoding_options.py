@@ -1,7 +1,7 @@
-"""Which of a Task's decoding options (conf, iou, max_det, top_k) its decoder reads, and whether it answers masks, so that a caller who sets
-one that changes nothing is told so instead of getting the default answer: ``?iou=0.3`` on an SSD whose NMS
-runs in the graph, ``?conf=0.9`` on a classifier (it keeps ``top_k`` classes, whatever their score) or on a
-semantic segmenter. Kept beside the decoders (Task.postprocess) that it describes."""
+"""Which of a Task's decoding options (conf, iou, max_det, top_k) its decoder reads, and whether it answers masks, so
+that a caller who sets one that changes nothing is told so instead of getting the default answer: ``?iou=0.3`` on an
+SSD whose NMS runs in the graph, ``?conf=0.9`` on a classifier (it keeps ``top_k`` classes, whatever their score) or
+on a semantic segmenter. Kept beside the decoders (Task.postprocess) that it describes."""
 
 from __future__ import annotations
 

@@ -74,8 +74,9 @@ def decode_segment(pred: np.ndarray, protos: np.ndarray, frame: Frame, labels: L
 
 def paint_instances(coefficients: np.ndarray, protos: np.ndarray, image_boxes: np.ndarray, score: np.ndarray,
                     class_id: np.ndarray, frame: Frame, threshold: float, chunk: int = 64) -> np.ndarray:
-    """The image's ids, the class of the instance on top at each pixel (-1 where none): each instance's mask (sigmoid(coefficients x prototypes) at or above
-    ``threshold``, nearest-neighbour onto the image's pixels) inside its box, the best painted last, on top.
+    """The image's ids: at each pixel the class of the instance on top, -1 where none. Each instance's mask
+    (sigmoid(coefficients x prototypes) at or above ``threshold``, nearest-neighbour onto the image's pixels) is
+    painted inside its box, the best last, on top.
 
     Only the pixels of each box are computed, and the masks a chunk of instances at a time: done over the whole
     image per instance, a request for many (max_det=10000, a low conf and iou=1 keep thousands) took gigabytes
