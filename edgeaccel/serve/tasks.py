@@ -177,8 +177,8 @@ def encode_mask(mask: np.ndarray, how: str, background: int, classes: list[dict]
 
 def rle_by_id(mask: np.ndarray, ids: list[int]) -> list[list[int]]:
     """COCO's uncompressed RLE counts of ``mask == i`` for each id, from one pass over the mask: the mask's
-    column-major runs of one value, grouped by value (a pass over the whole image per id took 0.32 s for the
-    classes of 100 YOLO -seg instances on a 1080p image). An id absent from the mask is one run of 0s."""
+    column-major runs of one value, grouped by value (a pass over the whole image per id took 0.32 s for the 89
+    ids of a 1080p mask painted with 100 rectangles, against 0.012 s this way). An id absent from the mask is one run of 0s."""
     flat = np.asarray(mask).ravel(order="F")
     size = flat.size
     if size == 0:
