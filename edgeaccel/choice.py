@@ -203,15 +203,16 @@ def _rank(artifacts, facts, options, executor, device, profile, goal, measuremen
 
 
 def _explain_absences(ranking: Ranking, facts: MachineFacts) -> Ranking:
-    """An artifact that only an absent device can run (an Edge TPU-compiled model without an Edge TPU) gets
-    its executor's own explanation of what is missing, instead of "no EdgeTPU device found"."""
+    """An artifact that only an absent device or runtime can run (an Edge TPU-compiled model without an Edge
+    TPU, a TensorRT engine on a GPU without TensorRT) gets its executor's own explanation of what is missing
+    and how to run the model anyway, instead of "no EdgeTPU device found" or "tensorrt is not installed"."""
     ranked = {c.artifact.path for c in ranking.candidates}
     classes = runtimes()
     for i, r in enumerate(ranking.rejected):
         cls = classes.get(r.runtime)
         if r.artifact.path in ranked or cls is None or cls.kind_of(r.device) in (None, "cpu", "auto"):
             continue
-        if not cls.reads(r.artifact.format, r.device) or facts.present(cls, r.device):
+        if not cls.reads(r.artifact.format, r.device) or (facts.present(cls, r.device) and cls.availability()):
             continue
         explained = cls.explain_absence(r.artifact, r.device)
         if explained:

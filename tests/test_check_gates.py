@@ -275,3 +275,19 @@ def test_yolo_like_int8_passes_and_its_whole_graph_int8_fails_with_default_flags
     assert report["task"] == "detect" and (row["error"] or row["rel_error"] < 0.25)
     failures = report["failures"]
     assert any(line.startswith("whole_int8.onnx on onnxruntime:CPU: ") for line in failures), failures
+
+
+def test_the_reference_runs_on_the_cpu_even_where_an_accelerator_ranks_first(mlp, good_bundle, tmp_path):
+    """On a GPU machine whose TensorRT provider could not load, `check` died loading the reference strictly on
+    the first-ranked executor. The reference is the exact one: the CPU, whatever ranks first here."""
+    from edgeaccel.convert.verify import check
+    from edgeaccel.testing.emulated import Faults, emulated_accelerator
+    from edgeaccel.testing.plugins import installed_plugins
+
+    _, path, _, _, held = mlp
+    broken = emulated_accelerator("refgpu", "RefGPU", "gpu", wraps="onnxruntime",
+                                  faults=Faults(load_error="its delegate did not load"))
+    with installed_plugins(tmp_path, broken, distribution="emulated-refgpu"):
+        assert edgeaccel.select(path).ranking.candidates[0].runtime == "refgpu"  # the accelerator ranks first
+        report = check(good_bundle.out, reference=path, data=held, runs=1, cache=False)
+    assert report.reference_executor.endswith(":CPU")

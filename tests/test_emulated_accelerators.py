@@ -16,6 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytest.importorskip("ai_edge_litert", reason="these emulated accelerators wrap LiteRT (in dev; a GPU "
+                    "machine's check may lack it)")
+
 import edgeaccel
 from edgeaccel.selection.calibration import CalibrationPlan
 from edgeaccel.selection.timing import MAX_BLOCK_CALLS

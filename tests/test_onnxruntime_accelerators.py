@@ -66,7 +66,8 @@ def test_ort_silent_cpu_fallback_is_an_error(conv, device, provider):
     """This onnxruntime build lacks the provider: ORT only warns and runs on the CPU; edgeaccel refuses."""
     import onnxruntime
 
-    assert provider not in onnxruntime.get_available_providers()
+    if provider in onnxruntime.get_available_providers():
+        pytest.skip(f"this onnxruntime build has {provider}: a build without it is needed to show its fallback")
     with pytest.raises(DeviceUnavailableError) as err:
         OnnxRuntimeExecutor(conv, device, ExecutorOptions())
     assert f"did not give this session {provider}: it fell back to ['CPUExecutionProvider']" in str(err.value)
@@ -117,9 +118,14 @@ def test_availability_here_for_the_other_platforms_providers(device, provider):
 
 def test_availability_on_a_gpu_server_tree_blames_only_the_build(tmp_path):
     x86_server_with_cuda_gpu(tmp_path)
+    import onnxruntime
+
     available = OnnxRuntimeExecutor.availability("CUDA", root=tmp_path)
-    assert not available and available.reason.startswith("this onnxruntime build (onnxruntime) has no "
-                                                         "CUDAExecutionProvider")
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():  # a GPU build: the tree's GPU is enough
+        assert available, available.reason
+    else:
+        assert not available and available.reason.startswith("this onnxruntime build (onnxruntime) has no "
+                                                             "CUDAExecutionProvider")
     beyond = OnnxRuntimeExecutor.availability("CUDA:1", root=tmp_path)
     assert beyond.reason.startswith("CUDA:1 asks for GPU 1 (counting from 0) but 1 usable NVIDIA GPU is here")
 

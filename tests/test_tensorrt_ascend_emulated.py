@@ -9,6 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+pytest.importorskip("ai_edge_litert", reason="these emulated accelerators wrap LiteRT (in dev; a GPU "
+                    "machine's check may lack it)")
+
 import edgeaccel
 from conftest import SAMPLES, image_input
 from edgeaccel.loader import open_ranked, select

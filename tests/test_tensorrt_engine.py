@@ -21,6 +21,7 @@ import edgeaccel
 from edgeaccel.errors import ModelError, ModelValidationError, UnsupportedModelError
 from edgeaccel.formats import detect_format
 from edgeaccel.modelinfo import Format
+from edgeaccel.executors.tensorrt import TensorRTExecutor
 
 
 def engine_bytes(version=(10, 3, 0, 26), serialization: int = 0, body: int = 64) -> bytes:
@@ -100,9 +101,25 @@ def test_loading_an_engine_here_names_what_is_missing_and_what_installs_it(tmp_p
     message = info.value.message
     assert message.startswith("m.engine is a TensorRT engine (built by TensorRT 10.3.0.26; GPU unknown from its "
                               "header), which needs TensorRT and an NVIDIA GPU: ")
-    assert "no NVIDIA GPU with its driver on this machine" in message and "TensorRT is not installed" in message
+    assert "TensorRT is not installed" in message
+    if not TensorRTExecutor.availability("TensorRT").reason.startswith("TensorRT"):  # no GPU here either
+        assert "no NVIDIA GPU with its driver on this machine" in message
     assert "pip install 'edgeaccel[tensorrt]'" in info.value.hint
     assert "pass the ONNX model itself" in info.value.hint  # no twin beside it
+
+
+def test_an_engine_on_a_gpu_without_tensorrt_still_says_what_it_is_and_how_to_run_it(tmp_path):
+    """Seen on a GPU machine without TensorRT: the engine's rejection was the bare "tensorrt is not installed",
+    since its device was present. What is missing is the runtime, and the twin is still the way out."""
+    from edgeaccel.choice import _explain_absences
+    from edgeaccel.selection.selector import MachineFacts, Ranking, Rejection
+
+    path = write(tmp_path, "m.engine", engine_bytes((10, 3, 0, 26)))
+    generic = Rejection(edgeaccel.describe(path), "tensorrt", "TensorRT", "tensorrt is not installed", "pip install x")
+    gpu_here = MachineFacts({"tensorrt": None}, frozenset({"CPU", "CUDA", "TensorRT"}))  # as the probe says
+    explained = _explain_absences(Ranking(rejected=[generic]), gpu_here).rejected[0]
+    assert explained.reason.startswith("m.engine is a TensorRT engine (built by TensorRT 10.3.0.26")
+    assert "TensorRT is not installed" in explained.reason and "pass the ONNX model itself" in explained.fix
 
 
 def test_the_onnx_twin_runs_instead_and_the_engine_passed_over_is_a_fallback_event(tmp_path):
@@ -111,13 +128,12 @@ def test_the_onnx_twin_runs_instead_and_the_engine_passed_over_is_a_fallback_eve
     twin = small_conv(tmp_path / "conv.onnx")
     write(tmp_path, "conv.engine", engine_bytes((10, 3, 0, 26)))
     x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
-    with edgeaccel.load(twin, executor="onnxruntime", device="CPU") as alone:
-        expected = alone.run(x)[0]
     with edgeaccel.load(tmp_path, calibrate=False) as model:  # the folder: engine and twin
-        assert model.executor.device == "CPU" and model.executor.runtime == "onnxruntime"
-        np.testing.assert_array_equal(model.run(x)[0], expected)
+        assert model.executor.runtime == "onnxruntime"  # on the CPU, or a GPU where its provider loads
+        with edgeaccel.load(twin, executor="onnxruntime", device=model.executor.device) as alone:
+            np.testing.assert_array_equal(model.run(x)[0], alone.run(x)[0])
         (event,) = [f for f in model.fallbacks if f.failed == "tensorrt:TensorRT [conv.engine]"]
-    assert event.stage == "select" and event.replaced_by == "onnxruntime:CPU"
+        assert event.stage == "select" and event.replaced_by == model.executor.name
     assert "conv.engine is a TensorRT engine" in event.error and "needs TensorRT and an NVIDIA GPU" in event.error
     assert "conv.engine" in model.executor.reason and "passed over" in model.executor.reason
 

@@ -135,10 +135,10 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
     from ..loader import load as plain_load
     from ..options import RuntimeOptions, SelectionOptions
 
-    def load(path, executor: str | None = None):  # strict: a failure is the row's, never a fallback's
+    def load(path, executor: str | None = None, device: str | None = None):  # strict: a failure is the row's
         token = RECHECKING.set(True)  # each artifact is opened alone on purpose: no "pinned a failed one" warning
         try:
-            return plain_load(path, executor=executor, selection=SelectionOptions(strict=True),
+            return plain_load(path, executor=executor, device=device, selection=SelectionOptions(strict=True),
                               runtime=RuntimeOptions(cache_dir=cache_dir, cache=cache))
         finally:
             RECHECKING.reset(token)
@@ -151,7 +151,9 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
     data_path, data_kind, notes = _samples_to_check(path, data, found)
     if task == "none":
         task = None
-    with load(ref_path) as ref_model:
+    # the reference runs on the CPU: exact and the same on every machine (a GPU's TF32 or a provider that
+    # cannot load there would make it neither)
+    with load(ref_path, device="CPU") as ref_model:
         from ..modelfiles.describe import describe_pipeline, pipeline_of
 
         ref_executor = ref_model.executor.name

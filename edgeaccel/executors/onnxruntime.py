@@ -61,6 +61,13 @@ INSTALL_FOR = {"CUDA": "pip install 'edgeaccel[gpu]'", "TensorRT": "pip install 
                "NPU": "pip install onnxruntime-openvino", "QNN": "pip install onnxruntime-qnn",
                "DirectML": "pip install onnxruntime-directml",
                "CANN": "pip install onnxruntime-cann (matching the CANN toolkit; source its set_env.sh)"}
+# The libraries a GPU build dlopens for a device's provider when a session asks for it. Runtime facts: ORT lists
+# a provider in get_available_providers() whenever the build has it, loadable or not; a session then falls back
+# with an "EP Error" banner printed to stdout (docs/runtime-facts.md).
+PROVIDER_LIBRARIES = {"CUDA": ("libonnxruntime_providers_cuda.so",),
+                      "TensorRT": ("libonnxruntime_providers_tensorrt.so", "libonnxruntime_providers_cuda.so")}
+NEEDS_FROM = {"CUDA": "the CUDA runtime, cuBLAS and cuDNN this onnxruntime-gpu build was made for",
+              "TensorRT": "TensorRT (pip install tensorrt, matching the onnxruntime-gpu build) and the CUDA libraries"}
 # The hardware the probe must find for a device (its present_devices() names), and what to say without it.
 HARDWARE = {"CUDA": ("CUDA", "no NVIDIA GPU with its driver on this machine (no PCI display device of vendor "
                              "0x10de bound to nvidia, no /proc/driver/nvidia/gpus)"),
@@ -231,6 +238,11 @@ class OnnxRuntimeExecutor(Executor):
                            f"{wanted} (it has {', '.join(available)})")
             if kind in INSTALL_FOR:
                 fixes.append(f"{INSTALL_FOR[kind]} after pip uninstall onnxruntime (one build per environment)")
+        if not reasons and Path(root) == Path("/"):
+            unloadable = _provider_libraries_problem(kind)
+            if unloadable:
+                reasons.append(unloadable[0])
+                fixes.append(unloadable[1])
         if reasons:
             return Availability(False, "; and ".join(reasons), fix="; ".join(f for f in fixes if f) or None,
                                 version=version)
@@ -484,6 +496,33 @@ def provider_options(provider: str, device: str, options: ExecutorOptions) -> di
         opts["backend_path"] = "QnnHtp.dll" if sys.platform == "win32" else "libQnnHtp.so"
     opts.update(user)
     return {k: str(v) for k, v in opts.items()}
+
+
+def _provider_libraries_problem(kind: str) -> tuple[str, str] | None:
+    """(why, fix) when a provider library of ``kind`` needs a library the loader would not find here; None when
+    all resolve (or the build has no such file: nothing to check)."""
+    capi = Path(_ort().__file__).parent / "capi"
+    for name in PROVIDER_LIBRARIES.get(kind, ()):
+        library = capi / name
+        if not library.is_file():
+            continue
+        try:
+            missing = _unresolved(str(library), os.environ.get("LD_LIBRARY_PATH", ""))
+        except (OSError, ValueError):
+            continue
+        if missing:
+            return (f"{PROVIDERS[kind][0]} cannot load here: {name} needs {', '.join(missing)}, which the dynamic "
+                    "loader does not find", f"install {NEEDS_FROM[kind]} and put the folder holding "
+                    f"{missing[0]} on LD_LIBRARY_PATH (or load them first, e.g. onnxruntime.preload_dlls())")
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def _unresolved(library: str, ld_library_path: str) -> tuple[str, ...]:
+    """Cached per library and LD_LIBRARY_PATH: availability is asked at every selection."""
+    from ..hardware.libraries import unresolved_needs
+
+    return tuple(unresolved_needs(library))
 
 
 def _hardware_problem(kind: str, device: str, root, identity) -> tuple[str, str | None] | None:

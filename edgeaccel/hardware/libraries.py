@@ -126,3 +126,91 @@ def find_edgetpu_library(root: Root = Path("/")) -> LibraryLookup:
     platform = sys.platform if tree.is_real else "linux"
     name = EDGETPU_LIBRARY.get("linux" if platform.startswith("linux") else platform, EDGETPU_LIBRARY["linux"])
     return find_library(tree, name, "Edge TPU delegate (libedgetpu)")
+
+
+@dataclass(frozen=True)
+class DynamicSection:
+    """What the dynamic loader reads from a shared library before it maps it: the sonames it needs
+    (DT_NEEDED) and the folders it searches first (DT_RPATH / DT_RUNPATH, ``$ORIGIN`` expanded)."""
+    needed: tuple[str, ...]
+    search: tuple[str, ...]
+
+
+def dynamic_section(path: str | Path) -> DynamicSection:
+    """Reads an ELF file's dynamic section (32 or 64 bits, either byte order) without loading it.
+    ValueError: not an ELF shared object, or a malformed one."""
+    import struct
+
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+            raise ValueError(f"{path} is not an ELF file")
+        wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
+        word = "Q" if wide else "I"
+        phoff, = struct.unpack_from(order + word, head, 0x20 if wide else 0x1C)
+        phentsize, phnum = struct.unpack_from(order + "HH", head, 0x36 if wide else 0x2A)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+        loads, dynamic = [], None
+        for i in range(phnum):
+            if wide:
+                kind, _, offset, vaddr, _, filesz = struct.unpack_from(order + "IIQQQQ", table, i * phentsize)
+            else:
+                kind, offset, vaddr, _, filesz = struct.unpack_from(order + "IIIII", table, i * phentsize)
+            if kind == 1:  # PT_LOAD: where a virtual address lies in the file
+                loads.append((vaddr, offset, filesz))
+            elif kind == 2:  # PT_DYNAMIC
+                dynamic = (offset, filesz)
+        if dynamic is None:
+            return DynamicSection((), ())
+        f.seek(dynamic[0])
+        raw = f.read(min(dynamic[1], 1 << 20))
+        entry = struct.Struct(order + word * 2)
+        tags: list[tuple[int, int]] = []
+        for tag, value in entry.iter_unpack(raw[:len(raw) - len(raw) % entry.size]):
+            if tag == 0:  # DT_NULL ends the table
+                break
+            tags.append((tag, value))
+        strtab = next((v for t, v in tags if t == 5), None)  # DT_STRTAB, a virtual address
+        base = next((off + strtab - va for va, off, size in loads if strtab is not None and va <= strtab < va + size),
+                    None)
+        if base is None:
+            raise ValueError(f"{path}: its dynamic string table lies outside every loaded segment")
+
+        def string(at: int) -> str:
+            f.seek(base + at)
+            return f.read(4096).split(b"\x00", 1)[0].decode("utf-8", "replace")
+
+        origin = str(Path(path).resolve().parent)
+        needed = tuple(string(v) for t, v in tags if t == 1)  # DT_NEEDED
+        search = tuple(d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
+                       for t, v in tags if t in (15, 29) for d in string(v).split(":") if d)  # DT_RPATH, DT_RUNPATH
+        return DynamicSection(needed, search)
+
+
+def loaded_libraries() -> set[str]:
+    """File names of the shared libraries mapped into this process now (Linux): the loader reuses a loaded
+    library for a soname without searching (``libcudart.so.13`` matches a mapped ``libcudart.so.13.0.96``)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            return {line.rsplit("/", 1)[-1].strip() for line in maps if ".so" in line}
+    except OSError:
+        return set()
+
+
+def unresolved_needs(library: str | Path, tree: Tree | None = None) -> list[str]:
+    """The sonames ``library`` needs that the dynamic loader would not find here: not in its own folder or its
+    RPATH/RUNPATH, not already loaded, not on the loader path of ``tree`` (the real root by default)."""
+    section = dynamic_section(library)
+    tree = tree or as_tree(Path("/"))
+    loaded = loaded_libraries()
+    folders = (str(Path(library).resolve().parent), *section.search)
+    missing = []
+    for name in section.needed:
+        if any(Path(folder, name).exists() for folder in folders):
+            continue
+        if any(have == name or have.startswith(name + ".") for have in loaded):
+            continue
+        if not find_library(tree, name, "").found:
+            missing.append(name)
+    return missing
