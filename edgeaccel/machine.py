@@ -4,6 +4,7 @@ profile that matches them."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -26,8 +27,19 @@ def machine_facts() -> tuple[MachineFacts, DeviceFacts]:
     installed = {name: registry.installed_version(name) for name in classes}
     plugin_devices, absent = _plugin_presence(classes)
     facts = MachineFacts(installed=installed, devices_present=device.devices, cpu_flags=device.cpu_flags,
-                         plugin_devices=plugin_devices, absent_reasons=absent)
+                         plugin_devices=plugin_devices, absent_reasons=absent, unloadable=_unloadable_here)
     return facts, device
+
+
+@functools.lru_cache(maxsize=64)
+def _unloadable_here(cls: type[Executor], device: str) -> tuple[str, str | None] | None:
+    """``cls.unloadable(device)`` once per process (a build's providers and libraries do not change under it);
+    a plug-in's bug is its device refused, with the reason."""
+    try:
+        return cls.unloadable(device)
+    except Exception as exc:
+        log.warning("executor %s: unloadable(%r) raised %s: %s", cls.runtime, device, type(exc).__name__, exc)
+        return f"{cls.runtime}.unloadable({device!r}) raised {type(exc).__name__}: {exc}", None
 
 
 def _plugin_presence(classes: dict[str, type[Executor]]) -> tuple[dict[str, frozenset[str]], dict[str, str]]:

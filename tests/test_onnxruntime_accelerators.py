@@ -163,3 +163,29 @@ def test_placement_counts_the_nodes_each_provider_took():
         pytest.skip("this onnxruntime cannot report node placement (before 1.24)")
     assert found["accelerated_share"] == 1.0 and found["nodes_per_provider"]["CPUExecutionProvider"] > 50
     assert placement(session, "CUDAExecutionProvider")["accelerated_share"] == 0.0
+
+
+def test_a_gpu_this_build_cannot_open_is_a_rejection_at_ranking_not_a_fallback_at_load(conv):
+    """Seen on a GPU machine with the CPU-only onnxruntime: every load of an ONNX model warned twice ("fallback:
+    onnxruntime:TensorRT failed at load: this onnxruntime build has no ...", the same for CUDA). The real
+    machine's facts ask the runtime first; facts of another machine (unloadable=None) still rank the GPU."""
+    import onnxruntime
+
+    from edgeaccel.selection.selector import MachineFacts, rank
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("this onnxruntime build has CUDA: the build without it is the case shown")
+    runtimes = {"onnxruntime": OnnxRuntimeExecutor}
+    present = frozenset({"CPU", "CUDA", "TensorRT"})
+    elsewhere = MachineFacts({"onnxruntime": onnxruntime.__version__}, present)
+    here = MachineFacts({"onnxruntime": onnxruntime.__version__}, present,
+                        unloadable=lambda cls, device: cls.unloadable(device))
+    assert {"onnxruntime:CUDA", "onnxruntime:TensorRT"} <= {c.name for c in rank([conv], runtimes, elsewhere, None,
+                                                                                ExecutorOptions()).candidates}
+    ranking = rank([conv], runtimes, here, None, ExecutorOptions())
+    assert [c.name for c in ranking.candidates] == ["onnxruntime:CPU"]
+    refused = {r.name: r for r in ranking.rejected}
+    for device, provider in (("CUDA", CUDA), ("TensorRT", TRT)):
+        assert refused[f"onnxruntime:{device}"].reason.startswith(f"this onnxruntime build (onnxruntime) has no "
+                                                                  f"{provider}")
+        assert "edgeaccel[gpu]" in refused[f"onnxruntime:{device}"].fix

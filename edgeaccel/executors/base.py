@@ -235,6 +235,14 @@ class Executor(ABC):
         return options
 
     @classmethod
+    def unloadable(cls, device: str) -> tuple[str, str | None] | None:
+        """(why, fix) when this runtime cannot open ``device`` on this machine although the probe found the
+        device (a build without its provider, a provider library whose dependencies are missing); None when
+        nothing is known against it. Asked at ranking, for a model this runtime reads, on the real machine only;
+        it may import the runtime. What it refuses is a rejection in `explain`, not a fallback at every load."""
+        return None
+
+    @classmethod
     @abstractmethod
     def availability(cls, device: str | None = None) -> Availability:
         """Can this runtime (and ``device``, when given) be used in this process? Cheap; never raises."""

@@ -233,11 +233,10 @@ class OnnxRuntimeExecutor(Executor):
         if hardware:
             reasons.append(hardware[0])
             fixes.append(hardware[1])
-        if wanted not in available:
-            reasons.append(f"this onnxruntime build ({installed(packages.ONNXRUNTIME)[0] or 'onnxruntime'}) has no "
-                           f"{wanted} (it has {', '.join(available)})")
-            if kind in INSTALL_FOR:
-                fixes.append(f"{INSTALL_FOR[kind]} after pip uninstall onnxruntime (one build per environment)")
+        lacks = _build_lacks(kind, available)
+        if lacks:
+            reasons.append(lacks[0])
+            fixes.append(lacks[1])
         if not reasons and Path(root) == Path("/"):
             unloadable = _provider_libraries_problem(kind)
             if unloadable:
@@ -247,6 +246,19 @@ class OnnxRuntimeExecutor(Executor):
             return Availability(False, "; and ".join(reasons), fix="; ".join(f for f in fixes if f) or None,
                                 version=version)
         return Availability(True, f"{wanted} available", version=version)
+
+    @classmethod
+    def unloadable(cls, device: str) -> tuple[str, str | None] | None:
+        """A GPU or NPU the probe found that this build cannot open: the provider is not in the build (the
+        CPU-only onnxruntime beside an NVIDIA GPU), or its library's dependencies are not on the loader path."""
+        kind = _device_kind(device)
+        if kind not in PROVIDERS or kind == "CPU":
+            return None
+        try:
+            available = _ort().get_available_providers()
+        except Exception as exc:
+            return f"onnxruntime failed to import: {runtime_message(exc)}", None
+        return _build_lacks(kind, available) or _provider_libraries_problem(kind)
 
     def __init__(self, model: ModelInfo, device: str, options: ExecutorOptions) -> None:
         super().__init__(model, device, options)
@@ -496,6 +508,17 @@ def provider_options(provider: str, device: str, options: ExecutorOptions) -> di
         opts["backend_path"] = "QnnHtp.dll" if sys.platform == "win32" else "libQnnHtp.so"
     opts.update(user)
     return {k: str(v) for k, v in opts.items()}
+
+
+def _build_lacks(kind: str, available: Sequence[str]) -> tuple[str, str | None] | None:
+    """(why, fix) when this onnxruntime build has no provider for ``kind``."""
+    wanted = PROVIDERS[kind][0]
+    if wanted in available:
+        return None
+    fix = f"{INSTALL_FOR[kind]} after pip uninstall onnxruntime (one build per environment)" if kind in INSTALL_FOR \
+        else None
+    return (f"this onnxruntime build ({installed(packages.ONNXRUNTIME)[0] or 'onnxruntime'}) has no {wanted} (it has "
+            f"{', '.join(available)})", fix)
 
 
 def _provider_libraries_problem(kind: str) -> tuple[str, str] | None:

@@ -119,6 +119,10 @@ class MachineFacts:
     plugin_devices: Mapping[str, frozenset[str]] = field(default_factory=dict)
     # why a device is absent, where the caller knows better than "not found" (an availability() reason)
     absent_reasons: Mapping[str, str] = field(default_factory=dict)
+    # asks a runtime why it cannot open a device the probe found (``Executor.unloadable``): the real machine's
+    # facts set it; facts a caller makes up (another machine's) leave it None, as the real runtime is not theirs
+    unloadable: Callable[[type[Executor], str], tuple[str, str | None] | None] | None = field(default=None,
+                                                                                        compare=False)
 
     def all_present(self) -> frozenset[str]:
         return self.devices_present.union(*self.plugin_devices.values())
@@ -305,6 +309,10 @@ def _reject(artifact, cls: type[Executor], target, kind, facts, executor, device
         base = base_of(target)
         why = facts.absent_reasons.get(f"{cls.runtime}:{base}") or f"no {base} device found on this machine"
         return why, "`edgeaccel probe` shows what was looked for and why it is absent"
+    if kind not in ("cpu", "auto") and facts.unloadable is not None:
+        blocked = facts.unloadable(cls, target)
+        if blocked:
+            return blocked
     return None, None
 
 
