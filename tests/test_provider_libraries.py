@@ -82,11 +82,17 @@ def test_a_gpu_build_whose_tensorrt_libraries_are_missing_is_not_offered(tmp_pat
     elf_with_needs(capi / "libonnxruntime_providers_tensorrt.so", ["libc.so.6", ABSENT])
     elf_with_needs(capi / "libonnxruntime_providers_cuda.so", ["libc.so.6"])
 
-    class Build:
+    class Build:  # where the GPU build's files are, and the providers it lists (it lists TensorRT regardless)
         __file__ = str(tmp_path / "onnxruntime" / "__init__.py")
+
+        @staticmethod
+        def get_available_providers():
+            return ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
 
     monkeypatch.setattr(ort_executor, "_ort", lambda: Build)
     assert ort_executor._provider_libraries_problem("CUDA") is None
+    survey = ort_executor.OnnxRuntimeExecutor.survey()  # what `edgeaccel probe` prints
+    assert survey.reaches == ("CUDA", "CPU") and f"needs {ABSENT}" in survey.reason
     why, fix = ort_executor._provider_libraries_problem("TensorRT")
     assert why.startswith("TensorrtExecutionProvider cannot load here: libonnxruntime_providers_tensorrt.so "
                           f"needs {ABSENT}")

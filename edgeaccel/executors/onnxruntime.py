@@ -188,9 +188,12 @@ class OnnxRuntimeExecutor(Executor):
                                  round((time.perf_counter() - start) * 1000, 1))
         took = round((time.perf_counter() - start) * 1000, 1)
         by_provider = {names[0]: device for device, names in PROVIDERS.items()}
-        reaches = tuple(by_provider[p] for p in providers if p in by_provider)
-        return RuntimeSurvey(cls.runtime, True, version, dist, True, reaches, f"providers: {', '.join(providers)}",
-                             None, took, {"providers": providers})
+        listed = [by_provider[p] for p in providers if p in by_provider]
+        cannot = {device: problem for device in listed if (problem := _provider_libraries_problem(device))}
+        reaches = tuple(device for device in listed if device not in cannot)  # the build lists what it cannot load
+        reason = "; ".join([f"providers: {', '.join(providers)}", *(why for why, _ in cannot.values())])
+        return RuntimeSurvey(cls.runtime, True, version, dist, True, reaches, reason,
+                             next((fix for _, fix in cannot.values()), None), took, {"providers": providers})
 
     @classmethod
     def rejects(cls, model: ModelInfo, device: str, options: ExecutorOptions) -> str | None:
