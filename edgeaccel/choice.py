@@ -212,7 +212,11 @@ def _explain_absences(ranking: Ranking, facts: MachineFacts) -> Ranking:
         cls = classes.get(r.runtime)
         if r.artifact.path in ranked or cls is None or cls.kind_of(r.device) in (None, "cpu", "auto"):
             continue
-        if not cls.reads(r.artifact.format, r.device) or (facts.present(cls, r.device) and cls.availability()):
+        if not cls.reads(r.artifact.format, r.device):
+            continue
+        # the device is here: explained only where the runtime is what is missing (not another reason)
+        if facts.present(cls, r.device) and not (facts.installed.get(cls.runtime) is None
+                                                 and r.reason == f"{cls.runtime} is not installed"):
             continue
         explained = cls.explain_absence(r.artifact, r.device)
         if explained:

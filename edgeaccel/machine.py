@@ -4,7 +4,6 @@ profile that matches them."""
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 
@@ -31,10 +30,8 @@ def machine_facts() -> tuple[MachineFacts, DeviceFacts]:
     return facts, device
 
 
-@functools.lru_cache(maxsize=64)
 def _unloadable_here(cls: type[Executor], device: str) -> tuple[str, str | None] | None:
-    """``cls.unloadable(device)`` once per process (a build's providers and libraries do not change under it);
-    a plug-in's bug is its device refused, with the reason."""
+    """``cls.unloadable(device)``; a plug-in's bug is its device refused, with the reason."""
     try:
         return cls.unloadable(device)
     except Exception as exc:

@@ -16,36 +16,78 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="EL
 ABSENT = "libedgeaccel_absent_for_tests.so.7"
 
 
-def elf_with_needs(path, needed, runpath=None, base=0x1000):
-    """A minimal 64-bit little-endian ELF shared object: one loadable segment and a dynamic section naming
-    ``needed`` (DT_NEEDED) and ``runpath`` (DT_RUNPATH); the string table is addressed virtually, as in
-    real files, so the reader must map it through the segment."""
+def elf_with_needs(path, needed, runpath=None, rpath=None, base=0x1000, wide=True, order="<"):
+    """A minimal ELF shared object (64 or 32 bits, little or big endian): one loadable segment and a dynamic
+    section naming ``needed`` (DT_NEEDED), ``runpath`` (DT_RUNPATH) and ``rpath`` (DT_RPATH); the string table
+    is addressed virtually, as in real files, so the reader must map it through the segment."""
     names = b"\x00"
     offsets = {}
-    for name in (*needed, *([runpath] if runpath else [])):
+    for name in (*needed, *(p for p in (runpath, rpath) if p)):
         offsets[name] = len(names)
         names += name.encode() + b"\x00"
-    strtab = 64 + 2 * 56
+    word, header_size, ph_size = ("Q", 64, 56) if wide else ("I", 52, 32)
+    strtab = header_size + 2 * ph_size
+    entry = 2 * struct.calcsize(word)
     dynamic = (strtab + len(names) + 7) // 8 * 8
     entries = [(1, offsets[n]) for n in needed] + ([(29, offsets[runpath])] if runpath else [])
-    entries += [(5, base + strtab), (0, 0)]
-    size = dynamic + 16 * len(entries)
-    header = b"\x7fELF" + bytes([2, 1, 1]) + bytes(9)
-    header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 64, 0, 0, 64, 56, 2, 64, 0, 0)
-    load = struct.pack("<IIQQQQQQ", 1, 5, 0, base, base, size, size, 0x1000)
-    dyn = struct.pack("<IIQQQQQQ", 2, 6, dynamic, base + dynamic, base + dynamic, 16 * len(entries),
-                      16 * len(entries), 8)
+    entries += ([(15, offsets[rpath])] if rpath else []) + [(5, base + strtab), (0, 0)]
+    size = dynamic + entry * len(entries)
+    header = b"\x7fELF" + bytes([2 if wide else 1, 1 if order == "<" else 2, 1]) + bytes(9)
+    if wide:
+        header += struct.pack(order + "HHIQQQIHHHHHH", 3, 62, 1, 0, header_size, 0, 0, header_size, ph_size, 2, 64,
+                              0, 0)
+        load = struct.pack(order + "IIQQQQQQ", 1, 5, 0, base, base, size, size, 0x1000)
+        dyn = struct.pack(order + "IIQQQQQQ", 2, 6, dynamic, base + dynamic, base + dynamic, entry * len(entries),
+                          entry * len(entries), 8)
+    else:
+        header += struct.pack(order + "HHIIIIIHHHHHH", 3, 40, 1, 0, header_size, 0, 0, header_size, ph_size, 2, 40,
+                              0, 0)
+        load = struct.pack(order + "IIIIIIII", 1, 0, base, base, size, size, 5, 0x1000)
+        dyn = struct.pack(order + "IIIIIIII", 2, dynamic, base + dynamic, base + dynamic, entry * len(entries),
+                          entry * len(entries), 6, 4)
     body = header + load + dyn + names
-    body += bytes(dynamic - len(body)) + b"".join(struct.pack("<QQ", tag, value) for tag, value in entries)
+    body += bytes(dynamic - len(body)) + b"".join(struct.pack(order + word * 2, t, v) for t, v in entries)
     path.write_bytes(body)
     return path
 
 
-def test_the_dynamic_section_is_read_through_the_segments_with_origin_expanded(tmp_path):
-    lib = elf_with_needs(tmp_path / "libprovider.so", ["libc.so.6", ABSENT], runpath="$ORIGIN/deps:/opt/x")
+@pytest.mark.parametrize("wide, order", [(True, "<"), (False, "<"), (True, ">"), (False, ">")])
+def test_the_dynamic_section_is_read_through_the_segments_with_origin_expanded(tmp_path, wide, order):
+    lib = elf_with_needs(tmp_path / "libprovider.so", ["libc.so.6", ABSENT], runpath="$ORIGIN/deps:/opt/x",
+                         wide=wide, order=order)
     section = dynamic_section(lib)
     assert section.needed == ("libc.so.6", ABSENT)
     assert section.search == (str(tmp_path.resolve() / "deps"), "/opt/x")
+
+
+def test_runpath_hides_rpath_as_in_glibc(tmp_path):
+    both = elf_with_needs(tmp_path / "libboth.so", [ABSENT], runpath="/opt/run", rpath="/opt/r")
+    assert dynamic_section(both).search == ("/opt/run",)
+    only = elf_with_needs(tmp_path / "libold.so", [ABSENT], rpath="/opt/r")
+    assert dynamic_section(only).search == ("/opt/r",)
+
+
+def test_origin_is_the_folder_the_library_was_reached_by_not_only_where_it_lives(tmp_path):
+    """uv's symlink link mode, Nix, Bazel: the library file is a link into a store; glibc expands $ORIGIN to the
+    folder of the path it opened, without following the link."""
+    real = tmp_path / "store" / "pkg" / "lib"
+    real.mkdir(parents=True)
+    elf_with_needs(real / "libprovider.so", [ABSENT], runpath="$ORIGIN/../deps")
+    for folder in ("lib", "deps"):
+        (tmp_path / "env" / folder).mkdir(parents=True)
+    (tmp_path / "env" / "deps" / ABSENT).write_bytes(b"")
+    (tmp_path / "env" / "lib" / "libprovider.so").symlink_to(real / "libprovider.so")
+    assert unresolved_needs(tmp_path / "env" / "lib" / "libprovider.so") == []
+    assert unresolved_needs(real / "libprovider.so") == [ABSENT]
+
+
+def test_a_truncated_elf_is_a_value_error_not_a_struct_error(tmp_path):
+    lib = elf_with_needs(tmp_path / "libfull.so", [ABSENT])
+    for size in (56, 64 + 30, 130):  # inside the header, the program headers, the dynamic section
+        cut = tmp_path / f"libcut{size}.so"
+        cut.write_bytes(lib.read_bytes()[:size])
+        with pytest.raises(ValueError):
+            dynamic_section(cut)
 
 
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="binutils' readelf is not installed")
@@ -97,8 +139,15 @@ def test_a_gpu_build_whose_tensorrt_libraries_are_missing_is_not_offered(tmp_pat
     assert why.startswith("TensorrtExecutionProvider cannot load here: libonnxruntime_providers_tensorrt.so "
                           f"needs {ABSENT}")
     assert "LD_LIBRARY_PATH" in fix and "TensorRT" in fix
+    # the fix, followed: a process started with the folder on LD_LIBRARY_PATH finds it (the loader reads the
+    # variable at start; setting it later in this process would change nothing, and neither does the check)
     folder = tmp_path / "trt"
     folder.mkdir()
     (folder / ABSENT).write_bytes(b"")
     monkeypatch.setenv("LD_LIBRARY_PATH", str(folder))
-    assert ort_executor._provider_libraries_problem("TensorRT") is None  # the fix, followed, works
+    assert ort_executor._provider_libraries_problem("TensorRT") is not None
+    code = ("from edgeaccel.hardware.libraries import unresolved_needs; import sys; "
+            "print(unresolved_needs(sys.argv[1]))")
+    child = subprocess.run([sys.executable, "-c", code, str(capi / "libonnxruntime_providers_tensorrt.so")],
+                           capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == "[]"

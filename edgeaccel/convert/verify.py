@@ -23,7 +23,7 @@ import numpy as np
 
 from ..modelfiles import bundle
 from .. import formats
-from ..errors import ConversionError, EdgeAccelError
+from ..errors import ConversionError, EdgeAccelError, NoExecutorError
 from ..modelinfo import Format, ModelInfo
 from . import calibration as calib_mod
 from . import edgetpu
@@ -152,8 +152,13 @@ def check(path: str | os.PathLike, *, reference: str | os.PathLike | None = None
     if task == "none":
         task = None
     # the reference runs on the CPU: exact and the same on every machine (a GPU's TF32 or a provider that
-    # cannot load there would make it neither)
-    with load(ref_path, device="CPU") as ref_model:
+    # cannot load there would make it neither); one no CPU executor reads runs where it can, said in the notes
+    try:
+        opened = load(ref_path, device="CPU")
+    except NoExecutorError:
+        opened = load(ref_path)
+        notes.append(f"the reference has no CPU executor here: it ran on {opened.executor.name}")
+    with opened as ref_model:
         from ..modelfiles.describe import describe_pipeline, pipeline_of
 
         ref_executor = ref_model.executor.name

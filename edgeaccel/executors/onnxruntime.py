@@ -533,8 +533,8 @@ def _provider_libraries_problem(kind: str) -> tuple[str, str] | None:
         if not library.is_file():
             continue
         try:
-            missing = _unresolved(str(library), os.environ.get("LD_LIBRARY_PATH", ""))
-        except (OSError, ValueError):
+            missing = _unresolved(str(library))
+        except Exception:  # an unreadable or odd file: no verdict against it (the session still reports)
             continue
         if missing:
             return (f"{PROVIDERS[kind][0]} cannot load here: {name} needs {', '.join(missing)}, which the dynamic "
@@ -543,12 +543,20 @@ def _provider_libraries_problem(kind: str) -> tuple[str, str] | None:
     return None
 
 
-@functools.lru_cache(maxsize=16)
-def _unresolved(library: str, ld_library_path: str) -> tuple[str, ...]:
-    """Cached per library and LD_LIBRARY_PATH: availability is asked at every selection."""
+_RESOLVED: set[str] = set()  # provider libraries whose needs all resolved: that cannot change in a process
+
+
+def _unresolved(library: str) -> tuple[str, ...]:
+    """Asked at every selection; a "missing" verdict is not kept, as loading the libraries later (import torch,
+    onnxruntime.preload_dlls()) makes them resolvable in this process."""
     from ..hardware.libraries import unresolved_needs
 
-    return tuple(unresolved_needs(library))
+    if library in _RESOLVED:
+        return ()
+    missing = tuple(unresolved_needs(library))
+    if not missing:
+        _RESOLVED.add(library)
+    return missing
 
 
 def _hardware_problem(kind: str, device: str, root, identity) -> tuple[str, str | None] | None:

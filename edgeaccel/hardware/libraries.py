@@ -84,6 +84,17 @@ def _conf_dirs(tree: Tree) -> list[str]:
     return dirs
 
 
+def _start_environment() -> dict[str, str]:
+    """The environment this process started with (Linux): the loader read LD_LIBRARY_PATH then, and a change to
+    os.environ afterwards does not reach dlopen. Elsewhere, or unreadable: os.environ."""
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            items = f.read().split(b"\x00")
+    except OSError:
+        return dict(os.environ)
+    return dict(item.decode("utf-8", "replace").split("=", 1) for item in items if b"=" in item)
+
+
 def find_library(tree: Tree, filename: str, purpose: str) -> LibraryLookup:
     platform = sys.platform if tree.is_real else "linux"
     searched: list[str] = []
@@ -92,7 +103,7 @@ def find_library(tree: Tree, filename: str, purpose: str) -> LibraryLookup:
         searched.append("/etc/ld.so.cache")
         if filename in cache and tree.exists(cache[filename]):
             return LibraryLookup(purpose, filename, cache[filename], "/etc/ld.so.cache", tuple(searched))
-        env = os.environ.get("LD_LIBRARY_PATH", "") if tree.is_real else ""
+        env = _start_environment().get("LD_LIBRARY_PATH", "") if tree.is_real else ""
         candidates = [("LD_LIBRARY_PATH", d) for d in env.split(":") if d]
         candidates += [("/etc/ld.so.conf", d) for d in _conf_dirs(tree)]
         candidates += [("standard directories", d) for d in LINUX_DIRS]
@@ -138,9 +149,16 @@ class DynamicSection:
 
 def dynamic_section(path: str | Path) -> DynamicSection:
     """Reads an ELF file's dynamic section (32 or 64 bits, either byte order) without loading it.
-    ValueError: not an ELF shared object, or a malformed one."""
+    ValueError: not an ELF shared object, or a malformed (truncated) one."""
     import struct
 
+    try:
+        return _dynamic_section(path, struct)
+    except struct.error as exc:
+        raise ValueError(f"{path}: a truncated or malformed ELF file ({exc})") from None
+
+
+def _dynamic_section(path: str | Path, struct) -> DynamicSection:
     with open(path, "rb") as f:
         head = f.read(64)
         if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
@@ -149,6 +167,8 @@ def dynamic_section(path: str | Path) -> DynamicSection:
         word = "Q" if wide else "I"
         phoff, = struct.unpack_from(order + word, head, 0x20 if wide else 0x1C)
         phentsize, phnum = struct.unpack_from(order + "HH", head, 0x36 if wide else 0x2A)
+        if phentsize < (56 if wide else 32):
+            raise ValueError(f"{path}: program headers of {phentsize} bytes are too small for this ELF class")
         f.seek(phoff)
         table = f.read(phentsize * phnum)
         loads, dynamic = [], None
@@ -181,11 +201,15 @@ def dynamic_section(path: str | Path) -> DynamicSection:
             f.seek(base + at)
             return f.read(4096).split(b"\x00", 1)[0].decode("utf-8", "replace")
 
-        origin = str(Path(path).resolve().parent)
+        # glibc expands $ORIGIN from the path the library was opened by, symlinks not followed; the resolved
+        # folder is searched too (erring towards "found": a wrong "missing" would refuse a working device)
+        origins = dict.fromkeys((os.path.dirname(os.path.abspath(path)), str(Path(path).resolve().parent)))
         needed = tuple(string(v) for t, v in tags if t == 1)  # DT_NEEDED
-        search = tuple(d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
-                       for t, v in tags if t in (15, 29) for d in string(v).split(":") if d)  # DT_RPATH, DT_RUNPATH
-        return DynamicSection(needed, search)
+        runpath = [v for t, v in tags if t == 29]  # DT_RUNPATH; without it, DT_RPATH (glibc ignores RPATH beside it)
+        search = tuple(d.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
+                       for v in (runpath or [v for t, v in tags if t == 15])
+                       for d in string(v).split(":") if d for origin in origins)
+        return DynamicSection(needed, tuple(dict.fromkeys(search)))
 
 
 def loaded_libraries() -> set[str]:
@@ -199,8 +223,9 @@ def loaded_libraries() -> set[str]:
 
 
 def unresolved_needs(library: str | Path, tree: Tree | None = None) -> list[str]:
-    """The sonames ``library`` needs that the dynamic loader would not find here: not in its own folder or its
-    RPATH/RUNPATH, not already loaded, not on the loader path of ``tree`` (the real root by default)."""
+    """The sonames ``library`` needs that the dynamic loader would not find here: not in its RUNPATH (or RPATH),
+    not already loaded, not on the loader path of ``tree`` (the real root by default). Its own folder counts
+    as found, though the loader does not search it: a provider's siblings are loaded by the runtime first."""
     section = dynamic_section(library)
     tree = tree or as_tree(Path("/"))
     loaded = loaded_libraries()

@@ -309,7 +309,8 @@ def _reject(artifact, cls: type[Executor], target, kind, facts, executor, device
         base = base_of(target)
         why = facts.absent_reasons.get(f"{cls.runtime}:{base}") or f"no {base} device found on this machine"
         return why, "`edgeaccel probe` shows what was looked for and why it is absent"
-    if kind not in ("cpu", "auto") and facts.unloadable is not None:
+    # a device pinned by name is tried whatever this says: a wrong verdict must not leave the caller no way round
+    if kind not in ("cpu", "auto") and facts.unloadable is not None and not device:
         blocked = facts.unloadable(cls, target)
         if blocked:
             return blocked
