@@ -79,6 +79,9 @@ def test_the_cpu_session_still_works_beside_them(conv):
     try:
         assert executor.run([np.ones((1, 3, 16, 16), np.float32)])[0].shape == (1, 8)
         assert executor.info.details["providers"] == ["CPUExecutionProvider"]
+        # ORT's own fallback is off: a GPU provider failing in run() would otherwise re-create the session on
+        # the CPU behind the executor's back (it only prints to stdout)
+        assert executor._session._enable_fallback is False
     finally:
         executor.close()
 

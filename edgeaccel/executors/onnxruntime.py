@@ -68,6 +68,11 @@ PROVIDER_LIBRARIES = {"CUDA": ("libonnxruntime_providers_cuda.so",),
                       "TensorRT": ("libonnxruntime_providers_tensorrt.so", "libonnxruntime_providers_cuda.so")}
 NEEDS_FROM = {"CUDA": "the CUDA runtime, cuBLAS and cuDNN this onnxruntime-gpu build was made for",
               "TensorRT": "TensorRT (pip install tensorrt, matching the onnxruntime-gpu build) and the CUDA libraries"}
+# ORT's own fallback, off: a provider that fails while the session is made, or later in run() (EPFail), makes
+# ORT print "EP Error ... Falling back" to stdout and carry on with the other providers, in run() silently
+# re-creating the session on them (docs/runtime-facts.md). edgeaccel's failover is the visible one: the error
+# reaches it. Versions without the keyword ignore it.
+NO_ORT_FALLBACK = {"enable_fallback": 0}
 # The hardware the probe must find for a device (its present_devices() names), and what to say without it.
 HARDWARE = {"CUDA": ("CUDA", "no NVIDIA GPU with its driver on this machine (no PCI display device of vendor "
                              "0x10de bound to nvidia, no /proc/driver/nvidia/gpus)"),
@@ -309,7 +314,7 @@ class OnnxRuntimeExecutor(Executor):
         try:
             self._session = ort.InferenceSession(
                 source, sess_options=so, providers=[p for p, _ in providers],
-                provider_options=[o for _, o in providers],
+                provider_options=[o for _, o in providers], **NO_ORT_FALLBACK,
             )
         except Exception as exc:
             raise translate(type(self), exc, "load", model, device, options) from exc
@@ -390,7 +395,7 @@ class OnnxRuntimeExecutor(Executor):
                 so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
                 self._extended = ort.InferenceSession(
                     str(self.model.path), sess_options=so, providers=[p for p, _ in self._providers_asked],
-                    provider_options=[o for _, o in self._providers_asked])
+                    provider_options=[o for _, o in self._providers_asked], **NO_ORT_FALLBACK)
             return self._extended.run
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
