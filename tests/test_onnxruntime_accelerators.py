@@ -192,3 +192,30 @@ def test_a_gpu_this_build_cannot_open_is_a_rejection_at_ranking_not_a_fallback_a
         assert refused[f"onnxruntime:{device}"].reason.startswith(f"this onnxruntime build (onnxruntime) has no "
                                                                   f"{provider}")
         assert "edgeaccel[gpu]" in refused[f"onnxruntime:{device}"].fix
+
+
+@pytest.mark.slow  # two fresh interpreters
+def test_ort_warnings_outside_sessions_stay_quiet_where_edgeaccel_imported_it(tmp_path):
+    """ORT's process-wide logger printed a raw [W:onnxruntime ...] line during calibration on a GPU host. Where
+    edgeaccel imports ORT, that logger prints errors only; an app that imported ORT first keeps its own setting.
+    Seen through a session that inherits the default logger: an unused initializer is a warning."""
+    import subprocess
+    import sys
+
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+                              [numpy_helper.from_array(np.ones(4, np.float32), "unused")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, tmp_path / "unused.onnx")
+    session = f"import onnxruntime; onnxruntime.InferenceSession({str(tmp_path / 'unused.onnx')!r})"
+    first_edgeaccel = "from edgeaccel.executors.onnxruntime import _ort; _ort(); " + session
+    first_app = "import onnxruntime; from edgeaccel.executors.onnxruntime import _ort; _ort(); " + session
+    quiet, loud = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+                   for code in (first_edgeaccel, first_app))
+    assert quiet.returncode == loud.returncode == 0, quiet.stderr + loud.stderr
+    assert "Removing initializer 'unused'" in loud.stderr and "[W:onnxruntime" not in quiet.stderr

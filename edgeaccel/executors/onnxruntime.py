@@ -91,9 +91,23 @@ CANN_PRECISION_MODE = {None: "force_fp16", "f16": "force_fp16", "f32": "force_fp
 
 @functools.lru_cache(maxsize=1)
 def _ort():
+    first = "onnxruntime" not in sys.modules
     import onnxruntime
 
+    if first:  # edgeaccel brought ONNX Runtime into this process: its process-wide logger prints errors only
+        quiet_default_logger(onnxruntime)
     return onnxruntime
+
+
+def quiet_default_logger(ort) -> None:
+    """ORT's default logger (not a session's, which session_options sets) prints warnings to stderr from outside
+    any session: "No registered plugin EP device found for 'CUDAExecutionProvider'" during calibration on a GPU
+    host (docs/runtime-facts.md). Errors still print: every one edgeaccel meets is raised as its own error too.
+    An application that imported onnxruntime before edgeaccel keeps whatever it set."""
+    try:
+        ort.set_default_logger_severity(3)
+    except Exception:  # an old or odd build without it: its warnings print, nothing else changes
+        pass
 
 
 def ort_version() -> str | None:
