@@ -1,14 +1,17 @@
-"""Is a shared library (the Edge TPU delegate) findable by the dynamic loader of the probed root?
+"""Is a shared library (the Edge TPU delegate) findable by the dynamic loader of the probed root? And which
+libraries does a shared library need (an ONNX Runtime GPU provider), and would the loader find them?
 
 Searched without loading anything: the loader cache /etc/ld.so.cache, the directories of
 /etc/ld.so.conf (and its includes), the standard and multiarch library directories, and, on the real
-root only, LD_LIBRARY_PATH. macOS and Windows (real root only) use their usual directories and PATH.
+root only, LD_LIBRARY_PATH as the process started with it. macOS and Windows (real root only) use their usual
+directories and PATH. A library's needs are read from its ELF dynamic section (DT_NEEDED, RUNPATH/RPATH).
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import struct
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,15 +153,13 @@ class DynamicSection:
 def dynamic_section(path: str | Path) -> DynamicSection:
     """Reads an ELF file's dynamic section (32 or 64 bits, either byte order) without loading it.
     ValueError: not an ELF shared object, or a malformed (truncated) one."""
-    import struct
-
     try:
-        return _dynamic_section(path, struct)
+        return _dynamic_section(path)
     except struct.error as exc:
         raise ValueError(f"{path}: a truncated or malformed ELF file ({exc})") from None
 
 
-def _dynamic_section(path: str | Path, struct) -> DynamicSection:
+def _dynamic_section(path: str | Path) -> DynamicSection:
     with open(path, "rb") as f:
         head = f.read(64)
         if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
@@ -229,7 +230,7 @@ def unresolved_needs(library: str | Path, tree: Tree | None = None) -> list[str]
     section = dynamic_section(library)
     tree = tree or as_tree(Path("/"))
     loaded = loaded_libraries()
-    folders = (str(Path(library).resolve().parent), *section.search)
+    folders = (os.path.dirname(os.path.abspath(library)), str(Path(library).resolve().parent), *section.search)
     missing = []
     for name in section.needed:
         if any(Path(folder, name).exists() for folder in folders):
