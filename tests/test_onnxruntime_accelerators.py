@@ -120,9 +120,9 @@ def test_availability_here_for_the_other_platforms_providers(device, provider):
 
 
 def test_availability_on_a_gpu_server_tree_blames_only_the_build(tmp_path):
-    x86_server_with_cuda_gpu(tmp_path)
     import onnxruntime
 
+    x86_server_with_cuda_gpu(tmp_path)
     available = OnnxRuntimeExecutor.availability("CUDA", root=tmp_path)
     if "CUDAExecutionProvider" in onnxruntime.get_available_providers():  # a GPU build: the tree's GPU is enough
         assert available, available.reason
