@@ -174,7 +174,8 @@ def test_rle_of_every_id_from_one_pass_equals_each_ids_own_runs(seed):
     (["--task", "conv"], "--task takes MODEL=VALUE, not 'conv'"),
     (["--labels", "conv=no-such-labels.txt"], "--labels conv=no-such-labels.txt: no such file"),
     (["--task", "cnv=classify"], "--task names 'cnv', which the repository"),
-], ids=["unknown-task", "no-model", "missing-labels", "unknown-model"])
+    (["--threads", "0"], "--threads counts threads: 1 or more, not 0"),
+], ids=["unknown-task", "no-model", "missing-labels", "unknown-model", "no-threads"])
 def test_task_flags_are_checked_before_anything_loads(cli, tmp_path, flags, words):
 
     from onnx_models import small_conv
@@ -183,3 +184,22 @@ def test_task_flags_are_checked_before_anything_loads(cli, tmp_path, flags, word
     small_conv(tmp_path / "conv.onnx")
     run = cli("serve", str(tmp_path), "--port", "0", "--grpc-port", "off", *flags, timeout=120)
     assert run.returncode != 0 and words in run.stderr, run.stderr
+
+
+def test_threads_set_how_many_threads_a_run_takes_and_the_metadata_says_it(tmp_path):
+    """`serve --threads N`: a lone request on N threads, concurrent ones on cores // N streams of N threads
+    (the adaptive executor's two configurations), as RuntimeOptions(threads=N) does for load."""
+    from edgeaccel.executors.executor_options import default_threads
+    from edgeaccel.serve.describe import metadata
+    from onnx_models import small_conv
+
+    core, served = _serve_one(tmp_path, small_conv, policy="latency", threads=1, executor="onnxruntime")
+    try:
+        (info,) = served.model.executors.values()
+        assert info.threads == 1
+        if default_threads() > 1:  # one core: nothing to adapt, a single configuration
+            assert info.details["adaptive"] and info.details["throughput_streams"] == default_threads()
+        assert metadata(served, core.options)["parameters"]["threads"] == 1
+        assert core.infer("m", {"x": np.ones((1, 3, 16, 16), np.float32)}).result(30)
+    finally:
+        core.close()

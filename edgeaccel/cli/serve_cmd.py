@@ -32,6 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="adaptive (default): a lone request on every core, concurrent ones a core each; latency: "
                         "every request on all cores; throughput: one stream per core (edgeaccel.load's "
                         "performance_hint)")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="threads of one run on a CPU (default: every core for a lone request; the concurrent "
+                        "streams of the adaptive and throughput hints then have N threads each, cores // N of "
+                        "them). Leave cores to other work on the board, or size the streams to the clients")
     p.add_argument("--power-budget", type=float, metavar="WATTS", help="the budget for --policy power")
     p.add_argument("--isolate", action="store_true",
                    help="run each model in a worker process: a runtime crash fails its requests, not the server")
@@ -111,8 +115,10 @@ def _start(args: argparse.Namespace, started: list):
         raise InputError("--max-queue and --max-batch must be at least 1; --timeout and --max-request-mb positive")
     if args.policy == "power" and not args.power_budget:
         raise InputError("--policy power needs --power-budget WATTS")
+    if args.threads is not None and args.threads < 1:
+        raise InputError(f"--threads counts threads: 1 or more, not {args.threads} (leave it out for every core)")
     options = ServeOptions(policy=args.policy, executor=args.executor, power_budget_w=args.power_budget,
-                           performance_hint=args.performance_hint,
+                           performance_hint=args.performance_hint, threads=args.threads,
                            isolate=args.isolate,
                            telemetry_root=args.telemetry_root, max_queue=args.max_queue, timeout_s=args.timeout,
                            max_batch=args.max_batch, batch_window_ms=args.batch_window_ms,

@@ -26,6 +26,7 @@ def metadata(served: Any, options: Any) -> dict:
                            "priority": served.priority, "devices": ", ".join(dict.fromkeys(served.devices)),
                            "isolated": any("isolated" in (info.details or {}) for info in model.executors.values()),
                            "performance_hint": options.performance_hint,
+                           "threads": options.threads or "every core",
                            "batching": served.batching, **_task(served.name, model), **_refused(model)}}
 
 

@@ -13,7 +13,8 @@ def open_model(source: Any, name: str, opts: Any) -> Any:
     from ..options import RuntimeOptions, ScheduleOptions, TaskOptions
 
     common = dict(executor=opts.executor, task=opts.tasks.get(name),
-                  runtime=RuntimeOptions(performance_hint=opts.performance_hint, isolate=opts.isolate),
+                  runtime=RuntimeOptions(threads=opts.threads, performance_hint=opts.performance_hint,
+                                         isolate=opts.isolate),
                   task_options=TaskOptions(labels=opts.labels.get(name)))
     if opts.policy:
         plan = ScheduleOptions(opts.policy, power_budget_w=opts.power_budget_w, telemetry_root=opts.telemetry_root)
