@@ -25,6 +25,7 @@ of in-process.
 
     python tools/bench_serve.py                         # the default models from ../shared/models ($EDGEACCEL_SHARED)
     python tools/bench_serve.py --model a.tflite --model b.onnx --blocks 7 --calls 60 --seconds 3
+    python tools/bench_serve.py --model a.tflite --server-arg=--threads=4   # the server's streams of 4 threads
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=2.0, help="length of one throughput block (default 2 s)")
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                   help="passed on to `edgeaccel serve` (repeat; e.g. --server-arg=--threads=4); the in-process "
+                        "baselines keep their defaults")
     args = p.parse_args()
     models = args.model or [SHARED / "models" / name for name in DEFAULT_MODELS]
 
@@ -129,7 +133,7 @@ def _served_beside(args, path: Path, floor_ports, raw_ports) -> dict:
     x = np.random.default_rng(0).integers(0, 255, spec.shape, dtype=np.uint8) \
         if spec.dtype == np.uint8 else np.zeros(spec.shape, spec.dtype)
     server = ServerProcess([str(folder), "--port", "0", "--grpc-port", "0", "--policy", args.policy,
-                            "--max-queue", "256"])
+                            "--max-queue", "256", *args.server_arg])
     try:
         server.start()
         return {"model": path.name, "load_average": os.getloadavg(),
