@@ -39,6 +39,43 @@ def test_class_aware_nms_matches_the_greedy_reference(seed):
     assert list(nms(boxes, scores, classes, 0.45, max_det=1000)) == reference_nms(boxes, scores, classes, 0.45)
 
 
+def loop_nms(boxes, scores, classes, iou, max_det):
+    """The box-at-a-time greedy loop nms() replaced (all classes in one pass, shifted apart): the blocked,
+    per-class nms must answer exactly this, ties at the threshold and NaN boxes included."""
+    boxes = boxes.astype(np.float64)
+    if classes is not None:
+        boxes = boxes + (classes.astype(np.float64) * 2 * (float(np.abs(boxes).max()) + 1.0))[:, None]
+    x1, y1, x2, y2 = boxes.T
+    areas = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
+    order, keep = np.argsort(-scores, kind="stable"), []
+    while order.size and len(keep) < max_det:
+        i, rest = order[0], order[1:]
+        keep.append(i)
+        w = np.clip(np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]), 0, None)
+        h = np.clip(np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]), 0, None)
+        inter = w * h
+        order = rest[inter / np.maximum(areas[i] + areas[rest] - inter, 1e-9) <= iou]
+    return keep
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_blocked_per_class_nms_answers_exactly_what_the_box_at_a_time_loop_did(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 1500))  # beyond one block of 256 most of the time
+    xy = rng.uniform(0, 100, (n, 2))
+    boxes = np.concatenate([xy, xy + rng.uniform(0, 40, (n, 2))], axis=1)
+    if seed % 4 == 0:
+        boxes[rng.integers(0, n, 2), int(rng.integers(0, 4))] = np.nan
+    if seed % 4 == 1:  # exact duplicates: IoU 1, and ties in score
+        boxes[n // 2:] = boxes[: n - n // 2]
+    scores = np.round(rng.uniform(0, 1, n), 2)  # ties
+    classes = rng.integers(0, int(rng.integers(1, 12)), n) if seed % 3 else None
+    for iou in (0.0, 0.3, 0.5, 1.0):
+        for max_det in (1, 7, 300, 5000):
+            got = nms(boxes, scores, classes, iou, max_det)
+            assert got.tolist() == loop_nms(boxes, scores, classes, iou, max_det), (iou, max_det)
+
+
 def test_nms_keeps_overlapping_boxes_of_other_classes_and_stops_at_max_det():
     boxes = np.array([[0, 0, 10, 10], [0, 0, 10, 10], [1, 1, 10, 10], [50, 50, 60, 60]], float)
     scores = np.array([0.9, 0.8, 0.7, 0.6])
