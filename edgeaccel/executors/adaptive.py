@@ -1,11 +1,12 @@
-"""One executor that runs a lone request on every core and concurrent requests one per core
+"""One executor that runs a lone request on every core and concurrent requests on throughput streams
 (``performance_hint="adaptive"``, what ``edgeaccel serve`` loads by default).
 
 A latency configuration (one runtime object, all cores' threads on each request) is fastest for one request
 at a time. Under concurrent load it loses: every other thread of the process (a server's event loop, its
 clients on the same board) preempts one of the request's threads, and the parallel operators wait for it, so
-each millisecond spent elsewhere costs a millisecond of the whole device. A throughput configuration (one
-single-threaded stream per core) loses only that core's share, but a lone request runs on one core.
+each millisecond spent elsewhere costs a millisecond of the whole device. A throughput configuration (streams
+of one thread each on up to 7 cores, a few threads each on more: ``throughput_stream_threads``) loses only that
+stream's share, but a lone request runs on one stream.
 
 Measured on a 2-core CPU with mobilenet_v2 behind ``edgeaccel serve`` (tools/bench_serve.py): 4 concurrent
 clients reached about 0.78 of the in-process throughput under the latency hint and about 0.95 under the

@@ -39,6 +39,7 @@ from ..packages import installed, installed_version
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions
 from .device import DeviceRef, base_of
 from .facts import DeviceSpec, RuntimeSurvey
+from .pool import Pool
 from .gpu_memory import ORT_LIMIT_RULE, note as gpu_memory_note, ort_provider_options
 from .translate import ErrorRule, Failure, translate
 
@@ -345,6 +346,13 @@ class OnnxRuntimeExecutor(Executor):
             self._session = None
             raise translate(type(self), exc, "describe", model, device, options) from exc
         self._run = self._session.run
+        # Concurrent runs of one session share its intra-op pool: throughput streams of several threads each
+        # (executor_options.throughput_stream_threads) are sessions of their own, made as requests overlap
+        self._sessions: Pool | None = None
+        if kind == "CPU" and self._threads > 1 and options.streams() > 1:
+            self._stream_source = (source, so.graph_optimization_level)  # the first's: the same graph, the same answers
+            self._sessions = Pool(self._stream_session, limit=options.streams())
+            self._sessions.prime(self._session)
 
     def _describe_session(self, model: ModelInfo, kind: str, providers: list) -> None:
         got = self._session.get_providers()
@@ -412,11 +420,26 @@ class OnnxRuntimeExecutor(Executor):
                     provider_options=[o for _, o in self._providers_asked], **NO_ORT_FALLBACK)
             return self._extended.run
 
+    def _stream_session(self):
+        """One more session like the first, for a throughput stream of its own threads."""
+        if self._session is None:
+            raise RuntimeError("session closed")
+        source, level = self._stream_source
+        so = session_options(self._threads, self.options)
+        so.graph_optimization_level = level
+        return _ort().InferenceSession(source, sess_options=so, providers=["CPUExecutionProvider"], **NO_ORT_FALLBACK)
+
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         try:
             run = self._run
             if self._guard is not None and not self._guard.safe(tuple(a.shape for a in inputs)):
                 run = self._extended_run()
+            elif self._sessions is not None:
+                session = self._sessions.take()
+                try:
+                    return session.run(self._output_names, dict(zip(self._input_names, inputs, strict=True)))
+                finally:
+                    self._sessions.give(session)
             return run(self._output_names, dict(zip(self._input_names, inputs, strict=True)))
         except Exception as exc:
             if self._session is None:
@@ -428,6 +451,9 @@ class OnnxRuntimeExecutor(Executor):
         self._session = None
         self._extended = None
         self._run = _closed
+        if self._sessions is not None:
+            self._sessions.drain()
+            self._sessions = None
 
 
 def optimized_graph_cacheable(model: ModelInfo) -> bool:

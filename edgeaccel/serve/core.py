@@ -51,7 +51,7 @@ class ServeOptions:
     policy: str = "thermal"
     executor: str | None = None  # pin every model to one runtime (as load(executor=...))
     power_budget_w: float | None = None
-    performance_hint: str = "adaptive"  # a lone request on every core, concurrent ones a core each
+    performance_hint: str = "adaptive"  # a lone request on every core, concurrent ones on streams
     threads: int | None = None  # threads per run (RuntimeOptions.threads): None, every core for a lone request
     isolate: bool = False
     telemetry_root: str = "/"
