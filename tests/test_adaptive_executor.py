@@ -1,5 +1,6 @@
 """performance_hint="adaptive" (executors/adaptive.py): a lone request on the latency twin (every core), requests
-that overlap on the throughput twin (a core each), the same answers from both; real LiteRT and ONNX Runtime."""
+that overlap on the throughput twin (a core each below 8 cores; wider streams: test_stream_sizing.py), the same
+answers from both; real LiteRT and ONNX Runtime."""
 
 from __future__ import annotations
 

@@ -199,6 +199,7 @@ def test_threads_set_how_many_threads_a_run_takes_and_the_metadata_says_it(tmp_p
         assert info.threads == 1
         if default_threads() > 1:  # one core: nothing to adapt, a single configuration
             assert info.details["adaptive"] and info.details["throughput_streams"] == default_threads()
+            assert metadata(served, core.options)["parameters"]["streams"] == f"{default_threads()} x 1 thread"
         assert metadata(served, core.options)["parameters"]["threads"] == 1
         assert core.infer("m", {"x": np.ones((1, 3, 16, 16), np.float32)}).result(30)
     finally:

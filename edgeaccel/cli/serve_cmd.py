@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--performance-hint", choices=("adaptive", "latency", "throughput"), default="adaptive",
                    help="adaptive (default): a lone request on every core, concurrent ones on streams (a thread "
                         "each below 8 cores, more on larger CPUs); latency: every request on all cores; "
-                        "throughput: the streams alone (edgeaccel.load's performance_hint)")
+                        "throughput: one stream per core (edgeaccel.load's performance_hint)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="threads of one run on a CPU (default: every core for a lone request; the concurrent "
                         "streams of the adaptive and throughput hints then have N threads each, cores // N of "

@@ -14,7 +14,9 @@ throughput hint, while one client's request took 3.7 ms under the latency hint a
 one. This executor holds both, built by the runtime's own executor class, and chooses per request: alone (no
 other request of this executor running) on the latency twin, else on a throughput stream. The two sets of
 threads overlap only while the load changes (a lone request still running when others arrive). The price is a
-second copy of the runtime's objects (weights are shared through the page cache where the runtime mmaps).
+second copy of the runtime's objects (weights are shared through the page cache where the runtime mmaps), and
+with ONNX Runtime on 8 cores or more one copy of the weights per stream session (up to 4 on 16 cores), each made
+when that many requests first overlap.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .base import Executor, ExecutorInfo, ExecutorOptions
+from .executor_options import throughput_stream_threads
 
 
 def open_adaptive(open_with: Any, options: ExecutorOptions) -> Any:
@@ -35,7 +38,8 @@ def open_adaptive(open_with: Any, options: ExecutorOptions) -> Any:
     where the throughput configuration has one stream (a one-core machine, a device that runs one request at
     a time): there is nothing to adapt to."""
     wide = options.with_runtime(performance_hint="latency")
-    narrow = options.with_runtime(performance_hint="throughput")
+    narrow = options.with_runtime(performance_hint="throughput",
+                                  stream_width=throughput_stream_threads())
     latency = open_with(wide)
     if narrow.streams() < 2:
         return latency
@@ -71,7 +75,8 @@ class AdaptiveExecutor:
         base = self.throughput.info
         wide = self.latency.info
         details = {**base.details, "adaptive": True, "latency_threads": wide.threads,
-                   "throughput_streams": self.throughput.concurrency, "runs": dict(self.runs)}
+                   "throughput_streams": self.throughput.concurrency, "stream_threads": base.threads,
+                   "runs": dict(self.runs)}
         return replace(base, threads=wide.threads, details=details)
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

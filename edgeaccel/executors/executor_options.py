@@ -21,12 +21,17 @@ _MOVED = {"threads": "threads", "performance_hint": "performance_hint", "cache_d
 class ExecutorOptions:
     """What one executor runs with. ``precision`` None means the model's own precision, f32 for float math:
     reduced precision (bf16, f16) is an opt-in because it changes answers (runtime facts: OpenVINO bf16).
-    ``runtime.cache_dir`` is the folder this executor may keep compiled models in, None when it keeps none."""
+    ``runtime.cache_dir`` is the folder this executor may keep compiled models in, None when it keeps none.
+    ``stream_width``: threads of one throughput stream where the caller sizes them (the adaptive executor's
+    twin: ``throughput_stream_threads``); None, one each (the throughput hint's own: the most answers a second
+    with many requests in flight). ``runtime.threads``, where given, wins over both."""
 
     runtime: RuntimeOptions
     precision: str | None
+    stream_width: int | None
 
-    def __init__(self, runtime: RuntimeOptions | None = None, precision: str | None = None, **moved) -> None:
+    def __init__(self, runtime: RuntimeOptions | None = None, precision: str | None = None, *,
+                 stream_width: int | None = None, **moved) -> None:
         if runtime is not None and not isinstance(runtime, RuntimeOptions):
             from ..errors import ConfigError
 
@@ -44,10 +49,12 @@ class ExecutorOptions:
             runtime = replace(runtime or RuntimeOptions(), **new)
         object.__setattr__(self, "runtime", runtime or RuntimeOptions())
         object.__setattr__(self, "precision", precision)
+        object.__setattr__(self, "stream_width", stream_width)
 
-    def with_runtime(self, **changes) -> ExecutorOptions:
+    def with_runtime(self, stream_width: int | None = None, **changes) -> ExecutorOptions:
         """A copy whose RuntimeOptions fields ``changes`` replace (validated again)."""
-        return ExecutorOptions(replace(self.runtime, **changes), self.precision)
+        return ExecutorOptions(replace(self.runtime, **changes), self.precision,
+                               stream_width=stream_width or self.stream_width)
 
     # the runtime's fields, read where executors always read them
     @property
@@ -79,25 +86,27 @@ class ExecutorOptions:
         return self.performance_hint == "throughput"
 
     def stream_threads(self) -> int:
-        """Threads per stream: all cores for one stream (latency); under throughput ``throughput_stream_threads``:
-        one each up to 7 cores (on 2 cores, 4 clients were served better so: executors/adaptive.py), more above."""
+        """Threads per stream: all cores for one stream (latency), ``stream_width`` or one under throughput."""
         if self.threads:
             return self.threads
-        return throughput_stream_threads(default_threads()) if self.throughput else default_threads()
+        return (self.stream_width or 1) if self.throughput else default_threads()
 
     def streams(self) -> int:
         """Concurrent requests that keep the cores busy."""
         return max(1, default_threads() // self.stream_threads()) if self.throughput else 1
 
 
-def throughput_stream_threads(cores: int) -> int:
-    """Threads of one throughput stream on ``cores`` cores: 1 below 8 cores, then cores // 4 up to the square
-    root of the cores (8: 4 streams of 2, 16: 4 of 4, 64: 8 of 8). Streams of one thread each keep only as many
-    cores busy as requests overlap: 4 clients of a 16-core server used 4 cores, each request taking the
+def throughput_stream_threads(cores: int | None = None) -> int:
+    """Threads of one stream of the adaptive executor's throughput twin on ``cores`` cores: 1 below 8 cores
+    (on 2 cores, 4 clients were served best so: executors/adaptive.py), then cores // 4 up to the square root of
+    the cores (8: 4 streams of 2, 16: 4 of 4, 64: 8 of 8). Streams of one thread each keep only as many cores
+    busy as requests overlap: 4 clients of a 16-core server used 4 cores, each request taking the
     single-threaded time (issue 31's H100 figures: 4 clients reached 0.57 of in-process). Wider streams keep
     every core busy from 4 overlapping requests on, at the intra-op scaling of 2-8 threads (the price, against
     one stream per core, when more requests overlap than there are streams); ``--threads`` / ``threads=``
-    chooses otherwise. Arithmetic on those figures, not measured on a many-core machine yet."""
+    chooses otherwise. Arithmetic on those figures, not measured on a many-core machine yet. ``cores``: this
+    process's (``default_threads``) unless given."""
+    cores = default_threads() if cores is None else cores
     return max(1, min(cores // 4, math.isqrt(cores)))
 
 

@@ -271,7 +271,10 @@ class LiteRTExecutor(Executor):
         self._dynamic = model.is_dynamic
         self._stateful = _has_variable_tensors(model.path)
         # One Edge TPU runs one inference at a time: one interpreter per device (concurrent callers queue).
-        limit = 1 if self._edgetpu else max(options.runtime_options.get("max_interpreters", 8), options.streams())
+        # Otherwise up to 8 one-thread interpreters for callers of run() beyond the streams; streams of several
+        # threads each (the adaptive twin on 8+ cores) stop at their count, or more would oversubscribe the cores.
+        default = options.streams() if options.throughput and self._threads > 1 else 8
+        limit = 1 if self._edgetpu else max(options.runtime_options.get("max_interpreters", default), options.streams())
         self._pool: Pool[_Slot] = Pool(self._new_slot, limit=limit, close=_Slot.release)
         self._pool.prime(first)
         if self._edgetpu:
@@ -364,9 +367,11 @@ class LiteRTExecutor(Executor):
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         if self._closed:  # the pool would build a fresh interpreter: a closed executor must not run
-            raise ModelClosedError(f"{self.model.path.name} was closed (LiteRT on {self.device})",
-                                   hint="load it again with edgeaccel.load")
-        slot = self._pool.take()
+            raise self._closed_error()
+        try:
+            slot = self._pool.take()
+        except RuntimeError:  # closed while this caller waited for an interpreter
+            raise self._closed_error() from None
         try:
             interpreter = slot.interpreter
             if self._dynamic:
@@ -381,6 +386,10 @@ class LiteRTExecutor(Executor):
             raise translate(type(self), exc, "run", self.model, self.device) from exc
         finally:
             self._pool.give(slot)
+
+    def _closed_error(self) -> ModelClosedError:
+        return ModelClosedError(f"{self.model.path.name} was closed (LiteRT on {self.device})",
+                                hint="load it again with edgeaccel.load")
 
     @contextlib.contextmanager
     def borrowed_interpreter(self):

@@ -1,7 +1,9 @@
 """ONNX Runtime with explicit execution providers.
 
-One InferenceSession is safe to share between threads (runtime facts), so there is no pool. The model is loaded
-from its path, never from bytes: from bytes ORT resolves external data against the working directory.
+One InferenceSession is safe to share between threads (runtime facts), so concurrent runs share it; only streams of
+several threads each (the adaptive executor's on 8 cores or more) are a session each, since concurrent runs of one
+session share its intra-op pool (runtime facts). The model is loaded from its path, never from bytes: from bytes
+ORT resolves external data against the working directory.
 A session that did not get the provider it was asked for is an error, not ORT's silent CPU fallback.
 
 Devices: CPU; CUDA and TensorRT (onnxruntime-gpu: TensorRT, then CUDA, then CPU for the nodes TensorRT
@@ -15,6 +17,7 @@ Provider options are built by ``provider_options`` (a pure function); the caller
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import sys
 import threading
@@ -42,6 +45,8 @@ from .facts import DeviceSpec, RuntimeSurvey
 from .pool import Pool
 from .gpu_memory import ORT_LIMIT_RULE, note as gpu_memory_note, ort_provider_options
 from .translate import ErrorRule, Failure, translate
+
+log = logging.getLogger("edgeaccel.onnxruntime")
 
 # device name -> the providers to ask for, best first; CPU always last so that ORT can place
 # the nodes a GPU provider does not take (that partial placement is reported in info.details).
@@ -351,6 +356,7 @@ class OnnxRuntimeExecutor(Executor):
         self._sessions: Pool | None = None
         if kind == "CPU" and self._threads > 1 and options.streams() > 1:
             self._stream_source = (source, so.graph_optimization_level)  # the first's: the same graph, the same answers
+            self._stream_mtime, self._stream_warned = Path(source).stat().st_mtime_ns, False
             self._sessions = Pool(self._stream_session, limit=options.streams())
             self._sessions.prime(self._session)
 
@@ -421,25 +427,38 @@ class OnnxRuntimeExecutor(Executor):
             return self._extended.run
 
     def _stream_session(self):
-        """One more session like the first, for a throughput stream of its own threads."""
-        if self._session is None:
+        """One more session like the first, for a throughput stream of its own threads; the first session itself
+        (shared, as ORT allows) where another cannot be opened now: its file was evicted from the cache or
+        replaced, memory ran out. Said once in the log; the answers are the same, the stream has fewer threads."""
+        first = self._session
+        if first is None:
             raise RuntimeError("session closed")
         source, level = self._stream_source
         so = session_options(self._threads, self.options)
         so.graph_optimization_level = level
-        return _ort().InferenceSession(source, sess_options=so, providers=["CPUExecutionProvider"], **NO_ORT_FALLBACK)
+        try:
+            if Path(source).stat().st_mtime_ns != self._stream_mtime:
+                raise OSError(f"{source} changed since the first session read it")
+            return _ort().InferenceSession(source, sess_options=so, providers=[p for p, _ in self._providers_asked],
+                                           provider_options=[o for _, o in self._providers_asked], **NO_ORT_FALLBACK)
+        except Exception as exc:
+            if not self._stream_warned:
+                self._stream_warned = True
+                log.warning("%s: no session of its own for a throughput stream (%s); its streams share the first "
+                            "session's %d threads", self.model.path.name, runtime_message(exc), self._threads)
+            return first
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         try:
             run = self._run
             if self._guard is not None and not self._guard.safe(tuple(a.shape for a in inputs)):
                 run = self._extended_run()
-            elif self._sessions is not None:
-                session = self._sessions.take()
+            elif (sessions := self._sessions) is not None:  # close() may set it to None meanwhile
+                session = sessions.take()
                 try:
                     return session.run(self._output_names, dict(zip(self._input_names, inputs, strict=True)))
                 finally:
-                    self._sessions.give(session)
+                    sessions.give(session)
             return run(self._output_names, dict(zip(self._input_names, inputs, strict=True)))
         except Exception as exc:
             if self._session is None:

@@ -22,6 +22,7 @@ class Pool(Generic[T]):
         self._free: list[T] = []
         self._all: list[T] = []
         self._limit = max(1, limit)
+        self._closed = False
         self._cond = threading.Condition(threading.Lock())
 
     def prime(self, item: T) -> None:
@@ -30,8 +31,11 @@ class Pool(Generic[T]):
             self._free.append(item)
 
     def take(self) -> T:
+        """An object to use alone; RuntimeError once the pool is drained (a caller waiting then is woken)."""
         with self._cond:
             while True:
+                if self._closed:
+                    raise RuntimeError("the pool was closed")
                 if self._free:
                     return self._free.pop()
                 if len(self._all) < self._limit:
@@ -42,21 +46,31 @@ class Pool(Generic[T]):
             item = self._factory()
         except BaseException:
             with self._cond:
-                self._all.remove(None)
+                if None in self._all:  # not drained meanwhile
+                    self._all.remove(None)
                 self._cond.notify()
             raise
         with self._cond:
-            self._all[self._all.index(None)] = item
+            if None in self._all:  # drained meanwhile: used once, closed when given back
+                self._all[self._all.index(None)] = item
         return item
 
     def give(self, item: T) -> None:
+        """Back to the pool; closed instead where the pool was drained while it was in use."""
         with self._cond:
-            self._free.append(item)
-            self._cond.notify()
+            if not self._closed:
+                self._free.append(item)
+                self._cond.notify()
+                return
+        if self._close:
+            self._close(item)
 
     def drain(self) -> None:
+        """Close the free objects; those in use are closed as they come back. Waiting callers get RuntimeError."""
         with self._cond:
-            items, self._free, self._all = [i for i in self._all if i is not None], [], []
+            self._closed = True
+            items, self._free, self._all = self._free, [], []
+            self._cond.notify_all()
         if self._close:
             for item in items:
                 self._close(item)

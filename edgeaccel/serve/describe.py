@@ -26,8 +26,18 @@ def metadata(served: Any, options: Any) -> dict:
                            "priority": served.priority, "devices": ", ".join(dict.fromkeys(served.devices)),
                            "isolated": any("isolated" in (info.details or {}) for info in model.executors.values()),
                            "performance_hint": options.performance_hint,
-                           "threads": options.threads or "every core",
+                           "threads": options.threads or "every core", **_streams(model),
                            "batching": served.batching, **_task(served.name, model), **_refused(model)}}
+
+
+def _streams(model: Any) -> dict:
+    """What overlapping requests run on, where an executor adapts (``performance_hint`` adaptive)."""
+    for info in model.executors.values():
+        details = info.details or {}
+        if details.get("adaptive"):
+            width = details["stream_threads"]
+            return {"streams": f"{details['throughput_streams']} x {width} thread{'s' if width != 1 else ''}"}
+    return {}
 
 
 def config(served: Any, options: Any) -> dict:
