@@ -146,3 +146,26 @@ def _outcome(call, *args):
         return call(*args)
     except Exception as exc:
         return exc
+
+
+def test_openvino_sizes_its_own_streams_and_the_details_do_not_claim_a_width():
+    """OpenVINO's THROUGHPUT hint picks its streams and their threads itself (its info counts all threads):
+    the adaptive details give no per-stream width for it, and the served metadata says so."""
+    pytest.importorskip("openvino")
+    from types import SimpleNamespace
+
+    from edgeaccel.serve.describe import _streams
+
+    with edgeaccel.load(TFLITE, executor="openvino", runtime=RuntimeOptions(performance_hint="adaptive"),
+                        selection=NO_CALIBRATION) as model:
+        details = model.executor.details
+        if not details.get("adaptive"):
+            pytest.skip("one core here: no throughput twin")
+        assert "stream_threads" not in details
+        said = _streams(SimpleNamespace(executors={"openvino:CPU": model.executor}))["streams"]
+        assert said == f"{details['throughput_streams']} requests at once, in openvino's own streams"
+    with edgeaccel.load(TFLITE, executor="litert", runtime=RuntimeOptions(performance_hint="adaptive"),
+                        selection=NO_CALIBRATION) as model:
+        width = model.executor.details["stream_threads"]
+        assert _streams(SimpleNamespace(executors={"litert:CPU": model.executor}))["streams"] == \
+            f"{model.concurrency} x {width} thread{'s' if width != 1 else ''}"

@@ -75,8 +75,9 @@ class AdaptiveExecutor:
         base = self.throughput.info
         wide = self.latency.info
         details = {**base.details, "adaptive": True, "latency_threads": wide.threads,
-                   "throughput_streams": self.throughput.concurrency, "stream_threads": base.threads,
-                   "runs": dict(self.runs)}
+                   "throughput_streams": self.throughput.concurrency, "runs": dict(self.runs)}
+        if not getattr(self.throughput, "sizes_own_streams", False):
+            details["stream_threads"] = base.threads
         return replace(base, threads=wide.threads, details=details)
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

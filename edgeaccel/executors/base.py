@@ -114,6 +114,9 @@ class Executor(ABC):
     # GPU not listed is refused under a limit rather than run without it (executors/gpu_memory.py)
     gpu_mem_limit_devices: ClassVar[frozenset[str]] = frozenset()
     kindless_devices: ClassVar[tuple[str, ...]] = ()
+    # the runtime picks its throughput streams and their threads itself (OpenVINO's THROUGHPUT hint): the
+    # options' stream threads do not size them, and ``info.threads`` counts the threads of all of them
+    sizes_own_streams: ClassVar[bool] = False
     # a plug-in's "module:function" of the per-operator collector `edgeaccel profile` uses (collect(job) ->
     # edgeaccel.profiling.job.Collected); None: the built-in class's it extends (edgeaccel.profiling.collect
     # lists those, so that no executor names a module of the layer above), else whole-model time only, said so

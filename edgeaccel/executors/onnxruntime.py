@@ -42,8 +42,8 @@ from ..packages import installed, installed_version
 from .base import Availability, Executor, ExecutorInfo, ExecutorOptions
 from .device import DeviceRef, base_of
 from .facts import DeviceSpec, RuntimeSurvey
-from .pool import Pool
 from .gpu_memory import ORT_LIMIT_RULE, note as gpu_memory_note, ort_provider_options
+from .pool import Pool
 from .translate import ErrorRule, Failure, translate
 
 log = logging.getLogger("edgeaccel.onnxruntime")

@@ -126,6 +126,7 @@ class OpenVINOExecutor(Executor):
     """OpenVINO's CPU, Intel GPU, Intel NPU and AUTO plugins; reads .tflite, .onnx and IR."""
 
     runtime = "openvino"
+    sizes_own_streams = True
     # what the runtime reads in an isolated worker (edgeaccel.isolation.environment)
     worker_environment = ("OV_*", "ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR")
     label = "OpenVINO"

@@ -35,8 +35,10 @@ def _streams(model: Any) -> dict:
     for info in model.executors.values():
         details = info.details or {}
         if details.get("adaptive"):
-            width = details["stream_threads"]
-            return {"streams": f"{details['throughput_streams']} x {width} thread{'s' if width != 1 else ''}"}
+            width, streams = details.get("stream_threads"), details["throughput_streams"]
+            if width is None:  # the runtime's own streams (OpenVINO): how many requests it takes at once
+                return {"streams": f"{streams} requests at once, in {info.runtime}'s own streams"}
+            return {"streams": f"{streams} x {width} thread{'s' if width != 1 else ''}"}
     return {}
 
 
