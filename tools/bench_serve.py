@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,7 +137,7 @@ def _served_beside(args, path: Path, floor_ports, raw_ports) -> dict:
                             "--max-queue", "256", *args.server_arg])
     try:
         server.start()
-        return {"model": path.name, "load_average": os.getloadavg(),
+        return {"model": path.name, "load_average": os.getloadavg(), "served_streams": _streams(server),
                 **_measure(args, plain, model, adaptive, x, server, floor_ports, raw_ports)}
     finally:
         server.terminate()
@@ -144,6 +145,12 @@ def _served_beside(args, path: Path, floor_ports, raw_ports) -> dict:
         model.close()
         adaptive.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _streams(server) -> str:
+    """What the server runs overlapping requests on (its metadata's ``streams``), for the record."""
+    with urllib.request.urlopen(f"http://{server.http}/v2/models/m", timeout=30) as answer:
+        return json.load(answer)["parameters"].get("streams", "one configuration")
 
 
 def _measure(args, plain, model, adaptive, x, server, floor_ports, raw_ports) -> dict:
@@ -301,6 +308,7 @@ def _print(results: list[dict], args) -> None:
             print(f"{r['model'][:42]:42s} {protocol:8s} {r['in_process_ms']:8.3f} {r['p50_ms'][mode]:8.3f} "
                   f"{added:+7.3f} {floor:7.3f} {'-' if raw is None else f'{raw:.3f}':>8s} {own:+7.3f} "
                   f"{'met' if added <= 1.0 else 'NO':>5s} {ratio:9.2f} {'met' if ratio >= 0.8 else 'NO':>5s}")
+    print("served streams: " + ", ".join(f"{r['model'][:20]} {r['served_streams']}" for r in results))
     print("(ms; in-proc = the faster of edgeaccel.load and the same policy in-process; added = served - in-proc; "
           "floor = the same client against tools/serve_floor.py running nothing; bare+raw = against "
           "serve_floor.py --model, a bare server running the raw runtime; own = served - bare+raw (added - floor "
