@@ -169,3 +169,23 @@ def test_efficiency_policy_uses_the_cheaper_executor(tmp_path):
     assert by["sim:accel"] > 0.95 * (by["sim:accel"] + by["sim:cpu"])
     energy = {name: e.energy_per_inference_j for name, e in result.stats.executors.items()}
     assert energy["sim:accel"] < energy["sim:cpu"]
+
+
+def test_a_device_on_a_real_clock_starts_now_not_at_the_clocks_origin():
+    """time.monotonic() counts from boot: a heat model left at t=0 would simulate the whole uptime at the first
+    run (1.7 s after 15 h up, and a scheduler timing its first run expired 299 of 300 requests)."""
+    from edgeaccel.clock import MonotonicClock
+    from edgeaccel.sim.executor import SimulatedExecutor
+
+    clock = MonotonicClock()
+    heat = HeatModel(DeviceParams("cpu", layout="cpu", service_s=0.002))
+    SimulatedExecutor(heat, clock)
+    assert abs(heat.t - clock.now()) < 60
+    simulated = HeatModel(DeviceParams("cpu", layout="cpu", service_s=0.002))
+    SimulatedExecutor(simulated, SimClock())  # a simulated clock's time is the model's own: left alone
+    assert simulated.t == 0.0
+    ran = HeatModel(DeviceParams("cpu", layout="cpu", service_s=0.002))
+    ran.advance(5.0)
+    before = ran.t
+    SimulatedExecutor(ran, clock)  # a model that has run keeps its time
+    assert ran.t == before

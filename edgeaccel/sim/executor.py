@@ -35,6 +35,8 @@ class SimulatedExecutor(Executor):
         super().__init__(model or placeholder_model(), DEVICE_KIND[heat.p.layout], ExecutorOptions(RuntimeOptions(threads=1)))
         self.heat = heat
         self.clock = clock
+        if not getattr(clock, "simulated", True):  # a real clock: the device starts now, not at its origin
+            heat.start_at(clock.now())
         self.name = name or f"sim:{heat.p.name}"
         self.closed = False
 
