@@ -1,5 +1,5 @@
 """The server's edges that need no server: a body that stops arriving, gRPC's wait for clients to go quiet
-before it stops, and a SIGTERM before the server listens (early_stop)."""
+before it stops, a SIGTERM before the server listens (early_stop), and what HTTP answers while it drains."""
 
 from __future__ import annotations
 
@@ -146,3 +146,83 @@ def test_a_signal_that_lands_where_python_cannot_raise_is_raised_again_not_print
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+class _Draining:
+    """A core shutting down: every new request is refused before its body is read (ServeCore.check_room)."""
+
+    ready = False
+    last_refusal = 0.0
+
+    def get(self, name, version=""):
+        return None
+
+    def check_room(self):
+        error = ServeError(503, "the server is shutting down; send the request to another instance", retry_after=5)
+        error.close_connection = True
+        raise error
+
+
+def _refused(pieces: list[bytes], delay_s: float = 0.0) -> tuple[list[dict], list[bytes]]:
+    """An /infer request to a RestApp whose core is shutting down: what it sent, and the pieces of the body it
+    read before answering."""
+    from edgeaccel.serve.metrics import Metrics
+    from edgeaccel.serve.rest import RestApp
+
+    app = RestApp(_Draining(), Metrics())
+    left, read, sent = list(pieces), [], []
+
+    async def receive():
+        await asyncio.sleep(delay_s)
+        piece = left.pop(0)
+        read.append(piece)
+        return {"type": "http.request", "body": piece, "more_body": bool(left)}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/v2/models/m/infer", "query_string": b"",
+             "headers": [(b"content-length", str(sum(map(len, pieces))).encode())]}
+    asyncio.run(asyncio.wait_for(app(scope, receive, send), 30))
+    return sent, read
+
+
+def test_a_refusal_that_closes_the_connection_reads_the_body_first():
+    """Closing a socket with data unread resets it: a client still writing a large body (a 790 KB tensor) got
+    EPIPE instead of its 503. The rest of the body is read (and dropped) before the 503 goes out."""
+    pieces = [b"x" * 65536] * 12
+    sent, read = _refused(pieces)
+    assert read == pieces
+    start = sent[0]
+    assert start["status"] == 503 and (b"connection", b"close") in start["headers"]
+    assert (b"retry-after", b"5") in start["headers"]
+
+
+def test_a_slow_body_holds_the_refusal_for_discard_s_at_most(monkeypatch):
+    from edgeaccel.serve import http_body
+
+    monkeypatch.setattr(http_body, "DISCARD_S", 0.2)
+    started = time.monotonic()
+    sent, read = _refused([b"x"] * 100, delay_s=0.05)  # 5 s of body: given up after 0.2 s
+    assert sent[0]["status"] == 503 and len(read) < 100
+    assert time.monotonic() - started < 3
+
+
+def test_answers_sent_while_the_server_drains_close_their_connection():
+    """A keep-alive client answered while the server drains would write its next request on a connection
+    uvicorn closes once the accepted requests are answered: every answer then says Connection: close."""
+    from edgeaccel.serve import rest
+
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+
+    async def answer(core):
+        rest._SERVING.set(core)
+        await rest._send(send, 200, b"{}", b"application/json")
+
+    asyncio.run(answer(_Draining()))
+    asyncio.run(answer(type("Serving", (), {"ready": True})()))
+    closing, open_ = sent[0]["headers"], sent[2]["headers"]
+    assert (b"connection", b"close") in closing and (b"connection", b"close") not in open_

@@ -38,6 +38,9 @@ CLIENT_LIMIT_S = 30.0  # a client that saw no end by then records a hang
 KINDS = ("http-keepalive", "http-fresh", "triton-http", "triton-grpc")
 
 
+MODEL_SUFFIXES = (".tflite", ".onnx", ".xml", ".engine", ".plan")
+
+
 def example(meta: dict, seed: int) -> tuple[str, list, str, np.ndarray]:
     """The model's first input filled with seeded values: (name, shape, datatype, array)."""
     tensor = meta["inputs"][0]
@@ -223,6 +226,10 @@ def one_run(folder: Path, model: str, phase: str, seed: int, clients: int, extra
         return report
     server.start()
     meta = metadata(server, model)
+    if "outputs" not in meta:  # the server did not load it (a model made to fail, an unreadable file)
+        server.terminate(timeout_s=60)
+        raise SystemExit(f"{model}: the server describes no outputs ({json.dumps(meta)[:300]}); flood a folder "
+                         "of models it serves")
     flood = Flood(server, model, meta, clients, seed, kinds)
     threads = flood.threads()
     delay = {"before": rng.uniform(0.0, 0.05), "during": rng.uniform(0.05, 2.0), "twice": rng.uniform(0.05, 2.0)}
@@ -301,14 +308,17 @@ def seeds(text: str) -> list[int]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("folder", type=Path, help="a model folder for edgeaccel serve")
-    p.add_argument("--model", help="the model to flood (default: the folder's first entry's stem)")
+    p.add_argument("--model", help="the model to flood (default: the folder's first model file's stem)")
     p.add_argument("--seeds", default="0-4")
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--phases", default="startup,before,during,twice")
     p.add_argument("--kinds", default=",".join(KINDS), help="client kinds, taken in turn")
     p.add_argument("--server-args", default="", help="more edgeaccel serve flags, space-separated")
     args = p.parse_args()
-    model = args.model or sorted(args.folder.iterdir())[0].stem
+    files = sorted(f for f in args.folder.iterdir() if f.suffix in MODEL_SUFFIXES)
+    if not args.model and not files:
+        raise SystemExit(f"{args.folder} holds no model file ({', '.join(MODEL_SUFFIXES)})")
+    model = args.model or files[0].stem
     total, failed = 0, 0
     for seed in seeds(args.seeds):
         for phase in args.phases.split(","):

@@ -14,6 +14,7 @@ import asyncio
 from .errors import ServeError
 
 BODY_IDLE_S = 5.0  # the longest a request body may send nothing before it is given up (408)
+DISCARD_S = 2.0  # the longest a refusal that closes its connection reads the rest of a body it will not use
 
 
 class Disconnected(Exception):
@@ -66,3 +67,41 @@ async def read_body(headers: dict, receive, max_bytes: int, idle_s: float = BODY
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+class BodyWatch:
+    """A request's ASGI ``receive`` that remembers whether the body has arrived whole, so that a refusal that closes
+    the connection (the 503 of a server shutting down) reads the rest of the body first: a socket closed with
+    data unread is reset, and a client still writing a large body (deeplabv3's 790 KB tensor) got EPIPE instead of
+    the 503 (tools/serve_sigterm_flood.py). Refusals that keep the connection need none of this: uvicorn reads and
+    drops the rest of the body itself."""
+
+    __slots__ = ("_receive", "max_bytes", "whole", "began")
+
+    def __init__(self, receive, max_bytes: int) -> None:
+        self._receive = receive
+        self.max_bytes = max_bytes
+        self.whole = False
+        self.began = False
+
+    async def __call__(self) -> dict:
+        self.began = True
+        message = await self._receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            self.whole = True  # the last part, or the client went away: nothing more to come
+        return message
+
+    async def discard(self, seconds: float | None = None) -> None:
+        """Read and drop a body the request was refused before reading, up to ``max_bytes`` and for at most
+        ``seconds`` (a slow upload does not hold the refusal, or the shutdown, longer than that). A body whose
+        reading began was refused for itself (it stalled, it is too large): nothing more is waited for."""
+        async def rest() -> None:
+            size = 0
+            while not self.whole and size <= self.max_bytes:
+                size += len((await self()).get("body", b""))
+
+        if not self.began:
+            try:
+                await asyncio.wait_for(rest(), DISCARD_S if seconds is None else seconds)
+            except asyncio.TimeoutError:
+                pass

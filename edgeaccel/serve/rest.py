@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import re
@@ -27,7 +28,7 @@ from .. import __version__
 from .core import ServeCore
 from .errors import ServeError
 from .http_answer import Body, Waiter, body_length, respond
-from .http_body import Disconnected, read_body
+from .http_body import BodyWatch, Disconnected, read_body
 from .repository import refuse_overrides
 from . import predict_http
 from .security import authorized
@@ -43,6 +44,10 @@ REPO_ROUTE = re.compile(r"^/v2/repository/models/(?P<name>[^/]+)/(?P<action>load
 GRACE_S = 5.0  # beyond a request's timeout, the most the HTTP side waits for the core's answer
 PARSE_INLINE_BYTES = 1 << 20  # JSON parsed on the event loop up to this size; larger in a worker thread
 RESPOND_INLINE_VALUES = 1 << 16  # answers with more output values are encoded in a worker thread too
+
+
+# the core of the app serving this request (each request runs in a context of its own): _send reads whether it drains
+_SERVING: contextvars.ContextVar[ServeCore] = contextvars.ContextVar("edgeaccel_serving")
 
 
 class RestApp:
@@ -67,10 +72,12 @@ class RestApp:
                              extra=[(b"www-authenticate", b"Bearer")])
             return
         method, path = scope["method"], scope["path"].rstrip("/") or "/"
+        _SERVING.set(self.core)
+        receive = BodyWatch(receive, self.max_request_bytes)
         try:
             await self._route(method, path, headers, receive, send, scope.get("query_string", b""))
         except ServeError as exc:
-            await _send_error(send, exc)
+            await _send_error(send, exc, receive)
         except Disconnected:
             return
         except asyncio.CancelledError:  # uvicorn's shutdown stopped waiting for it (a body that never came whole):
@@ -172,7 +179,7 @@ class RestApp:
             await _send(send, 200, payload, *extra)
         except ServeError as exc:
             status, error = exc.status, exc.message
-            await _send_error(send, exc)
+            await _send_error(send, exc, receive)
         except Disconnected:
             status, error = 499, "the client disconnected before its request was read"
             raise
@@ -219,7 +226,7 @@ class RestApp:
             await _send(send, 200, payload, b"application/json")
         except ServeError as exc:
             status, error = exc.status, exc.message
-            await _send_error(send, exc)
+            await _send_error(send, exc, receive)
         except Disconnected:
             status, error = 499, "the client disconnected before its request was read"
             raise
@@ -235,10 +242,12 @@ def _method(method: str, *allowed: str) -> None:
         raise ServeError(405, f"use {' or '.join(allowed)} here, not {method}")
 
 
-async def _send_error(send, exc: ServeError) -> None:
+async def _send_error(send, exc: ServeError, receive: BodyWatch | None = None) -> None:
     extra = [(b"retry-after", str(exc.retry_after).encode())] if exc.retry_after else []
     if exc.close_connection:
         extra.append((b"connection", b"close"))
+        if receive is not None:  # the rest of the body first: closing with it unread resets the client's upload
+            await receive.discard()
     await _send_json(send, exc.status, {"error": exc.message}, extra=extra)
 
 
@@ -249,6 +258,11 @@ async def _send_json(send, status: int, value: Any, extra: list | None = None) -
 async def _send(send, status: int, body: Body, content_type: bytes, extra: list | None = None) -> None:
     headers = [(b"content-type", content_type), (b"content-length", str(body_length(body)).encode()),
                *(extra or [])]
+    core = _SERVING.get(None)
+    if core is not None and not core.ready and (b"connection", b"close") not in headers:
+        # shutting down: no answer invites the client to reuse its connection, which uvicorn closes once the
+        # accepted requests are answered (a request written on it then is reset: tools/serve_sigterm_flood.py)
+        headers.append((b"connection", b"close"))
     await respond(send, status, body, headers)
 
 
