@@ -7,7 +7,12 @@ operator's log. Here the 400 is JSON like every other error of the server ({"err
 reason, says what to send instead, and is logged at DEBUG.
 
 httptools also takes a request head of any size (a 1 MB header was answered 200, buffered whole): past
-``MAX_HEAD_BYTES`` of URL and headers the answer is 431. (uvicorn's h11 protocol has its own 16 KB limit.)"""
+``MAX_HEAD_BYTES`` of URL and headers the answer is 431. (uvicorn's h11 protocol has its own 16 KB limit.)
+
+At shutdown uvicorn closes at once every connection without a request in progress: one a client had just
+opened, or one it was about to reuse, and a request being written on it met a reset (EPIPE, flooding a
+790 KB-tensor model with 16 clients: tools/serve_sigterm_flood.py). Such a connection gets ``IDLE_GRACE_S`` to
+begin a request, which the server then refuses (503, Connection: close) like every request while it drains."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import sys
 log = logging.getLogger("edgeaccel.serve")
 UVICORN_WORDS = "Invalid HTTP request received."
 MAX_HEAD_BYTES = 64 << 10  # a request's URL and headers together (nginx's default allows 32 KB of headers)
+IDLE_GRACE_S = 1.0  # at shutdown, what a connection without a request gets to begin one (last_call.READ_S's time)
 
 
 def protocol_class() -> type:
@@ -32,6 +38,16 @@ def protocol_class() -> type:
 
     class Protocol(Base):
         head_bytes = 0
+
+        def shutdown(self) -> None:
+            if self.cycle is None or self.cycle.response_complete:  # idle: a request may be on its way
+                self.loop.call_later(IDLE_GRACE_S, self._close_unless_busy)
+            else:
+                super().shutdown()
+
+        def _close_unless_busy(self) -> None:
+            if not self.transport.is_closing():
+                super().shutdown()  # closes it now, or after the response of a request begun meanwhile
 
         def on_message_begin(self) -> None:
             self.head_bytes = 0
