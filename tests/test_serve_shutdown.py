@@ -30,18 +30,31 @@ def repo(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("models")
     small_conv(folder / "conv.onnx")
+    small_conv(folder / "wide.onnx", dynamic=True)  # any H x W: 256 x 256 requests are 786 KB uploads
     return folder
 
 
-def _reference(repo, x):
+def _reference(repo, model, x):
     import edgeaccel
 
-    with edgeaccel.load(repo / "conv.onnx", executor="onnxruntime") as model:
-        return model.run(x)[0]
+    with edgeaccel.load(repo / f"{model}.onnx", executor="onnxruntime") as loaded:
+        return loaded.run(x)[0]
 
 
-@pytest.mark.parametrize("after_s", [0.2, 0.9])
-def test_sigterm_under_a_flood_refuses_new_requests_first_and_resets_or_cancels_none(repo, after_s):
+def _infer_body(x: np.ndarray) -> tuple[bytes, dict]:
+    """A small tensor as JSON; a large one binary (the binary tensor extension), as clients send images."""
+    if x.size <= 1024:
+        return json.dumps({"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32",
+                                       "data": x.ravel().tolist()}]}).encode(), {}
+    head = json.dumps({"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32",
+                                   "parameters": {"binary_data_size": x.nbytes}}]}).encode()
+    return head + x.tobytes(), {"Inference-Header-Content-Length": str(len(head))}
+
+
+# large uploads: a socket closed with a body unread resets it (a refusal before the body was read, an idle
+# connection closed at shutdown while a request was being written on it)
+@pytest.mark.parametrize("after_s, model, side", [(0.2, "conv", 16), (0.9, "conv", 16), (0.5, "wide", 256)])
+def test_sigterm_under_a_flood_refuses_new_requests_first_and_resets_or_cancels_none(repo, after_s, model, side):
     from edgeaccel.serve.process import ServerProcess
 
     server = ServerProcess([repo, "--port", "0", "--grpc-port", "0", "--executor", "onnxruntime", "--log-json",
@@ -55,10 +68,9 @@ def test_sigterm_under_a_flood_refuses_new_requests_first_and_resets_or_cancels_
             outcomes.append((protocol, what))
 
     def http_app(seed: int, keep_alive: bool) -> None:
-        x = np.full((1, 3, 16, 16), seed / 10, np.float32)
-        want = _reference(repo, x)
-        body = json.dumps({"inputs": [{"name": "x", "shape": [1, 3, 16, 16], "datatype": "FP32",
-                                       "data": x.ravel().tolist()}]})
+        x = np.full((1, 3, side, side), seed / 10, np.float32)
+        want = _reference(repo, model, x)
+        body, headers = _infer_body(x)
         conn = None
         end = time.monotonic() + CLIENT_LIMIT_S
         while time.monotonic() < end:
@@ -70,7 +82,7 @@ def test_sigterm_under_a_flood_refuses_new_requests_first_and_resets_or_cancels_
                     record("http", "gone")
                     return
             try:
-                conn.request("POST", "/v2/models/conv/infer", body=body)
+                conn.request("POST", f"/v2/models/{model}/infer", body=body, headers=headers)
                 response = conn.getresponse()
                 data = response.read()
             except (OSError, http.client.HTTPException) as exc:
@@ -91,14 +103,14 @@ def test_sigterm_under_a_flood_refuses_new_requests_first_and_resets_or_cancels_
 
     def grpc_app(seed: int) -> None:
         client = tritonclient_grpc.InferenceServerClient(server.grpc)
-        x = np.full((1, 3, 16, 16), seed / 10, np.float32)
-        want = _reference(repo, x)
-        tensor = tritonclient_grpc.InferInput("x", [1, 3, 16, 16], "FP32")
+        x = np.full((1, 3, side, side), seed / 10, np.float32)
+        want = _reference(repo, model, x)
+        tensor = tritonclient_grpc.InferInput("x", list(x.shape), "FP32")
         tensor.set_data_from_numpy(x)
         end = time.monotonic() + CLIENT_LIMIT_S
         while time.monotonic() < end:
             try:
-                result = client.infer("conv", [tensor], client_timeout=30)
+                result = client.infer(model, [tensor], client_timeout=30)
             except tritonclient_grpc.InferenceServerException as exc:
                 status, message = exc.status(), exc.message() or ""
                 if status == "StatusCode.UNAVAILABLE" and ("shutting down" in message or "waiting" in message):
