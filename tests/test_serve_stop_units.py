@@ -53,13 +53,13 @@ def test_grpc_stops_once_no_rpc_came_for_a_moment_or_at_the_limit(monkeypatch):
 
     from edgeaccel.serve import server
 
-    quiet = SimpleNamespace(last_arrival=time.monotonic() - 10)
+    quiet = SimpleNamespace(last_arrival=time.monotonic() - 10, in_transit=lambda within_s: 0)
     started = time.monotonic()
     asyncio.run(server._no_arrivals(quiet))
     assert time.monotonic() - started < server.HOLD_S + 0.5
 
     monkeypatch.setattr(server, "HOLD_QUIET_MAX_S", 0.4)
-    busy = SimpleNamespace(last_arrival=time.monotonic())
+    busy = SimpleNamespace(last_arrival=time.monotonic(), in_transit=lambda within_s: 0)
 
     async def keep_sending():
         task = asyncio.create_task(server._no_arrivals(busy))
@@ -146,6 +146,37 @@ def test_a_signal_that_lands_where_python_cannot_raise_is_raised_again_not_print
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+def test_grpc_stops_only_once_no_call_is_in_transit(monkeypatch):
+    """A call whose head came in while its large message was still arriving is not begun yet: the stop waits
+    for its handler to begin (gRPC's core would CANCEL it), at most HOLD_QUIET_MAX_S."""
+    from edgeaccel.serve import server
+    from edgeaccel.serve.grpc_api import InferenceServicer
+
+    servicer = InferenceServicer(None, None)
+    servicer.last_arrival = time.monotonic() - 10
+    token = servicer.arriving()  # its head, just now
+    servicer.last_arrival = time.monotonic() - 10  # and nothing else came for a while
+
+    async def begin_later():
+        await asyncio.sleep(0.3)
+        servicer.begun(token)
+
+    async def main():
+        started = time.monotonic()
+        begun = asyncio.create_task(begin_later())
+        await server._no_arrivals(servicer)
+        await begun
+        return time.monotonic() - started
+
+    assert 0.3 <= asyncio.run(main()) < server.HOLD_QUIET_MAX_S + 0.5
+    assert servicer.in_transit(60) == 0
+    servicer.arriving()  # one that never begins (its client gave up): the stop waits at most the limit
+    monkeypatch.setattr(server, "HOLD_QUIET_MAX_S", 0.3)
+    started = time.monotonic()
+    asyncio.run(server._no_arrivals(servicer))
+    assert 0.3 <= time.monotonic() - started < 1.5
 
 
 class _Draining:

@@ -20,6 +20,7 @@ import threading
 import time
 from typing import Any
 
+import grpc
 import numpy as np
 
 from .. import __version__
@@ -57,6 +58,28 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         self.holding = threading.Event()
         self.released = threading.Event()
         self.last_arrival = 0.0  # when an RPC last came in (server.py stops gRPC once none came for a moment)
+        self._lock = threading.Lock()
+        self._in_transit: dict[object, float] = {}  # RPCs whose head came in and whose handler has not begun
+
+    def arriving(self) -> object:
+        """An RPC's head came in (ArrivalWatch): its message may still be on its way, or waiting for a thread."""
+        token, now = object(), time.monotonic()
+        with self._lock:
+            if len(self._in_transit) > 1000:  # heads whose message never came (the client gave up): forgotten
+                self._in_transit = {t: at for t, at in self._in_transit.items() if now - at < 60}
+            self._in_transit[token] = now
+            self.last_arrival = now
+        return token
+
+    def begun(self, token: object) -> None:
+        with self._lock:
+            self._in_transit.pop(token, None)
+
+    def in_transit(self, within_s: float) -> int:
+        """RPCs that came in during the last ``within_s`` and whose handler has not begun."""
+        now = time.monotonic()
+        with self._lock:
+            return sum(1 for at in self._in_transit.values() if now - at < within_s)
 
     def _guard(self, context) -> None:
         self.last_arrival = time.monotonic()  # every method calls this first
@@ -198,6 +221,29 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         reply.outputs.add(name=RESULT, datatype="BYTES", shape=[len(results)])
         reply.raw_output_contents.append(join_bytes(result_bytes(results)))
         return reply
+
+
+class ArrivalWatch(grpc.ServerInterceptor):
+    """Tells the servicer when an RPC's head comes in, and when its handler begins: between the two, its
+    message is still arriving (a 790 KB tensor takes a while on a loaded machine) or waits for a thread, and a
+    stop begun then CANCELs it (server._no_arrivals waits for none in transit). Unary methods only: the
+    protocol has no other kind."""
+
+    def __init__(self, servicer: InferenceServicer) -> None:
+        self._servicer = servicer
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        servicer, inner, token = self._servicer, handler.unary_unary, self._servicer.arriving()
+
+        def behavior(request, context):
+            servicer.begun(token)
+            return inner(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(behavior, request_deserializer=handler.request_deserializer,
+                                                   response_serializer=handler.response_serializer)
 
 
 def _abort(context, exc: ServeError):

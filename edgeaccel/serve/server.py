@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .core import ServeCore
-from .grpc_api import InferenceServicer, add_to_server
+from .grpc_api import ArrivalWatch, InferenceServicer, add_to_server
 from .metrics import Metrics
 from .rest import GRACE_S, RestApp
 
@@ -159,12 +159,14 @@ async def _no_arrivals(servicer: Any) -> None:
     waiting for its refusal), at most HOLD_QUIET_MAX_S. grpc's core cancels a call that arrives after the stop
     began and before the client read the GOAWAY, or that no handler thread had taken yet: CANCELLED, which
     clients do not retry. A fixed HOLD_S missed a client whose thread had been off the CPU that long (seen
-    under a 24-client flood on 2 cores)."""
+    under a 24-client flood on 2 cores), and quiet alone missed a call whose head had come in while its large
+    message was still arriving (1 in 20 SIGTERMs flooding deeplabv3's 790 KB tensors): none may be in transit."""
     import time
 
     deadline = time.monotonic() + HOLD_QUIET_MAX_S
     await asyncio.sleep(HOLD_S)
-    while time.monotonic() < deadline and time.monotonic() - servicer.last_arrival < HOLD_S:
+    while time.monotonic() < deadline and (time.monotonic() - servicer.last_arrival < HOLD_S
+                                           or servicer.in_transit(HOLD_QUIET_MAX_S)):
         await asyncio.sleep(0.01)
 
 
@@ -247,10 +249,11 @@ def _start_grpc(core: ServeCore, metrics: Metrics, listen: Listen) -> tuple[Any,
     size = listen.max_request_bytes
     # a thread per accepted request waiting for its answer, and some for refusals and metadata (grpc_api.py)
     threads = ThreadPoolExecutor(core.options.max_queue + GRPC_SPARE_THREADS, thread_name_prefix="edgeaccel-grpc")
-    server = grpc.server(threads, options=[("grpc.max_receive_message_length", size),
-                                           ("grpc.max_send_message_length", max(size, 256 << 20)),
-                                           ("grpc.so_reuseport", 0)])
     servicer = InferenceServicer(core, metrics, listen.token)
+    server = grpc.server(threads, interceptors=[ArrivalWatch(servicer)],
+                         options=[("grpc.max_receive_message_length", size),
+                                  ("grpc.max_send_message_length", max(size, 256 << 20)),
+                                  ("grpc.so_reuseport", 0)])
     add_to_server(servicer, server)
     host = f"[{listen.host}]" if ":" in listen.host else listen.host
     from ..native_log import filtered_native_stderr
