@@ -16,6 +16,8 @@ accepted", every 200 it logged (--log-json) reached its client and no client got
 stderr holds no traceback and no warning.
 
     python tools/serve_sigterm_flood.py MODEL_FOLDER --seeds 0-9 --clients 16 --phases startup,before,during,twice
+    python tools/serve_sigterm_flood.py MODELS --model deeplab --server-args "--task deeplab=segment" \
+        --kinds http-keepalive,http-fresh,triton-grpc,http-image      # images to the task endpoint too
 """
 
 from __future__ import annotations
@@ -35,10 +37,26 @@ from pathlib import Path
 import numpy as np
 
 CLIENT_LIMIT_S = 30.0  # a client that saw no end by then records a hang
-KINDS = ("http-keepalive", "http-fresh", "triton-http", "triton-grpc")
+KINDS = ("http-keepalive", "http-fresh", "triton-http", "triton-grpc")  # and http-image, on request
 
 
 MODEL_SUFFIXES = (".tflite", ".onnx", ".xml", ".engine", ".plan")
+
+
+IMAGE_OK = ""  # an image request's outcome detail: the task endpoint takes no id (its log row has none)
+
+
+def png(x: np.ndarray) -> bytes:
+    """An NHWC or NCHW input's first image as PNG bytes (random pixels of the input's size)."""
+    import io
+
+    from PIL import Image
+
+    image = x[0] if x.shape[-1] in (1, 3) else np.moveaxis(x[0], 0, -1)
+    pixels = np.clip(image * (255 if image.dtype == np.float32 else 1), 0, 255).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels[..., 0] if pixels.shape[-1] == 1 else pixels).save(buffer, "PNG")
+    return buffer.getvalue()
 
 
 def example(meta: dict, seed: int) -> tuple[str, list, str, np.ndarray]:
@@ -78,21 +96,29 @@ class Flood:
 
     # -- raw HTTP -------------------------------------------------------------------------------------------
     def http_keepalive(self, k: int) -> None:
-        self._raw(k, keep_alive=True)
+        self._raw(k, "http-keepalive", keep_alive=True)
 
     def http_fresh(self, k: int) -> None:
-        self._raw(k, keep_alive=False)
+        self._raw(k, "http-fresh", keep_alive=False)
 
-    def _raw(self, k: int, keep_alive: bool) -> None:
-        kind = "http-keepalive" if keep_alive else "http-fresh"
+    def http_image(self, k: int) -> None:
+        """A PNG of the input's size to the task endpoint (the model needs a task: --server-args "--task M=T")."""
+        self._raw(k, "http-image", keep_alive=True)
+
+    def _raw(self, k: int, kind: str, keep_alive: bool) -> None:
         name, shape, datatype, x = example(self.meta, self.seed * 100 + k)
+        image = png(x) if kind == "http-image" else None
         host, port = self.server.http.rsplit(":", 1)
         conn = None
         end = time.monotonic() + CLIENT_LIMIT_S
         while time.monotonic() < end:
             rid = self.next_id(kind)
-            body = json.dumps({"id": rid, "inputs": [{"name": name, "shape": shape, "datatype": datatype,
-                                                      "data": x.ravel().tolist()}]})
+            if image is not None:
+                path, body, headers = f"/v2/models/{self.model}/predict", image, {"Content-Type": "image/png"}
+            else:
+                path, headers = f"/v2/models/{self.model}/infer", {}
+                body = json.dumps({"id": rid, "inputs": [{"name": name, "shape": shape, "datatype": datatype,
+                                                          "data": x.ravel().tolist()}]})
             if conn is None:
                 conn = http.client.HTTPConnection(host, int(port), timeout=CLIENT_LIMIT_S)
                 try:
@@ -101,13 +127,17 @@ class Flood:
                     self.record(kind, "gone")
                     return
             try:
-                conn.request("POST", f"/v2/models/{self.model}/infer", body=body)
+                conn.request("POST", path, body=body, headers=headers)
                 response = conn.getresponse()
                 data = response.read()
             except (OSError, http.client.HTTPException) as exc:
                 self.record(kind, "bad", f"{rid}: {type(exc).__name__}: {exc}")
                 return
-            self._http_answer(kind, rid, response.status, response.getheader("retry-after"), data)
+            if image is not None and response.status == 200:  # a task result (no id: the endpoint takes none)
+                good = isinstance(json.loads(data), dict)
+                self.record(kind, "ok" if good else "bad", IMAGE_OK if good else f"{rid}: {data[:120]!r}")
+            else:
+                self._http_answer(kind, rid, response.status, response.getheader("retry-after"), data)
             if not keep_alive or response.will_close:
                 conn.close()
                 conn = None
@@ -268,6 +298,12 @@ def one_run(folder: Path, model: str, phase: str, seed: int, clients: int, extra
     logged = [json.loads(line) for line in server.stdout_lines if line.startswith("{")]
     ok_ids = {d for _, w, d in flood.outcomes if w == "ok"}
     served_ids = {row.get("id") for row in logged if row["status"] == 200}
+    images_ok = sum(1 for k, w, _ in flood.outcomes if k == "http-image" and w == "ok")
+    images_logged = sum(1 for row in logged if row["status"] == 200 and not row.get("id"))
+    if images_ok != images_logged:
+        report["defects"].append(f"accounting: {images_logged} image 200s logged, {images_ok} reached clients")
+    ok_ids.discard(IMAGE_OK)
+    served_ids -= {None, ""}
     if ok_ids != served_ids:
         report["defects"].append(f"accounting: {len(served_ids - ok_ids)} logged 200s no client got "
                                  f"({sorted(served_ids - ok_ids)[:3]}), {len(ok_ids - served_ids)} client 200s not "
