@@ -53,13 +53,13 @@ def test_grpc_stops_once_no_rpc_came_for_a_moment_or_at_the_limit(monkeypatch):
 
     from edgeaccel.serve import server
 
-    quiet = SimpleNamespace(last_arrival=time.monotonic() - 10, in_transit=lambda within_s: 0)
+    quiet = SimpleNamespace(last_arrival=time.monotonic() - 10, in_transit=lambda: 0)
     started = time.monotonic()
     asyncio.run(server._no_arrivals(quiet))
     assert time.monotonic() - started < server.HOLD_S + 0.5
 
     monkeypatch.setattr(server, "HOLD_QUIET_MAX_S", 0.4)
-    busy = SimpleNamespace(last_arrival=time.monotonic(), in_transit=lambda within_s: 0)
+    busy = SimpleNamespace(last_arrival=time.monotonic(), in_transit=lambda: 0)
 
     async def keep_sending():
         task = asyncio.create_task(server._no_arrivals(busy))
@@ -171,7 +171,7 @@ def test_grpc_stops_only_once_no_call_is_in_transit(monkeypatch):
         return time.monotonic() - started
 
     assert 0.3 <= asyncio.run(main()) < server.HOLD_QUIET_MAX_S + 0.5
-    assert servicer.in_transit(60) == 0
+    assert servicer.in_transit() == 0
     servicer.arriving()  # one that never begins (its client gave up): the stop waits at most the limit
     monkeypatch.setattr(server, "HOLD_QUIET_MAX_S", 0.3)
     started = time.monotonic()
@@ -194,7 +194,7 @@ class _Draining:
         raise error
 
 
-def _refused(pieces: list[bytes], delay_s: float = 0.0) -> tuple[list[dict], list[bytes]]:
+def _refused(pieces: list[bytes], delay_s: float = 0.0, headers: list | None = None) -> tuple[list[dict], list[bytes]]:
     """An /infer request to a RestApp whose core is shutting down: what it sent, and the pieces of the body it
     read before answering."""
     from edgeaccel.serve.metrics import Metrics
@@ -213,7 +213,7 @@ def _refused(pieces: list[bytes], delay_s: float = 0.0) -> tuple[list[dict], lis
         sent.append(message)
 
     scope = {"type": "http", "method": "POST", "path": "/v2/models/m/infer", "query_string": b"",
-             "headers": [(b"content-length", str(sum(map(len, pieces))).encode())]}
+             "headers": [(b"content-length", str(sum(map(len, pieces))).encode()), *(headers or [])]}
     asyncio.run(asyncio.wait_for(app(scope, receive, send), 30))
     return sent, read
 
@@ -235,22 +235,57 @@ def test_a_slow_body_holds_the_refusal_for_discard_s_at_most(monkeypatch):
     monkeypatch.setattr(http_body, "DISCARD_S", 0.2)
     started = time.monotonic()
     sent, read = _refused([b"x"] * 100, delay_s=0.05)  # 5 s of body: given up after 0.2 s
-    assert sent[0]["status"] == 503 and len(read) < 100
+    assert sent[0]["status"] == 503 and 0 < len(read) < 100
     assert time.monotonic() - started < 3
+
+
+def test_a_client_that_waits_for_100_continue_is_refused_without_being_asked_for_its_body():
+    """curl sends Expect: 100-continue before a large upload: reading would ask for the body it then sends in
+    vain; answered at once, it sends nothing that could be left unread."""
+    sent, read = _refused([b"x" * 65536] * 4, headers=[(b"expect", b"100-continue")])
+    assert sent[0]["status"] == 503 and read == []
+
+
+def test_every_answer_that_closes_its_connection_reads_the_body_first():
+    """Not only the 503: an unknown model's 404 while the server drains closes the connection too."""
+    sent, read = _refused([b"x" * 65536] * 4)
+    assert read and sent[0]["status"] == 503
+    from edgeaccel.serve.metrics import Metrics
+    from edgeaccel.serve.rest import RestApp
+
+    class Unknown(_Draining):
+        def get(self, name, version=""):
+            raise ServeError(404, f"no model named {name!r}")
+
+    app, left, messages = RestApp(Unknown(), Metrics()), [b"y" * 65536] * 3, []
+
+    async def receive():
+        return {"type": "http.request", "body": left.pop(0), "more_body": len(left) > 1}
+
+    async def send(message):
+        messages.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/v2/models/nope/infer", "query_string": b"", "headers": []}
+    asyncio.run(asyncio.wait_for(app(scope, receive, send), 30))
+    assert messages[0]["status"] == 404 and (b"connection", b"close") in messages[0]["headers"] and len(left) == 1
 
 
 def test_answers_sent_while_the_server_drains_close_their_connection():
     """A keep-alive client answered while the server drains would write its next request on a connection
     uvicorn closes once the accepted requests are answered: every answer then says Connection: close."""
     from edgeaccel.serve import rest
+    from edgeaccel.serve.http_body import BodyWatch
 
     sent: list[dict] = []
 
     async def send(message):
         sent.append(message)
 
+    async def nothing():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
     async def answer(core):
-        rest._SERVING.set(core)
+        rest._REQUEST.set((core, BodyWatch(nothing, 100)))
         await rest._send(send, 200, b"{}", b"application/json")
 
     asyncio.run(answer(_Draining()))

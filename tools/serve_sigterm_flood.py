@@ -134,7 +134,10 @@ class Flood:
                 self.record(kind, "bad", f"{rid}: {type(exc).__name__}: {exc}")
                 return
             if image is not None and response.status == 200:  # a task result (no id: the endpoint takes none)
-                good = isinstance(json.loads(data), dict)
+                try:
+                    good = isinstance(json.loads(data), dict)
+                except ValueError:
+                    good = False
                 self.record(kind, "ok" if good else "bad", IMAGE_OK if good else f"{rid}: {data[:120]!r}")
             else:
                 self._http_answer(kind, rid, response.status, response.getheader("retry-after"), data)

@@ -18,6 +18,7 @@ import logging
 import math
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 import grpc
@@ -40,6 +41,7 @@ log = logging.getLogger("edgeaccel.serve")
 NO_DEADLINE_S = 1e8  # time_remaining() beyond this: the client set no deadline (grpcio's thread-pool server
 # reports one far beyond any wait a thread can make)
 HOLD_MAX_S = 2.0  # the longest a refusal is held back while gRPC stops
+IN_TRANSIT_KEEP_S = 10.0  # a call whose message has not come this long after its head is not waited for
 # InferTensorContents field holding each datatype's values
 CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
             "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents", "UINT32": "uint_contents",
@@ -59,14 +61,18 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         self.released = threading.Event()
         self.last_arrival = 0.0  # when an RPC last came in (server.py stops gRPC once none came for a moment)
         self._lock = threading.Lock()
-        self._in_transit: dict[object, float] = {}  # RPCs whose head came in and whose handler has not begun
+        # RPCs whose head came in and whose handler has not begun, oldest first (ArrivalWatch)
+        self._in_transit: OrderedDict[object, float] = OrderedDict()
 
     def arriving(self) -> object:
         """An RPC's head came in (ArrivalWatch): its message may still be on its way, or waiting for a thread."""
         token, now = object(), time.monotonic()
         with self._lock:
-            if len(self._in_transit) > 1000:  # heads whose message never came (the client gave up): forgotten
-                self._in_transit = {t: at for t, at in self._in_transit.items() if now - at < 60}
+            while self._in_transit:  # heads whose message never came (the client gave up or timed out): forgotten
+                oldest = next(iter(self._in_transit.values()))
+                if now - oldest < IN_TRANSIT_KEEP_S:
+                    break
+                self._in_transit.popitem(last=False)
             self._in_transit[token] = now
             self.last_arrival = now
         return token
@@ -75,11 +81,11 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         with self._lock:
             self._in_transit.pop(token, None)
 
-    def in_transit(self, within_s: float) -> int:
-        """RPCs that came in during the last ``within_s`` and whose handler has not begun."""
+    def in_transit(self) -> int:
+        """RPCs whose head came in during the last ``IN_TRANSIT_KEEP_S`` and whose handler has not begun."""
         now = time.monotonic()
         with self._lock:
-            return sum(1 for at in self._in_transit.values() if now - at < within_s)
+            return sum(1 for at in self._in_transit.values() if now - at < IN_TRANSIT_KEEP_S)
 
     def _guard(self, context) -> None:
         self.last_arrival = time.monotonic()  # every method calls this first

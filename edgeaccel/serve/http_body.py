@@ -70,19 +70,22 @@ async def read_body(headers: dict, receive, max_bytes: int, idle_s: float = BODY
 
 
 class BodyWatch:
-    """A request's ASGI ``receive`` that remembers whether the body has arrived whole, so that a refusal that closes
-    the connection (the 503 of a server shutting down) reads the rest of the body first: a socket closed with
-    data unread is reset, and a client still writing a large body (deeplabv3's 790 KB tensor) got EPIPE instead of
-    the 503 (tools/serve_sigterm_flood.py). Refusals that keep the connection need none of this: uvicorn reads and
-    drops the rest of the body itself."""
+    """A request's ASGI ``receive`` that remembers whether the body has arrived whole, so that an answer that closes
+    the connection (every answer while the server shuts down) reads the rest of a body nobody read first: a socket
+    closed with data unread is reset, and a client still writing a large body (deeplabv3's 790 KB tensor) got
+    EPIPE instead of the 503 (tools/serve_sigterm_flood.py). Answers that keep the connection need none of this:
+    uvicorn reads and drops the rest of the body itself."""
 
-    __slots__ = ("_receive", "max_bytes", "whole", "began")
+    __slots__ = ("_receive", "max_bytes", "whole", "began", "_expects_continue")
 
-    def __init__(self, receive, max_bytes: int) -> None:
+    def __init__(self, receive, max_bytes: int, headers: dict | None = None) -> None:
         self._receive = receive
         self.max_bytes = max_bytes
         self.whole = False
         self.began = False
+        # Expect: 100-continue (curl's large uploads): the client waits for "100 Continue" before sending its
+        # body, which a receive() would ask for; answered first, it sends nothing to leave unread
+        self._expects_continue = (headers or {}).get(b"expect", b"").lower() == b"100-continue"
 
     async def __call__(self) -> dict:
         self.began = True
@@ -100,7 +103,7 @@ class BodyWatch:
             while not self.whole and size <= self.max_bytes:
                 size += len((await self()).get("body", b""))
 
-        if not self.began:
+        if not self.began and not self._expects_continue:
             try:
                 await asyncio.wait_for(rest(), DISCARD_S if seconds is None else seconds)
             except asyncio.TimeoutError:

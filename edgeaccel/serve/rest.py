@@ -46,8 +46,8 @@ PARSE_INLINE_BYTES = 1 << 20  # JSON parsed on the event loop up to this size; l
 RESPOND_INLINE_VALUES = 1 << 16  # answers with more output values are encoded in a worker thread too
 
 
-# the core of the app serving this request (each request runs in a context of its own): _send reads whether it drains
-_SERVING: contextvars.ContextVar[ServeCore] = contextvars.ContextVar("edgeaccel_serving")
+# the request being answered (each runs in a context of its own): its app's core, whether draining, and its body
+_REQUEST: contextvars.ContextVar[tuple[ServeCore, BodyWatch]] = contextvars.ContextVar("edgeaccel_request")
 
 
 class RestApp:
@@ -67,17 +67,17 @@ class RestApp:
         if scope["type"] != "http":
             return
         headers = dict(scope["headers"])
+        receive = BodyWatch(receive, self.max_request_bytes, headers)
+        _REQUEST.set((self.core, receive))
         if not authorized(headers.get(b"authorization"), self.token):
             await _send_json(send, 401, {"error": "missing or wrong API token: send 'Authorization: Bearer <token>'"},
                              extra=[(b"www-authenticate", b"Bearer")])
             return
         method, path = scope["method"], scope["path"].rstrip("/") or "/"
-        _SERVING.set(self.core)
-        receive = BodyWatch(receive, self.max_request_bytes)
         try:
             await self._route(method, path, headers, receive, send, scope.get("query_string", b""))
         except ServeError as exc:
-            await _send_error(send, exc, receive)
+            await _send_error(send, exc)
         except Disconnected:
             return
         except asyncio.CancelledError:  # uvicorn's shutdown stopped waiting for it (a body that never came whole):
@@ -179,7 +179,7 @@ class RestApp:
             await _send(send, 200, payload, *extra)
         except ServeError as exc:
             status, error = exc.status, exc.message
-            await _send_error(send, exc, receive)
+            await _send_error(send, exc)
         except Disconnected:
             status, error = 499, "the client disconnected before its request was read"
             raise
@@ -226,7 +226,7 @@ class RestApp:
             await _send(send, 200, payload, b"application/json")
         except ServeError as exc:
             status, error = exc.status, exc.message
-            await _send_error(send, exc, receive)
+            await _send_error(send, exc)
         except Disconnected:
             status, error = 499, "the client disconnected before its request was read"
             raise
@@ -242,12 +242,10 @@ def _method(method: str, *allowed: str) -> None:
         raise ServeError(405, f"use {' or '.join(allowed)} here, not {method}")
 
 
-async def _send_error(send, exc: ServeError, receive: BodyWatch | None = None) -> None:
+async def _send_error(send, exc: ServeError) -> None:
     extra = [(b"retry-after", str(exc.retry_after).encode())] if exc.retry_after else []
     if exc.close_connection:
         extra.append((b"connection", b"close"))
-        if receive is not None:  # the rest of the body first: closing with it unread resets the client's upload
-            await receive.discard()
     await _send_json(send, exc.status, {"error": exc.message}, extra=extra)
 
 
@@ -258,11 +256,17 @@ async def _send_json(send, status: int, value: Any, extra: list | None = None) -
 async def _send(send, status: int, body: Body, content_type: bytes, extra: list | None = None) -> None:
     headers = [(b"content-type", content_type), (b"content-length", str(body_length(body)).encode()),
                *(extra or [])]
-    core = _SERVING.get(None)
-    if core is not None and not core.ready and (b"connection", b"close") not in headers:
-        # shutting down: no answer invites the client to reuse its connection, which uvicorn closes once the
-        # accepted requests are answered (a request written on it then is reset: tools/serve_sigterm_flood.py)
-        headers.append((b"connection", b"close"))
+    request = _REQUEST.get(None)
+    if request is not None:
+        core, body_watch = request
+        closing = (b"connection", b"close") in headers
+        if not core.ready and not closing:
+            # shutting down: no answer invites the client to reuse its connection, which uvicorn closes once the
+            # accepted requests are answered (a request written on it then is reset: tools/serve_sigterm_flood.py)
+            headers.append((b"connection", b"close"))
+            closing = True
+        if closing:  # the rest of a body not read first: closing with it unread resets the client's upload
+            await body_watch.discard()
     await respond(send, status, body, headers)
 
 

@@ -166,7 +166,7 @@ async def _no_arrivals(servicer: Any) -> None:
     deadline = time.monotonic() + HOLD_QUIET_MAX_S
     await asyncio.sleep(HOLD_S)
     while time.monotonic() < deadline and (time.monotonic() - servicer.last_arrival < HOLD_S
-                                           or servicer.in_transit(HOLD_QUIET_MAX_S)):
+                                           or servicer.in_transit()):
         await asyncio.sleep(0.01)
 
 
