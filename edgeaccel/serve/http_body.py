@@ -14,7 +14,7 @@ import asyncio
 from .errors import ServeError
 
 BODY_IDLE_S = 5.0  # the longest a request body may send nothing before it is given up (408)
-DISCARD_S = 2.0  # the longest a refusal that closes its connection reads the rest of a body it will not use
+DISCARD_S = 2.0  # the longest an answer that closes its connection reads the rest of a body nobody read
 
 
 class Disconnected(Exception):
@@ -95,7 +95,7 @@ class BodyWatch:
         return message
 
     async def discard(self, seconds: float | None = None) -> None:
-        """Read and drop a body the request was refused before reading, up to ``max_bytes`` and for at most
+        """Read and drop a body the request was answered before reading, up to ``max_bytes`` and for at most
         ``seconds`` (a slow upload does not hold the refusal, or the shutdown, longer than that). A body whose
         reading began was refused for itself (it stalled, it is too large): nothing more is waited for."""
         async def rest() -> None:
