@@ -101,7 +101,7 @@ def throughput_stream_threads(cores: int | None = None) -> int:
     (on 2 cores, 4 clients were served best so: executors/adaptive.py), then cores // 4 up to the square root of
     the cores (8: 4 streams of 2, 16: 4 of 4, 64: 8 of 8). Streams of one thread each keep only as many cores
     busy as requests overlap: 4 clients of a 16-core server used 4 cores, each request taking the
-    single-threaded time (issue 31's H100 figures: 4 clients reached 0.57 of in-process). Wider streams keep
+    single-threaded time (the 16-core host's figures in README: 4 clients reached 0.57 of in-process). Wider streams keep
     every core busy from 4 overlapping requests on, at the intra-op scaling of 2-8 threads (the price, against
     one stream per core, when more requests overlap than there are streams); ``--threads`` / ``threads=``
     chooses otherwise. Arithmetic on those figures, not measured on a many-core machine yet. ``cores``: this
