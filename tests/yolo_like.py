@@ -144,6 +144,22 @@ def squares(seed: int) -> tuple[np.ndarray, list[tuple[int, tuple[float, float, 
     return np.clip(image, 0, 255).astype(np.uint8), placed
 
 
+def moving_squares(frames: int, seed: int = 0, step: int = 3) -> list[tuple[np.ndarray, list]]:
+    """Frames of a short video: a red square moving right along the top and a blue one moving left along the
+    bottom, ``step`` pixels a frame, on a fresh noisy grey background each frame; each frame's truth as
+    ``squares`` gives it (the red one first)."""
+    rng = np.random.default_rng(seed)
+    side, out = 16, []
+    for i in range(frames):
+        image = np.full((SIZE, SIZE, 3), 100.0, np.float32) + rng.normal(0, 8, (SIZE, SIZE, 3))
+        truth = []
+        for cls, x, y in ((0, 10 + step * i, 20), (2, SIZE - 26 - step * i, SIZE - 40)):
+            image[y:y + side, x:x + side] = COLOURS[cls] + rng.normal(0, 8, (side, side, 3))
+            truth.append((cls, (float(x), float(y), float(x + side), float(y + side))))
+        out.append((np.clip(image, 0, 255).astype(np.uint8), truth))
+    return out
+
+
 def write_images(folder: Path, seeds) -> Path:
     """PNG files of ``squares(seed)`` for each seed (a calibration folder convert reads)."""
     from PIL import Image

@@ -37,6 +37,7 @@ from .gate import DeviceGate, gate_model, ran_by
 from .opening import open_model
 from .repository import Entry, ModelRepository, layout_hint
 from .shape_check import onnx_check_for
+from .streams import Streams
 
 log = logging.getLogger("edgeaccel.serve")
 _NATIVE_LOG_LOCK = threading.Lock()
@@ -104,6 +105,7 @@ class ServeCore:
         self._idle = threading.Condition(self._lock)
         self._draining = False
         self.last_refusal = 0.0  # when a request was last refused for the shutdown (server.py waits for quiet)
+        self.streams = Streams()  # tracked streams of the task endpoints (tasks.py), kept across requests
 
     # -- the repository --------------------------------------------------------------------------------------
     def load(self, name: str) -> ServedModel:

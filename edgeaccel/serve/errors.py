@@ -10,7 +10,8 @@ from ..errors import (DeadlineExceededError, EdgeAccelError, InferenceTimeoutErr
 
 # HTTP status -> grpc.StatusCode name (grpc is imported only by the gRPC side)
 GRPC_CODE = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 409: "FAILED_PRECONDITION",
-             413: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+             413: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 501: "UNIMPLEMENTED", 503: "UNAVAILABLE",
+             504: "DEADLINE_EXCEEDED"}
 
 
 class ServeError(Exception):

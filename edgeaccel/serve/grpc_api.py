@@ -220,6 +220,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             if wanted.name != RESULT:
                 raise ServeError(400, f"an image request answers one output, '{RESULT}', not '{wanted.name}'")
         options = from_parameters(grpc_values(request.parameters))
+        options.check_images(len(images))
         timeout = _timeout_s(request, context)
         results = [self.tasks.predict(request.model_name, request.model_version, image, options, timeout,
                                       f"image {i} of the request") for i, image in enumerate(images)]

@@ -98,6 +98,7 @@ async def infer_images(tasks: TaskService, name: str, version: str, request: dic
     """The /infer answer for image inputs: the ``result`` output, one JSON string per image."""
     parameters = request.get("parameters") if isinstance(request.get("parameters"), dict) else {}
     options = from_parameters(parameters)
+    options.check_images(len(images))
     binary = _binary_result(request.get("outputs"), bool(parameters.get("binary_data_output", False)))
     results = await asyncio.gather(*(tasks.predict_async(name, version, image, options, timeout_s,
                                                          f"image {i} of the request")

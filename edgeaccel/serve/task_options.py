@@ -1,5 +1,5 @@
-"""A task request's own decoding options: the lowest score kept, NMS overlap, most boxes, classes kept, and how
-a mask comes back. They lay over the model's task for that request only, as ``TaskOptions`` of the same names do
+"""A task request's own decoding options: the lowest score kept, NMS overlap, most boxes, classes kept, how
+a mask comes back, and the tracked stream an image is a frame of (streams.py). They lay over the model's task for that request only, as ``TaskOptions`` of the same names do
 in-process (``edgeaccel.load(..., task_options=TaskOptions(conf=0.5))`` answers as ``?conf=0.5`` does).
 
 Where they come from: ``/predict``'s query string or form fields (every name there must be one of ours, so
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ServeError
+from .streams import stream_name
 
 MASK_FORMATS = ("png", "rle", "none")
 SHARES = ("conf", "iou")  # between 0 and 1
@@ -23,7 +24,8 @@ COUNTS = ("max_det", "top_k")  # whole numbers from 1
 MAX_COUNT = 10_000
 # what other servers call the score threshold ("threshold" is not one: a segmenter's mask threshold has that name)
 ALIASES = {"confidence": "conf"}
-PREDICT_NAMES = ("masks", "timeout", *SHARES, *COUNTS, *ALIASES)  # what /predict's query string may hold
+TRACKING = ("stream", "timestamp")  # a frame of a tracked stream (streams.py), and its time in seconds
+PREDICT_NAMES = ("masks", "timeout", *SHARES, *COUNTS, *ALIASES, *TRACKING)  # what /predict's query string may hold
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class RequestOptions:
     masks: str = "png"
     decoding: dict[str, Any] = field(default_factory=dict)  # conf, iou, max_det, top_k given for this request
     masks_given: bool = False  # masks= was in the request (the default png is no choice of the client's)
+    stream: str | None = None  # the tracked stream the image is a frame of: its boxes get track ids
+    timestamp: float | None = None  # the frame's time, seconds (default: when it arrived)
 
     def task_for(self, task: Any) -> Any:
         """The model's task with this request's decoding options (a copy: other requests keep the model's); an
@@ -53,6 +57,14 @@ class RequestOptions:
         for name, value in self.decoding.items():
             setattr(mine, name, value)
         return mine
+
+
+    def check_images(self, count: int) -> None:
+        """A tracked stream takes one frame a request: frames of one request would share one time."""
+        if self.stream is not None and count != 1:
+            raise ServeError(400, f"stream={self.stream} tracks one frame a request, and this one holds {count} "
+                                  "images: send a stream's frames one per request, in order (each with its "
+                                  "timestamp)")
 
 
 def from_predict(values: dict[str, str]) -> RequestOptions:
@@ -104,7 +116,14 @@ def _options(values: dict[str, Any]) -> RequestOptions:
             if count != int(count) or not 1 <= count <= MAX_COUNT:
                 raise ServeError(400, f"{given} is a whole number from 1 to {MAX_COUNT}, not {value!r}")
             decoding[name] = int(count)
-    return RequestOptions(mask_format(values.get("masks")), decoding, values.get("masks") not in (None, ""))
+    stream = values.get("stream")
+    timestamp = values.get("timestamp")
+    if timestamp is not None:
+        if stream is None:
+            raise ServeError(400, "timestamp is a tracked frame's time: give stream=NAME beside it")
+        timestamp = _number("timestamp", timestamp)
+    return RequestOptions(mask_format(values.get("masks")), decoding, values.get("masks") not in (None, ""),
+                          None if stream is None else stream_name(stream), timestamp)
 
 
 def _number(name: str, value: Any) -> float:

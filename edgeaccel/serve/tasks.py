@@ -25,6 +25,7 @@ from ..vision.errors import TaskError
 from .core import ServeCore
 from .errors import ServeError, from_edgeaccel
 from .images import decode_image
+from .streams import Streams, Ticket
 from .task_options import RequestOptions
 
 
@@ -33,6 +34,7 @@ class TaskService:
         self.core = core
         self._pool: ThreadPoolExecutor | None = None
         self._threads = threads or max(2, min(8, os.cpu_count() or 2))
+        self.streams: Streams = core.streams  # one per server: a stream's frames may come over either protocol
 
     @property
     def pool(self) -> ThreadPoolExecutor:
@@ -76,6 +78,10 @@ class TaskService:
 
     def finish(self, task: Any, answer: Any, frame: Any, masks: str, timing: dict) -> dict:
         """The task's result as JSON-ready data (a worker thread)."""
+        return self.encode(self.postprocess(task, answer, frame, timing), answer, masks)
+
+    def postprocess(self, task: Any, answer: Any, frame: Any, timing: dict) -> Any:
+        """The task's Result of the model's outputs (a worker thread)."""
         start = time.perf_counter()
         try:
             result = task.postprocess([answer[t.name] for t in task._outputs], frame)
@@ -87,31 +93,77 @@ class TaskService:
             raise from_edgeaccel(exc) from None
         timing["postprocess"] = (time.perf_counter() - start) * 1e3
         result.timing_ms = timing
+        return result
+
+    @staticmethod
+    def encode(result: Any, answer: Any, masks: str, stream: dict | None = None) -> dict:
+        """A Result as the answer's JSON-ready dict: masks encoded, the executor, the stream's part when tracked."""
         out = result.to_dict()
         mask = getattr(result, "mask", None)
         if mask is not None and masks != "none":
             out["mask"] = encode_mask(mask, masks, getattr(result, "background", 0), out.get("classes", []))
         out["executor"] = getattr(answer, "executor", None)
+        if stream is not None:
+            out["stream"] = stream
         return out
+
+    def arrive(self, name: str, task: Any, options: RequestOptions) -> Ticket | None:
+        """The frame's place in its tracked stream (None for an image of no stream); a 400 for a model whose
+        results have no boxes to track, a 501 where SciPy (the tracker's assignment) is not installed."""
+        if options.stream is None:
+            return None
+        if not (task.name == "detect" or task.kind == "yolo-seg"):
+            raise ServeError(400, f"stream= tracks boxes, and model '{name}' ({task.name}, {task.kind}) gives none: "
+                                  "track a detector's (or an instance segmenter's) frames")
+        from ..tracking.assignment import _solver
+
+        try:
+            _solver()
+        except Exception as exc:
+            raise ServeError(501, f"stream= needs the server's tracker, which needs SciPy: {from_edgeaccel(exc).message}"
+                             ) from None
+        return self.streams.arrive(name, options.stream, options.timestamp)
+
+    def _admit(self, name: str, task: Any, options: RequestOptions) -> Ticket | None:
+        """The request counted in the core's bound, and its frame's place in its stream (if tracked)."""
+        ticket = self.arrive(name, task, options)
+        try:
+            self.core.admit()
+        except BaseException:
+            if ticket is not None:
+                ticket.abandon()
+            raise
+        return ticket
 
     def predict(self, name: str, version: str, data: bytes | memoryview, options: RequestOptions | None = None,
                 timeout_s: float | None = None, where: str = "the request's image") -> dict:
         """One image, answered in the calling thread (a gRPC handler thread): the result as a dict."""
         options = options or RequestOptions()
         task = options.task_for(self.task_of(name, version))
-        self.core.admit()
+        ticket = self._admit(name, task, options)
         try:
-            inputs, frame, took = self.prepare(task, data, where)
-        except BaseException:
-            self.core.release()
-            raise
-        future, ran, wait = self._infer(name, version, inputs, timeout_s)
-        try:
-            answer = future.result(wait)
-        except (TimeoutError, concurrent.futures.TimeoutError):  # one class from Python 3.11 on, two before
-            raise _late(name, wait) from None
-        timing = {"preprocess": took * 1e3, "inference": (time.perf_counter() - ran) * 1e3}
-        return self.finish(task, answer, frame, options.masks, timing)
+            try:
+                inputs, frame, took = self.prepare(task, data, where)
+            except BaseException:
+                self.core.release()
+                raise
+            future, ran, wait = self._infer(name, version, inputs, timeout_s)
+            try:
+                answer = future.result(wait)
+            except (TimeoutError, concurrent.futures.TimeoutError):  # one class from Python 3.11 on, two before
+                raise _late(name, wait) from None
+            timing = {"preprocess": took * 1e3, "inference": (time.perf_counter() - ran) * 1e3}
+            if ticket is None:
+                return self.finish(task, answer, frame, options.masks, timing)
+            result = self.postprocess(task, answer, frame, timing)
+            try:
+                stream = ticket.complete(result).result(wait)  # after the frames of the stream that came before
+            except (TimeoutError, concurrent.futures.TimeoutError):
+                raise _late(name, wait) from None
+            return self.encode(result, answer, options.masks, stream)
+        finally:
+            if ticket is not None:
+                ticket.abandon()  # a frame that failed: the stream's later frames do not wait for it
 
     async def predict_async(self, name: str, version: str, data: bytes | memoryview,
                             options: RequestOptions | None = None, timeout_s: float | None = None,
@@ -122,19 +174,32 @@ class TaskService:
         options = options or RequestOptions()
         task = options.task_for(self.task_of(name, version))
         loop = asyncio.get_running_loop()
-        self.core.admit()
+        ticket = self._admit(name, task, options)
         try:
-            inputs, frame, took = await loop.run_in_executor(self.pool, self.prepare, task, data, where)
-        except BaseException:
-            self.core.release()
-            raise
-        future, ran, wait = self._infer(name, version, inputs, timeout_s)
-        try:
-            answer = await asyncio.wait_for(asyncio.wrap_future(future), wait)
-        except asyncio.TimeoutError:
-            raise _late(name, wait) from None
-        timing = {"preprocess": took * 1e3, "inference": (time.perf_counter() - ran) * 1e3}
-        return await loop.run_in_executor(self.pool, self.finish, task, answer, frame, options.masks, timing)
+            try:
+                inputs, frame, took = await loop.run_in_executor(self.pool, self.prepare, task, data, where)
+            except BaseException:
+                self.core.release()
+                raise
+            future, ran, wait = self._infer(name, version, inputs, timeout_s)
+            try:
+                answer = await asyncio.wait_for(asyncio.wrap_future(future), wait)
+            except asyncio.TimeoutError:
+                raise _late(name, wait) from None
+            timing = {"preprocess": took * 1e3, "inference": (time.perf_counter() - ran) * 1e3}
+            if ticket is None:
+                return await loop.run_in_executor(self.pool, self.finish, task, answer, frame, options.masks, timing)
+            result = await loop.run_in_executor(self.pool, self.postprocess, task, answer, frame, timing)
+            # tracked in the stream's arrival order: this frame may wait for the ones before it (not in the pool,
+            # whose threads those frames may need)
+            try:
+                tracked = await asyncio.wait_for(asyncio.wrap_future(ticket.complete(result)), wait)
+            except asyncio.TimeoutError:
+                raise _late(name, wait) from None
+            return await loop.run_in_executor(self.pool, self.encode, result, answer, options.masks, tracked)
+        finally:
+            if ticket is not None:
+                ticket.abandon()
 
     def _infer(self, name: str, version: str, inputs, timeout_s: float | None):
         """The admitted request sent to the model: (its future, when it was sent, how long to wait for it)."""
