@@ -72,7 +72,9 @@ def _task(name: str, model: Any) -> dict:
         return {}
     return {"task": f"{task.name} ({task.kind})",
             "images": f"POST /v2/models/{name}/predict with an image body, or /infer with one BYTES input of "
-                      f"encoded images answered in the BYTES output 'result' (schema edgeaccel.vision/1)"}
+                      f"encoded images answered in the BYTES output 'result' (schema edgeaccel.vision/1)"
+                      + ("; stream=NAME (and timestamp=SECONDS) tracks a video's frames: boxes get track_id"
+                         if task.name == "detect" or task.kind == "yolo-seg" else "")}
 
 
 def _refused(model: Any) -> dict:

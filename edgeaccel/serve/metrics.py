@@ -81,6 +81,10 @@ class _CoreCollector:
         queue = GaugeMetricFamily("edgeaccel_serve_queue_depth", "Requests accepted and not answered yet")
         queue.add_metric([], core.pending)
         yield queue
+        streams = GaugeMetricFamily("edgeaccel_serve_tracked_streams", "Streams whose frames are tracked (stream=), "
+                                    "kept until idle")
+        streams.add_metric([], len(core.streams))
+        yield streams
         gate = {name: GaugeMetricFamily(f"edgeaccel_serve_device_{name}", text, labels=["device"])
                 for name, text in (("limit", "Runs a device may hold at once, all models together"),
                                    ("running", "Runs on a device now"), ("waiting", "Runs waiting for a device"),

@@ -48,6 +48,7 @@ class Stream:
         self.lock = threading.Lock()
         self.arrived = 0  # frames given a place in the stream's order
         self.applied = 0  # frames applied (or given up) in that order
+        self.tracked = 0  # frames applied
         self.parked: dict[int, tuple[Any, float, Future] | None] = {}  # None: a frame that failed
         self.seen = time.monotonic()
 
@@ -56,9 +57,8 @@ class Ticket:
     """A frame's place in its stream: ``complete(result)`` tracks it once the frames before it are applied;
     ``abandon()`` gives the place up (the request failed: later frames need not wait for it)."""
 
-    def __init__(self, stream: Stream, seq: int, timestamp: float, new: bool) -> None:
+    def __init__(self, stream: Stream, seq: int, timestamp: float) -> None:
         self.stream, self.seq, self.timestamp = stream, seq, timestamp
-        self.new = new  # this frame started the stream's tracker (ids from 1)
         self.done = False
 
     def complete(self, result: Any) -> Future:
@@ -67,7 +67,7 @@ class Ticket:
         boxes get their ``track_id``s meanwhile."""
         future: Future = Future()
         future.set_running_or_notify_cancel()  # a caller that stops waiting cannot cancel it under the applier
-        self._settle((result, self.timestamp, self.new, future))
+        self._settle((result, self.timestamp, future))
         return future
 
     def abandon(self) -> None:
@@ -86,12 +86,16 @@ class Ticket:
                     _apply(stream, *waiting)
 
 
-def _apply(stream: Stream, result: Any, timestamp: float, new: bool, future: Future) -> None:
+def _apply(stream: Stream, result: Any, timestamp: float, future: Future) -> None:
+    """Track one frame; its answer's ``frame`` counts the stream's frames tracked, ``new`` says the first (ids
+    start at 1), ``tracks`` the ids given out so far."""
     from ..tracking.live import boxes_of
 
     try:
         events = stream.tracker.update(boxes_of(result) or [], timestamp)
-        future.set_result({"id": stream.name, "new": new, "frame": stream.applied, "tracks": stream.tracker.confirmed,
+        stream.tracked += 1
+        future.set_result({"id": stream.name, "new": stream.tracked == 1, "frame": stream.tracked,
+                           "tracks": stream.tracker.confirmed,
                            "events": [e.to_dict() for e in sorted(events, key=lambda e: e.timestamp)]})
     except Exception as exc:  # a bug of the tracker: this frame's answer says so, the stream goes on
         future.set_exception(exc)
@@ -120,7 +124,6 @@ class Streams:
                     break
                 self._streams.popitem(last=False)
             stream = self._streams.get(key)
-            new = stream is None
             if stream is None:
                 stream = self._streams[key] = Stream(name, options)
                 if len(self._streams) > self.max_streams:
@@ -134,4 +137,4 @@ class Streams:
             stream.seen = now
             seq = stream.arrived
             stream.arrived += 1
-        return Ticket(stream, seq, now if timestamp is None else timestamp, new)
+        return Ticket(stream, seq, now if timestamp is None else timestamp)

@@ -1,0 +1,202 @@
+"""Tracked streams over `edgeaccel serve`'s task endpoints: a real server in a subprocess on 127.0.0.1 holding a
+test-built YOLOv8-style detector that really finds coloured squares (yolo_like.py) and a classifier; a short
+video of two squares moving apart is sent frame by frame with ``stream=`` and ``timestamp=`` through raw HTTP
+(one at a time, and several in flight) and tritonclient gRPC. Each square must keep one id, and the ids and
+boxes must equal what the same tracker gives in-process on ``predict``'s results of the same frames."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from conftest import MODELS
+
+pytestmark = [pytest.mark.slow]  # a server
+pytest.importorskip("uvicorn")
+pytest.importorskip("PIL")
+pytest.importorskip("onnx")
+pytest.importorskip("scipy")
+tritonclient_grpc = pytest.importorskip("tritonclient.grpc")
+
+FRAMES = 12
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    import yolo_like
+
+    folder = tmp_path_factory.mktemp("models")
+    yolo_like.build(folder / "squares.onnx")
+    if (MODELS / "mobilenet_v1_0.25_128_quant.tflite").exists():
+        shutil.copy(MODELS / "mobilenet_v1_0.25_128_quant.tflite", folder / "classifier.tflite")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(repo):
+    from edgeaccel.serve.process import ServerProcess
+
+    proc = ServerProcess([repo, "--port", "0", "--grpc-port", "0", "--log-json"])
+    proc.start()
+    yield proc
+    proc.kill()
+
+
+@pytest.fixture(scope="module")
+def video():
+    import yolo_like
+    from PIL import Image
+
+    frames = []
+    for image, truth in yolo_like.moving_squares(FRAMES):
+        buffer = io.BytesIO()
+        Image.fromarray(image).save(buffer, format="PNG")
+        frames.append((image, truth, buffer.getvalue()))
+    return frames
+
+
+@pytest.fixture(scope="module")
+def in_process(repo, video):
+    """The boxes and ids of every frame as an app tracking in-process would get them (same executor)."""
+    import edgeaccel
+    from edgeaccel.tracking import Tracker
+
+    tracker = Tracker()
+    out = []
+    with edgeaccel.load(repo / "squares.onnx", task="detect", executor="onnxruntime") as model:
+        for i, (image, _, _) in enumerate(video):
+            result = model.predict(image)
+            tracker.update(result.boxes, i / 10)
+            out.append([(b.label, b.track_id, list(b.xyxy), b.score) for b in result.boxes])
+    return out
+
+
+def _post(server, path, body, content_type="image/png"):
+    request = urllib.request.Request(server.url + path, data=body, headers={"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _frame(server, video, i, stream):
+    status, result = _post(server, f"/v2/models/squares/predict?stream={stream}&timestamp={i / 10}", video[i][2])
+    assert status == 200, result
+    return result
+
+
+def _same(result, want):
+    got = [(b["label"], b.get("track_id"), b["xyxy"], b["score"]) for b in result["boxes"]]
+    assert [(label, track) for label, track, _, _ in got] == [(label, track) for label, track, _, _ in want]
+    for (_, _, xyxy, score), (_, _, want_xyxy, want_score) in zip(got, want, strict=True):
+        np.testing.assert_allclose(xyxy, want_xyxy, atol=0.01)
+        assert abs(score - want_score) < 1e-5
+
+
+def test_frames_sent_one_at_a_time_keep_each_square_on_one_id(server, video, in_process):
+    ids = {}
+    for i in range(FRAMES):
+        result = _frame(server, video, i, "one-by-one")
+        _same(result, in_process[i])
+        assert result["stream"]["id"] == "one-by-one" and result["stream"]["frame"] == i + 1
+        assert result["stream"]["new"] == (i == 0)
+        for box in result["boxes"]:
+            if "track_id" in box:
+                ids.setdefault(box["label"], set()).add(box["track_id"])
+    assert ids == {"red": {1}, "blue": {2}}, "each square one id, confirmed on its second frame"
+    assert result["stream"]["tracks"] == 2
+
+
+def test_frames_in_flight_together_get_the_ids_of_frames_sent_one_at_a_time(server, video, in_process):
+    import time
+
+    def send(i):
+        time.sleep(i * 0.01)  # arrive in order, overlap in the server (decoding and runs take longer)
+        return _frame(server, video, i, "in-flight")
+
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(send, range(FRAMES)))
+    for i, result in enumerate(results):
+        _same(result, in_process[i])
+
+
+def test_two_streams_of_one_model_are_tracked_apart(server, video):
+    for i in range(4):
+        a, b = _frame(server, video, i, "left"), _frame(server, video, i, "right")
+        assert [x.get("track_id") for x in a["boxes"]] == [x.get("track_id") for x in b["boxes"]]
+    assert [x["track_id"] for x in a["boxes"]] == [1, 2], "each stream gives its own ids from 1"
+
+
+def test_grpc_frames_are_tracked_as_http_ones(server, video, in_process):
+    client = tritonclient_grpc.InferenceServerClient(server.grpc)
+    for i in range(FRAMES):
+        tensor = tritonclient_grpc.InferInput("image", [1], "BYTES")
+        tensor.set_data_from_numpy(np.array([video[i][2]], dtype=object))
+        answer = client.infer("squares", [tensor], parameters={"stream": "grpc-cam", "timestamp": i / 10},
+                              client_timeout=60)
+        result = json.loads(answer.as_numpy("result")[0])
+        _same(result, in_process[i])
+        assert result["stream"]["frame"] == i + 1
+
+
+def test_a_camera_that_restarts_its_clock_ends_its_tracks_and_ids_go_on(server, video):
+    for i in range(3):
+        _frame(server, video, i, "restart")
+    status, result = _post(server, "/v2/models/squares/predict?stream=restart&timestamp=0", video[0][2])
+    assert status == 200 and [e["type"] for e in result["stream"]["events"]] == ["ended", "ended"]
+    status, result = _post(server, "/v2/models/squares/predict?stream=restart&timestamp=0.1", video[1][2])
+    assert [b["track_id"] for b in result["boxes"]] == [3, 4], "no id is given twice in one stream"
+
+
+@pytest.mark.parametrize("path, body_of, status, words", [
+    ("/v2/models/classifier/predict?stream=cam", "frame", 400, "stream= tracks boxes"),
+    ("/v2/models/squares/predict?timestamp=1", "frame", 400, "give stream=NAME beside it"),
+    ("/v2/models/squares/predict?stream=a%20b", "frame", 400, "stream is a name"),
+    ("/v2/models/squares/predict?stream=cam&timestamp=later", "frame", 400, "timestamp is a number"),
+    ("/v2/models/squares/predict?stream=bad-image", "junk", 400, "image"),
+])
+def test_bad_tracking_requests_get_a_clear_400(server, video, repo, path, body_of, status, words):
+    if "classifier" in path and not (repo / "classifier.tflite").exists():
+        pytest.skip("the shared models are not here")
+    body = video[0][2] if body_of == "frame" else b"not an image at all"
+    got, result = _post(server, path, body)
+    assert got == status and words in result["error"], result
+
+
+def test_a_frame_that_failed_does_not_hold_its_stream(server, video):
+    _post(server, "/v2/models/squares/predict?stream=gap&timestamp=0", b"not an image")
+    result = _frame(server, video, 1, "gap")
+    assert result["stream"]["frame"] == 1, "the failed frame took no place in the stream's count"
+
+
+def test_the_metrics_count_the_tracked_streams(server, video):
+    _frame(server, video, 0, "counted")
+    with urllib.request.urlopen(server.url + "/metrics", timeout=30) as response:
+        text = response.read().decode()
+    count = [float(line.split()[-1]) for line in text.splitlines() if line.startswith("edgeaccel_serve_tracked_streams ")]
+    assert count and count[0] >= 1
+
+
+def test_a_detectors_metadata_says_how_to_track(server, repo):
+    with urllib.request.urlopen(server.url + "/v2/models/squares", timeout=30) as response:
+        assert "stream=NAME" in json.loads(response.read())["parameters"]["images"]
+    if (repo / "classifier.tflite").exists():
+        with urllib.request.urlopen(server.url + "/v2/models/classifier", timeout=30) as response:
+            assert "stream=" not in json.loads(response.read())["parameters"]["images"]
+
+
+def test_several_images_of_one_stream_in_one_request_are_refused(server, video):
+    client = tritonclient_grpc.InferenceServerClient(server.grpc)
+    tensor = tritonclient_grpc.InferInput("image", [2], "BYTES")
+    tensor.set_data_from_numpy(np.array([video[0][2], video[1][2]], dtype=object))
+    with pytest.raises(Exception) as caught:
+        client.infer("squares", [tensor], parameters={"stream": "cam"}, client_timeout=60)
+    assert "INVALID_ARGUMENT" in str(caught.value) and "one frame a request" in str(caught.value)
