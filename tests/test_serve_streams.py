@@ -146,3 +146,53 @@ def test_stream_options_from_the_query_and_from_kserve_parameters():
         options.check_images(2)
     options.check_images(1)
     from_parameters({}).check_images(5)
+
+
+def test_a_frame_that_arrived_after_a_later_one_is_answered_untracked_not_a_restart():
+    streams = Streams()
+    for i in range(3):
+        streams.arrive("m", "cam", i / 10).complete(moving(i)).result()
+    frame = moving(1)
+    late = streams.arrive("m", "cam", 0.15).complete(frame).result()  # overtaken on another connection
+    assert late["late"] and late["events"] == [] and late["frame"] == 3
+    assert [b.track_id for b in frame.boxes] == [None, None], "an untracked frame's boxes carry no ids"
+    frame = moving(3)
+    on = streams.arrive("m", "cam", 0.3).complete(frame).result()
+    assert "late" not in on and [b.track_id for b in frame.boxes] == [1, 2], "the tracks went on"
+
+
+def test_frames_without_a_timestamp_follow_the_clients_clock_once_one_gave_it():
+    streams = Streams()
+    streams.arrive("m", "cam", 1000.0).complete(moving(0)).result()
+    ticket = streams.arrive("m", "cam", None)
+    assert 1000.0 <= ticket.timestamp < 1001.0, "not the server's own clock, which would end the tracks"
+
+
+def test_a_whole_number_names_a_stream_by_its_digits():
+    assert from_parameters({"stream": 7}).stream == "7"
+    with pytest.raises(ServeError):
+        from_parameters({"stream": True})
+
+
+def test_a_stateful_models_frames_run_with_the_state_the_frame_before_left():
+    streams = Streams()
+    state = [("state_out", "state_in")]
+    first, second, third = (streams.arrive("m", "cam", t, tracks=False, state=state) for t in (0.0, 0.1, 0.2))
+    assert first.state_in.result(0) is None, "the first frame starts from zeros"
+    assert not second.state_in.done(), "the second waits for the first to run"
+    first.ran({"state_out": "after 1", "logits": None})
+    first.complete(object())
+    assert second.state_in.result(0) == {"state_in": "after 1"}
+    second.abandon()  # failed before it ran: the next does not run on a stale state
+    assert third.state_in.result(0) is None
+    restart = streams.arrive("m", "cam", 0.0 - 5, tracks=False, state=state)
+    assert restart.state_in.result(0) is None, "a clock gone back: the camera restarted"
+    answer = third.complete(object()).result(0)
+    assert answer["frame"] == 2 and "tracks" not in answer, "a model without boxes: no tracker"
+
+
+def test_idle_streams_are_forgotten_without_traffic_too():
+    streams = Streams(idle_s=0.05)
+    streams.arrive("m", "cam", 0.0)
+    time.sleep(0.1)
+    assert len(streams) == 0

@@ -34,16 +34,45 @@ def repo(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("models")
     yolo_like.build(folder / "squares.onnx")
+    _counter(folder / "counter.onnx")
     if (MODELS / "mobilenet_v1_0.25_128_quant.tflite").exists():
         shutil.copy(MODELS / "mobilenet_v1_0.25_128_quant.tflite", folder / "classifier.tflite")
     return folder
+
+
+def _counter(path):
+    """A classifier with recurrent state, as traffic_model's LSTM: state_out = state_in + 1 (in its first value),
+    logits = [state_out[0], 1.5, 0, 0] (+ 0 x the image's mean). Fed back, frame k's top class is 1 on the first
+    frame and 0 from the second on; run from zeros every time, it is 1 on every frame."""
+    from onnx import TensorProto, helper
+
+    from onnx_models import save
+
+    one = np.zeros((1, 2, 2, 2), np.float32)
+    one[0, 0, 0, 0] = 1
+    nodes = [helper.make_node("Add", ["state_in", "one"], ["state_out"]),
+             helper.make_node("Reshape", ["state_out", "flat_shape"], ["flat"]),
+             helper.make_node("Slice", ["flat", "starts", "ends", "axes"], ["first"]),
+             helper.make_node("Mul", ["first", "pick"], ["picked"]),
+             helper.make_node("ReduceMean", ["images"], ["mean"], keepdims=0),
+             helper.make_node("Mul", ["mean", "zero"], ["nothing"]),
+             helper.make_node("Add", ["picked", "bias"], ["biased"]),
+             helper.make_node("Add", ["biased", "nothing"], ["logits"])]
+    save(nodes, [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 32, 32]),
+                 helper.make_tensor_value_info("state_in", TensorProto.FLOAT, [1, 2, 2, 2])],
+         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 4]),
+          helper.make_tensor_value_info("state_out", TensorProto.FLOAT, [1, 2, 2, 2])],
+         {"one": one, "flat_shape": np.array([1, 8], np.int64), "starts": np.array([0], np.int64),
+          "ends": np.array([4], np.int64), "axes": np.array([1], np.int64),
+          "pick": np.array([1, 0, 0, 0], np.float32), "bias": np.array([0, 1.5, 0, 0], np.float32),
+          "zero": np.zeros((), np.float32)}, path)
 
 
 @pytest.fixture(scope="module")
 def server(repo):
     from edgeaccel.serve.process import ServerProcess
 
-    proc = ServerProcess([repo, "--port", "0", "--grpc-port", "0", "--log-json"])
+    proc = ServerProcess([repo, "--port", "0", "--grpc-port", "0", "--log-json", "--task", "counter=classify"])
     proc.start()
     yield proc
     proc.kill()
@@ -119,13 +148,17 @@ def test_frames_in_flight_together_get_the_ids_of_frames_sent_one_at_a_time(serv
     import time
 
     def send(i):
-        time.sleep(i * 0.01)  # arrive in order, overlap in the server (decoding and runs take longer)
-        return _frame(server, video, i, "in-flight")
+        time.sleep(i * 0.01)  # overlap in the server (decoding and runs take longer)
+        status, result = _post(server, "/v2/models/squares/predict?stream=in-flight", video[i][2])
+        assert status == 200, result
+        return result
 
     with ThreadPoolExecutor(6) as pool:
         results = list(pool.map(send, range(FRAMES)))
+    # the server's arrival times, in whatever order they came: two squares moving 3 px a frame keep their ids
     for i, result in enumerate(results):
         _same(result, in_process[i])
+    assert sorted(r["stream"]["frame"] for r in results) == list(range(1, FRAMES + 1))
 
 
 def test_two_streams_of_one_model_are_tracked_apart(server, video):
@@ -149,7 +182,9 @@ def test_grpc_frames_are_tracked_as_http_ones(server, video, in_process):
 
 def test_a_camera_that_restarts_its_clock_ends_its_tracks_and_ids_go_on(server, video):
     for i in range(3):
-        _frame(server, video, i, "restart")
+        status, result = _post(server, f"/v2/models/squares/predict?stream=restart&timestamp={60 + i / 10}",
+                               video[i][2])
+        assert status == 200, result
     status, result = _post(server, "/v2/models/squares/predict?stream=restart&timestamp=0", video[0][2])
     assert status == 200 and [e["type"] for e in result["stream"]["events"]] == ["ended", "ended"]
     status, result = _post(server, "/v2/models/squares/predict?stream=restart&timestamp=0.1", video[1][2])
@@ -157,7 +192,7 @@ def test_a_camera_that_restarts_its_clock_ends_its_tracks_and_ids_go_on(server, 
 
 
 @pytest.mark.parametrize("path, body_of, status, words", [
-    ("/v2/models/classifier/predict?stream=cam", "frame", 400, "stream= tracks boxes"),
+    ("/v2/models/classifier/predict?stream=cam", "frame", 400, "has neither"),
     ("/v2/models/squares/predict?timestamp=1", "frame", 400, "give stream=NAME beside it"),
     ("/v2/models/squares/predict?stream=a%20b", "frame", 400, "stream is a name"),
     ("/v2/models/squares/predict?stream=cam&timestamp=later", "frame", 400, "timestamp is a number"),
@@ -177,6 +212,19 @@ def test_a_frame_that_failed_does_not_hold_its_stream(server, video):
     assert result["stream"]["frame"] == 1, "the failed frame took no place in the stream's count"
 
 
+def test_a_model_with_recurrent_state_runs_each_frame_on_the_state_the_one_before_left(server, video):
+    def top(query):
+        status, result = _post(server, "/v2/models/counter/predict" + query, video[0][2])
+        assert status == 200, result
+        return result["classes"][0]["class_id"], result.get("stream")
+
+    assert [top("")[0] for _ in range(3)] == [1, 1, 1], "without a stream every request starts from zeros"
+    answers = [top(f"?stream=counted&timestamp={i}") for i in range(3)]
+    assert [class_id for class_id, _ in answers] == [1, 0, 0]
+    assert answers[2][1] == {"id": "counted", "new": False, "frame": 3}, "no tracker for a classifier"
+    assert top("?stream=counted&timestamp=0")[0] == 1, "a camera that restarted starts from zeros again"
+
+
 def test_the_metrics_count_the_tracked_streams(server, video):
     _frame(server, video, 0, "counted")
     with urllib.request.urlopen(server.url + "/metrics", timeout=30) as response:
@@ -188,6 +236,8 @@ def test_the_metrics_count_the_tracked_streams(server, video):
 def test_a_detectors_metadata_says_how_to_track(server, repo):
     with urllib.request.urlopen(server.url + "/v2/models/squares", timeout=30) as response:
         assert "stream=NAME" in json.loads(response.read())["parameters"]["images"]
+    with urllib.request.urlopen(server.url + "/v2/models/counter", timeout=30) as response:
+        assert "runs on the state the one before left" in json.loads(response.read())["parameters"]["images"]
     if (repo / "classifier.tflite").exists():
         with urllib.request.urlopen(server.url + "/v2/models/classifier", timeout=30) as response:
             assert "stream=" not in json.loads(response.read())["parameters"]["images"]

@@ -9,7 +9,9 @@ tritonclient gRPC; it also fetches the browser page. Every answer must equal the
 ``predict(path)``), all but
 the timings. Then bad requests, each of which must be a 4xx / INVALID_ARGUMENT with a message, never a 500, a
 hang or a traceback: empty, random, truncated, a 60000x60000 header, a wrong Content-Type, out-of-range and
-unknown options, a multipart form without a file, zero images. Last, the server's log must hold no traceback.
+unknown options, a multipart form without a file, zero images. A detector's images are also sent as the frames of one
+tracked stream (``stream=``, each image twice, HTTP and gRPC in turn), whose boxes and track ids must equal the
+in-process tracker's on the same frames. Last, the server's log must hold no traceback.
 
 Exit 1 on any problem, listing each.
 
@@ -67,6 +69,8 @@ def main() -> int:
             print(f"{name}: {parameters['task']}")
             for image in args.images:
                 checker.same_everywhere(name, image, entries[name].source, tasks.get(name), labels.get(name))
+            if "stream=" in parameters.get("images", ""):
+                checker.tracked(name, args.images, entries[name].source, tasks.get(name), labels.get(name))
             checker.bad_requests(name, args.images[0])
         log = "".join(server.stderr_lines)
     if "Traceback" in log:
@@ -151,6 +155,46 @@ class Checker:
                                      f"   in-process {json.dumps(want)[:400]}")
         print(f"  {image.name}: {len(answers)} ways, {executor}, "
               f"{'same as in-process' if len(self.problems) == before else 'see the problems below'}")
+
+    def tracked(self, name: str, images: list[Path], source, task: str | None, labels: str | None) -> None:
+        """The images as frames of one tracked stream (each twice, so that tracks are confirmed), sent over HTTP
+        and gRPC in turn: boxes and track ids must be those the in-process tracker gives on the same frames."""
+        import edgeaccel
+        from edgeaccel.options import TaskOptions
+        from edgeaccel.tracking import Tracker
+
+        frames = [image for image in images for _ in range(2)]
+        stream = f"check-{name}"
+        answers = []
+        for i, image in enumerate(frames):
+            body, when = image.read_bytes(), i / 10
+            if i % 2 == 0:
+                status, answer = self.post(f"/v2/models/{name}/predict?stream={stream}&timestamp={when}", body,
+                                           "application/octet-stream")
+                answers.append(answer if status == 200 else None)
+                if status != 200:
+                    self.problems.append(f"{name} tracked frame {i} over HTTP: {status} {answer}")
+            else:
+                tensor = self.grpcclient.InferInput("image", [1], "BYTES")
+                tensor.set_data_from_numpy(np.array([body], dtype=object))
+                answers.append(self._result(lambda tensor=tensor, when=when: self.grpc.infer(
+                    name, [tensor], parameters={"stream": stream, "timestamp": when}, client_timeout=TIMEOUT_S),
+                    f"{name} tracked frame {i} over gRPC"))
+        executor = next((a.get("executor") for a in answers if a), None) or ""
+        tracker = Tracker()
+        with edgeaccel.load(source, task=task, executor=executor.split(":")[0] or None,
+                            task_options=TaskOptions(labels=labels)) as model:
+            for i, (image, answer) in enumerate(zip(frames, answers, strict=True)):
+                result = model.predict(image)
+                tracker.update(result.boxes, i / 10)
+                want = _comparable(result.to_dict())
+                if answer is not None and {k: v for k, v in _comparable(answer).items() if k != "stream"} != want:
+                    self.problems.append(f"{name} tracked frame {i}: differs from the in-process tracker on {executor}:"
+                                         f"\n   server     {json.dumps(_comparable(answer))[:400]}\n"
+                                         f"   in-process {json.dumps(want)[:400]}")
+        ids = sorted({b["track_id"] for a in answers if a for b in a.get("boxes", a.get("instances", []))
+                      if "track_id" in b})
+        print(f"  {len(frames)} frames as stream {stream} (HTTP and gRPC in turn): track ids {ids[:12]}")
 
     def post_get(self, path: str) -> tuple[int, str]:
         try:

@@ -70,11 +70,18 @@ def _task(name: str, model: Any) -> dict:
         return {}
     if task is None:
         return {}
+    from ..sources.state import state_pairs
+
+    streams = []
+    if task.name == "detect" or task.kind == "yolo-seg":
+        streams.append("boxes get track_id")
+    if state_pairs(model, None):
+        streams.append("each frame runs on the state the one before left")
     return {"task": f"{task.name} ({task.kind})",
             "images": f"POST /v2/models/{name}/predict with an image body, or /infer with one BYTES input of "
                       f"encoded images answered in the BYTES output 'result' (schema edgeaccel.vision/1)"
-                      + ("; stream=NAME (and timestamp=SECONDS) tracks a video's frames: boxes get track_id"
-                         if task.name == "detect" or task.kind == "yolo-seg" else "")}
+                      + (f"; stream=NAME (and timestamp=SECONDS) sends a video's frames: {', '.join(streams)}"
+                         if streams else "")}
 
 
 def _refused(model: Any) -> dict:

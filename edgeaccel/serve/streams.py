@@ -1,12 +1,17 @@
-"""Tracked streams over the task endpoints: a client names its camera (``stream=cam1``) on each frame it sends to
-a detector, and the boxes come back with ``track_id``s that stay with their objects from frame to frame.
+"""Streams over the task endpoints: a client names its camera (``stream=cam1``) on each frame it sends, and a
+detector's boxes come back with ``track_id``s that stay with their objects from frame to frame; a model with
+recurrent state (an LSTM's c and h fed back, as traffic_model.tflite's) runs each frame with the state the
+stream's previous frame left, as a live source does in-process (edgeaccel/sources/state.py), so a stream's frames
+of such a model run one after the other.
 
 One tracker per model and stream (the same ByteTrack-style tracker as ``watch(track=True)``:
 edgeaccel/tracking), applied to a stream's frames in the order they arrived, whatever order their runs finish in:
 a client that keeps several frames in flight gets the ids a client sending one at a time gets. A frame's time is
 its ``timestamp`` (seconds on the client's clock: motion is in time, so uneven or dropped frames are fine), or
-the server's clock when it arrived; a timestamp before the stream's last one ends its tracks and starts again (a
-camera that restarted), as on a looped file in-process.
+when it arrived (on the client's clock as the stream's last timestamp set it, else the server's). A frame up to
+``LATE_S`` before the last one tracked arrived after it (another connection overtook it): it is answered
+untracked and ``late``. Further back, the camera restarted: the stream's tracks end (ids go on) and a model's
+recurrent state starts again from zeros, as on a looped file in-process.
 
 Streams are bounded: one unseen for ``IDLE_S`` is forgotten, and past ``MAX_STREAMS`` the least recently seen
 goes; a forgotten stream's next frame starts afresh and says so (``"new": true``: its ids restart at 1)."""
@@ -14,6 +19,7 @@ goes; a forgotten stream's next frame starts afresh and says so (``"new": true``
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
 import time
@@ -26,11 +32,17 @@ from .errors import ServeError
 log = logging.getLogger("edgeaccel.serve")
 MAX_STREAMS = 1024  # trackers kept at once in a server (a few KB each)
 IDLE_S = 120.0  # a stream that sent nothing this long is forgotten (its tracks had ended long before)
+# a timestamp at most this far before the stream's last is a frame that arrived after a later one (frames in
+# flight on several connections): answered untracked. Further back, the camera restarted: its tracks end.
+LATE_S = 1.0
 NAME = re.compile(r"[A-Za-z0-9._:@/-]{1,128}")
 
 
 def stream_name(value: Any) -> str:
-    """A request's ``stream`` option: a name the client chooses for one camera or video; a 400 otherwise."""
+    """A request's ``stream`` option: a name the client chooses for one camera or video (a whole number is
+    taken as its digits: a camera's number in a KServe int64 parameter); a 400 otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
     if not isinstance(value, str) or NAME.fullmatch(value) is None:
         raise ServeError(400, f"stream is a name of 1 to 128 letters, digits and . _ : @ / - (one per camera or "
                               f"video, e.g. stream=cam1), not {value!r}")
@@ -38,13 +50,19 @@ def stream_name(value: Any) -> str:
 
 
 class Stream:
-    """One stream's tracker, and the frames that arrived and are not yet applied to it."""
+    """One stream's tracker, and the frames that arrived and are not yet applied to it; for a model with
+    recurrent state, the state its last frame leaves."""
 
-    def __init__(self, name: str, options: Any) -> None:
+    def __init__(self, name: str, tracks: bool, state: list[tuple[str, str]], options: Any = None) -> None:
         from ..tracking import Tracker
 
         self.name = name
-        self.tracker = Tracker(options)
+        self.tracker = Tracker(options) if tracks else None
+        self.state_pairs = state  # (output name, input name) of each state the model carries
+        self.state: Future = _done(None)  # the inputs the last frame that arrived will leave (None: zeros)
+        self.clock = -math.inf  # the last timestamp that arrived
+        self.tracked_at = -math.inf  # the last timestamp tracked
+        self.offset: float | None = None  # the client's clock minus the server's, once a frame gave a timestamp
         self.lock = threading.Lock()
         self.arrived = 0  # frames given a place in the stream's order
         self.applied = 0  # frames applied (or given up) in that order
@@ -57,9 +75,18 @@ class Ticket:
     """A frame's place in its stream: ``complete(result)`` tracks it once the frames before it are applied;
     ``abandon()`` gives the place up (the request failed: later frames need not wait for it)."""
 
-    def __init__(self, stream: Stream, seq: int, timestamp: float) -> None:
+    def __init__(self, stream: Stream, seq: int, timestamp: float, state_in: Future | None = None,
+                 state_out: Future | None = None) -> None:
         self.stream, self.seq, self.timestamp = stream, seq, timestamp
         self.done = False
+        # a model with recurrent state: the state this frame runs with, set once the frame before it has run
+        # (a stream's frames run one after the other), and the state it leaves for the next
+        self.state_in, self._state_out = state_in, state_out
+
+    def ran(self, outputs: Any) -> None:
+        """The frame's outputs by name: the next frame runs with the state they hold."""
+        if self._state_out is not None and not self._state_out.done():
+            self._state_out.set_result({inp: outputs[out] for out, inp in self.stream.state_pairs})
 
     def complete(self, result: Any) -> Future:
         """A Future of the stream's part of the answer (``{"id", "new", "frame", "tracks", "events"}``), set
@@ -71,6 +98,8 @@ class Ticket:
         return future
 
     def abandon(self) -> None:
+        if self._state_out is not None and not self._state_out.done():
+            self._state_out.set_result(None)  # a frame that did not run: the next starts from zeros, not stale state
         if not self.done:
             self._settle(None)
 
@@ -88,15 +117,26 @@ class Ticket:
 
 def _apply(stream: Stream, result: Any, timestamp: float, future: Future) -> None:
     """Track one frame; its answer's ``frame`` counts the stream's frames tracked, ``new`` says the first (ids
-    start at 1), ``tracks`` the ids given out so far."""
-    from ..tracking.live import boxes_of
-
+    start at 1), ``tracks`` the ids given out so far; ``late`` a frame that arrived after a later one (untracked:
+    the tracker's motion runs forward in time)."""
     try:
-        events = stream.tracker.update(boxes_of(result) or [], timestamp)
-        stream.tracked += 1
-        future.set_result({"id": stream.name, "new": stream.tracked == 1, "frame": stream.tracked,
-                           "tracks": stream.tracker.confirmed,
-                           "events": [e.to_dict() for e in sorted(events, key=lambda e: e.timestamp)]})
+        from ..tracking.live import boxes_of
+
+        tracker = stream.tracker
+        late = stream.tracked_at - LATE_S <= timestamp < stream.tracked_at
+        events = []
+        if not late:
+            if tracker is not None:
+                events = tracker.update(boxes_of(result) or [], timestamp)
+            stream.tracked += 1
+            stream.tracked_at = timestamp
+        answer = {"id": stream.name, "new": stream.tracked == 1 and not late, "frame": stream.tracked}
+        if late:
+            answer["late"] = True
+        if tracker is not None:
+            answer["tracks"] = tracker.confirmed
+            answer["events"] = [e.to_dict() for e in sorted(events, key=lambda e: e.timestamp)]
+        future.set_result(answer)
     except Exception as exc:  # a bug of the tracker: this frame's answer says so, the stream goes on
         future.set_exception(exc)
 
@@ -111,21 +151,28 @@ class Streams:
         self._evicted_said = 0.0
 
     def __len__(self) -> int:
-        return len(self._streams)
+        with self._lock:
+            self._expire(time.monotonic())
+            return len(self._streams)
 
-    def arrive(self, model: str, name: str, timestamp: float | None, options: Any = None) -> Ticket:
-        """A frame of ``name`` for ``model`` arrived: its place in the stream's order (the stream is made if new)."""
+    def _expire(self, now: float) -> None:
+        while self._streams:  # the least recently seen first: stop at the first one still in use
+            oldest = next(iter(self._streams.values()))
+            if now - oldest.seen < self.idle_s:
+                break
+            self._streams.popitem(last=False)
+
+    def arrive(self, model: str, name: str, timestamp: float | None, tracks: bool = True,
+               state: list[tuple[str, str]] | None = None) -> Ticket:
+        """A frame of ``name`` for ``model`` arrived: its place in the stream's order (the stream is made if new).
+        ``tracks``: the model's results have boxes; ``state``: the (output, input) names of its recurrent state."""
         now = time.monotonic()
         key = (model, name)
         with self._lock:
-            while self._streams:  # the least recently seen first: stop at the first one still in use
-                oldest = next(iter(self._streams.values()))
-                if now - oldest.seen < self.idle_s:
-                    break
-                self._streams.popitem(last=False)
+            self._expire(now)
             stream = self._streams.get(key)
             if stream is None:
-                stream = self._streams[key] = Stream(name, options)
+                stream = self._streams[key] = Stream(name, tracks, state or [])
                 if len(self._streams) > self.max_streams:
                     (gone_model, gone), _ = self._streams.popitem(last=False)
                     if now - self._evicted_said > 60:  # said once a minute at most: a flood of names is no log flood
@@ -137,4 +184,21 @@ class Streams:
             stream.seen = now
             seq = stream.arrived
             stream.arrived += 1
-        return Ticket(stream, seq, now if timestamp is None else timestamp)
+            if timestamp is not None:
+                stream.offset = timestamp - now
+            # without a timestamp: the client's clock as its last timestamp gave it, else the server's
+            when = timestamp if timestamp is not None else now + (stream.offset or 0.0)
+            state_in = state_out = None
+            if stream.state_pairs:
+                # a clock gone back: a camera that restarted, whose new frames do not follow from the old state
+                state_in = _done(None) if when < stream.clock - LATE_S else stream.state
+                state_out = stream.state = Future()
+                state_out.set_running_or_notify_cancel()
+            stream.clock = max(stream.clock, when) if when >= stream.clock - LATE_S else when
+        return Ticket(stream, seq, when, state_in, state_out)
+
+
+def _done(value: Any) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future

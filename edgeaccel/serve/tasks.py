@@ -108,32 +108,37 @@ class TaskService:
         return out
 
     def arrive(self, name: str, task: Any, options: RequestOptions) -> Ticket | None:
-        """The frame's place in its tracked stream (None for an image of no stream); a 400 for a model whose
-        results have no boxes to track, a 501 where SciPy (the tracker's assignment) is not installed."""
+        """The frame's place in its stream (None for an image of no stream); a 400 for a model that has neither
+        boxes to track nor recurrent state to carry, a 501 where SciPy (the tracker's assignment) is missing."""
         if options.stream is None:
             return None
-        if not (task.name == "detect" or task.kind == "yolo-seg"):
-            raise ServeError(400, f"stream= tracks boxes, and model '{name}' ({task.name}, {task.kind}) gives none: "
-                                  "track a detector's (or an instance segmenter's) frames")
-        from ..tracking.assignment import _solver
+        from ..sources.state import state_pairs
 
-        try:
-            _solver()
-        except Exception as exc:
-            raise ServeError(501, f"stream= needs the server's tracker, which needs SciPy: {from_edgeaccel(exc).message}"
-                             ) from None
-        return self.streams.arrive(name, options.stream, options.timestamp)
+        model = self.core.get(name).model
+        state = [(model.outputs[o].name, model.inputs[i].name) for o, i in state_pairs(model, None)]
+        tracks = task.name == "detect" or task.kind == "yolo-seg"
+        if not tracks and not state:
+            raise ServeError(400, f"stream= tracks boxes or carries a model's recurrent state, and model '{name}' "
+                                  f"({task.name}, {task.kind}) has neither: send its images without stream=")
+        if tracks:
+            from ..tracking.assignment import _solver
+
+            try:
+                _solver()
+            except Exception as exc:
+                raise ServeError(501, "stream= needs the server's tracker, which needs SciPy: "
+                                      f"{from_edgeaccel(exc).message}") from None
+        return self.streams.arrive(name, options.stream, options.timestamp, tracks, state)
 
     def _admit(self, name: str, task: Any, options: RequestOptions) -> Ticket | None:
-        """The request counted in the core's bound, and its frame's place in its stream (if tracked)."""
-        ticket = self.arrive(name, task, options)
+        """The request counted in the core's bound, then its frame's place in its stream (a refused request
+        makes no stream)."""
+        self.core.admit()
         try:
-            self.core.admit()
+            return self.arrive(name, task, options)
         except BaseException:
-            if ticket is not None:
-                ticket.abandon()
+            self.core.release()
             raise
-        return ticket
 
     def predict(self, name: str, version: str, data: bytes | memoryview, options: RequestOptions | None = None,
                 timeout_s: float | None = None, where: str = "the request's image") -> dict:
@@ -144,14 +149,21 @@ class TaskService:
         try:
             try:
                 inputs, frame, took = self.prepare(task, data, where)
+                if ticket is not None and ticket.state_in is not None:
+                    inputs.update(ticket.state_in.result(self._wait_s(timeout_s)) or {})
+            except (TimeoutError, concurrent.futures.TimeoutError):  # one class from Python 3.11 on, two before
+                self.core.release()
+                raise _behind(name, options.stream, self._wait_s(timeout_s)) from None
             except BaseException:
                 self.core.release()
                 raise
             future, ran, wait = self._infer(name, version, inputs, timeout_s)
             try:
                 answer = future.result(wait)
-            except (TimeoutError, concurrent.futures.TimeoutError):  # one class from Python 3.11 on, two before
+            except (TimeoutError, concurrent.futures.TimeoutError):
                 raise _late(name, wait) from None
+            if ticket is not None:
+                ticket.ran(answer)
             timing = {"preprocess": took * 1e3, "inference": (time.perf_counter() - ran) * 1e3}
             if ticket is None:
                 return self.finish(task, answer, frame, options.masks, timing)
@@ -159,7 +171,7 @@ class TaskService:
             try:
                 stream = ticket.complete(result).result(wait)  # after the frames of the stream that came before
             except (TimeoutError, concurrent.futures.TimeoutError):
-                raise _late(name, wait) from None
+                raise _behind(name, options.stream, wait) from None
             return self.encode(result, answer, options.masks, stream)
         finally:
             if ticket is not None:
@@ -178,6 +190,12 @@ class TaskService:
         try:
             try:
                 inputs, frame, took = await loop.run_in_executor(self.pool, self.prepare, task, data, where)
+                if ticket is not None and ticket.state_in is not None:  # after the stream's previous frame ran
+                    inputs.update(await asyncio.wait_for(asyncio.wrap_future(ticket.state_in),
+                                                         self._wait_s(timeout_s)) or {})
+            except asyncio.TimeoutError:
+                self.core.release()
+                raise _behind(name, options.stream, self._wait_s(timeout_s)) from None
             except BaseException:
                 self.core.release()
                 raise
@@ -186,16 +204,20 @@ class TaskService:
                 answer = await asyncio.wait_for(asyncio.wrap_future(future), wait)
             except asyncio.TimeoutError:
                 raise _late(name, wait) from None
+            if ticket is not None:
+                ticket.ran(answer)
             timing = {"preprocess": took * 1e3, "inference": (time.perf_counter() - ran) * 1e3}
             if ticket is None:
                 return await loop.run_in_executor(self.pool, self.finish, task, answer, frame, options.masks, timing)
             result = await loop.run_in_executor(self.pool, self.postprocess, task, answer, frame, timing)
-            # tracked in the stream's arrival order: this frame may wait for the ones before it (not in the pool,
-            # whose threads those frames may need)
+            # tracked in the stream's arrival order: complete() applies this frame and any parked after it (in
+            # the pool: not the loop's time) and never waits; this frame's answer may wait, on the loop, for the
+            # frames before it
+            tracking = await loop.run_in_executor(self.pool, ticket.complete, result)
             try:
-                tracked = await asyncio.wait_for(asyncio.wrap_future(ticket.complete(result)), wait)
+                tracked = await asyncio.wait_for(asyncio.wrap_future(tracking), wait)
             except asyncio.TimeoutError:
-                raise _late(name, wait) from None
+                raise _behind(name, options.stream, wait) from None
             return await loop.run_in_executor(self.pool, self.encode, result, answer, options.masks, tracked)
         finally:
             if ticket is not None:
@@ -204,7 +226,11 @@ class TaskService:
     def _infer(self, name: str, version: str, inputs, timeout_s: float | None):
         """The admitted request sent to the model: (its future, when it was sent, how long to wait for it)."""
         future = self.core.infer(name, inputs, version, timeout_s, admitted=True)
-        return future, time.perf_counter(), (timeout_s or self.core.options.timeout_s) + 5.0
+        return future, time.perf_counter(), self._wait_s(timeout_s)
+
+    def _wait_s(self, timeout_s: float | None) -> float:
+        """The longest a request waits for its answer (or for its stream's previous frame)."""
+        return (timeout_s or self.core.options.timeout_s) + 5.0
 
     def close(self) -> None:
         if self._pool is not None:
@@ -262,6 +288,11 @@ def rle_by_id(mask: np.ndarray, ids: list[int]) -> list[list[int]]:
         counts = np.diff(np.concatenate(([0], edges, [size]))).tolist()
         out.append(counts if counts[-1] else counts[:-1])
     return out
+
+
+def _behind(name: str, stream: str | None, wait: float) -> ServeError:
+    return ServeError(504, f"model '{name}': this frame of stream {stream} waited {wait:g} s for the stream's "
+                           "frames sent before it, which did not finish; send a stream's frames in order")
 
 
 def _late(name: str, wait: float) -> ServeError:
