@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from conftest import MODELS
+from conftest import MODELS, VIDEO
 
 pytestmark = [pytest.mark.slow]  # a server
 pytest.importorskip("uvicorn")
@@ -37,6 +37,7 @@ def repo(tmp_path_factory):
     _counter(folder / "counter.onnx")
     if (MODELS / "mobilenet_v1_0.25_128_quant.tflite").exists():
         shutil.copy(MODELS / "mobilenet_v1_0.25_128_quant.tflite", folder / "classifier.tflite")
+        shutil.copy(MODELS / "traffic_model.tflite", folder / "traffic.tflite")
     return folder
 
 
@@ -72,7 +73,10 @@ def _counter(path):
 def server(repo):
     from edgeaccel.serve.process import ServerProcess
 
-    proc = ServerProcess([repo, "--port", "0", "--grpc-port", "0", "--log-json", "--task", "counter=classify"])
+    args = [repo, "--port", "0", "--grpc-port", "0", "--log-json", "--task", "counter=classify"]
+    if (repo / "traffic.tflite").exists():
+        args += ["--task", "traffic=detect", "--labels", f"traffic={MODELS / 'traffic_label_map.pbtxt'}"]
+    proc = ServerProcess(args)
     proc.start()
     yield proc
     proc.kill()
@@ -250,3 +254,37 @@ def test_several_images_of_one_stream_in_one_request_are_refused(server, video):
     with pytest.raises(Exception) as caught:
         client.infer("squares", [tensor], parameters={"stream": "cam"}, client_timeout=60)
     assert "INVALID_ARGUMENT" in str(caught.value) and "one frame a request" in str(caught.value)
+
+
+@pytest.mark.shared
+def test_the_shared_videos_frames_as_a_stream_are_tracked_as_watch_tracks_the_file(server, repo):
+    """The real video detector (recurrent state, SSD post-processing) on the real video: each frame posted with
+    its presentation time answers the boxes and ids of in-process ``watch(track=True)`` on the file."""
+    av = pytest.importorskip("av")
+    if not (repo / "traffic.tflite").exists():
+        pytest.skip("the shared models are not here")
+    import edgeaccel
+    from PIL import Image
+
+    from edgeaccel.options import TaskOptions
+
+    video = VIDEO / "traffic_frames.mp4"
+    labels = TaskOptions(labels=MODELS / "traffic_label_map.pbtxt")
+    with edgeaccel.load(repo / "traffic.tflite", task="detect", executor="litert", task_options=labels) as model:
+        local = [[(b.track_id, b.label, b.xyxy) for b in frame.result.boxes]
+                 for frame in model.watch(video, track=True)]
+    with av.open(str(video)) as container:
+        frames = [(float(f.pts * f.time_base), f.to_ndarray(format="rgb24")) for f in container.decode(video=0)]
+    assert len(frames) == len(local) == 20
+    ids = set()
+    for (when, rgb), want in zip(frames, local, strict=True):
+        buffer = io.BytesIO()
+        Image.fromarray(rgb).save(buffer, format="PNG")
+        status, result = _post(server, f"/v2/models/traffic/predict?stream=video&timestamp={when}", buffer.getvalue())
+        assert status == 200, result
+        got = [(b.get("track_id"), b["label"], b["xyxy"]) for b in result["boxes"]]
+        assert [g[:2] for g in got] == [w[:2] for w in want]
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g[2], w[2], atol=0.01)
+        ids |= {g[0] for g in got if g[0] is not None}
+    assert len(ids) >= 3, "the video's cars get ids"
