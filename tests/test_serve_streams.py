@@ -196,3 +196,30 @@ def test_idle_streams_are_forgotten_without_traffic_too():
     streams.arrive("m", "cam", 0.0)
     time.sleep(0.1)
     assert len(streams) == 0
+
+
+def test_a_straggler_from_before_a_restart_is_late_not_another_restart():
+    streams = Streams()
+    for when in (100.0, 100.1):
+        streams.arrive("m", "cam", when).complete(moving(0)).result()
+    streams.arrive("m", "cam", 0.0).complete(moving(0)).result()  # the camera restarted
+    straggler = streams.arrive("m", "cam", 99.9).complete(moving(1)).result()
+    assert straggler["late"]
+    frame = moving(1)
+    on = streams.arrive("m", "cam", 0.1).complete(frame).result()
+    assert "late" not in on and "ended" not in [e["type"] for e in on["events"]], "no second restart"
+    assert [b.track_id for b in frame.boxes] == [3, 4], "the restarted camera's tracks, confirmed"
+    ticks = [streams.arrive("m", "cam", 0.5 * k).late for k in range(1, 202)]  # 0.5 s steps up to 100.5
+    assert not any(ticks), "the new clock reaching the old one in steps is no straggler"
+
+
+def test_a_late_frame_of_a_stateful_model_runs_on_the_state_before_it_and_passes_none_on():
+    streams = Streams()
+    state = [("state_out", "state_in")]
+    first = streams.arrive("m", "cam", 1.0, tracks=False, state=state)
+    first.ran({"state_out": "after 1.0"})
+    late = streams.arrive("m", "cam", 0.9, tracks=False, state=state)
+    assert late.late and late.state_in.result(0) == {"state_in": "after 1.0"}
+    late.ran({"state_out": "after 0.9"})
+    after = streams.arrive("m", "cam", 1.1, tracks=False, state=state)
+    assert after.state_in.result(0) == {"state_in": "after 1.0"}, "the chain follows the latest frame"

@@ -10,8 +10,8 @@ tritonclient gRPC; it also fetches the browser page. Every answer must equal the
 the timings. Then bad requests, each of which must be a 4xx / INVALID_ARGUMENT with a message, never a 500, a
 hang or a traceback: empty, random, truncated, a 60000x60000 header, a wrong Content-Type, out-of-range and
 unknown options, a multipart form without a file, zero images. A detector's images are also sent as the frames of one
-tracked stream (``stream=``, each image twice, HTTP and gRPC in turn), whose boxes and track ids must equal the
-in-process tracker's on the same frames. Last, the server's log must hold no traceback.
+tracked stream (``stream=``, each image twice, HTTP and gRPC in turn), whose boxes and track ids must equal
+in-process ``watch(track=True)``'s on the same frames. Last, the server's log must hold no traceback.
 
 Exit 1 on any problem, listing each.
 
@@ -161,7 +161,6 @@ class Checker:
         and gRPC in turn: boxes and track ids must be those the in-process tracker gives on the same frames."""
         import edgeaccel
         from edgeaccel.options import TaskOptions
-        from edgeaccel.tracking import Tracker
 
         frames = [image for image in images for _ in range(2)]
         stream = f"check-{name}"
@@ -181,17 +180,19 @@ class Checker:
                     name, [tensor], parameters={"stream": stream, "timestamp": when}, client_timeout=TIMEOUT_S),
                     f"{name} tracked frame {i} over gRPC"))
         executor = next((a.get("executor") for a in answers if a), None) or ""
-        tracker = Tracker()
+        from edgeaccel.vision.preprocess import as_rgb
+
+        # in-process, the same frames through watch(track=True) at 10 frames a second: the same timestamps, the
+        # model's recurrent state (if any) carried from frame to frame as the server carries it per stream
         with edgeaccel.load(source, task=task, executor=executor.split(":")[0] or None,
                             task_options=TaskOptions(labels=labels)) as model:
-            for i, (image, answer) in enumerate(zip(frames, answers, strict=True)):
-                result = model.predict(image)
-                tracker.update(result.boxes, i / 10)
-                want = _comparable(result.to_dict())
-                if answer is not None and {k: v for k, v in _comparable(answer).items() if k != "stream"} != want:
-                    self.problems.append(f"{name} tracked frame {i}: differs from the in-process tracker on {executor}:"
-                                         f"\n   server     {json.dumps(_comparable(answer))[:400]}\n"
-                                         f"   in-process {json.dumps(want)[:400]}")
+            local = [frame.result for frame in model.watch([as_rgb(image) for image in frames], track=True, fps=10)]
+        for i, (result, answer) in enumerate(zip(local, answers, strict=True)):
+            want = _comparable(result.to_dict())
+            if answer is not None and {k: v for k, v in _comparable(answer).items() if k != "stream"} != want:
+                self.problems.append(f"{name} tracked frame {i}: differs from in-process watch(track=True) on "
+                                     f"{executor}:\n   server     {json.dumps(_comparable(answer))[:400]}\n"
+                                     f"   in-process {json.dumps(want)[:400]}")
         ids = sorted({b["track_id"] for a in answers if a for b in a.get("boxes", a.get("instances", []))
                       if "track_id" in b})
         print(f"  {len(frames)} frames as stream {stream} (HTTP and gRPC in turn): track ids {ids[:12]}")

@@ -60,25 +60,39 @@ class Stream:
         self.tracker = Tracker(options) if tracks else None
         self.state_pairs = state  # (output name, input name) of each state the model carries
         self.state: Future = _done(None)  # the inputs the last frame that arrived will leave (None: zeros)
-        self.clock = -math.inf  # the last timestamp that arrived
-        self.tracked_at = -math.inf  # the last timestamp tracked
+        self.clock = -math.inf  # the latest timestamp that arrived since the camera last restarted
+        self.before_restart = -math.inf  # the clock before that restart: its stragglers are late, not a restart
         self.offset: float | None = None  # the client's clock minus the server's, once a frame gave a timestamp
         self.lock = threading.Lock()
         self.arrived = 0  # frames given a place in the stream's order
         self.applied = 0  # frames applied (or given up) in that order
         self.tracked = 0  # frames applied
-        self.parked: dict[int, tuple[Any, float, Future] | None] = {}  # None: a frame that failed
+        self.parked: dict[int, tuple[Any, float, bool, Future] | None] = {}  # None: a frame that failed
         self.seen = time.monotonic()
+
+    def place(self, when: float) -> str:
+        """Where a frame of time ``when``, arriving now, falls: "next" (on or after the clock), "late" (up to
+        LATE_S before it, or a straggler of the segment before a restart: another connection overtook it) or
+        "restart" (further back: the camera restarted, as a looped file does)."""
+        if when >= self.clock:
+            if when - self.clock > LATE_S and self.before_restart - LATE_S <= when <= self.before_restart:
+                return "late"  # far ahead of the restarted clock, just behind the old one: sent before the restart
+            self.clock = when
+            return "next"
+        if when >= self.clock - LATE_S:
+            return "late"
+        self.before_restart, self.clock = self.clock, when
+        return "restart"
 
 
 class Ticket:
     """A frame's place in its stream: ``complete(result)`` tracks it once the frames before it are applied;
     ``abandon()`` gives the place up (the request failed: later frames need not wait for it)."""
 
-    def __init__(self, stream: Stream, seq: int, timestamp: float, state_in: Future | None = None,
-                 state_out: Future | None = None) -> None:
-        self.stream, self.seq, self.timestamp = stream, seq, timestamp
-        self.done = False
+    def __init__(self, stream: Stream, seq: int, timestamp: float, late: bool = False,
+                 state_in: Future | None = None, state_out: Future | None = None) -> None:
+        self.stream, self.seq, self.timestamp, self.late = stream, seq, timestamp, late
+        self.done = False  # settled (completed or abandoned), under the stream's lock
         # a model with recurrent state: the state this frame runs with, set once the frame before it has run
         # (a stream's frames run one after the other), and the state it leaves for the next
         self.state_in, self._state_out = state_in, state_out
@@ -94,19 +108,20 @@ class Ticket:
         boxes get their ``track_id``s meanwhile."""
         future: Future = Future()
         future.set_running_or_notify_cancel()  # a caller that stops waiting cannot cancel it under the applier
-        self._settle((result, self.timestamp, future))
+        self._settle((result, self.timestamp, self.late, future))
         return future
 
     def abandon(self) -> None:
         if self._state_out is not None and not self._state_out.done():
             self._state_out.set_result(None)  # a frame that did not run: the next starts from zeros, not stale state
-        if not self.done:
-            self._settle(None)
+        self._settle(None)
 
     def _settle(self, frame: tuple | None) -> None:
-        self.done = True
         stream = self.stream
         with stream.lock:
+            if self.done:  # abandon() after complete(), or a cancelled request's complete() after its abandon()
+                return
+            self.done = True
             stream.parked[self.seq] = frame
             while stream.applied in stream.parked:
                 waiting = stream.parked.pop(stream.applied)
@@ -115,7 +130,7 @@ class Ticket:
                     _apply(stream, *waiting)
 
 
-def _apply(stream: Stream, result: Any, timestamp: float, future: Future) -> None:
+def _apply(stream: Stream, result: Any, timestamp: float, late: bool, future: Future) -> None:
     """Track one frame; its answer's ``frame`` counts the stream's frames tracked, ``new`` says the first (ids
     start at 1), ``tracks`` the ids given out so far; ``late`` a frame that arrived after a later one (untracked:
     the tracker's motion runs forward in time)."""
@@ -123,13 +138,11 @@ def _apply(stream: Stream, result: Any, timestamp: float, future: Future) -> Non
         from ..tracking.live import boxes_of
 
         tracker = stream.tracker
-        late = stream.tracked_at - LATE_S <= timestamp < stream.tracked_at
         events = []
         if not late:
             if tracker is not None:
                 events = tracker.update(boxes_of(result) or [], timestamp)
             stream.tracked += 1
-            stream.tracked_at = timestamp
         answer = {"id": stream.name, "new": stream.tracked == 1 and not late, "frame": stream.tracked}
         if late:
             answer["late"] = True
@@ -188,14 +201,16 @@ class Streams:
                 stream.offset = timestamp - now
             # without a timestamp: the client's clock as its last timestamp gave it, else the server's
             when = timestamp if timestamp is not None else now + (stream.offset or 0.0)
+            place = stream.place(when)
             state_in = state_out = None
             if stream.state_pairs:
-                # a clock gone back: a camera that restarted, whose new frames do not follow from the old state
-                state_in = _done(None) if when < stream.clock - LATE_S else stream.state
-                state_out = stream.state = Future()
-                state_out.set_running_or_notify_cancel()
-            stream.clock = max(stream.clock, when) if when >= stream.clock - LATE_S else when
-        return Ticket(stream, seq, when, state_in, state_out)
+                # a restarted camera's frames do not follow from the old state; a late frame runs on the state
+                # of the frames before it without passing its own on (the next frame follows the latest)
+                state_in = _done(None) if place == "restart" else stream.state
+                if place != "late":
+                    state_out = stream.state = Future()
+                    state_out.set_running_or_notify_cancel()
+        return Ticket(stream, seq, when, place == "late", state_in, state_out)
 
 
 def _done(value: Any) -> Future:

@@ -34,13 +34,17 @@ class TaskService:
         self.core = core
         self._pool: ThreadPoolExecutor | None = None
         self._threads = threads or max(2, min(8, os.cpu_count() or 2))
-        self.streams: Streams = core.streams  # one per server: a stream's frames may come over either protocol
 
     @property
     def pool(self) -> ThreadPoolExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="edgeaccel-task")
         return self._pool
+
+    @property
+    def streams(self) -> Streams:
+        """The server's streams (one set for both protocols: a stream's frames may come over either)."""
+        return self.core.streams
 
     def has_task(self, name: str, version: str = "") -> bool:
         """Whether the model answers images (a 404 for a model the server does not hold)."""
@@ -149,11 +153,11 @@ class TaskService:
         try:
             try:
                 inputs, frame, took = self.prepare(task, data, where)
-                if ticket is not None and ticket.state_in is not None:
-                    inputs.update(ticket.state_in.result(self._wait_s(timeout_s)) or {})
-            except (TimeoutError, concurrent.futures.TimeoutError):  # one class from Python 3.11 on, two before
-                self.core.release()
-                raise _behind(name, options.stream, self._wait_s(timeout_s)) from None
+                if ticket is not None and ticket.state_in is not None:  # after the stream's previous frame ran
+                    try:
+                        inputs.update(ticket.state_in.result(self._wait_s(timeout_s)) or {})
+                    except (TimeoutError, concurrent.futures.TimeoutError):  # one class from 3.11 on, two before
+                        raise _behind(name, options.stream, self._wait_s(timeout_s)) from None
             except BaseException:
                 self.core.release()
                 raise
@@ -191,11 +195,11 @@ class TaskService:
             try:
                 inputs, frame, took = await loop.run_in_executor(self.pool, self.prepare, task, data, where)
                 if ticket is not None and ticket.state_in is not None:  # after the stream's previous frame ran
-                    inputs.update(await asyncio.wait_for(asyncio.wrap_future(ticket.state_in),
-                                                         self._wait_s(timeout_s)) or {})
-            except asyncio.TimeoutError:
-                self.core.release()
-                raise _behind(name, options.stream, self._wait_s(timeout_s)) from None
+                    try:
+                        inputs.update(await asyncio.wait_for(asyncio.wrap_future(ticket.state_in),
+                                                             self._wait_s(timeout_s)) or {})
+                    except asyncio.TimeoutError:
+                        raise _behind(name, options.stream, self._wait_s(timeout_s)) from None
             except BaseException:
                 self.core.release()
                 raise
