@@ -9,7 +9,7 @@ edgeaccel/tracking), applied to a stream's frames in the order they arrived, wha
 a client that keeps several frames in flight gets the ids a client sending one at a time gets. A frame's time is
 its ``timestamp`` (seconds on the client's clock: motion is in time, so uneven or dropped frames are fine), or
 when it arrived (on the client's clock as the stream's last timestamp set it, else the server's). A frame up to
-``LATE_S`` before the last one tracked arrived after it (another connection overtook it): it is answered
+``LATE_S`` before the latest one that arrived was overtaken on the way in (another connection): it is answered
 untracked and ``late``. Further back, the camera restarted: the stream's tracks end (ids go on) and a model's
 recurrent state starts again from zeros, as on a looped file in-process.
 
@@ -53,11 +53,11 @@ class Stream:
     """One stream's tracker, and the frames that arrived and are not yet applied to it; for a model with
     recurrent state, the state its last frame leaves."""
 
-    def __init__(self, name: str, tracks: bool, state: list[tuple[str, str]], options: Any = None) -> None:
+    def __init__(self, name: str, tracks: bool, state: list[tuple[str, str]]) -> None:
         from ..tracking import Tracker
 
         self.name = name
-        self.tracker = Tracker(options) if tracks else None
+        self.tracker = Tracker() if tracks else None  # watch(track=True)'s defaults
         self.state_pairs = state  # (output name, input name) of each state the model carries
         self.state: Future = _done(None)  # the inputs the last frame that arrived will leave (None: zeros)
         self.clock = -math.inf  # the latest timestamp that arrived since the camera last restarted
@@ -66,7 +66,7 @@ class Stream:
         self.lock = threading.Lock()
         self.arrived = 0  # frames given a place in the stream's order
         self.applied = 0  # frames applied (or given up) in that order
-        self.tracked = 0  # frames applied
+        self.tracked = 0  # frames tracked (a late one is not)
         self.parked: dict[int, tuple[Any, float, bool, Future] | None] = {}  # None: a frame that failed
         self.seen = time.monotonic()
 

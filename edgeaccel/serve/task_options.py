@@ -58,7 +58,6 @@ class RequestOptions:
             setattr(mine, name, value)
         return mine
 
-
     def check_images(self, count: int) -> None:
         """A tracked stream takes one frame a request: frames of one request would share one time."""
         if self.stream is not None and count != 1:
