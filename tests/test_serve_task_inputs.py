@@ -11,13 +11,12 @@ from __future__ import annotations
 import io
 import json
 import shutil
-import urllib.error
-import urllib.request
 
 import numpy as np
 import pytest
 
 from conftest import IMAGES, MODELS
+from serve_http import post_json as _post
 
 pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: servers
 pytest.importorskip("uvicorn")
@@ -71,15 +70,6 @@ def _load(path, executor, **options):
     labels = {"traffic": TRAFFIC_LABELS, "mobilenet": IMAGENET_LABELS}.get(path.stem)
     return edgeaccel.load(path, task=task, executor=executor.split(":")[0],
                           task_options=TaskOptions(labels=labels, **options))
-
-
-def _post(server, path, body, content_type="application/octet-stream"):
-    request = urllib.request.Request(server.url + path, data=body, headers={"Content-Type": content_type})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def _answer(result: dict) -> dict:

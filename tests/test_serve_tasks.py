@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from conftest import IMAGES, MODELS
+from serve_http import post_json as _post
 
 pytestmark = [pytest.mark.slow, pytest.mark.shared]  # slow tier: servers
 pytest.importorskip("uvicorn")
@@ -81,15 +82,6 @@ def _encode(rgb, fmt, **options) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(rgb).save(buffer, format=fmt, **options)
     return buffer.getvalue()
-
-
-def _post(server, path, body, content_type="image/png"):
-    request = urllib.request.Request(server.url + path, data=body, headers={"Content-Type": content_type})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def _same_boxes(got, want):

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import MODELS, VIDEO
+from serve_http import post_json as _post
 
 pytestmark = [pytest.mark.slow]  # a server
 pytest.importorskip("uvicorn")
@@ -108,15 +109,6 @@ def in_process(repo, video):
             tracker.update(result.boxes, i / 10)
             out.append([(b.label, b.track_id, list(b.xyxy), b.score) for b in result.boxes])
     return out
-
-
-def _post(server, path, body, content_type="image/png"):
-    request = urllib.request.Request(server.url + path, data=body, headers={"Content-Type": content_type})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def _frame(server, video, i, stream):
