@@ -152,3 +152,19 @@ def test_a_bad_grpc_request_is_invalid_argument_and_the_next_good_one_works(serv
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and words in err.value.details()
     reply = _grpc_call(server, GOOD.tobytes())
     assert reply.id == "r1" and len(reply.raw_output_contents[0]) == 8 * 4
+
+
+def test_a_client_still_sending_after_a_broken_chunk_reads_its_400_not_a_reset(server):
+    """The parser's 400 closes the connection while the client's upload goes on: the close lingers (reads and drops
+    the rest) so that the client's writes succeed and it reads the answer."""
+    host, port = server.http.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=20) as conn:
+        conn.sendall(b"POST /v2/models/conv/infer HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")
+        time.sleep(0.2)  # the 400 is written and the close begins
+        for _ in range(40):  # 2.5 MB more on its way
+            conn.sendall(b"\0" * (64 << 10))  # EPIPE / ECONNRESET here is the defect
+        conn.shutdown(socket.SHUT_WR)
+        out = b""
+        while chunk := conn.recv(65536):
+            out += chunk
+    assert out.startswith(b"HTTP/1.1 400") and b"not valid HTTP/1.1" in out, out[:300]

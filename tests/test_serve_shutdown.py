@@ -197,3 +197,42 @@ def test_sigterm_while_the_models_load_and_again_after_the_shutdown_still_exits_
         assert server.proc.wait(60) == 0, "".join(server.stderr_lines[-20:])
     finally:
         server.kill()
+
+
+def test_a_slow_upload_begun_as_the_server_shuts_down_reads_its_503_not_a_reset(repo):
+    """An upload that outlasts the in-app discard (2 s) on a connection the client opened before the SIGTERM: the
+    server answers 503, half-closes and reads the rest, so every write succeeds and the answer is read whole."""
+    import signal
+    import socket
+
+    from edgeaccel.serve.process import ServerProcess
+
+    server = ServerProcess([repo, "--port", "0", "--grpc-port", "off", "--executor", "onnxruntime"]).start()
+    host, port = server.http.rsplit(":", 1)
+    try:
+        conn = socket.create_connection((host, int(port)), timeout=30)
+        conn.sendall(b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert b"200 OK" in conn.recv(4096)  # an idle keep-alive connection, as a client's pool holds
+        chunk, chunks = b"\0" * (64 << 10), 56  # 3.5 MB at 1 MB/s: 3.5 s
+        server.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the server refuses (the signal is handled on its loop)
+            probe = http.client.HTTPConnection(host, int(port), timeout=10)
+            probe.request("GET", "/v2/health/ready")
+            refusing = probe.getresponse().status == 503
+            probe.close()
+            if refusing:
+                break
+        conn.sendall(b"POST /v2/models/wide/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+                     b"Content-Length: " + str(len(chunk) * chunks).encode() + b"\r\n\r\n")
+        for _ in range(chunks):
+            conn.sendall(chunk)  # EPIPE / ECONNRESET here is the defect
+            time.sleep(len(chunk) / (1 << 20))
+        answer = b""
+        while data := conn.recv(65536):
+            answer += data
+        conn.close()
+    finally:
+        exit_code = server.terminate(timeout_s=60)
+    assert answer.startswith(b"HTTP/1.1 503") and b"shutting down" in answer, answer[:300]
+    assert exit_code == 0

@@ -12,7 +12,14 @@ httptools also takes a request head of any size (a 1 MB header was answered 200,
 At shutdown uvicorn closes at once every connection without a request in progress: one a client had just
 opened, or one it was about to reuse, and a request being written on it met a reset (EPIPE, flooding a
 790 KB-tensor model with 16 clients: tools/serve_sigterm_flood.py). Such a connection gets ``IDLE_GRACE_S`` to
-begin a request, which the server then refuses (503, Connection: close) like every request while it drains."""
+begin a request, which the server then refuses (503, Connection: close) like every request while it drains.
+
+A connection closed while its request's body is still arriving is reset by the kernel, and the client, still
+writing, meets EPIPE or ECONNRESET instead of reading the answer waiting for it (a 503 while the server drains,
+a 400 for a broken chunk). The in-app discard (http_body.BodyWatch) reads up to 2 s of such a body first; a slow
+upload outlasts it. So the close lingers, as nginx's lingering_close does: the answer goes out, then a FIN
+(half close), and what the client still sends is read and dropped until it closes its side, sends nothing for
+``LINGER_IDLE_S``, or ``LINGER_MAX_S`` have passed; then the connection closes."""
 
 from __future__ import annotations
 
@@ -24,6 +31,8 @@ log = logging.getLogger("edgeaccel.serve")
 UVICORN_WORDS = "Invalid HTTP request received."
 MAX_HEAD_BYTES = 64 << 10  # a request's URL and headers together (nginx's default allows 32 KB of headers)
 IDLE_GRACE_S = 1.0  # at shutdown, what a connection without a request gets to begin one (last_call.READ_S's time)
+LINGER_IDLE_S = 2.0  # a lingering close ends once the client sent nothing this long (nginx's lingering_timeout)...
+LINGER_MAX_S = 10.0  # ...or after this long in all (nginx: 30 s; here a shutdown waits for it)
 
 
 def protocol_class() -> type:
@@ -38,6 +47,15 @@ def protocol_class() -> type:
 
     class Protocol(Base):
         head_bytes = 0
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(Lingering(transport, self))
+
+        def data_received(self, data: bytes) -> None:
+            if self.transport.lingering:  # the rest of a body nobody will read: dropped, not parsed
+                self.transport.received()
+                return
+            super().data_received(data)
 
         def shutdown(self) -> None:
             if self.cycle is None or self.cycle.response_complete:  # idle: a request may be on its way
@@ -84,6 +102,45 @@ def protocol_class() -> type:
             self.transport.close()
 
     return Protocol
+
+
+class Lingering:
+    """A connection's transport whose ``close()`` lingers while the request's body is still arriving (the
+    module's docstring says why); everything else is the transport's own."""
+
+    def __init__(self, transport, protocol) -> None:
+        self._transport, self._protocol = transport, protocol
+        self.lingering = False
+        self._ends = 0.0
+        self._timer = None
+
+    def __getattr__(self, name: str):
+        return getattr(self._transport, name)
+
+    def is_closing(self) -> bool:
+        return self.lingering or self._transport.is_closing()
+
+    def close(self) -> None:
+        transport = self._transport
+        if self.lingering or transport.is_closing():
+            return
+        cycle = self._protocol.cycle
+        # more_body: the body had not all come when the answer was complete (uvicorn stops updating it then)
+        if cycle is None or not cycle.more_body or cycle.disconnected or not transport.can_write_eof():
+            transport.close()
+            return
+        self.lingering = True
+        transport.write_eof()  # after the answer already written: the client reads it, then the end
+        transport.resume_reading()  # uvicorn may have paused reading while the body was buffered
+        self._ends = self._protocol.loop.time() + LINGER_MAX_S
+        self.received()
+
+    def received(self) -> None:
+        """Bytes came while lingering: the client is still sending; wait for more, up to the limits."""
+        loop = self._protocol.loop
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(min(loop.time() + LINGER_IDLE_S, self._ends), self._transport.close)
 
 
 def _not_parse_errors(record: logging.LogRecord) -> bool:
