@@ -168,3 +168,4 @@ def test_a_client_still_sending_after_a_broken_chunk_reads_its_400_not_a_reset(s
         while chunk := conn.recv(65536):
             out += chunk
     assert out.startswith(b"HTTP/1.1 400") and b"not valid HTTP/1.1" in out, out[:300]
+

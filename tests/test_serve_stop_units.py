@@ -292,3 +292,87 @@ def test_answers_sent_while_the_server_drains_close_their_connection():
     asyncio.run(answer(type("Serving", (), {"ready": True})()))
     closing, open_ = sent[0]["headers"], sent[2]["headers"]
     assert (b"connection", b"close") in closing and (b"connection", b"close") not in open_
+
+
+class _Transport:
+    """What the lingering close asks of uvloop's transport, recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.closing = False
+
+    def write(self, data) -> None:
+        if "write_eof" in self.calls:
+            raise RuntimeError("Cannot call write() after write_eof()")  # uvloop's and asyncio's answer
+        self.calls.append("write")
+
+    def write_eof(self) -> None:
+        self.calls.append("write_eof")
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def resume_reading(self) -> None:
+        self.calls.append("resume_reading")
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.calls.append("close")
+        self.closing = True
+
+
+class _Cycle:
+    def __init__(self, response_complete: bool) -> None:
+        self.response_complete, self.disconnected = response_complete, False
+        self.message_event = asyncio.Event()
+
+
+class _Protocol:
+    def __init__(self, cycle, arriving: bool, loop) -> None:
+        self.cycle, self.arriving, self.loop = cycle, arriving, loop
+
+    def body_arriving(self) -> bool:
+        return self.arriving
+
+
+def test_a_close_lingers_only_while_a_body_arrives_and_ends_at_the_idle_limit(monkeypatch):
+    from edgeaccel.serve import http_protocol
+    from edgeaccel.serve.http_protocol import Lingering
+
+    monkeypatch.setattr(http_protocol, "LINGER_IDLE_S", 0.05)
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        done = Lingering(_Transport(), _Protocol(_Cycle(True), False, loop))
+        done.close()
+        assert done._transport.calls == ["close"], "a whole body: closed at once"
+        transport = _Transport()
+        lingering = Lingering(transport, _Protocol(_Cycle(True), True, loop))
+        lingering.close()
+        assert transport.calls == ["write_eof", "resume_reading"] and lingering.is_closing()
+        await asyncio.sleep(0.03)
+        lingering.received()  # the client is still sending: the idle limit starts again
+        await asyncio.sleep(0.03)
+        assert "close" not in transport.calls
+        await asyncio.sleep(0.05)
+        assert transport.calls[-1] == "close"
+
+    asyncio.run(scenario())
+
+
+def test_a_close_under_an_app_still_answering_drops_its_answer_and_tells_it():
+    """A parse error's 400 closes while the app's task (begun on the head) has not answered: its answer is not
+    written after the FIN (the transport would raise: 'Exception in ASGI application'), and its body read ends."""
+    from edgeaccel.serve.http_protocol import Lingering
+
+    async def scenario():
+        transport, cycle = _Transport(), _Cycle(False)
+        lingering = Lingering(transport, _Protocol(cycle, True, asyncio.get_running_loop()))
+        lingering.close()
+        assert cycle.disconnected and cycle.message_event.is_set()
+        lingering.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        assert "write" not in transport.calls
+
+    asyncio.run(scenario())

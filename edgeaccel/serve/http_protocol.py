@@ -67,9 +67,23 @@ def protocol_class() -> type:
             if not self.transport.is_closing():
                 super().shutdown()  # closes it now, or after the response of a request begun meanwhile
 
-        def on_message_begin(self) -> None:
+        def on_message_begin(self) -> None:  # httptools' callbacks (h11 has none: body_arriving asks h11)
             self.head_bytes = 0
+            self.body_done = False
             super().on_message_begin()
+
+        def on_message_complete(self) -> None:
+            self.body_done = True  # noted even after the answer (uvicorn stops noting it then)
+            super().on_message_complete()
+
+        def body_arriving(self) -> bool:
+            """The current request's body has not all come."""
+            conn = getattr(self, "conn", None)
+            if conn is not None:  # h11
+                import h11
+
+                return conn.their_state is h11.SEND_BODY
+            return self.cycle is not None and not getattr(self, "body_done", True)
 
         def on_url(self, url: bytes) -> None:
             self._count(len(url))
@@ -120,15 +134,25 @@ class Lingering:
     def is_closing(self) -> bool:
         return self.lingering or self._transport.is_closing()
 
+    def write(self, data) -> None:
+        if not self.lingering:  # after the FIN nothing more can go out (the transport would raise)
+            self._transport.write(data)
+
+    def writelines(self, data) -> None:
+        if not self.lingering:
+            self._transport.writelines(data)
+
     def close(self) -> None:
         transport = self._transport
         if self.lingering or transport.is_closing():
             return
         cycle = self._protocol.cycle
-        # more_body: the body had not all come when the answer was complete (uvicorn stops updating it then)
-        if cycle is None or not cycle.more_body or cycle.disconnected or not transport.can_write_eof():
+        if cycle is None or cycle.disconnected or not self._protocol.body_arriving() or not transport.can_write_eof():
             transport.close()
             return
+        if not cycle.response_complete:  # closed under the app (a parse error's 400): it reads the end, sends nothing
+            cycle.disconnected = True
+            cycle.message_event.set()
         self.lingering = True
         transport.write_eof()  # after the answer already written: the client reads it, then the end
         transport.resume_reading()  # uvicorn may have paused reading while the body was buffered
