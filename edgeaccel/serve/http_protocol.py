@@ -36,7 +36,8 @@ LINGER_MAX_S = 10.0  # ...or after this long in all (nginx: 30 s; here a shutdow
 
 
 def protocol_class() -> type:
-    """uvicorn's own protocol class (httptools where installed, else h11) with this answer to a parse error."""
+    """uvicorn's own protocol class (httptools where installed, else h11) with this module's answer to a parse
+    error, its grace for idle connections at shutdown, and its lingering close."""
     try:
         import httptools  # noqa: F401
 
