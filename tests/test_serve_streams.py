@@ -130,6 +130,8 @@ def test_concurrent_streams_track_alike():
     ({"timestamp": "1.5"}, "give stream=NAME beside it"),
     ({"stream": "cam", "timestamp": "soon"}, "timestamp is a number"),
     ({"stream": "cam", "timestamp": "nan"}, "timestamp is a number"),
+    ({"stream": "cam", "timestamp": "1e308"}, "timestamp is in seconds"),
+    ({"stream": "cam", "timestamp": "1795769329000"}, "milliseconds?"),
 ])
 def test_bad_stream_options_are_a_400_that_says_what_to_send(values, words):
     with pytest.raises(ServeError) as caught:

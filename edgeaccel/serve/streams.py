@@ -150,7 +150,9 @@ def _apply(stream: Stream, result: Any, timestamp: float, late: bool, future: Fu
             answer["tracks"] = tracker.confirmed
             answer["events"] = [e.to_dict() for e in sorted(events, key=lambda e: e.timestamp)]
         future.set_result(answer)
-    except Exception as exc:  # a bug of the tracker: this frame's answer says so, the stream goes on
+    except Exception as exc:  # a bug of the tracker: this frame's answer says so, the stream starts its tracks again
+        if stream.tracker is not None:
+            stream.tracker.reset()
         future.set_exception(exc)
 
 

@@ -24,6 +24,7 @@ COUNTS = ("max_det", "top_k")  # whole numbers from 1
 MAX_COUNT = 10_000
 # what other servers call the score threshold ("threshold" is not one: a segmenter's mask threshold has that name)
 ALIASES = {"confidence": "conf"}
+MAX_TIMESTAMP_S = 1e10  # a frame's timestamp, seconds either way of the client's zero
 TRACKING = ("stream", "timestamp")  # a frame of a tracked stream (streams.py), and its time in seconds
 PREDICT_NAMES = ("masks", "timeout", *SHARES, *COUNTS, *ALIASES, *TRACKING)  # what /predict's query string may hold
 
@@ -121,6 +122,9 @@ def _options(values: dict[str, Any]) -> RequestOptions:
         if stream is None:
             raise ServeError(400, "timestamp is a tracked frame's time: give stream=NAME beside it")
         timestamp = _number("timestamp", timestamp)
+        if abs(timestamp) > MAX_TIMESTAMP_S:  # motion over such spans overflows; 1.8e12 is milliseconds since 1970
+            raise ServeError(400, f"timestamp is in seconds, at most {MAX_TIMESTAMP_S:.0e} either way (Unix time "
+                                  f"is 1.8e9), not {timestamp:g}: milliseconds? divide by 1000")
     return RequestOptions(mask_format(values.get("masks")), decoding, values.get("masks") not in (None, ""),
                           None if stream is None else stream_name(stream), timestamp)
 
