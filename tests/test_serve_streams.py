@@ -225,3 +225,12 @@ def test_a_late_frame_of_a_stateful_model_runs_on_the_state_before_it_and_passes
     late.ran({"state_out": "after 0.9"})
     after = streams.arrive("m", "cam", 1.1, tracks=False, state=state)
     assert after.state_in.result(0) == {"state_in": "after 1.0"}, "the chain follows the latest frame"
+
+
+def test_a_model_reloaded_with_other_outputs_starts_its_streams_again():
+    streams = Streams()
+    first = streams.arrive("m", "cam", 0.0, tracks=False, state=[("state_out", "state_in")])
+    first.ran({"state_out": 1})
+    first.complete(object()).result(0)
+    again = streams.arrive("m", "cam", 0.1, tracks=True, state=[])
+    assert again.state_in is None and again.complete(moving(0)).result(0)["new"]

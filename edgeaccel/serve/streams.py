@@ -186,6 +186,8 @@ class Streams:
         with self._lock:
             self._expire(now)
             stream = self._streams.get(key)
+            if stream is not None and (stream.state_pairs != (state or []) or (stream.tracker is not None) != tracks):
+                stream = None  # the model was reloaded with other outputs: its streams start again
             if stream is None:
                 stream = self._streams[key] = Stream(name, tracks, state or [])
                 if len(self._streams) > self.max_streams:
