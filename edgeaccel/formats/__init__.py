@@ -6,13 +6,14 @@ sees it, because every runtime we measured can crash its host process on one (do
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 import os
 from pathlib import Path
 from typing import Protocol
 
 from ..digest import digest as content_digest
-from ..errors import ModelValidationError, UnsupportedFormatError
+from ..errors import EdgeAccelError, ModelValidationError, UnsupportedFormatError
 from ..modelinfo import Format, ModelInfo
 from . import tflite, tflite_checks
 
@@ -63,6 +64,8 @@ def describe(path: str | os.PathLike, memo: ValidationMemo | None = None) -> Mod
         return ModelInfo(path=path, format=fmt, inputs=(), outputs=(), details={"note": "read by TensorFlow"})
     with _open(path) as buf:
         digest = content_digest(buf)
+        if fmt is Format.OPENVINO_IR:  # its weights are in the .bin: an IR's .xml is the same for every weight set
+            digest = with_companions(digest, [path.with_suffix(".bin")])
         known = memo.recall(digest, path) if memo else None
         if known is not None:
             return known
@@ -70,6 +73,8 @@ def describe(path: str | os.PathLike, memo: ValidationMemo | None = None) -> Mod
             info = _describe_tflite(path, buf, digest)
         elif fmt is Format.ONNX:
             info = _describe_onnx(path, buf, digest)
+            if info.extra_files:  # external data: known once the model is read
+                info = dataclasses.replace(info, digest=with_companions(digest, info.extra_files))
         elif fmt is Format.TENSORRT_ENGINE:
             from . import tensorrt
 
@@ -79,6 +84,23 @@ def describe(path: str | os.PathLike, memo: ValidationMemo | None = None) -> Mod
     if memo:
         memo.remember(info)
     return info
+
+
+def with_companions(digest: str, files) -> str:
+    """A model's digest that covers the files it reads its weights from (an IR's .bin, ONNX external data), which
+    every cache keyed by the digest (measurements, calibration, compiled models, the validation memo) must tell
+    apart: two fine-tuned exports of one network have the same .xml and different .bin. The files' bytes are
+    hashed (~600 MB/s); one that is missing adds nothing (validation says it is missing)."""
+    from ..digest import blake2b
+
+    h = blake2b(digest.encode(), digest_size=32)
+    for extra in files:
+        try:
+            with _open(Path(extra)) as data:
+                h.update(content_digest(data).encode())
+        except EdgeAccelError:  # missing, unreadable, empty: validation reports it
+            continue
+    return h.hexdigest()
 
 
 class _open:

@@ -93,7 +93,9 @@ class ValidationMemo:
             return None
         extra = []
         for old in info.extra_files:
-            beside = path.with_name(Path(old).name)
+            # an IR's weights are named after its .xml (the digest covered the one beside this path); ONNX
+            # external data keeps the names the model gives it
+            beside = path.with_suffix(".bin") if info.format is Format.OPENVINO_IR else path.with_name(Path(old).name)
             try:
                 if beside.stat().st_size != info.details.get("extra_sizes", {}).get(Path(old).name):
                     return None
