@@ -75,7 +75,7 @@ class ModelInfo:
     operators: tuple[str, ...] = ()  # distinct operator names, sorted
     custom_ops: tuple[str, ...] = ()
     size_bytes: int = 0
-    digest: str = ""  # BLAKE2b-256 of the file's bytes (edgeaccel.digest)
+    digest: str = ""  # BLAKE2b-256 of the file's bytes, and of its weights files (formats.with_companions)
     extra_files: tuple[Path, ...] = ()  # weights (.bin), ONNX external data
     details: dict = field(default_factory=dict, compare=False)  # format-specific facts (opset, producer, ...)
 

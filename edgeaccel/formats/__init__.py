@@ -49,7 +49,7 @@ def detect_format(path: str | os.PathLike) -> Format:
 class ValidationMemo(Protocol):
     """Remembers the description of models that passed validation, by content hash, so that loading the
     same bytes again skips parsing and checking them (the ONNX full checker alone costs ~0.1 s). The hash
-    covers every byte of the model file, so no other file can pass as one remembered."""
+    covers every byte of the model file and of an IR's .bin, so no other file can pass as one remembered."""
 
     def recall(self, digest: str, path: Path) -> ModelInfo | None: ...
 
