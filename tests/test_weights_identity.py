@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
-ov = pytest.importorskip("openvino")
 
 
 def _matmul_ir(folder, name="model"):
@@ -20,6 +19,7 @@ def _matmul_ir(folder, name="model"):
 
     from onnx_models import save
 
+    ov = pytest.importorskip("openvino")
     folder.mkdir(parents=True, exist_ok=True)
     w = np.arange(64, dtype=np.float32).reshape(8, 8) / 10
     onnx_path = save([helper.make_node("MatMul", ["x", "W"], ["y"])],
@@ -77,11 +77,14 @@ def test_an_ir_beside_a_twin_of_another_name_loads_its_own_weights_isolated_too(
 
     a = _matmul_ir(tmp_path, "first")
     b = _tuned(a, tmp_path / "second.xml")
+    c = tmp_path / "copy.xml"  # byte for byte the first: the memo recalls it, with its own .bin
+    shutil.copy(a, c)
+    shutil.copy(a.with_suffix(".bin"), c.with_suffix(".bin"))
     x = np.ones((1, 8), np.float32)
     cache = str(tmp_path / "cache")
     answers = {}
     for isolate in (False, True):
-        for path in (a, b):
+        for path in (a, b, c):
             with edgeaccel.load(path, executor="openvino",
                                 runtime=RuntimeOptions(cache_dir=cache, isolate=isolate)) as model:
                 answers[(path.name, isolate)] = model.run(x)[0]
@@ -90,3 +93,15 @@ def test_an_ir_beside_a_twin_of_another_name_loads_its_own_weights_isolated_too(
     for isolate in (False, True):
         np.testing.assert_allclose(answers[("first.xml", isolate)], want, rtol=1e-5)
         np.testing.assert_allclose(answers[("second.xml", isolate)], -want, rtol=1e-5)
+        np.testing.assert_allclose(answers[("copy.xml", isolate)], want, rtol=1e-5)
+
+
+def test_a_weights_file_changed_in_place_changes_the_digest(tmp_path):
+    """The digest of a .bin is kept for the process while the file is unchanged; a rewrite is seen."""
+    from edgeaccel import formats
+
+    a = _matmul_ir(tmp_path)
+    before = formats.describe(a).digest
+    weights = np.fromfile(a.with_suffix(".bin"), np.float32)
+    (weights * 3).tofile(a.with_suffix(".bin"))
+    assert formats.describe(a).digest != before

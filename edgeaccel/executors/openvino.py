@@ -88,9 +88,8 @@ def clean_message(text: str) -> str:
 def content_key(model: ModelInfo) -> str:
     """The cache folder of one model's compiled blobs. OpenVINO keys a blob compiled from a path by the path and
     the file's modification time in seconds, so a model rewritten at the same path within a second (or copied
-    with its time kept) was answered by the old model's blob (measured). The key is the model file's content
-    hash, and the size and nanosecond modification time of its .bin or external data (hashing those on every
-    load would cost what the cache saves)."""
+    with its time kept) was answered by the old model's blob (measured). The key is the model's digest, which
+    covers its .bin or external data (formats.with_companions), and their size and nanosecond modification time."""
     from ..digest import short
 
     parts = [model.digest]

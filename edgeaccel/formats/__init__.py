@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import mmap
 import os
+import threading
 from pathlib import Path
 from typing import Protocol
 
@@ -96,11 +97,33 @@ def with_companions(digest: str, files) -> str:
     h = blake2b(digest.encode(), digest_size=32)
     for extra in files:
         try:
-            with _open(Path(extra)) as data:
-                h.update(content_digest(data).encode())
+            h.update(_file_digest(Path(extra)).encode())
         except EdgeAccelError:  # missing, unreadable, empty: validation reports it
             continue
     return h.hexdigest()
+
+
+_FILE_DIGESTS: dict[tuple, str] = {}  # (device, inode, size, mtime_ns, ctime_ns) -> digest, for this process
+_FILE_DIGESTS_MAX = 64
+_FILE_DIGESTS_LOCK = threading.Lock()
+
+
+def _file_digest(path: Path) -> str:
+    """A weights file's digest, hashed once a process while the file is unchanged: a load that describes its
+    model more than once (a reference and its artifacts, Ray's shipping) pays ~1.7 s a GB once. ctime changes
+    with any write, and a copy made with its times kept has another inode."""
+    st = path.stat()
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    with _FILE_DIGESTS_LOCK:
+        known = _FILE_DIGESTS.get(key)
+    if known is None:
+        with _open(path) as data:
+            known = content_digest(data)
+        with _FILE_DIGESTS_LOCK:
+            if len(_FILE_DIGESTS) >= _FILE_DIGESTS_MAX:
+                _FILE_DIGESTS.pop(next(iter(_FILE_DIGESTS)))
+            _FILE_DIGESTS[key] = known
+    return known
 
 
 class _open:

@@ -75,9 +75,9 @@ class ValidationMemo:
     """formats.ValidationMemo as JSON descriptions named by content hash under
     <cache>/validated/<validation_rules_key()>.
 
-    A description is reused only for the same bytes, found at any path, checked by the same rules; what lives
-    beside the model file is checked again: an OpenVINO IR's .bin must still have the size the checks saw, and
-    an ONNX model with external data is never remembered (its data files are outside the hash)."""
+    A description is reused only for the same bytes, found at any path, checked by the same rules: the hash covers
+    an OpenVINO IR's .bin too (formats.with_companions), whose size is checked again; an ONNX model with external
+    data is never remembered (its data files are named inside it, known only once it is read)."""
 
     def __init__(self, root: str | os.PathLike) -> None:
         self.folder = Path(root) / "validated" / validation_rules_key()
