@@ -98,7 +98,7 @@ def with_companions(digest: str, files) -> str:
     for extra in files:
         try:
             h.update(_file_digest(Path(extra)).encode())
-        except EdgeAccelError:  # missing, unreadable, empty: validation reports it
+        except (OSError, EdgeAccelError):  # missing, unreadable, empty: validation reports it
             continue
     return h.hexdigest()
 
