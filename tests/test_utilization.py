@@ -317,9 +317,12 @@ def test_jetson_through_a_tegrastats_stand_in(tmp_path):
 
 
 def test_this_machines_proc_while_allocating():
+    import gc
+
     cores = {f"cpu{n}" for n in range(os.cpu_count() or 1)}
+    gc.collect()  # garbage of earlier tests freed now, not inside the window (CI saw +64 MB read as +29 MB)
     with UtilizationSampler(0.05) as sampler:
-        block = bytearray(64 << 20)  # 64 MB, touched page by page so that it is resident
+        block = bytearray(192 << 20)  # 192 MB, touched page by page so that it is resident
         for i in range(0, len(block), 4096):
             block[i] = 1
         end = time.monotonic() + 0.4
@@ -329,7 +332,7 @@ def test_this_machines_proc_while_allocating():
     del block
     assert s["samples"] > 2  # the thread sampled between the first and the last
     assert set(s["cpu_percent_per_core"]) == cores
-    assert s["rss_mb"]["peak"] - s["rss_mb"]["start"] >= 60
+    assert s["rss_mb"]["peak"] - s["rss_mb"]["start"] >= 128, s["rss_mb"]  # room for what others free meanwhile
     assert s["process_cpu_percent"]["mean"] > 0 and s["sampler_cpu_s"] > 0
     assert [src["source"] for src in s["sources"] if src["found"]][:2] == ["cpu", "process"]
 
