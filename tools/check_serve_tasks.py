@@ -9,9 +9,9 @@ tritonclient gRPC; it also fetches the browser page. Every answer must equal the
 ``predict(path)``), all but
 the timings. Then bad requests, each of which must be a 4xx / INVALID_ARGUMENT with a message, never a 500, a
 hang or a traceback: empty, random, truncated, a 60000x60000 header, a wrong Content-Type, out-of-range and
-unknown options, a multipart form without a file, zero images. A detector's images are also sent as the frames of one
-tracked stream (``stream=``, each image twice, HTTP and gRPC in turn), whose boxes and track ids must equal
-in-process ``watch(track=True)``'s on the same frames. Last, the server's log must hold no traceback.
+unknown options, a multipart form without a file, zero images. A model that takes streams (a detector, a model with
+recurrent state) also gets the images as the frames of one stream (``stream=``, each image twice, HTTP and gRPC in
+turn), whose results and track ids must equal in-process ``watch``'s on the same frames. Last, the server's log must hold no traceback.
 
 Exit 1 on any problem, listing each.
 
@@ -69,8 +69,9 @@ def main() -> int:
             print(f"{name}: {parameters['task']}")
             for image in args.images:
                 checker.same_everywhere(name, image, entries[name].source, tasks.get(name), labels.get(name))
-            if "stream=" in parameters.get("images", ""):
-                checker.tracked(name, args.images, entries[name].source, tasks.get(name), labels.get(name))
+            if "stream=" in parameters.get("images", ""):  # boxes to track, or recurrent state to carry
+                checker.tracked(name, args.images, entries[name].source, tasks.get(name), labels.get(name),
+                                boxes="track_id" in parameters["images"])
             checker.bad_requests(name, args.images[0])
         log = "".join(server.stderr_lines)
     if "Traceback" in log:
@@ -156,14 +157,18 @@ class Checker:
         print(f"  {image.name}: {len(answers)} ways, {executor}, "
               f"{'same as in-process' if len(self.problems) == before else 'see the problems below'}")
 
-    def tracked(self, name: str, images: list[Path], source, task: str | None, labels: str | None) -> None:
-        """The images as frames of one tracked stream (each twice, so that tracks are confirmed), sent over HTTP
-        and gRPC in turn: boxes and track ids must be those the in-process tracker gives on the same frames."""
+    def tracked(self, name: str, images: list[Path], source, task: str | None, labels: str | None,
+                boxes: bool) -> None:
+        """The images as frames of one stream (each twice, so that tracks are confirmed), sent over HTTP and gRPC
+        in turn: results, track ids and recurrent state must be those of in-process ``watch`` on the same frames."""
+        import re
+
         import edgeaccel
         from edgeaccel.options import TaskOptions
+        from edgeaccel.vision.preprocess import as_rgb
 
         frames = [image for image in images for _ in range(2)]
-        stream = f"check-{name}"
+        stream = "check-" + re.sub(r"[^A-Za-z0-9._-]", "-", name)[:100]
         answers = []
         for i, image in enumerate(frames):
             body, when = image.read_bytes(), i / 10
@@ -180,13 +185,11 @@ class Checker:
                     name, [tensor], parameters={"stream": stream, "timestamp": when}, client_timeout=TIMEOUT_S),
                     f"{name} tracked frame {i} over gRPC"))
         executor = next((a.get("executor") for a in answers if a), None) or ""
-        from edgeaccel.vision.preprocess import as_rgb
-
-        # in-process, the same frames through watch(track=True) at 10 frames a second: the same timestamps, the
-        # model's recurrent state (if any) carried from frame to frame as the server carries it per stream
+        # in-process, the same frames through watch at 10 frames a second: the same timestamps, the model's
+        # recurrent state (if any) carried from frame to frame as the server carries it per stream
         with edgeaccel.load(source, task=task, executor=executor.split(":")[0] or None,
                             task_options=TaskOptions(labels=labels)) as model:
-            local = [frame.result for frame in model.watch([as_rgb(image) for image in frames], track=True, fps=10)]
+            local = [frame.result for frame in model.watch([as_rgb(image) for image in frames], track=boxes, fps=10)]
         for i, (result, answer) in enumerate(zip(local, answers, strict=True)):
             want = _comparable(result.to_dict())
             if answer is not None and {k: v for k, v in _comparable(answer).items() if k != "stream"} != want:
