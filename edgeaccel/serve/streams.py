@@ -30,7 +30,7 @@ from typing import Any
 from .errors import ServeError
 
 log = logging.getLogger("edgeaccel.serve")
-MAX_STREAMS = 1024  # trackers kept at once in a server (a few KB each)
+MAX_STREAMS = 1024  # trackers kept at once in a server (~48 KB each with two tracks: ~50 MB at most)
 IDLE_S = 120.0  # a stream that sent nothing this long is forgotten (its tracks had ended long before)
 # a timestamp at most this far before the stream's last is a frame that arrived after a later one (frames in
 # flight on several connections): answered untracked. Further back, the camera restarted: its tracks end.
